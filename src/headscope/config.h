@@ -1,0 +1,51 @@
+// The two argument sets of torch.nn.MultiheadAttention: constructor (MhaConfig) and forward
+// (ForwardOptions). Field names follow PyTorch so a reader can map one to the other at a glance.
+#ifndef HEADSCOPE_CONFIG_H_
+#define HEADSCOPE_CONFIG_H_
+
+#include <cstdint>
+
+#include "headscope/status.h"
+#include "headscope/tensor.h"
+
+namespace headscope {
+
+struct MhaConfig {
+  int64_t embed_dim = 0;
+  int64_t num_heads = 1;
+  bool bias = true;
+  bool add_bias_kv = false;
+  bool add_zero_attn = false;
+  int64_t kdim = 0;  // 0 means embed_dim (PyTorch's None)
+  int64_t vdim = 0;  // 0 means embed_dim
+  bool batch_first = false;
+  // Room to grow without a rewrite: grouped-query attention adds `num_kv_heads` (K/V projections
+  // of num_kv_heads * head_dim rows, head h reading K/V head h / (num_heads / num_kv_heads));
+  // positional biases and per-head gates are ForwardOptions, applied where masks are.
+
+  int64_t key_dim() const { return kdim > 0 ? kdim : embed_dim; }
+  int64_t value_dim() const { return vdim > 0 ? vdim : embed_dim; }
+  int64_t head_dim() const { return num_heads > 0 ? embed_dim / num_heads : 0; }
+  // PyTorch's _qkv_same_embed_dim: one packed in_proj_weight instead of three.
+  bool same_qkv_dim() const { return key_dim() == embed_dim && value_dim() == embed_dim; }
+};
+
+// Largest embed_dim / kdim / vdim / num_heads accepted: far beyond any real model, small enough
+// that every size computed from them stays exact in 64-bit arithmetic.
+inline constexpr int64_t kMaxDim = int64_t{1} << 24;
+
+// Checks what PyTorch's constructor checks, plus sizes: positive, within kMaxDim, embed_dim
+// divisible by num_heads.
+Status ValidateConfig(const MhaConfig& config);
+
+struct ForwardOptions {
+  MaskView key_padding_mask;  // (N, S) or (S) unbatched; bool true = ignore that key, float = added
+  MaskView attn_mask;  // (L, S), (N*num_heads, L, S), or (num_heads, L, S) unbatched
+  bool is_causal = false;  // causal mask (key j > query i blocked); attn_mask, if given, must be it
+  bool need_weights = true;
+  bool average_attn_weights = true;  // (N, L, S') averaged, else (N, num_heads, L, S')
+};
+
+}  // namespace headscope
+
+#endif  // HEADSCOPE_CONFIG_H_

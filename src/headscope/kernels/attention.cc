@@ -1,0 +1,45 @@
+// Target dispatch for the attention stage.
+#include "headscope/kernels/attention.h"
+
+#include "headscope/kernels/matmul.h"
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "headscope/kernels/attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "headscope/kernels/attention-inl.h"
+#include "headscope/kernels/dispatch.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace headscope {
+namespace HWY_NAMESPACE {
+
+void AttentionTarget(const AttentionArgs& args, float* workspace) {
+  AttentionImpl(args, workspace);
+}
+const char* TargetNameTarget() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace headscope
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace headscope {
+
+HEADSCOPE_EXPORT(AttentionTarget);
+HEADSCOPE_EXPORT(TargetNameTarget);
+
+size_t AttentionWorkspaceFloats(const AttentionArgs& a) {
+  const size_t tile = a.q_len < kAttentionQueryTile ? a.q_len : kAttentionQueryTile;
+  return PackedFloats(a.kv_total, a.head_dim)    // packed K_h
+         + PackedFloats(a.head_dim, a.kv_total)  // packed V_h^T
+         + tile * a.kv_total                     // score tile
+         + tile;                                 // fully-masked flags (bytes; a float each)
+}
+void Attention(const AttentionArgs& args, float* workspace) {
+  HEADSCOPE_DISPATCH(AttentionTarget)(args, workspace);
+}
+const char* KernelTargetName() { return HEADSCOPE_DISPATCH(TargetNameTarget)(); }
+
+}  // namespace headscope
+#endif  // HWY_ONCE

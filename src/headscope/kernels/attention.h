@@ -1,0 +1,52 @@
+// The attention stage of multi-head attention, after the input projections and before the output
+// projection: for every batch element and head, scores = Q K^T * scale + masks, weights =
+// softmax(scores), head output = weights x V, written into the concatenation.
+#ifndef HEADSCOPE_KERNELS_ATTENTION_H_
+#define HEADSCOPE_KERNELS_ATTENTION_H_
+
+#include <cstddef>
+
+namespace headscope {
+
+struct AttentionArgs {
+  size_t batch = 0;      // N
+  size_t heads = 0;      // H
+  size_t q_len = 0;      // L
+  size_t kv_len = 0;     // S: keys the masks and causality apply to
+  size_t kv_total = 0;   // S' >= S: the extra keys (bias_k, zero attention) are never masked
+  size_t head_dim = 0;   // hd
+  size_t embed = 0;      // E = H * hd
+  float scale = 1.0f;    // 1 / sqrt(hd)
+
+  const float* q = nullptr;  // [N, L, E]  projected queries, head h in columns h*hd ..
+  const float* k = nullptr;  // [N, S', E] projected keys
+  const float* v = nullptr;  // [N, S', E] projected values
+
+  // Additive masks, -inf where blocked (bool masks are converted before this stage).
+  const float* attn_mask = nullptr;  // [L, S], or [N*H, L, S] when attn_mask_per_head
+  bool attn_mask_per_head = false;
+  const float* key_padding_mask = nullptr;  // [N, S]
+  bool causal = false;                      // key j > query i blocked, for j < S
+
+  float* concat = nullptr;           // out: [N, L, E]
+  float* weights = nullptr;          // optional out: [N, H, L, S'], or averaged [N, L, S']
+  bool average_weights = false;
+  float* scores = nullptr;           // optional out (trace): [N, H, L, S'] masked, pre-softmax
+
+  // Extension point: positional biases (ALiBi, relative) and per-head gates are further
+  // additive terms / multipliers applied where the masks are; grouped-query attention maps head
+  // h to K/V head h / group. Neither changes the stage's shape.
+};
+
+// Query rows per tile: bounds the score scratch to kAttentionQueryTile x S' whatever L is.
+inline constexpr size_t kAttentionQueryTile = 64;
+
+// Floats of scratch Attention() needs for these sizes.
+size_t AttentionWorkspaceFloats(const AttentionArgs& args);
+
+// Runs the stage; `workspace` holds AttentionWorkspaceFloats(args) floats, 64-byte aligned.
+void Attention(const AttentionArgs& args, float* workspace);
+
+}  // namespace headscope
+
+#endif  // HEADSCOPE_KERNELS_ATTENTION_H_

@@ -1,0 +1,128 @@
+// Per-target SIMD code of the packed matmul (see matmul.h for the contract). Included once per
+// target by matmul.cc (foreach_target.h) and by other kernel families that call it inline.
+
+// Per-target include guard: lets foreach_target.h include this file once for every target.
+#if defined(HEADSCOPE_KERNELS_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef HEADSCOPE_KERNELS_MATMUL_INL_H_
+#undef HEADSCOPE_KERNELS_MATMUL_INL_H_
+#else
+#define HEADSCOPE_KERNELS_MATMUL_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstring>
+
+#include "headscope/kernels/matmul.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace headscope {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Register blocking for this target: a micro-kernel keeps kRows x kVecs accumulators, plus kVecs
+// loads of B and one broadcast of A, in registers. With 16 vector registers (SSE4, AVX2, and
+// WASM SIMD128 as V8 maps it) 6 rows x 2 vectors uses 15; AVX-512 has 32 registers and 16 lanes,
+// so one vector spans a whole panel and more rows fit.
+template <class D>
+struct MatMulGeometry {
+  static constexpr size_t kLanes = hn::MaxLanes(D());
+  static constexpr size_t kVecs = (2 * kLanes <= kPanel) ? 2 : 1;
+  static constexpr size_t kGroupCols = kVecs * kLanes;  // columns one micro-kernel call covers
+  static constexpr size_t kRows = (kLanes >= 16) ? 8 : 6;
+  static_assert(kPanel % kGroupCols == 0, "a panel must split into whole column groups");
+};
+
+// C[kRows, cols] = alpha * A[kRows, k] * Bgroup + bias, where Bgroup is kGroupCols columns of a
+// packed panel (row p of it at b + p * kPanel). `cols` < kGroupCols only on the last panel.
+template <size_t kRows, class D>
+HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
+                            const float* HWY_RESTRICT b, size_t k,
+                            const float* HWY_RESTRICT bias_group, float alpha,
+                            float* HWY_RESTRICT c, size_t ldc, size_t cols) {
+  using G = MatMulGeometry<D>;
+  using V = hn::Vec<D>;
+  V acc[kRows][G::kVecs];
+  for (size_t r = 0; r < kRows; ++r) {
+    for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = hn::Zero(d);
+  }
+  for (size_t p = 0; p < k; ++p) {
+    const float* HWY_RESTRICT bp = b + p * kPanel;
+    V bv[G::kVecs];
+    for (size_t v = 0; v < G::kVecs; ++v) bv[v] = hn::LoadU(d, bp + v * G::kLanes);
+    for (size_t r = 0; r < kRows; ++r) {
+      const V av = hn::Set(d, a[r * lda + p]);
+      for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
+    }
+  }
+  const V valpha = hn::Set(d, alpha);
+  for (size_t r = 0; r < kRows; ++r) {
+    float* HWY_RESTRICT crow = c + r * ldc;
+    HWY_ALIGN float tail[G::kGroupCols];
+    float* dst = (cols == G::kGroupCols) ? crow : tail;
+    for (size_t v = 0; v < G::kVecs; ++v) {
+      V out = hn::Mul(acc[r][v], valpha);
+      if (bias_group != nullptr) out = hn::Add(out, hn::LoadU(d, bias_group + v * G::kLanes));
+      hn::StoreU(out, d, dst + v * G::kLanes);
+    }
+    // Edge of the last panel: never write past column n, the caller's buffer may end there.
+    if (dst == tail) std::memcpy(crow, tail, cols * sizeof(float));
+  }
+}
+
+// Runs MicroKernel<rows> for 1 <= rows < kRows (the last block of rows) without a runtime loop
+// inside the kernel: each count gets its own fully unrolled instance.
+template <size_t kRows, class D>
+HWY_INLINE void MicroKernelTail(size_t rows, D d, const float* a, size_t lda, const float* b,
+                                size_t k, const float* bias_group, float alpha, float* c,
+                                size_t ldc, size_t cols) {
+  if constexpr (kRows > 0) {
+    if (rows == kRows) {
+      MicroKernel<kRows>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+    } else {
+      MicroKernelTail<kRows - 1>(rows, d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+    }
+  }
+}
+
+HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
+                                 const float* HWY_RESTRICT packed_b,
+                                 const float* HWY_RESTRICT bias, size_t m, size_t n, size_t k,
+                                 float alpha, float* HWY_RESTRICT c, size_t ldc) {
+  const hn::ScalableTag<float> d;
+  using G = MatMulGeometry<decltype(d)>;
+  // Loop order: a column group of one panel (k * kGroupCols floats) stays in L1 while every
+  // row block of A streams past it.
+  for (size_t j0 = 0; j0 < n; j0 += kPanel) {
+    const float* panel = packed_b + (j0 / kPanel) * kPanel * k;
+    for (size_t g = 0; g < kPanel && j0 + g < n; g += G::kGroupCols) {
+      const size_t col = j0 + g;
+      const size_t cols = (n - col < G::kGroupCols) ? n - col : G::kGroupCols;
+      HWY_ALIGN float bias_tail[G::kGroupCols] = {};
+      const float* bias_group = nullptr;
+      if (bias != nullptr) {
+        if (cols == G::kGroupCols) {
+          bias_group = bias + col;
+        } else {
+          std::memcpy(bias_tail, bias + col, cols * sizeof(float));
+          bias_group = bias_tail;
+        }
+      }
+      size_t i = 0;
+      for (; i + G::kRows <= m; i += G::kRows) {
+        MicroKernel<G::kRows>(d, a + i * lda, lda, panel + g, k, bias_group, alpha,
+                              c + i * ldc + col, ldc, cols);
+      }
+      if (i < m) {
+        MicroKernelTail<G::kRows - 1>(m - i, d, a + i * lda, lda, panel + g, k, bias_group,
+                                      alpha, c + i * ldc + col, ldc, cols);
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace headscope
+HWY_AFTER_NAMESPACE();
+
+#endif  // HEADSCOPE_KERNELS_MATMUL_INL_H_

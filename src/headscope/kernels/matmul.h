@@ -1,0 +1,39 @@
+// Packed, register-blocked matrix multiply: the one GEMM behind the projections, QK^T and
+// weights x V.
+//
+// The right-hand operand is always "a matrix with n rows of length k", as torch stores a Linear
+// weight (out_features, in_features). It is packed once into panels of kPanel columns,
+// [ceil(n / kPanel)][k][kPanel], zero-padded, so the micro-kernel streams it contiguously. The
+// panel width does not depend on the SIMD target, so packed weights are valid for every target.
+#ifndef HEADSCOPE_KERNELS_MATMUL_H_
+#define HEADSCOPE_KERNELS_MATMUL_H_
+
+#include <cstddef>
+
+namespace headscope {
+
+inline constexpr size_t kPanel = 16;
+
+inline size_t PackedFloats(size_t n, size_t k) { return (n + kPanel - 1) / kPanel * kPanel * k; }
+
+// Packs B where B(j, p) = b[j * row_stride + p * col_stride], j < n, p < k. With strides (k, 1)
+// that is a torch Linear weight; with (1, ld) it is the transpose of a row-major (k, n) block,
+// which is how weights x V reads V.
+void PackB(const float* b, size_t n, size_t k, size_t row_stride, size_t col_stride,
+           float* packed);
+
+// C = alpha * A * B^T + bias, with A (m, k) row-major with leading dimension lda, B packed by
+// PackB with the same n and k, bias (n) or null, C (m, n) with leading dimension ldc.
+// m, n or k may be 0 (k = 0 gives C = bias or 0).
+void MatMulPacked(const float* a, size_t lda, const float* packed_b, const float* bias, size_t m,
+                  size_t n, size_t k, float alpha, float* c, size_t ldc);
+
+// Plain triple loop with the same contract (B unpacked, as given to PackB): the scalar reference
+// the kernel tests compare against.
+void MatMulScalar(const float* a, size_t lda, const float* b, size_t row_stride,
+                  size_t col_stride, const float* bias, size_t m, size_t n, size_t k, float alpha,
+                  float* c, size_t ldc);
+
+}  // namespace headscope
+
+#endif  // HEADSCOPE_KERNELS_MATMUL_H_

@@ -1,0 +1,109 @@
+// Per-target SIMD code of the row softmax (see softmax.h for the contract).
+
+#if defined(HEADSCOPE_KERNELS_SOFTMAX_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef HEADSCOPE_KERNELS_SOFTMAX_INL_H_
+#undef HEADSCOPE_KERNELS_SOFTMAX_INL_H_
+#else
+#define HEADSCOPE_KERNELS_SOFTMAX_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstring>
+#include <limits>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace headscope {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The last n % Lanes entries of a row go through one full vector padded with `fill`, so every
+// stage stays vectorized and nothing past the row is read or written.
+template <class D>
+HWY_INLINE hn::Vec<D> LoadTail(D d, const float* HWY_RESTRICT p, size_t count, float fill) {
+  HWY_ALIGN float buf[hn::MaxLanes(D())];
+  for (size_t i = 0; i < hn::MaxLanes(d); ++i) buf[i] = fill;
+  std::memcpy(buf, p, count * sizeof(float));
+  return hn::Load(d, buf);
+}
+
+template <class D>
+HWY_INLINE void StoreTail(hn::Vec<D> v, D d, float* HWY_RESTRICT p, size_t count) {
+  HWY_ALIGN float buf[hn::MaxLanes(D())];
+  hn::Store(v, d, buf);
+  std::memcpy(p, buf, count * sizeof(float));
+}
+
+HWY_INLINE void AddInPlaceImpl(float* HWY_RESTRICT row, const float* HWY_RESTRICT add,
+                               size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Add(hn::LoadU(d, row + i), hn::LoadU(d, add + i)), d, row + i);
+  }
+  for (; i < n; ++i) row[i] += add[i];
+}
+
+HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  if (n == 0) return true;
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const size_t N = hn::Lanes(d);
+  const size_t full = n - n % N;
+  const size_t rem = n - full;
+
+  // Pass 1: the row max, and whether any entry is NaN (Max alone would hide it).
+  V vmax = hn::Set(d, -kInf);
+  auto nan_seen = hn::MaskFromVec(hn::Zero(d));
+  for (size_t i = 0; i < full; i += N) {
+    const V x = hn::LoadU(d, row + i);
+    vmax = hn::Max(vmax, x);
+    nan_seen = hn::Or(nan_seen, hn::IsNaN(x));
+  }
+  if (rem != 0) {
+    const V x = LoadTail(d, row + full, rem, -kInf);
+    vmax = hn::Max(vmax, x);
+    nan_seen = hn::Or(nan_seen, hn::IsNaN(x));
+  }
+  const float max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+  if (!hn::AllFalse(d, nan_seen) || max == kInf) {
+    // exp(inf - inf) and exp(NaN) are NaN, so PyTorch's whole row is NaN.
+    for (size_t i = 0; i < n; ++i) row[i] = std::numeric_limits<float>::quiet_NaN();
+    return false;
+  }
+  if (max == -kInf) {  // every key masked: the zero-row policy
+    std::memset(row, 0, n * sizeof(float));
+    return true;
+  }
+
+  // Pass 2: e = exp(x - max) in place, and its sum. Exp maps -inf (masked keys) to 0.
+  const V vmax_b = hn::Set(d, max);
+  V vsum = hn::Zero(d);
+  for (size_t i = 0; i < full; i += N) {
+    const V e = hn::Exp(d, hn::Sub(hn::LoadU(d, row + i), vmax_b));
+    hn::StoreU(e, d, row + i);
+    vsum = hn::Add(vsum, e);
+  }
+  if (rem != 0) {
+    const V e = hn::Exp(d, hn::Sub(LoadTail(d, row + full, rem, -kInf), vmax_b));
+    StoreTail(e, d, row + full, rem);
+    vsum = hn::Add(vsum, e);  // padding lanes are exp(-inf) = 0
+  }
+  const float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+
+  // Pass 3: normalize. sum >= 1 (the max entry contributes exp(0)), so 1/sum is finite.
+  const V inv = hn::Set(d, 1.0f / sum);
+  for (size_t i = 0; i < full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, row + i), inv), d, row + i);
+  if (rem != 0) StoreTail(hn::Mul(LoadTail(d, row + full, rem, 0.0f), inv), d, row + full, rem);
+  return false;
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace headscope
+HWY_AFTER_NAMESPACE();
+
+#endif  // HEADSCOPE_KERNELS_SOFTMAX_INL_H_

@@ -1,0 +1,23 @@
+// Row softmax with PyTorch's semantics and headscope's zero-row policy.
+#ifndef HEADSCOPE_KERNELS_SOFTMAX_H_
+#define HEADSCOPE_KERNELS_SOFTMAX_H_
+
+#include <cstddef>
+
+namespace headscope {
+
+// In place: row[j] = exp(row[j] - max) / sum. Masked entries are -inf and get 0.
+// - Every entry -inf (a fully masked query row), or n == 0: the row becomes 0 and the function
+//   returns true, so the caller can zero that row's attention output (PyTorch would give NaN).
+// - Any NaN or +inf in the row: the row becomes NaN, as torch.softmax gives.
+bool Softmax(float* row, size_t n);
+
+// row[j] += add[j], vectorized; how float masks and converted bool masks reach the scores.
+void AddInPlace(float* row, const float* add, size_t n);
+
+// Scalar reference of Softmax (double accumulation) for the kernel tests.
+bool SoftmaxScalar(float* row, size_t n);
+
+}  // namespace headscope
+
+#endif  // HEADSCOPE_KERNELS_SOFTMAX_H_

@@ -1,0 +1,239 @@
+#include "headscope/plan.h"
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+namespace headscope {
+namespace {
+
+#if defined(__EMSCRIPTEN__)
+size_t g_max_call_bytes = size_t{2} << 30;
+#else
+size_t g_max_call_bytes = size_t{16} << 30;
+#endif
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+// Checks that a tensor's data holds exactly the values its shape needs.
+Status CheckData(const char* arg, const Shape& shape, const void* data, size_t size) {
+  for (int i = 0; i < shape.rank; ++i) {
+    if (shape.dims[i] < 0) {
+      return ShapeMismatch(std::string(arg) + ": shape " + shape.ToString() +
+                           " has a negative dimension");
+    }
+  }
+  const int64_t n = shape.NumElements();
+  if (n < 0) {
+    return Status(StatusCode::kResourceExhausted,
+                  std::string(arg) + ": shape " + shape.ToString() + " has too many elements");
+  }
+  if (static_cast<uint64_t>(n) != size || (n > 0 && data == nullptr)) {
+    return ShapeMismatch(std::string(arg) + ": shape " + shape.ToString() + " needs " + Str(n) +
+                         " values, got " + std::to_string(size));
+  }
+  return Status::Ok();
+}
+
+// "(L, N, E) = [3, 2, 4]": names the dims of an expected shape as PyTorch's docs do.
+std::string Expect(const char* names, const Shape& s) {
+  return std::string(names) + " = " + s.ToString();
+}
+
+Status CheckCausalMask(const MaskView& m, size_t slices, size_t L, size_t S) {
+  for (size_t b = 0; b < slices; ++b) {
+    for (size_t i = 0; i < L; ++i) {
+      for (size_t j = 0; j < S; ++j) {
+        const size_t idx = (b * L + i) * S + j;
+        const bool blocked = j > i;
+        const bool ok = (m.type == MaskType::kBool)
+                            ? ((static_cast<const uint8_t*>(m.data)[idx] != 0) == blocked)
+                            : (static_cast<const float*>(m.data)[idx] ==
+                               (blocked ? -std::numeric_limits<float>::infinity() : 0.0f));
+        if (!ok) {
+          std::string where = m.shape.rank == 3 ? "[" + std::to_string(b) + ", " : "[";
+          where += std::to_string(i) + ", " + std::to_string(j) + "]";
+          return InvalidArgument(
+              "attn_mask: with is_causal=true it must be null or the causal mask (blocked "
+              "exactly where key > query: true / -inf above the diagonal, false / 0 elsewhere); "
+              "entry " + where + " differs");
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+size_t MaxCallBytes() { return g_max_call_bytes; }
+void SetMaxCallBytes(size_t bytes) { g_max_call_bytes = bytes; }
+
+bool AddBytes(size_t* total, size_t floats, size_t limit) {
+  if (floats > limit / sizeof(float)) return false;
+  const size_t bytes = floats * sizeof(float);
+  if (*total > limit - bytes) return false;
+  *total += bytes;
+  return true;
+}
+
+Status ValidateConfig(const MhaConfig& c) {
+  auto in_range = [](int64_t v) { return v >= 1 && v <= kMaxDim; };
+  if (!in_range(c.embed_dim)) {
+    return InvalidArgument("embed_dim: expected an integer in [1, " + Str(kMaxDim) + "], got " +
+                           Str(c.embed_dim));
+  }
+  if (!in_range(c.num_heads)) {
+    return InvalidArgument("num_heads: expected an integer in [1, " + Str(kMaxDim) + "], got " +
+                           Str(c.num_heads));
+  }
+  if (c.embed_dim % c.num_heads != 0) {
+    return InvalidArgument("num_heads: embed_dim (" + Str(c.embed_dim) +
+                           ") must be divisible by num_heads (" + Str(c.num_heads) + ")");
+  }
+  if (c.kdim != 0 && !in_range(c.kdim)) {
+    return InvalidArgument("kdim: expected null (= embed_dim) or an integer in [1, " +
+                           Str(kMaxDim) + "], got " + Str(c.kdim));
+  }
+  if (c.vdim != 0 && !in_range(c.vdim)) {
+    return InvalidArgument("vdim: expected null (= embed_dim) or an integer in [1, " +
+                           Str(kMaxDim) + "], got " + Str(c.vdim));
+  }
+  return Status::Ok();
+}
+
+Status PlanCall(const MhaConfig& c, const TensorView& query, const TensorView& key,
+                const TensorView& value, const ForwardOptions& opt, CallPlan* plan) {
+  HEADSCOPE_RETURN_IF_ERROR(ValidateConfig(c));
+  CallPlan p;
+  const char* const q_names = c.batch_first ? "(N, L, E)" : "(L, N, E)";
+
+  // Ranks: 2-D unbatched or 3-D batched, the same for all three.
+  if (query.shape.rank != 2 && query.shape.rank != 3) {
+    return ShapeMismatch(std::string("query: expected a 2-D (L, E) unbatched or 3-D ") + q_names +
+                         " batched tensor, got shape " + query.shape.ToString());
+  }
+  p.batched = query.shape.rank == 3;
+  const char* kind = p.batched ? "3-D (batched" : "2-D (unbatched";
+  if (key.shape.rank != query.shape.rank) {
+    return ShapeMismatch(std::string("key: expected a ") + kind + ", like query), got shape " +
+                         key.shape.ToString());
+  }
+  if (value.shape.rank != query.shape.rank) {
+    return ShapeMismatch(std::string("value: expected a ") + kind + ", like query), got shape " +
+                         value.shape.ToString());
+  }
+  HEADSCOPE_RETURN_IF_ERROR(CheckData("query", query.shape, query.data, query.size));
+  HEADSCOPE_RETURN_IF_ERROR(CheckData("key", key.shape, key.data, key.size));
+  HEADSCOPE_RETURN_IF_ERROR(CheckData("value", value.shape, value.data, value.size));
+
+  const int last = query.shape.rank - 1;
+  const int seq_axis = (p.batched && c.batch_first) ? 1 : 0;
+  const int batch_axis = p.batched ? (c.batch_first ? 0 : 1) : -1;
+  if (query.shape[last] != c.embed_dim) {
+    return ShapeMismatch("query: expected last dimension embed_dim = " + Str(c.embed_dim) +
+                         ", got shape " + query.shape.ToString());
+  }
+  if (key.shape[last] != c.key_dim()) {
+    return ShapeMismatch("key: expected last dimension kdim = " + Str(c.key_dim()) +
+                         ", got shape " + key.shape.ToString());
+  }
+  if (value.shape[last] != c.value_dim()) {
+    return ShapeMismatch("value: expected last dimension vdim = " + Str(c.value_dim()) +
+                         ", got shape " + value.shape.ToString());
+  }
+  const int64_t N = p.batched ? query.shape[batch_axis] : 1;
+  if (p.batched && key.shape[batch_axis] != N) {
+    return ShapeMismatch("key: batch size " + Str(key.shape[batch_axis]) +
+                         " does not match query's " + Str(N) + " (key shape " +
+                         key.shape.ToString() + ", query shape " + query.shape.ToString() + ")");
+  }
+  if (p.batched && value.shape[batch_axis] != N) {
+    return ShapeMismatch("value: batch size " + Str(value.shape[batch_axis]) +
+                         " does not match query's " + Str(N) + " (value shape " +
+                         value.shape.ToString() + ", query shape " + query.shape.ToString() +
+                         ")");
+  }
+  if (value.shape[seq_axis] != key.shape[seq_axis]) {
+    return ShapeMismatch("value: sequence length " + Str(value.shape[seq_axis]) +
+                         " does not match key's " + Str(key.shape[seq_axis]) + " (value shape " +
+                         value.shape.ToString() + ", key shape " + key.shape.ToString() + ")");
+  }
+
+  p.batch = static_cast<size_t>(N);
+  p.q_len = static_cast<size_t>(query.shape[seq_axis]);
+  p.kv_len = static_cast<size_t>(key.shape[seq_axis]);
+  p.kv_total = p.kv_len + (c.add_bias_kv ? 1 : 0) + (c.add_zero_attn ? 1 : 0);
+  p.embed = static_cast<size_t>(c.embed_dim);
+  p.kdim = static_cast<size_t>(c.key_dim());
+  p.vdim = static_cast<size_t>(c.value_dim());
+  p.heads = static_cast<size_t>(c.num_heads);
+  p.head_dim = p.embed / p.heads;
+  auto layout = [&](size_t len, size_t dim) {
+    RowLayout r;
+    if (!p.batched) {
+      r.seq = dim;
+    } else if (c.batch_first) {
+      r.seq = dim;
+      r.batch = len * dim;
+    } else {
+      r.seq = p.batch * dim;
+      r.batch = dim;
+    }
+    return r;
+  };
+  p.query = layout(p.q_len, p.embed);
+  p.key = layout(p.kv_len, p.kdim);
+  p.value = layout(p.kv_len, p.vdim);
+  p.output = p.query;
+  p.output_shape = query.shape;
+
+  const int64_t L = static_cast<int64_t>(p.q_len), S = static_cast<int64_t>(p.kv_len);
+  const int64_t H = c.num_heads;
+
+  // key_padding_mask: (N, S), or (S) unbatched.
+  const MaskView& kpm = opt.key_padding_mask;
+  if (kpm.present()) {
+    const Shape want = p.batched ? Shape{N, S} : Shape{S};
+    if (kpm.shape != want) {
+      return ShapeMismatch("key_padding_mask: expected shape " +
+                           Expect(p.batched ? "(N, S)" : "(S)", want) + ", got " +
+                           kpm.shape.ToString());
+    }
+    HEADSCOPE_RETURN_IF_ERROR(CheckData("key_padding_mask", kpm.shape, kpm.data, kpm.size));
+    p.key_padding_type = kpm.type;
+  }
+
+  // attn_mask: (L, S), or (N * num_heads, L, S) / (num_heads, L, S) unbatched.
+  const MaskView& am = opt.attn_mask;
+  if (am.present()) {
+    const Shape two{L, S};
+    const Shape three{N * H, L, S};
+    const char* three_names = p.batched ? "(N * num_heads, L, S)" : "(num_heads, L, S)";
+    if (am.shape != two && am.shape != three) {
+      return ShapeMismatch("attn_mask: expected shape " + Expect("(L, S)", two) + " or " +
+                           Expect(three_names, three) + ", got " + am.shape.ToString());
+    }
+    HEADSCOPE_RETURN_IF_ERROR(CheckData("attn_mask", am.shape, am.data, am.size));
+    p.attn_mask_type = am.type;
+    p.attn_mask_per_head = am.shape.rank == 3;
+    if (opt.is_causal) {
+      const size_t slices = p.attn_mask_per_head ? static_cast<size_t>(N * H) : 1;
+      HEADSCOPE_RETURN_IF_ERROR(CheckCausalMask(am, slices, p.q_len, p.kv_len));
+    }
+  }
+  p.causal = opt.is_causal;
+
+  if (opt.need_weights) {
+    const int64_t Sp = static_cast<int64_t>(p.kv_total);
+    if (opt.average_attn_weights) {
+      p.weights_shape = p.batched ? Shape{N, L, Sp} : Shape{L, Sp};
+    } else {
+      p.weights_shape = p.batched ? Shape{N, H, L, Sp} : Shape{H, L, Sp};
+    }
+  }
+  *plan = p;
+  return Status::Ok();
+}
+
+}  // namespace headscope

@@ -1,0 +1,144 @@
+#include "headscope/reference.h"
+
+#include <Eigen/Dense>
+#include <cmath>
+#include <limits>
+
+#include "headscope/plan.h"
+
+namespace headscope {
+namespace {
+
+using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Vector = Eigen::Matrix<float, 1, Eigen::Dynamic>;
+using ConstMap = Eigen::Map<const Matrix>;
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Rows of batch element n of a (L, E)-like input, gathered into a dense (len, dim) matrix.
+Matrix Gather(const float* data, const RowLayout& layout, size_t n, size_t len, size_t dim) {
+  Matrix m(len, dim);
+  for (size_t i = 0; i < len; ++i) {
+    for (size_t j = 0; j < dim; ++j) m(i, j) = data[layout.Row(n, i) + j];
+  }
+  return m;
+}
+
+// x W^T + b, as torch.nn.functional.linear.
+Matrix Linear(const Matrix& x, const float* w, size_t out, size_t in, const float* b) {
+  Matrix y = x * ConstMap(w, out, in).transpose();
+  if (b != nullptr) y.rowwise() += Eigen::Map<const Vector>(b, out);
+  return y;
+}
+
+// A mask entry as the additive term torch turns it into.
+float MaskValue(const MaskView& m, size_t index) {
+  if (m.type == MaskType::kBool) return static_cast<const uint8_t*>(m.data)[index] ? -kInf : 0.0f;
+  return static_cast<const float*>(m.data)[index];
+}
+
+// Softmax of one row with the zero-row policy; returns true if the row was fully masked.
+bool SoftmaxRow(Eigen::Ref<Vector> row) {
+  bool any_nan = false;
+  for (Eigen::Index j = 0; j < row.size(); ++j) any_nan |= std::isnan(row(j));
+  const float max = row.size() > 0 ? row.maxCoeff() : -kInf;
+  if (any_nan || max == kInf) {
+    row.setConstant(std::numeric_limits<float>::quiet_NaN());
+    return false;
+  }
+  if (max == -kInf) {
+    row.setZero();
+    return true;
+  }
+  row = (row.array() - max).exp().matrix();
+  row /= row.sum();
+  return false;
+}
+
+}  // namespace
+
+Status ReferenceForward(const MhaWeights& w, const TensorView& query, const TensorView& key,
+                        const TensorView& value, const ForwardOptions& opt,
+                        ForwardResult* result) {
+  const MhaConfig& c = w.config();
+  CallPlan p;
+  HEADSCOPE_RETURN_IF_ERROR(PlanCall(c, query, key, value, opt, &p));
+  HEADSCOPE_RETURN_IF_ERROR(w.CheckComplete());
+  const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
+  const size_t H = p.heads, hd = p.head_dim;
+  const bool average = opt.average_attn_weights;
+  if (!result->output.Resize(p.output_floats()) ||
+      !result->weights.Resize(opt.need_weights ? p.weights_floats(average) : 0)) {
+    return Status(StatusCode::kResourceExhausted, "reference: out of memory");
+  }
+  result->output_shape = p.output_shape;
+  result->weights_shape = p.weights_shape;
+  if (opt.need_weights && p.weights_floats(average) > 0) {
+    std::fill_n(result->weights.data(), p.weights_floats(average), 0.0f);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  for (size_t n = 0; n < N; ++n) {
+    const Matrix q = Linear(Gather(query.data, p.query, n, L, E), w.q_weight(), E, E, w.q_bias());
+    Matrix k(Sp, E), v(Sp, E);
+    k.topRows(S) = Linear(Gather(key.data, p.key, n, S, p.kdim), w.k_weight(), E, p.kdim,
+                          w.k_bias());
+    v.topRows(S) = Linear(Gather(value.data, p.value, n, S, p.vdim), w.v_weight(), E, p.vdim,
+                          w.v_bias());
+    size_t extra = S;
+    if (c.add_bias_kv) {
+      k.row(extra) = Eigen::Map<const Vector>(w.bias_k(), E);
+      v.row(extra) = Eigen::Map<const Vector>(w.bias_v(), E);
+      ++extra;
+    }
+    if (c.add_zero_attn) {
+      k.row(extra).setZero();
+      v.row(extra).setZero();
+    }
+
+    Matrix concat(L, E);
+    for (size_t h = 0; h < H; ++h) {
+      const auto qh = q.middleCols(h * hd, hd);
+      const auto kh = k.middleCols(h * hd, hd);
+      const auto vh = v.middleCols(h * hd, hd);
+      Matrix scores = (qh * kh.transpose()) * scale;  // (L, S')
+      for (size_t i = 0; i < L; ++i) {
+        for (size_t j = 0; j < S; ++j) {  // masks never reach the extra keys
+          if (opt.attn_mask.present()) {
+            const size_t slice = p.attn_mask_per_head ? n * H + h : 0;
+            scores(i, j) += MaskValue(opt.attn_mask, (slice * L + i) * S + j);
+          }
+          if (opt.key_padding_mask.present()) {
+            scores(i, j) += MaskValue(opt.key_padding_mask, n * S + j);
+          }
+          if (p.causal && j > i) scores(i, j) = -kInf;
+        }
+      }
+      Eigen::Array<bool, Eigen::Dynamic, 1> fully_masked(L);
+      for (size_t i = 0; i < L; ++i) fully_masked(i) = SoftmaxRow(scores.row(i));
+      Matrix head = scores * vh;  // (L, hd)
+      for (size_t i = 0; i < L; ++i) {
+        if (fully_masked(i)) head.row(i).setZero();
+      }
+      concat.middleCols(h * hd, hd) = head;
+
+      if (opt.need_weights) {
+        float* dst = result->weights.data() + (average ? n * L * Sp : (n * H + h) * L * Sp);
+        Eigen::Map<Matrix> out(dst, L, Sp);
+        if (average) {
+          out += scores / static_cast<float>(H);
+        } else {
+          out = scores;
+        }
+      }
+    }
+
+    const Matrix y = Linear(concat, w.out_weight(), E, E, w.out_bias());
+    for (size_t i = 0; i < L; ++i) {
+      for (size_t j = 0; j < E; ++j) result->output[p.output.Row(n, i) + j] = y(i, j);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace headscope

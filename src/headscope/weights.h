@@ -1,0 +1,74 @@
+// MhaWeights: the state_dict of one torch.nn.MultiheadAttention, addressed by PyTorch's key names
+// and checked against the config's shapes as each entry is loaded.
+#ifndef HEADSCOPE_WEIGHTS_H_
+#define HEADSCOPE_WEIGHTS_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headscope/config.h"
+#include "headscope/status.h"
+#include "headscope/tensor.h"
+
+namespace headscope {
+
+enum class Param {
+  kInProjWeight,   // "in_proj_weight"  (3E, E) = [Wq; Wk; Wv]   when kdim = vdim = E
+  kQProjWeight,    // "q_proj_weight"   (E, E)                    otherwise
+  kKProjWeight,    // "k_proj_weight"   (E, kdim)
+  kVProjWeight,    // "v_proj_weight"   (E, vdim)
+  kInProjBias,     // "in_proj_bias"    (3E)                      when bias
+  kOutProjWeight,  // "out_proj.weight" (E, E)
+  kOutProjBias,    // "out_proj.bias"   (E)                       when bias
+  kBiasK,          // "bias_k"          (1, 1, E)                 when add_bias_kv
+  kBiasV,          // "bias_v"          (1, 1, E)
+  kCount,
+};
+
+const char* ParamName(Param p);
+
+struct ParamSpec {
+  Param param;
+  const char* name;
+  Shape shape;
+};
+
+// The keys module.state_dict() yields for `config`, in PyTorch's order, with their shapes.
+std::vector<ParamSpec> ExpectedParams(const MhaConfig& config);
+
+class MhaWeights {
+ public:
+  explicit MhaWeights(const MhaConfig& config) : config_(config) {}
+
+  // Copies one state_dict entry. Rejects unknown keys, keys this config does not use and wrong
+  // shapes. NaN and infinity inside weights are accepted: they propagate as in PyTorch.
+  Status Set(std::string_view name, const TensorView& value, Param* which = nullptr);
+  bool Has(Param p) const { return present_[static_cast<int>(p)]; }
+  // kMissingParameter naming every key still missing.
+  Status CheckComplete() const;
+
+  // Views the computation uses, independent of how the weights arrived: the three input
+  // projections as separate (E, in_dim) matrices and their (E) biases (null without bias).
+  const float* q_weight() const;
+  const float* k_weight() const;
+  const float* v_weight() const;
+  const float* q_bias() const;
+  const float* k_bias() const;
+  const float* v_bias() const;
+  const float* out_weight() const { return Get(Param::kOutProjWeight); }
+  const float* out_bias() const { return config_.bias ? Get(Param::kOutProjBias) : nullptr; }
+  const float* bias_k() const { return config_.add_bias_kv ? Get(Param::kBiasK) : nullptr; }
+  const float* bias_v() const { return config_.add_bias_kv ? Get(Param::kBiasV) : nullptr; }
+  const float* Get(Param p) const { return values_[static_cast<int>(p)].data(); }
+  const MhaConfig& config() const { return config_; }
+
+ private:
+  MhaConfig config_;
+  AlignedBuffer values_[static_cast<int>(Param::kCount)];
+  bool present_[static_cast<int>(Param::kCount)] = {};
+};
+
+}  // namespace headscope
+
+#endif  // HEADSCOPE_WEIGHTS_H_

@@ -1,0 +1,173 @@
+// Every Highway kernel against its scalar reference, on every compiled SIMD target, over sizes
+// 0..2N around the vector and panel widths and with misaligned pointers.
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "headscope/kernels/matmul.h"
+#include "headscope/kernels/softmax.h"
+#include "test_util.h"
+
+namespace headscope {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+// Widest vector: 16 float lanes (AVX-512). Sizes run to 2N + 1 so every target sees empty,
+// partial, exactly full and multi-vector rows.
+constexpr size_t kMaxLanes = 16;
+
+TEST(MatMulKernel, MatchesScalarOverSizesAndMisalignment) {
+  std::mt19937 rng(1);
+  test::ForEachTarget([&](const char*) {
+    for (size_t m : {0, 1, 2, 5, 6, 7, 13}) {
+      for (size_t n = 0; n <= 2 * kPanel + 1; ++n) {
+        for (size_t k : {0, 1, 3, 8, 17}) {
+          for (size_t misalign : {0, 1, 3}) {
+            const size_t lda = k + 2, ldc = n + 3;  // rows padded: strides are honoured
+            std::vector<float> a_buf = test::RandomVector(&rng, misalign + m * lda + 1);
+            std::vector<float> b = test::RandomVector(&rng, n * k + 1);
+            std::vector<float> bias = test::RandomVector(&rng, n + 1);
+            std::vector<float> packed(PackedFloats(n, k) + 1);
+            PackB(b.data(), n, k, k, 1, packed.data());
+            const float* a = a_buf.data() + misalign;
+            // Sentinels around C catch writes past column n or outside the rows.
+            std::vector<float> c(misalign + m * ldc + 1, 12345.0f);
+            std::vector<float> want(m * ldc + 1, 12345.0f);
+            const bool use_bias = (n + k) % 2 == 0;
+            MatMulPacked(a, lda, packed.data(), use_bias ? bias.data() : nullptr, m, n, k, 0.75f,
+                         c.data() + misalign, ldc);
+            MatMulScalar(a, lda, b.data(), k, 1, use_bias ? bias.data() : nullptr, m, n, k,
+                         0.75f, want.data(), ldc);
+            for (size_t i = 0; i < m; ++i) {
+              for (size_t j = 0; j < ldc; ++j) {
+                const float got = c[misalign + i * ldc + j];
+                if (j < n) {
+                  ASSERT_NEAR(got, want[i * ldc + j], 1e-5f * (1 + k))
+                      << "m=" << m << " n=" << n << " k=" << k << " at " << i << "," << j;
+                } else {
+                  ASSERT_EQ(got, 12345.0f) << "wrote past column n=" << n;
+                }
+              }
+            }
+            ASSERT_EQ(c[misalign + m * ldc], 12345.0f) << "wrote past the last row";
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(MatMulKernel, TransposedPackingReadsColumns) {
+  // PackB with strides (1, ld) multiplies by the transpose: how weights x V reads V.
+  std::mt19937 rng(2);
+  test::ForEachTarget([&](const char*) {
+    for (size_t n : {1, 3, 16, 20}) {
+      for (size_t k : {1, 5, 33}) {
+        const size_t m = 4, ld = n + 2;
+        std::vector<float> a = test::RandomVector(&rng, m * k);
+        std::vector<float> v = test::RandomVector(&rng, k * ld);  // (k, n) rows of stride ld
+        std::vector<float> packed(PackedFloats(n, k));
+        PackB(v.data(), n, k, 1, ld, packed.data());
+        std::vector<float> c(m * n), want(m * n);
+        MatMulPacked(a.data(), k, packed.data(), nullptr, m, n, k, 1.0f, c.data(), n);
+        MatMulScalar(a.data(), k, v.data(), 1, ld, nullptr, m, n, k, 1.0f, want.data(), n);
+        EXPECT_LT(test::RelativeError(c.data(), want.data(), m * n), 1e-5) << n << "x" << k;
+      }
+    }
+  });
+}
+
+TEST(MatMulKernel, KZeroGivesBias) {
+  test::ForEachTarget([&](const char*) {
+    const float bias[3] = {1, -2, 3};
+    float c[6] = {9, 9, 9, 9, 9, 9};
+    MatMulPacked(nullptr, 0, nullptr, bias, 2, 3, 0, 1.0f, c, 3);
+    const float want[6] = {1, -2, 3, 1, -2, 3};
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(c[i], want[i]);
+  });
+}
+
+void ExpectSoftmaxMatches(std::vector<float> row, size_t misalign, const char* what) {
+  std::vector<float> buf(misalign + row.size() + 1, 777.0f);
+  std::copy(row.begin(), row.end(), buf.begin() + misalign);
+  std::vector<float> want = row;
+  const bool want_masked = SoftmaxScalar(want.data(), want.size());
+  const bool got_masked = Softmax(buf.data() + misalign, row.size());
+  EXPECT_EQ(got_masked, want_masked) << what << " n=" << row.size();
+  for (size_t i = 0; i < row.size(); ++i) {
+    const float got = buf[misalign + i];
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got)) << what << " n=" << row.size() << " i=" << i;
+    } else {
+      EXPECT_NEAR(got, want[i], 2e-6f) << what << " n=" << row.size() << " i=" << i;
+    }
+  }
+  EXPECT_EQ(buf[misalign + row.size()], 777.0f) << what << ": wrote past the row";
+}
+
+TEST(SoftmaxKernel, MatchesScalarOverSizesAndMisalignment) {
+  std::mt19937 rng(3);
+  test::ForEachTarget([&](const char*) {
+    for (size_t n = 0; n <= 2 * kMaxLanes + 1; ++n) {
+      for (size_t misalign : {0, 1, 2, 3}) {
+        std::vector<float> row = test::RandomVector(&rng, n, 8.0f);
+        ExpectSoftmaxMatches(row, misalign, "random");
+        // Some keys masked (-inf) but not all.
+        for (size_t i = 0; i < n; i += 3) row[i] = -kInf;
+        if (n > 1) row[n - 1] = 1.5f;
+        ExpectSoftmaxMatches(row, misalign, "partly masked");
+      }
+    }
+  });
+}
+
+TEST(SoftmaxKernel, PolicyRows) {
+  test::ForEachTarget([&](const char*) {
+    for (size_t n : {1, 4, 7, 16, 33}) {
+      // Fully masked: zero row, reported.
+      std::vector<float> row(n, -kInf);
+      ASSERT_TRUE(Softmax(row.data(), n));
+      for (float x : row) EXPECT_EQ(x, 0.0f);
+      // NaN anywhere: the whole row NaN, as torch.softmax.
+      row.assign(n, 0.5f);
+      row[n / 2] = std::numeric_limits<float>::quiet_NaN();
+      EXPECT_FALSE(Softmax(row.data(), n));
+      for (float x : row) EXPECT_TRUE(std::isnan(x));
+      // +inf anywhere: exp(inf - inf) is NaN for torch too.
+      row.assign(n, -kInf);
+      row[n - 1] = kInf;
+      EXPECT_FALSE(Softmax(row.data(), n));
+      for (float x : row) EXPECT_TRUE(std::isnan(x));
+      // Large scores stay finite and sum to 1 (the max is subtracted first).
+      row.assign(n, 0.0f);
+      for (size_t i = 0; i < n; ++i) row[i] = 80.0f + static_cast<float>(i);
+      EXPECT_FALSE(Softmax(row.data(), n));
+      double sum = 0;
+      for (float x : row) sum += x;
+      EXPECT_NEAR(sum, 1.0, 1e-5);
+    }
+    EXPECT_TRUE(Softmax(nullptr, 0));  // no keys at all: nothing to attend to
+  });
+}
+
+TEST(AddInPlaceKernel, MatchesScalar) {
+  std::mt19937 rng(4);
+  test::ForEachTarget([&](const char*) {
+    for (size_t n = 0; n <= 2 * kMaxLanes + 1; ++n) {
+      for (size_t misalign : {0, 1, 3}) {
+        std::vector<float> row = test::RandomVector(&rng, misalign + n + 1);
+        std::vector<float> add = test::RandomVector(&rng, misalign + n);
+        if (n > 0) add[misalign] = -kInf;
+        std::vector<float> want = row;
+        for (size_t i = 0; i < n; ++i) want[misalign + i] += add[misalign + i];
+        AddInPlace(row.data() + misalign, add.data() + misalign, n);
+        for (size_t i = 0; i < row.size(); ++i) ASSERT_EQ(row[i], want[i]) << n << " " << i;
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace headscope

@@ -1,0 +1,867 @@
+#!/usr/bin/python3
+"""Generate headscope's golden attention cases (tests/golden/*.json).
+
+Run from the repository root with Debian's interpreter (the only one that has PyTorch):
+
+    /usr/bin/python3 tools/make_golden.py [--out DIR]
+
+(`tools/setup.sh --golden` installs python3-torch and python3-numpy.)
+
+Each case is one call of torch.nn.MultiheadAttention in the format of shared/spec/case-format.md.
+Inputs, weights and float masks are drawn from fixed seeds (one seed per case, derived from its
+name), so re-running the script rewrites byte-identical files. Drawn values are rounded to a
+dyadic grid (multiples of 1/256; 1/64 for the realistic-size cases): exactly float32, with short
+exact decimals, which keeps the directory small.
+
+Expected values come from a small float64 implementation of the forward pass below
+(`manual_forward`), which follows headscope's documented policy for fully masked query rows
+(zero attention row instead of NaN). Every case is also run through the real
+torch.nn.MultiheadAttention in float64, and the script asserts that both agree to 1e-10 wherever
+torch is finite, and that torch is NaN exactly where the policy zeroes a row.
+
+Torch 1.13 specifics handled here:
+  * forward() has no `is_causal`: the causal bool mask (mask[i][j] = j > i) is passed to torch as
+    attn_mask; the file says `"is_causal": true` (with `"attn_mask": null` unless the case gives
+    the explicit causal mask too).
+  * a float key_padding_mask alone is accepted and added to the scores, but combined with an
+    attn_mask torch 1.13 mis-merges it (a bool attn_mask is OR-ed with the float mask's non-zero
+    entries; a float attn_mask is `masked_fill`-ed with it, which does nothing). For those cases
+    the two masks are folded into one additive float attn_mask of shape (N*num_heads, L, S)
+    ((num_heads, L, S) unbatched) before calling torch; the file keeps the original masks.
+  * torch's fast path (`_native_multi_head_attention`) is never taken: the module's parameters
+    require grad and grad mode stays on, so the reference math path runs.
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import sys
+import zlib
+
+import numpy as np
+import torch
+
+TOL = 1e-10
+NEG_INF = float("-inf")
+
+
+# ----------------------------------------------------------------------------------------------
+# Random values (all float32-representable, stored as float64 numpy arrays)
+# ----------------------------------------------------------------------------------------------
+
+# Drawn values are rounded to multiples of 2**-bits: exactly float32 (and float64), and their
+# exact decimals are short (at most `bits` digits after the point), which keeps the files small.
+# 8 bits for the small cases; the realistic-size cases use 6 (set per case by build_case).
+GRID_BITS = {"bits": 8}
+
+
+def f32(a):
+    """Rounds to the grid and returns float64 holding exactly float32-representable values."""
+    step = 2.0 ** GRID_BITS["bits"]
+    a = np.round(np.asarray(a, dtype=np.float64) * step) / step
+    out = a.astype(np.float32).astype(np.float64) + 0.0  # + 0.0 turns -0.0 into 0.0
+    assert np.array_equal(out, a)
+    return out
+
+
+def uniform(rng, shape, half_width):
+    return f32(rng.uniform(-half_width, half_width, size=shape))
+
+
+def normal(rng, shape, scale=1.0):
+    return f32(rng.standard_normal(size=shape) * scale)
+
+
+def causal_mask(L, S):
+    """True above the diagonal: query i may not attend key j > i."""
+    return np.triu(np.ones((L, S), dtype=bool), k=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# The float64 reference forward with the zero-row policy
+# ----------------------------------------------------------------------------------------------
+
+def additive(mask):
+    """Bool mask (True = masked) -> 0 / -inf; float mask -> itself."""
+    if mask.dtype == bool:
+        return np.where(mask, NEG_INF, 0.0)
+    return mask.astype(np.float64)
+
+
+def manual_forward(cfg, sd, inp):
+    """Returns (output, weights_or_None, fully_masked[N, H, L], max_abs_finite_score)."""
+    E, H = cfg["embed_dim"], cfg["num_heads"]
+    hd = E // H
+    q = np.asarray(inp["query"], dtype=np.float64)
+    k = np.asarray(inp["key"], dtype=np.float64)
+    v = np.asarray(inp["value"], dtype=np.float64)
+    batched = q.ndim == 3
+    if not batched:
+        q, k, v = q[:, None, :], k[:, None, :], v[:, None, :]
+    elif cfg["batch_first"]:
+        q, k, v = (x.transpose(1, 0, 2) for x in (q, k, v))
+    L, N, _ = q.shape
+    S = k.shape[0]
+
+    # In-projections: x @ W.T + b.
+    if "in_proj_weight" in sd:
+        Wq, Wk, Wv = np.split(np.asarray(sd["in_proj_weight"]), 3)
+    else:
+        Wq, Wk, Wv = (np.asarray(sd[n]) for n in ("q_proj_weight", "k_proj_weight", "v_proj_weight"))
+    if "in_proj_bias" in sd:
+        bq, bk, bv = np.split(np.asarray(sd["in_proj_bias"]), 3)
+    else:
+        bq = bk = bv = np.zeros(E)
+    Q = q @ Wq.T + bq  # [L, N, E]
+    K = k @ Wk.T + bk  # [S, N, E]
+    V = v @ Wv.T + bv  # [S, N, E]
+
+    # One additive mask [N, H, L, S] from attn_mask / is_causal / key_padding_mask.
+    add = np.zeros((N, H, L, S))
+    am = inp["attn_mask"]
+    if am is None and inp["is_causal"]:
+        am = causal_mask(L, S)
+    if am is not None:
+        am = additive(np.asarray(am))
+        if am.ndim == 2:
+            add = add + am[None, None]
+        elif batched:
+            add = add + am.reshape(N, H, L, S)
+        else:
+            add = add + am[None]
+    kpm = inp["key_padding_mask"]
+    if kpm is not None:
+        kpm = additive(np.asarray(kpm))
+        if not batched:
+            kpm = kpm[None]
+        add = add + kpm[:, None, None, :]
+
+    # Extra keys are never masked.
+    if cfg["add_bias_kv"]:
+        K = np.concatenate([K, np.broadcast_to(np.asarray(sd["bias_k"]).reshape(1, 1, E), (1, N, E))])
+        V = np.concatenate([V, np.broadcast_to(np.asarray(sd["bias_v"]).reshape(1, 1, E), (1, N, E))])
+        add = np.concatenate([add, np.zeros((N, H, L, 1))], axis=3)
+    Sx = K.shape[0]
+    Qh = Q.reshape(L, N, H, hd).transpose(1, 2, 0, 3)  # [N, H, L, hd]
+    Kh = K.reshape(Sx, N, H, hd).transpose(1, 2, 0, 3)  # [N, H, S', hd]
+    Vh = V.reshape(Sx, N, H, hd).transpose(1, 2, 0, 3)  # [N, H, S', hd]
+    if cfg["add_zero_attn"]:
+        Kh = np.concatenate([Kh, np.zeros((N, H, 1, hd))], axis=2)
+        Vh = np.concatenate([Vh, np.zeros((N, H, 1, hd))], axis=2)
+        add = np.concatenate([add, np.zeros((N, H, L, 1))], axis=3)
+
+    scores = (Qh / math.sqrt(hd)) @ Kh.transpose(0, 1, 3, 2) + add  # [N, H, L, S'']
+    assert not np.isnan(scores).any() and not np.isposinf(scores).any()
+    full = np.isneginf(add).all(axis=3)  # [N, H, L]: every key masked
+    finite = scores[np.isfinite(scores)]
+    max_score = float(np.abs(finite).max()) if finite.size else 0.0
+    row_max = np.where(full, 0.0, scores.max(axis=3))
+    e = np.exp(scores - row_max[..., None])  # exp(-inf) = 0; a full row becomes all 0
+    total = e.sum(axis=3, keepdims=True)
+    w = e / np.where(total == 0.0, 1.0, total)  # [N, H, L, S'']
+    attn = (w @ Vh).transpose(2, 0, 1, 3).reshape(L, N, E)  # [L, N, E], heads concatenated
+    out = attn @ np.asarray(sd["out_proj.weight"]).T
+    if "out_proj.bias" in sd:
+        out = out + np.asarray(sd["out_proj.bias"])
+
+    weights = None
+    if inp["need_weights"]:
+        weights = w.sum(axis=1) / H if inp["average_attn_weights"] else w
+    if not batched:
+        out = out[:, 0]
+        weights = None if weights is None else weights[0]
+    elif cfg["batch_first"]:
+        out = out.transpose(1, 0, 2)
+    return out, weights, full, max_score
+
+
+# ----------------------------------------------------------------------------------------------
+# The same call through torch.nn.MultiheadAttention (float64)
+# ----------------------------------------------------------------------------------------------
+
+def make_module(cfg):
+    torch.manual_seed(0)
+    return torch.nn.MultiheadAttention(
+        cfg["embed_dim"], cfg["num_heads"], dropout=0.0, bias=cfg["bias"],
+        add_bias_kv=cfg["add_bias_kv"], add_zero_attn=cfg["add_zero_attn"],
+        kdim=cfg["kdim"], vdim=cfg["vdim"], batch_first=cfg["batch_first"])
+
+
+def torch_state_dict_keys(cfg):
+    return list(make_module(cfg).state_dict().keys())
+
+
+def torch_forward(cfg, sd, inp):
+    m = make_module(cfg)
+    expected_keys = set(m.state_dict().keys())
+    assert expected_keys == set(sd.keys()), (sorted(expected_keys), sorted(sd.keys()))
+    m.load_state_dict({k: torch.tensor(np.asarray(v), dtype=torch.float32) for k, v in sd.items()})
+    m = m.double().eval()
+    for k, p in m.state_dict().items():  # float32 -> float64 is exact
+        assert np.array_equal(p.numpy(), np.asarray(sd[k])), k
+
+    d = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)
+    q = d(inp["query"])
+    if inp["key"] is inp["query"] and inp["value"] is inp["query"]:
+        k = v = q  # self-attention: the same tensor, as a model would pass it
+    else:
+        k, v = d(inp["key"]), d(inp["value"])
+
+    def torch_mask(a):
+        a = np.asarray(a)
+        return torch.tensor(a) if a.dtype == bool else d(a)
+
+    batched = q.dim() == 3
+    L = q.shape[1] if batched and cfg["batch_first"] else q.shape[0]
+    S = k.shape[1] if batched and cfg["batch_first"] else k.shape[0]
+    am = inp["attn_mask"]
+    if am is None and inp["is_causal"]:
+        am = causal_mask(L, S)
+    kpm = inp["key_padding_mask"]
+    H = cfg["num_heads"]
+    folded = False
+    if kpm is not None and am is not None and np.asarray(kpm).dtype != bool:
+        # Torch 1.13 cannot merge a float key_padding_mask with an attn_mask: fold both into one
+        # additive float 3-D attn_mask (N*H, L, S), or (H, L, S) unbatched.
+        kp = additive(np.asarray(kpm))
+        a = additive(np.asarray(am))
+        if batched:
+            N = kp.shape[0]
+            a3 = a.reshape(-1, L, S) if a.ndim == 3 else np.broadcast_to(a, (N * H, L, S))
+            a3 = a3.reshape(N, H, L, S) + kp[:, None, None, :]
+            am, kpm = a3.reshape(N * H, L, S), None
+        else:
+            a3 = a if a.ndim == 3 else np.broadcast_to(a, (H, L, S))
+            am, kpm = a3 + kp[None, None, :], None
+        folded = True
+    assert torch.is_grad_enabled()  # keeps torch off its fast path
+    out, w = m(q, k, v,
+               key_padding_mask=None if kpm is None else torch_mask(kpm),
+               attn_mask=None if am is None else torch_mask(am),
+               need_weights=inp["need_weights"],
+               average_attn_weights=inp["average_attn_weights"])
+    out = out.detach().numpy()
+    w = None if w is None else w.detach().numpy()
+    return out, w, folded
+
+
+# ----------------------------------------------------------------------------------------------
+# Checking manual vs torch
+# ----------------------------------------------------------------------------------------------
+
+def check_against_torch(case, full):
+    cfg, sd, inp = case["config"], case["state_dict"], case["inputs"]
+    out, weights = case["_out"], case["_weights"]
+    t_out, t_w, folded = torch_forward(cfg, sd, inp)
+    batched = np.asarray(inp["query"]).ndim == 3
+    # full: [N, H, L]. Torch's NaN pattern: a fully masked (batch, head, query) row is NaN in
+    # that head's weights, in the head-averaged weights and in the whole output row.
+    any_head = full.any(axis=1)  # [N, L]
+    if batched:
+        out_nan = any_head.T[:, :, None] if not cfg["batch_first"] else any_head[:, :, None]
+    else:
+        out_nan = any_head[0][:, None]
+    out_nan = np.broadcast_to(out_nan, out.shape)
+    assert t_out.shape == out.shape, (t_out.shape, out.shape)
+    assert np.array_equal(np.isnan(t_out), out_nan), f"{case['name']}: output NaN pattern"
+    diff = float(np.abs(t_out - out)[~out_nan].max(initial=0.0))
+    assert diff <= TOL, f"{case['name']}: output differs from torch by {diff}"
+    wdiff = 0.0
+    if inp["need_weights"]:
+        assert t_w is not None and t_w.shape == weights.shape, (None if t_w is None else t_w.shape,
+                                                                weights.shape)
+        rows = any_head if inp["average_attn_weights"] else full
+        if not batched:
+            rows = rows[0]
+        w_nan = np.broadcast_to(rows[..., None], weights.shape)
+        assert np.array_equal(np.isnan(t_w), w_nan), f"{case['name']}: weights NaN pattern"
+        wdiff = float(np.abs(t_w - weights)[~w_nan].max(initial=0.0))
+        assert wdiff <= TOL, f"{case['name']}: weights differ from torch by {wdiff}"
+        # Policy rows: all zero; other rows sum to 1.
+        sums = weights.sum(axis=-1)
+        if inp["average_attn_weights"]:
+            heads_alive = (~full).sum(axis=1) / cfg["num_heads"]  # [N, L]
+            want = heads_alive if batched else heads_alive[0]
+        else:
+            want = (~full).astype(np.float64) if batched else (~full[0]).astype(np.float64)
+        assert np.allclose(sums, want, atol=1e-12, rtol=0), f"{case['name']}: weight row sums"
+    else:
+        assert t_w is None
+    return diff, wdiff, folded
+
+
+# ----------------------------------------------------------------------------------------------
+# JSON
+# ----------------------------------------------------------------------------------------------
+
+def to_json_value(a):
+    """Nested lists of Python floats / bools; non-finite floats as strings."""
+    if a is None:
+        return None
+    a = np.asarray(a)
+    if a.dtype == bool:
+        return a.tolist()
+
+    def conv(x):
+        if isinstance(x, list):
+            return [conv(y) for y in x]
+        x = float(x)
+        if math.isnan(x):
+            return "nan"
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return x
+
+    return conv(a.astype(np.float64).tolist())
+
+
+def dumps(x):
+    return json.dumps(x, separators=(",", ":"), allow_nan=False)
+
+
+def render_case(case):
+    """Top-level keys one per line; state_dict / inputs / expected entries one per line."""
+    lines = ["{", f'"name": {dumps(case["name"])},',
+             f'"config": {json.dumps(case["config"], allow_nan=False)},']
+    for section in ("state_dict", "inputs", "expected"):
+        items = list(case[section].items())
+        lines.append(f'"{section}": {{')
+        for i, (k, v) in enumerate(items):
+            if isinstance(v, (bool, type(None))):
+                text = dumps(v)
+            else:
+                text = dumps(to_json_value(v))
+            lines.append(f'  {dumps(k)}: {text}' + ("," if i + 1 < len(items) else ""))
+        lines.append("}" + ("," if section != "expected" else ""))
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# Case construction
+# ----------------------------------------------------------------------------------------------
+
+def make_state_dict(rng, cfg, w_scale):
+    E = cfg["embed_dim"]
+    kdim = cfg["kdim"] or E
+    vdim = cfg["vdim"] or E
+    sd = {}
+    if kdim == E and vdim == E:
+        sd["in_proj_weight"] = uniform(rng, (3 * E, E), w_scale)
+    else:
+        sd["q_proj_weight"] = uniform(rng, (E, E), w_scale)
+        sd["k_proj_weight"] = uniform(rng, (E, kdim), w_scale)
+        sd["v_proj_weight"] = uniform(rng, (E, vdim), w_scale)
+    if cfg["bias"]:
+        sd["in_proj_bias"] = uniform(rng, (3 * E,), 0.5)
+    sd["out_proj.weight"] = uniform(rng, (E, E), w_scale)
+    if cfg["bias"]:
+        sd["out_proj.bias"] = uniform(rng, (E,), 0.5)
+    if cfg["add_bias_kv"]:
+        sd["bias_k"] = uniform(rng, (1, 1, E), 0.5)
+        sd["bias_v"] = uniform(rng, (1, 1, E), 0.5)
+    return sd
+
+
+def random_bool(rng, shape, p=0.3):
+    return rng.random(shape) < p
+
+
+def random_float_mask(rng, shape, p_inf=0.2, scale=1.5):
+    m = normal(rng, shape, scale)
+    m[rng.random(shape) < p_inf] = NEG_INF
+    return m
+
+
+def mask_factory(kind):
+    """kind -> function(rng, N, H, L, S, unbatched) building a random mask of that kind."""
+    def build(rng, N, H, L, S, unbatched):
+        if kind == "bool-kpm":
+            return random_bool(rng, (S,) if unbatched else (N, S), 0.35)
+        if kind == "float-kpm":
+            return random_float_mask(rng, (S,) if unbatched else (N, S), 0.25, 1.0)
+        lead = (H if unbatched else N * H,)
+        if kind == "bool-2d":
+            return random_bool(rng, (L, S))
+        if kind == "float-2d":
+            return random_float_mask(rng, (L, S))
+        if kind == "bool-3d":
+            return random_bool(rng, lead + (L, S))
+        if kind == "float-3d":
+            return random_float_mask(rng, lead + (L, S))
+        raise ValueError(kind)
+    return build
+
+
+def build_case(spec):
+    name = spec["name"]
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    GRID_BITS["bits"] = spec.get("grid_bits", 8)
+    E, H = spec.get("E", 6), spec.get("H", 2)
+    kdim, vdim = spec.get("kdim"), spec.get("vdim")
+    cfg = {
+        "embed_dim": E, "num_heads": H, "bias": spec.get("bias", True),
+        "add_bias_kv": spec.get("bias_kv", False), "add_zero_attn": spec.get("zero_attn", False),
+        "kdim": None if kdim in (None, E) else kdim, "vdim": None if vdim in (None, E) else vdim,
+        "batch_first": spec.get("batch_first", False),
+    }
+    kd, vd = kdim or E, vdim or E
+    N = spec.get("N", 2)  # None: unbatched
+    unbatched = N is None
+    L = spec.get("L", 4)
+    S = spec.get("S")
+    self_attn = S is None and not spec.get("cross", False)
+    if S is None:
+        S = L
+    assert not self_attn or (kd == E and vd == E)
+    sd = make_state_dict(rng, cfg, spec.get("w_scale", 0.5))
+    if "state_dict" in spec:
+        sd = spec["state_dict"]
+    sd = {k: sd[k] for k in torch_state_dict_keys(cfg)}  # module.state_dict()'s order
+
+    def seq(T, D):
+        if unbatched:
+            shape = (T, D)
+        elif cfg["batch_first"]:
+            shape = (N, T, D)
+        else:
+            shape = (T, N, D)
+        return normal(rng, shape, spec.get("x_scale", 1.0))
+
+    if "query" in spec:
+        query = key = value = spec["query"]
+    else:
+        query = seq(L, E)
+        if self_attn:
+            key = value = query
+        else:
+            key, value = seq(S, kd), seq(S, vd)
+
+    def draw_masks():
+        kpm = spec.get("kpm")
+        am = spec.get("mask")
+        if isinstance(kpm, str):
+            kpm = mask_factory(kpm + "-kpm")
+        if isinstance(am, str):
+            am = mask_factory(am)
+        kpm = None if kpm is None else kpm(rng, N, H, L, S, unbatched)
+        am = None if am is None else am(rng, N, H, L, S, unbatched)
+        return kpm, am
+
+    explicit_causal = spec.get("explicit_causal", False)
+    for _attempt in range(200):
+        kpm, am = draw_masks()
+        if explicit_causal:
+            am = causal_mask(L, S)
+        inp = {
+            "query": query, "key": key, "value": value,
+            "key_padding_mask": kpm, "attn_mask": am,
+            "need_weights": spec.get("need_weights", True),
+            "average_attn_weights": spec.get("average", True),
+            "is_causal": spec.get("causal", False) or explicit_causal,
+        }
+        out, weights, full, max_score = manual_forward(cfg, sd, inp)
+        # Random masks are redrawn until the case has fully masked rows exactly when it says so.
+        if bool(full.any()) == spec.get("expect_full", False):
+            break
+    else:
+        raise RuntimeError(f"{name}: could not draw masks with expect_full={spec.get('expect_full')}")
+
+    clean = lambda a: None if a is None else a + 0.0  # no -0.0 in the files
+    assert np.isfinite(out).all() and (weights is None or np.isfinite(weights).all()), name
+    case = {"name": name, "config": cfg, "state_dict": sd, "inputs": inp,
+            "expected": {"output": clean(out), "weights": clean(weights)},
+            "_out": out, "_weights": weights, "_full": full, "_max_score": max_score}
+    for check in spec.get("checks", []):
+        check(case)
+    return case
+
+
+# ----------------------------------------------------------------------------------------------
+# Special inputs
+# ----------------------------------------------------------------------------------------------
+
+def seed_state_dict():
+    # Every head's Q/K/V projection picks its own two dims (head 1: dims 0-1, head 2: dims 2-3),
+    # so each of Wq, Wk, Wv (rows = output dims, torch computes x @ W.T) is the identity.
+    pick = np.eye(4)
+    W_O = np.array([[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]], dtype=np.float64)
+    # The seed computes Y = concat @ W_O; torch computes concat @ out_proj.weight.T.
+    return {"in_proj_weight": np.concatenate([pick, pick, pick]), "out_proj.weight": W_O.T.copy()}
+
+
+SEED_X = np.array([[1, 0, 1, 2], [0, 2, 1, 0], [1, 1, 0, 1]], dtype=np.float64)
+
+
+def check_seed(case):
+    y = np.round(case["_out"], 3)
+    want = np.array([[1.701, 2.595, 2.600, 1.695],
+                     [1.034, 2.723, 1.232, 2.525],
+                     [1.315, 2.639, 2.035, 1.919]])
+    assert np.array_equal(y, want), f"seed output {y}"
+    head1_row2 = np.round(case["_weights"][0, 1], 3)
+    assert np.array_equal(head1_row2, [0.045, 0.768, 0.187]), f"seed weights {head1_row2}"
+
+
+def check_large_scores(case):
+    assert 20.0 < case["_max_score"] < 60.0, f"{case['name']}: max |score| {case['_max_score']}"
+
+
+def kpm_all_masked(batch, kind="bool"):
+    """key_padding_mask with every key of one batch element masked."""
+    def build(rng, N, H, L, S, unbatched):
+        if kind == "bool":
+            m = random_bool(rng, (N or 1, S), 0.3)
+            m[batch] = True
+        else:
+            m = random_float_mask(rng, (N or 1, S), 0.2, 1.0)
+            m[batch] = NEG_INF
+        if unbatched:
+            return m[0]
+        return m
+    return build
+
+
+def lengths_kpm(lengths):
+    """Bool key_padding_mask that pads each batch element after its length."""
+    def build(rng, N, H, L, S, unbatched):
+        m = np.arange(S)[None, :] >= np.asarray(lengths)[:, None]
+        return m[0] if unbatched else m
+    return build
+
+
+def mask_with_full_head_row(kind, where):
+    """3-D mask (N*H, L, S) or (H, L, S), random elsewhere, fully masking rows in `where`
+    ([(batch*H + head, query)])."""
+    def build(rng, N, H, L, S, unbatched):
+        lead = H if unbatched else N * H
+        if kind == "bool":
+            m = random_bool(rng, (lead, L, S), 0.25)
+            for bh, l in where:
+                m[bh, l, :] = True
+        else:
+            m = random_float_mask(rng, (lead, L, S), 0.15)
+            for bh, l in where:
+                m[bh, l, :] = NEG_INF
+        return m
+    return build
+
+
+def mask_with_full_row_2d(kind, rows):
+    def build(rng, N, H, L, S, unbatched):
+        if kind == "bool":
+            m = random_bool(rng, (L, S), 0.25)
+            m[list(rows), :] = True
+        else:
+            m = random_float_mask(rng, (L, S), 0.15)
+            m[list(rows), :] = NEG_INF
+        return m
+    return build
+
+
+def kpm_first_key(batch):
+    """Bool key_padding_mask masking key 0 of one batch element (with is_causal, query 0 of that
+    element then has no key left)."""
+    def build(rng, N, H, L, S, unbatched):
+        m = np.zeros((N, S), dtype=bool)
+        m[batch, 0] = True
+        m[batch, S - 1] = True
+        return m
+    return build
+
+
+# ----------------------------------------------------------------------------------------------
+# The cases
+# ----------------------------------------------------------------------------------------------
+
+CASES = [
+    # --- the seed -----------------------------------------------------------------------------
+    dict(name="seed-worked-example", E=4, H=2, bias=False, N=None, L=3,
+         state_dict=seed_state_dict(), query=SEED_X, average=False, checks=[check_seed],
+         note="the seed's worked example: 3 tokens x 4 dims, identity head projections, W_O"),
+
+    # --- layouts, self / cross, bias ----------------------------------------------------------
+    dict(name="unbatched-self", N=None, L=5,
+         note="unbatched 2-D self-attention, bias, averaged weights"),
+    dict(name="unbatched-cross-s-gt-l", N=None, L=3, S=6, average=False,
+         note="unbatched cross-attention S>L, per-head weights"),
+    dict(name="batched-seq-first-self", N=2, L=4,
+         note="batched (L,N,E) self-attention, averaged weights"),
+    dict(name="batched-seq-first-cross", N=3, L=3, S=5, average=False,
+         note="batched (L,N,E) cross-attention S>L, per-head weights"),
+    dict(name="batched-batch-first-self", N=3, L=5, batch_first=True, E=8, H=4,
+         note="batch_first (N,L,E) self-attention, 4 heads"),
+    dict(name="batched-batch-first-cross-s-lt-l", N=2, L=6, S=3, batch_first=True, average=False,
+         note="batch_first cross-attention S<L, per-head weights"),
+    dict(name="no-bias-batched-cross", bias=False, N=2, L=4, S=6, E=12, H=3,
+         note="bias=false, cross-attention, 3 heads"),
+    dict(name="no-bias-unbatched-self", bias=False, N=None, L=4, average=False,
+         note="bias=false, unbatched self-attention"),
+    dict(name="need-weights-false-batched", N=2, L=4, S=5, need_weights=False,
+         note="need_weights=false (weights null), batched cross"),
+    dict(name="need-weights-false-unbatched-kpm", N=None, L=4, kpm="bool", need_weights=False,
+         note="need_weights=false, unbatched, bool key_padding_mask"),
+    dict(name="single-head", E=8, H=1, N=2, L=4, S=5, average=False,
+         note="num_heads=1 (head_dim = embed_dim)"),
+    dict(name="single-head-batch-first-mask", E=6, H=1, N=2, L=3, batch_first=True, mask="float-2d",
+         note="num_heads=1 with a float 2-D attn_mask"),
+    dict(name="head-dim-one", E=6, H=6, N=2, L=4, S=5, average=False,
+         note="num_heads=embed_dim (head_dim 1), per-head weights"),
+    dict(name="head-dim-one-unbatched-bool-3d", E=4, H=4, N=None, L=3, mask="bool-3d",
+         average=False, note="head_dim 1, unbatched, bool (num_heads,L,S) mask"),
+    dict(name="decode-single-query-batch-first-kpm", N=3, L=1, S=7, batch_first=True, kpm="bool",
+         average=False, note="L=1 (one decode step) over 7 keys, bool key_padding_mask"),
+    dict(name="decode-single-query-unbatched", E=8, H=4, N=None, L=1, S=6,
+         note="L=1, unbatched, 4 heads"),
+
+    # --- add_bias_kv / add_zero_attn ----------------------------------------------------------
+    dict(name="bias-kv-batched-self", bias_kv=True, N=2, L=4, average=False,
+         note="add_bias_kv: S'=S+1, per-head weights"),
+    dict(name="bias-kv-unbatched-cross-bool-2d", bias_kv=True, N=None, L=3, S=5, mask="bool-2d",
+         note="add_bias_kv, unbatched cross, bool 2-D mask (padded unmasked)"),
+    dict(name="bias-kv-no-bias-kpm-float", bias_kv=True, bias=False, N=2, L=3, S=4, kpm="float",
+         average=False, note="add_bias_kv with bias=false and a float key_padding_mask"),
+    dict(name="zero-attn-batched-kpm-bool", zero_attn=True, N=2, L=4, S=5, kpm="bool",
+         average=False, note="add_zero_attn, bool key_padding_mask"),
+    dict(name="zero-attn-unbatched-float-2d", zero_attn=True, N=None, L=4, mask="float-2d",
+         note="add_zero_attn, unbatched, float 2-D mask"),
+    dict(name="bias-kv-zero-attn-batched-bool-3d", bias_kv=True, zero_attn=True, N=2, L=3, S=4,
+         mask="bool-3d", average=False,
+         note="add_bias_kv + add_zero_attn (S'=S+2), bool (N*H,L,S) mask"),
+    dict(name="bias-kv-zero-attn-unbatched-no-bias", bias_kv=True, zero_attn=True, bias=False,
+         N=None, L=4, E=8, H=4, note="add_bias_kv + add_zero_attn, bias=false, unbatched"),
+    dict(name="bias-kv-zero-attn-batch-first-kpm-mask", bias_kv=True, zero_attn=True, N=2, L=4,
+         S=3, batch_first=True, kpm="bool", mask="float-2d", average=False,
+         note="both extra keys, batch_first, bool kpm + float 2-D mask"),
+
+    # --- kdim / vdim ----------------------------------------------------------------------------
+    dict(name="kdim-vdim-batched-cross", kdim=6, vdim=10, N=2, L=3, S=5, average=False,
+         note="kdim=6, vdim=10: separate q/k/v_proj_weight"),
+    dict(name="kdim-only-unbatched", kdim=5, N=None, L=4, S=3,
+         note="kdim=5, vdim=embed_dim (still separate weights), unbatched"),
+    dict(name="vdim-only-batch-first-kpm-float", vdim=3, N=2, L=3, S=4, batch_first=True,
+         kpm="float", note="vdim=3 only, batch_first, float key_padding_mask"),
+    dict(name="kdim-vdim-bias-kv-zero-attn", kdim=4, vdim=6, bias_kv=True, zero_attn=True, N=2,
+         L=3, S=4, mask="float-3d", average=False,
+         note="kdim/vdim with add_bias_kv + add_zero_attn and a float 3-D mask"),
+    dict(name="kdim-vdim-no-bias-unbatched-bool-2d", kdim=7, vdim=5, bias=False, N=None, L=4, S=6,
+         mask="bool-2d", need_weights=False,
+         note="kdim/vdim, bias=false, unbatched bool 2-D mask, need_weights=false"),
+
+    # --- key_padding_mask / attn_mask -------------------------------------------------------
+    dict(name="kpm-bool-batched-self", N=3, L=5, kpm="bool", average=False,
+         note="bool key_padding_mask (N,S)"),
+    dict(name="kpm-bool-unbatched-cross", N=None, L=3, S=5, kpm="bool",
+         note="bool key_padding_mask (S), unbatched"),
+    dict(name="kpm-float-batched-cross", N=2, L=4, S=5, kpm="float", average=False,
+         note="float key_padding_mask (added; some -inf)"),
+    dict(name="kpm-float-unbatched-self", N=None, L=5, kpm="float",
+         note="float key_padding_mask (S), unbatched"),
+    dict(name="mask-bool-2d-batched", N=2, L=5, mask="bool-2d", average=False,
+         note="bool (L,S) attn_mask, batched self"),
+    dict(name="mask-float-2d-batched-cross", N=2, L=4, S=6, mask="float-2d",
+         note="float (L,S) attn_mask with -inf and finite +/- values"),
+    dict(name="mask-bool-3d-batched", N=2, L=4, S=5, mask="bool-3d", average=False,
+         note="bool (N*H,L,S) attn_mask"),
+    dict(name="mask-float-3d-batch-first", N=2, L=4, mask="float-3d", batch_first=True,
+         average=False, note="float (N*H,L,S) attn_mask, batch_first"),
+    dict(name="mask-bool-2d-unbatched", N=None, L=4, S=5, mask="bool-2d", average=False,
+         note="bool (L,S) attn_mask, unbatched"),
+    dict(name="mask-float-3d-unbatched", N=None, L=4, E=8, H=4, mask="float-3d", average=False,
+         note="float (num_heads,L,S) attn_mask, unbatched"),
+    dict(name="mask-bool-3d-unbatched-kpm-bool", N=None, L=4, S=6, mask="bool-3d", kpm="bool",
+         note="bool (num_heads,L,S) mask + bool kpm, unbatched"),
+    dict(name="mask-bool-and-kpm-bool", N=2, L=4, S=5, mask="bool-2d", kpm="bool", average=False,
+         note="bool 2-D attn_mask OR bool key_padding_mask"),
+    dict(name="mask-float-and-kpm-bool", N=2, L=4, S=5, mask="float-3d", kpm="bool",
+         average=False, note="float 3-D attn_mask + bool key_padding_mask"),
+    dict(name="mask-bool-and-kpm-float", N=2, L=4, S=5, mask="bool-2d", kpm="float",
+         average=False, note="bool 2-D attn_mask + float key_padding_mask (torch run folded)"),
+    dict(name="mask-float-and-kpm-float-unbatched", N=None, L=4, S=5, mask="float-2d",
+         kpm="float", note="float 2-D attn_mask + float kpm, unbatched (torch run folded)"),
+
+    # --- is_causal ----------------------------------------------------------------------------
+    dict(name="causal-batched-self", N=2, L=5, causal=True, average=False,
+         note="is_causal, L=S, attn_mask null"),
+    dict(name="causal-unbatched-self", N=None, L=6, causal=True, H=4, E=8,
+         note="is_causal, unbatched, attn_mask null"),
+    dict(name="causal-cross-l-lt-s", N=2, L=3, S=6, causal=True, batch_first=True, average=False,
+         note="is_causal with L<S (mask[i][j] = j > i)"),
+    dict(name="causal-cross-l-gt-s-unbatched", N=None, L=6, S=4, causal=True, average=False,
+         note="is_causal with L>S, unbatched"),
+    dict(name="causal-explicit-mask-batched", N=2, L=4, explicit_causal=True, average=False,
+         note="is_causal with the explicit causal bool mask given too"),
+    dict(name="causal-explicit-mask-unbatched-cross", N=None, L=3, S=5, explicit_causal=True,
+         note="is_causal + explicit causal mask, unbatched, L<S"),
+    dict(name="causal-kpm-bool-bias-kv-zero-attn", N=2, L=4, causal=True, kpm="bool",
+         bias_kv=True, zero_attn=True, average=False,
+         note="is_causal + bool kpm + add_bias_kv + add_zero_attn"),
+    dict(name="causal-kpm-float-need-weights-false", N=2, L=4, causal=True, kpm="float",
+         need_weights=False, note="is_causal + float kpm (torch run folded), need_weights=false"),
+
+    # --- fully masked rows (zero-row policy) --------------------------------------------------
+    dict(name="full-kpm-batch-element", N=3, L=3, S=4, kpm=kpm_all_masked(1), average=False,
+         expect_full=True,
+         note="kpm masks every key of batch 1: its weights 0, output rows = out_proj.bias"),
+    dict(name="full-kpm-float-neg-inf-averaged", N=2, L=3, S=4, kpm=kpm_all_masked(0, "float"),
+         batch_first=True, expect_full=True,
+         note="float kpm all -inf for batch 0, averaged weights"),
+    dict(name="full-kpm-unbatched-no-bias", N=None, L=3, S=4, bias=False,
+         kpm=kpm_all_masked(0), expect_full=True,
+         note="unbatched kpm masking all keys, bias=false: output all 0"),
+    dict(name="full-head-row-bool-3d", N=2, L=4, S=5, mask=mask_with_full_head_row("bool", [(2, 1)]),
+         average=False, expect_full=True,
+         note="3-D bool mask fully masks one head's query row (batch 1, head 0, query 1)"),
+    dict(name="full-head-row-float-3d-averaged", N=2, L=3, S=4, E=8, H=4,
+         mask=mask_with_full_head_row("float", [(1, 0), (6, 2)]), expect_full=True,
+         note="3-D float mask with all -inf rows in two heads, averaged weights"),
+    dict(name="full-head-row-unbatched-3d", N=None, L=4, H=2,
+         mask=mask_with_full_head_row("bool", [(1, 3)]), average=False, expect_full=True,
+         note="unbatched (num_heads,L,S) bool mask fully masking head 1, query 3"),
+    dict(name="full-rows-bool-2d-need-weights-false", N=2, L=4, S=5,
+         mask=mask_with_full_row_2d("bool", [1, 3]), need_weights=False, expect_full=True,
+         note="bool 2-D mask with two all-True rows, need_weights=false"),
+    dict(name="full-rows-float-2d-unbatched", N=None, L=4,
+         mask=mask_with_full_row_2d("float", [0]), average=False, expect_full=True,
+         note="float 2-D mask with an all -inf row, unbatched"),
+    dict(name="full-causal-kpm-first-key", N=2, L=4, causal=True, kpm=kpm_first_key(1),
+         average=False, expect_full=True,
+         note="is_causal + kpm masking key 0 of batch 1: its query 0 has no key"),
+    dict(name="full-mask-bool-and-kpm-float", N=2, L=3, S=4,
+         mask=mask_with_full_row_2d("bool", [2]), kpm="float", average=False, expect_full=True,
+         note="bool 2-D mask with a full row + float kpm (torch run folded)"),
+    dict(name="rescued-by-bias-kv", N=2, L=3, S=4, bias_kv=True, kpm=kpm_all_masked(0),
+         average=False, note="kpm masks all keys of batch 0, but the bias_k key stays: no zero row"),
+    dict(name="rescued-by-zero-attn", N=None, L=4, zero_attn=True,
+         mask=mask_with_full_row_2d("bool", [1, 2]), average=False,
+         note="all-True mask rows, but the zero key stays: weight 1 on it, no zero row"),
+    dict(name="rescued-by-bias-kv-zero-attn-3d", N=2, L=3, S=3, bias_kv=True, zero_attn=True,
+         mask=mask_with_full_head_row("float", [(1, 0), (2, 2)]),
+         note="all -inf head rows in a 3-D float mask, rescued by both extra keys"),
+
+    # --- numerics -----------------------------------------------------------------------------
+    dict(name="large-scores-softmax-stability", N=2, L=4, S=5, x_scale=3.0, w_scale=1.0,
+         average=False, checks=[check_large_scores],
+         note="scores up to about +-30+: softmax must subtract the row max"),
+    dict(name="large-scores-float-mask-unbatched", N=None, L=5, x_scale=3.0, w_scale=1.0,
+         mask="float-2d", checks=[check_large_scores],
+         note="large scores with a float mask, unbatched"),
+
+    # --- realistic sizes ----------------------------------------------------------------------
+    dict(name="realistic-e64-h4-self-kpm", E=64, H=4, N=1, L=16, kpm=lengths_kpm([11]),
+         w_scale=0.2, grid_bits=6, note="E=64, 4 heads, L=S=16, padding mask, averaged weights"),
+    dict(name="realistic-e48-h6-cross-kdim-vdim", E=48, H=6, kdim=16, vdim=24, N=None, L=8,
+         S=12, mask="float-2d", w_scale=0.25, average=False, grid_bits=6,
+         note="E=48, 6 heads, kdim=16, vdim=24, cross L=8 S=12, float mask, per-head weights"),
+    dict(name="many-heads-causal-batch-first", E=16, H=8, N=2, L=6, batch_first=True,
+         causal=True, need_weights=False,
+         note="8 heads of dim 2, causal, batch_first, need_weights=false"),
+]
+
+
+# ----------------------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join("tests", "golden"),
+                    help="output directory (default: tests/golden, from the repo root)")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    torch.set_default_dtype(torch.float32)
+
+    names = [c["name"] for c in CASES]
+    assert len(names) == len(set(names)), "duplicate case names"
+    total = 0
+    rows = []
+    folded_names = []
+    worst = 0.0
+    for spec in CASES:
+        case = build_case(spec)
+        diff, wdiff, folded = check_against_torch(case, case["_full"])
+        worst = max(worst, diff, wdiff)
+        if folded:
+            folded_names.append(case["name"])
+        text = render_case(case)
+        json.loads(text)  # well-formed
+        path = os.path.join(args.out, case["name"] + ".json")
+        with open(path, "w", encoding="utf-8", newline="\n") as f:
+            f.write(text)
+        total += len(text.encode())
+        n_full = int(case["_full"].sum())
+        rows.append((case["name"], spec.get("note", ""), n_full))
+        print(f"{case['name']:45s} {len(text):7d} B  |out-torch|={diff:.1e} |w-torch|={wdiff:.1e}"
+              f"  full rows={n_full}  max|score|={case['_max_score']:.1f}" + ("  (folded)" if folded else ""))
+
+    write_readme(args.out, rows)
+    stale = sorted(set(f for f in os.listdir(args.out) if f.endswith(".json"))
+                   - {n + ".json" for n in names})
+    if stale:
+        print("warning: JSON files in", args.out, "that this script did not write:", ", ".join(stale))
+    digest = hashlib.sha256()
+    for fn in sorted(os.listdir(args.out)):
+        with open(os.path.join(args.out, fn), "rb") as f:
+            digest.update(fn.encode() + b"\0" + f.read())
+    print(f"\n{len(CASES)} cases, {total} bytes of JSON; worst |manual - torch| = {worst:.2e}")
+    print("torch run with masks folded (float key_padding_mask + attn_mask):", ", ".join(folded_names))
+    print(f"sha256 of {args.out}: {digest.hexdigest()}")
+
+
+def write_readme(out, rows):
+    lines = [
+        "# Golden attention cases",
+        "",
+        "Each `*.json` here is one call of `torch.nn.MultiheadAttention` in the case format of",
+        "`shared/spec/case-format.md` (config, state_dict, inputs, expected output and weights).",
+        "This README and the cases are generated; do not edit them by hand. Regenerate with",
+        "",
+        "```sh",
+        "tools/setup.sh --golden                   # python3-torch, python3-numpy (Debian)",
+        "/usr/bin/python3 tools/make_golden.py     # from the repo root; --out DIR to write elsewhere",
+        "```",
+        "",
+        "The script is deterministic (one fixed seed per case, derived from its name): re-running it",
+        "rewrites byte-identical files.",
+        "",
+        "## How the expected values were made",
+        "",
+        "- Inputs, weights and float masks are float32 numbers drawn from fixed seeds and rounded to",
+        "  multiples of 1/256 (1/64 in the `realistic-*` cases) so that their exact decimals stay short;",
+        "  expected values are float64 results of exactly those numbers (written with `repr`).",
+        "- Non-finite mask entries are written as the string `\"-inf\"`, as the spec allows.",
+        "- `expected` comes from a small float64 implementation of the forward pass in the script. For",
+        "  every case the script runs the real `torch.nn.MultiheadAttention` (PyTorch 1.13, float64, eval,",
+        "  dropout 0) and asserts the two agree to 1e-10 wherever torch is finite.",
+        "- Torch 1.13's `forward` has no `is_causal`: it was given the causal bool mask",
+        "  (`mask[i][j] = j > i`, shape (L, S)).",
+        "- Torch 1.13 mis-merges a float `key_padding_mask` with an `attn_mask` (OR-ed as bool, or",
+        "  ignored); for those cases torch got both folded into one additive float 3-D `attn_mask`. The",
+        "  files keep the masks as given, with the spec's meaning (float masks are added).",
+        "",
+        "## Fully masked rows",
+        "",
+        "Where every key of a (batch, head, query) row is masked, PyTorch returns NaN. headscope's policy",
+        "(and these files) give that head a zero attention row: its weights are 0 and its attention",
+        "output is 0 before `out_proj`. The script asserts torch is NaN exactly in those rows (and in",
+        "the head-averaged weights and output rows they feed). The extra keys of `add_bias_kv` and",
+        "`add_zero_attn` are never masked, so with them no row is fully masked (`rescued-*` cases).",
+        "With head-averaged weights, a query row where only some heads are fully masked sums to",
+        "(heads left)/num_heads. The last column below counts fully masked (batch, head, query) rows.",
+        "",
+        "The seed's worked example prints 1.700 for Y[0][0] because it rounds intermediate values;",
+        "the exact value is 1.70055 (1.701 at 3 decimals). The script asserts the seed's other numbers.",
+        "",
+        "## Cases",
+        "",
+        "| case | covers | full rows |",
+        "| --- | --- | --- |",
+    ]
+    for name, note, n_full in rows:
+        lines.append(f"| `{name}` | {note} | {n_full or ''} |")
+    with open(os.path.join(out, "README.md"), "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every system package headscope needs on a fresh Debian 12 machine (run as root).
+# Idempotent: packages already present are skipped, so a second run costs a dpkg query.
+#
+#   tools/setup.sh            build + test toolchain (C++, WASM, golden checking)
+#   tools/setup.sh --golden   also PyTorch, to regenerate tests/golden with tools/make_golden.py
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  clang libclang-rt-14-dev            # sanitizers and libFuzzer for the native tests
+  emscripten                          # em++/emcmake 3.1.6 (pulls its own clang/lld/binaryen)
+  libhwy-dev libeigen3-dev nlohmann-json3-dev
+  googletest libgtest-dev libbenchmark-dev
+  nodejs                              # Node 20 is preinstalled here; listed so a bare machine gets one
+)
+if [[ "${1:-}" == "--golden" ]]; then
+  packages+=(python3-torch python3-numpy)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  # A preinstalled Node from outside Debian satisfies the nodejs need.
+  if [[ "$p" == nodejs ]] && command -v node >/dev/null 2>&1; then continue; fi
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -q
+  $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all system packages present"
+fi
