@@ -78,13 +78,16 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
 
-  for (size_t n = 0; n < N; ++n) {
+  // Empty matrices are skipped, not computed: Eigen offsets their null data pointers (UB).
+  for (size_t n = 0; n < N && L > 0; ++n) {
     const Matrix q = Linear(Gather(query.data, p.query, n, L, E), w.q_weight(), E, E, w.q_bias());
     Matrix k(Sp, E), v(Sp, E);
-    k.topRows(S) = Linear(Gather(key.data, p.key, n, S, p.kdim), w.k_weight(), E, p.kdim,
-                          w.k_bias());
-    v.topRows(S) = Linear(Gather(value.data, p.value, n, S, p.vdim), w.v_weight(), E, p.vdim,
-                          w.v_bias());
+    if (S > 0) {
+      k.topRows(S) = Linear(Gather(key.data, p.key, n, S, p.kdim), w.k_weight(), E, p.kdim,
+                            w.k_bias());
+      v.topRows(S) = Linear(Gather(value.data, p.value, n, S, p.vdim), w.v_weight(), E, p.vdim,
+                            w.v_bias());
+    }
     size_t extra = S;
     if (c.add_bias_kv) {
       k.row(extra) = Eigen::Map<const Vector>(w.bias_k(), E);
@@ -96,8 +99,8 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
       v.row(extra).setZero();
     }
 
-    Matrix concat(L, E);
-    for (size_t h = 0; h < H; ++h) {
+    Matrix concat = Matrix::Zero(L, E);  // with no keys at all (S' = 0) every row is masked
+    for (size_t h = 0; h < H && Sp > 0; ++h) {
       const auto qh = q.middleCols(h * hd, hd);
       const auto kh = k.middleCols(h * hd, hd);
       const auto vh = v.middleCols(h * hd, hd);

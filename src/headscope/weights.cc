@@ -75,11 +75,14 @@ Status MhaWeights::Set(std::string_view name, const TensorView& value, Param* wh
   }
   if (n > 0) std::memcpy(dst.data(), value.data, n * sizeof(float));
   present_[static_cast<int>(spec->param)] = true;
+  complete_ = true;
+  for (const ParamSpec& s : specs) complete_ = complete_ && Has(s.param);
   if (which != nullptr) *which = spec->param;
   return Status::Ok();
 }
 
 Status MhaWeights::CheckComplete() const {
+  if (complete_) return Status::Ok();
   std::string missing;
   for (const ParamSpec& s : ExpectedParams(config_)) {
     if (Has(s.param)) continue;

@@ -45,8 +45,9 @@ class MhaWeights {
   // shapes. NaN and infinity inside weights are accepted: they propagate as in PyTorch.
   Status Set(std::string_view name, const TensorView& value, Param* which = nullptr);
   bool Has(Param p) const { return present_[static_cast<int>(p)]; }
-  // kMissingParameter naming every key still missing.
+  // kMissingParameter naming every key still missing. Cheap once complete (called per forward).
   Status CheckComplete() const;
+  bool complete() const { return complete_; }
 
   // Views the computation uses, independent of how the weights arrived: the three input
   // projections as separate (E, in_dim) matrices and their (E) biases (null without bias).
@@ -67,6 +68,7 @@ class MhaWeights {
   MhaConfig config_;
   AlignedBuffer values_[static_cast<int>(Param::kCount)];
   bool present_[static_cast<int>(Param::kCount)] = {};
+  bool complete_ = false;  // every key of ExpectedParams(config_) present
 };
 
 }  // namespace headscope

@@ -94,6 +94,12 @@ HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n) {
     vsum = hn::Add(vsum, e);  // padding lanes are exp(-inf) = 0
   }
   const float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  if (!(sum > 0.0f)) {
+    // Every entry was -inf after all: Highway 1.0.3's EMU128 MaxOfLanes starts from -FLT_MAX
+    // rather than -inf, so a fully masked row can get past the check above on that target.
+    std::memset(row, 0, n * sizeof(float));
+    return true;
+  }
 
   // Pass 3: normalize. sum >= 1 (the max entry contributes exp(0)), so 1/sum is finite.
   const V inv = hn::Set(d, 1.0f / sum);

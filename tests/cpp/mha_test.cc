@@ -1,0 +1,380 @@
+// The fast path (Highway kernels) against the Eigen reference on hundreds of random shapes and
+// option combinations; the trace's stages recombining to the output; no allocation per call.
+#include <atomic>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "headscope/mha.h"
+#include "headscope/reference.h"
+#include "test_util.h"
+
+// Counts every operator new in this test binary, to show Forward allocates nothing once warm.
+static std::atomic<size_t> g_news{0};
+void* operator new(size_t n) {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+  throw std::bad_alloc();
+}
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  g_news.fetch_add(1, std::memory_order_relaxed);
+  return std::malloc(n == 0 ? 1 : n);
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
+namespace headscope {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// One randomly drawn call: config, weights, inputs and options, owning all its data.
+struct RandomCall {
+  MhaConfig config;
+  std::unique_ptr<MultiheadAttention> mha;
+  std::vector<float> query, key, value, kpm_f, attn_f;
+  std::vector<uint8_t> kpm_b, attn_b;
+  Shape q_shape, k_shape, v_shape;
+  ForwardOptions options;
+  std::string description;
+
+  TensorView q() const { return {query.data(), q_shape, query.size()}; }
+  TensorView k() const { return {key.data(), k_shape, key.size()}; }
+  TensorView v() const { return {value.data(), v_shape, value.size()}; }
+};
+
+Shape InputShape(bool batched, bool batch_first, int64_t n, int64_t len, int64_t dim) {
+  if (!batched) return {len, dim};
+  return batch_first ? Shape{n, len, dim} : Shape{len, n, dim};
+}
+
+void Draw(std::mt19937& rng, RandomCall* c) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto coin = [&](double p) { return std::bernoulli_distribution(p)(rng); };
+  const int hd_choices[] = {1, 2, 3, 4, 5, 8, 16};
+  const int64_t hd = hd_choices[pick(0, 6)];
+  MhaConfig& cfg = c->config;
+  cfg.num_heads = pick(1, 4);
+  cfg.embed_dim = cfg.num_heads * hd;
+  cfg.bias = coin(0.7);
+  cfg.add_bias_kv = coin(0.3);
+  cfg.add_zero_attn = coin(0.3);
+  cfg.kdim = coin(0.3) ? pick(1, 12) : 0;
+  cfg.vdim = coin(0.3) ? pick(1, 12) : 0;
+  cfg.batch_first = coin(0.5);
+  ASSERT_TRUE(MultiheadAttention::Create(cfg, &c->mha).ok());
+  test::LoadRandomWeights(c->mha.get(), &rng);
+
+  const bool batched = coin(0.7);
+  const int64_t N = batched ? pick(1, 3) : 1;
+  const int64_t L = coin(0.03) ? 0 : pick(1, 12);
+  const bool self = cfg.same_qkv_dim() && coin(0.4);
+  const int64_t S = self ? L : (coin(0.03) ? 0 : pick(1, 12));
+  const int64_t H = cfg.num_heads;
+  c->q_shape = InputShape(batched, cfg.batch_first, N, L, cfg.embed_dim);
+  c->k_shape = InputShape(batched, cfg.batch_first, N, S, cfg.key_dim());
+  c->v_shape = InputShape(batched, cfg.batch_first, N, S, cfg.value_dim());
+  c->query = test::RandomVector(&rng, static_cast<size_t>(c->q_shape.NumElements()), 2.0f);
+  c->key = self ? c->query
+                : test::RandomVector(&rng, static_cast<size_t>(c->k_shape.NumElements()), 2.0f);
+  c->value = self ? c->query
+                  : test::RandomVector(&rng, static_cast<size_t>(c->v_shape.NumElements()), 2.0f);
+
+  ForwardOptions& o = c->options;
+  o.need_weights = coin(0.7);
+  o.average_attn_weights = coin(0.5);
+  o.is_causal = coin(0.2);
+  // Masks: bool masks block ~30% of entries, float masks add values with some -inf.
+  auto fill_bool = [&](std::vector<uint8_t>* m, size_t n) {
+    m->resize(n);
+    for (auto& x : *m) x = coin(0.3);
+  };
+  auto fill_float = [&](std::vector<float>* m, size_t n) {
+    *m = test::RandomVector(&rng, n, 2.0f);
+    for (auto& x : *m) if (coin(0.2)) x = -kInf;
+  };
+  const int kpm_kind = pick(0, 2);
+  const Shape kpm_shape = batched ? Shape{N, S} : Shape{S};
+  const size_t kpm_n = static_cast<size_t>(N * S);
+  if (kpm_kind == 1) {
+    fill_bool(&c->kpm_b, kpm_n);
+    o.key_padding_mask = MaskView::Bool(c->kpm_b.data(), kpm_shape, kpm_n);
+  } else if (kpm_kind == 2) {
+    fill_float(&c->kpm_f, kpm_n);
+    o.key_padding_mask = MaskView::Float(c->kpm_f.data(), kpm_shape, kpm_n);
+  }
+  const int attn_kind = pick(0, 4);  // none, bool 2-D, bool 3-D, float 2-D, float 3-D
+  if (attn_kind != 0) {
+    const bool three = attn_kind == 2 || attn_kind == 4;
+    const Shape shape = three ? Shape{N * H, L, S} : Shape{L, S};
+    const size_t n = static_cast<size_t>(shape.NumElements());
+    const size_t slices = three ? static_cast<size_t>(N * H) : 1;
+    const bool as_bool = attn_kind <= 2;
+    if (o.is_causal) {  // with is_causal, a given attn_mask must be the causal mask itself
+      c->attn_b.resize(n);
+      c->attn_f.resize(n);
+      for (size_t b = 0; b < slices; ++b) {
+        for (int64_t i = 0; i < L; ++i) {
+          for (int64_t j = 0; j < S; ++j) {
+            const size_t idx = (b * L + i) * S + j;
+            c->attn_b[idx] = j > i;
+            c->attn_f[idx] = j > i ? -kInf : 0.0f;
+          }
+        }
+      }
+    } else if (as_bool) {
+      fill_bool(&c->attn_b, n);
+    } else {
+      fill_float(&c->attn_f, n);
+    }
+    o.attn_mask = as_bool ? MaskView::Bool(c->attn_b.data(), shape, n)
+                          : MaskView::Float(c->attn_f.data(), shape, n);
+  }
+  c->description = "E=" + std::to_string(cfg.embed_dim) + " H=" + std::to_string(H) +
+                   " kdim=" + std::to_string(cfg.key_dim()) +
+                   " vdim=" + std::to_string(cfg.value_dim()) + " bias=" +
+                   std::to_string(cfg.bias) + " bias_kv=" + std::to_string(cfg.add_bias_kv) +
+                   " zero_attn=" + std::to_string(cfg.add_zero_attn) +
+                   " batch_first=" + std::to_string(cfg.batch_first) + " q" +
+                   c->q_shape.ToString() + " k" + c->k_shape.ToString() + " kpm=" +
+                   std::to_string(kpm_kind) + " attn=" + std::to_string(attn_kind) +
+                   " causal=" + std::to_string(o.is_causal) + " need_weights=" +
+                   std::to_string(o.need_weights) + " avg=" +
+                   std::to_string(o.average_attn_weights);
+}
+
+void ExpectSameResult(const ForwardResult& got, const ForwardResult& want, double tol,
+                      const std::string& what) {
+  ASSERT_EQ(got.output_shape, want.output_shape) << what;
+  ASSERT_EQ(got.weights_shape, want.weights_shape) << what;
+  EXPECT_LE(test::RelativeError(got.output.data(), want.output.data(), want.output.size()), tol)
+      << what;
+  if (want.has_weights()) {
+    EXPECT_LE(test::RelativeError(got.weights.data(), want.weights.data(), want.weights.size()),
+              tol)
+        << what;
+  }
+}
+
+TEST(FastPathVsReference, RandomShapesAndOptions) {
+  std::mt19937 rng(2026);
+  for (int iteration = 0; iteration < 400; ++iteration) {
+    RandomCall c;
+    Draw(rng, &c);
+    SCOPED_TRACE("iteration " + std::to_string(iteration) + ": " + c.description);
+    ForwardResult fast, ref;
+    Status s = c.mha->Forward(c.q(), c.k(), c.v(), c.options, &fast);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    s = ReferenceForward(c.mha->weights(), c.q(), c.k(), c.v(), c.options, &ref);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ExpectSameResult(fast, ref, 2e-5, c.description);
+  }
+}
+
+TEST(FastPathVsReference, EveryTargetOnLargerShapes) {
+  // Sizes past the query tile (64 rows) and several matmul panels, on every SIMD target.
+  std::mt19937 rng(7);
+  MhaConfig cfg;
+  cfg.embed_dim = 96;
+  cfg.num_heads = 6;
+  cfg.add_bias_kv = true;
+  std::unique_ptr<MultiheadAttention> mha;
+  ASSERT_TRUE(MultiheadAttention::Create(cfg, &mha).ok());
+  test::LoadRandomWeights(mha.get(), &rng, 0.2f);
+  const int64_t L = 70, S = 45, N = 2;
+  std::vector<float> q = test::RandomVector(&rng, L * N * 96);
+  std::vector<float> kv = test::RandomVector(&rng, S * N * 96);
+  ForwardOptions opt;
+  opt.average_attn_weights = false;
+  ForwardResult ref;
+  ASSERT_TRUE(ReferenceForward(mha->weights(), {q.data(), {L, N, 96}, q.size()},
+                               {kv.data(), {S, N, 96}, kv.size()},
+                               {kv.data(), {S, N, 96}, kv.size()}, opt, &ref)
+                  .ok());
+  test::ForEachTarget([&](const char* target) {
+    ForwardResult fast;
+    ASSERT_TRUE(mha->Forward({q.data(), {L, N, 96}, q.size()}, {kv.data(), {S, N, 96}, kv.size()},
+                             {kv.data(), {S, N, 96}, kv.size()}, opt, &fast)
+                    .ok());
+    ExpectSameResult(fast, ref, 2e-5, target);
+  });
+}
+
+TEST(FastPathVsReference, NonFiniteInputsPropagateLikeTorch) {
+  // NaN in a key poisons that key's score in every query row, so every softmax row is NaN, as in
+  // torch. Masking the key does not help there either: torch adds the mask to the scores
+  // (baddbmm), and -inf + NaN is NaN. NaN in a value only reaches the outputs through weights x V.
+  std::mt19937 rng(11);
+  MhaConfig cfg;
+  cfg.embed_dim = 8;
+  cfg.num_heads = 2;
+  std::unique_ptr<MultiheadAttention> mha;
+  ASSERT_TRUE(MultiheadAttention::Create(cfg, &mha).ok());
+  test::LoadRandomWeights(mha.get(), &rng);
+  std::vector<float> q = test::RandomVector(&rng, 3 * 8), k = test::RandomVector(&rng, 4 * 8);
+  std::vector<float> v = test::RandomVector(&rng, 4 * 8);
+  k[2 * 8 + 5] = std::numeric_limits<float>::quiet_NaN();  // key row 2
+  const TensorView qv{q.data(), {3, 8}, q.size()}, kv{k.data(), {4, 8}, k.size()},
+      vv{v.data(), {4, 8}, v.size()};
+  const uint8_t pad[4] = {0, 0, 1, 0};
+  for (bool masked : {false, true}) {
+    ForwardOptions opt;
+    opt.average_attn_weights = false;
+    if (masked) opt.key_padding_mask = MaskView::Bool(pad, {4}, 4);
+    ForwardResult fast, ref;
+    ASSERT_TRUE(mha->Forward(qv, kv, vv, opt, &fast).ok());
+    ASSERT_TRUE(ReferenceForward(mha->weights(), qv, kv, vv, opt, &ref).ok());
+    ExpectSameResult(fast, ref, 2e-5, masked ? "NaN key, masked" : "NaN key");
+    for (size_t i = 0; i < fast.weights.size(); ++i) EXPECT_TRUE(std::isnan(fast.weights[i]));
+    for (size_t i = 0; i < fast.output.size(); ++i) EXPECT_TRUE(std::isnan(fast.output[i]));
+  }
+  // +inf in a float mask: exp(inf - inf) makes that row NaN (torch.softmax does too); the other
+  // rows stay finite.
+  std::vector<float> finite_k = test::RandomVector(&rng, 4 * 8);
+  const TensorView fk{finite_k.data(), {4, 8}, finite_k.size()};
+  std::vector<float> attn(3 * 4, 0.0f);
+  attn[1 * 4 + 3] = std::numeric_limits<float>::infinity();
+  ForwardOptions opt;
+  opt.average_attn_weights = false;
+  opt.attn_mask = MaskView::Float(attn.data(), {3, 4}, attn.size());
+  ForwardResult fast, ref;
+  ASSERT_TRUE(mha->Forward(qv, fk, vv, opt, &fast).ok());
+  ASSERT_TRUE(ReferenceForward(mha->weights(), qv, fk, vv, opt, &ref).ok());
+  ExpectSameResult(fast, ref, 2e-5, "+inf in attn_mask");
+  for (size_t h = 0; h < 2; ++h) {
+    for (size_t i = 0; i < 3; ++i) {
+      for (size_t j = 0; j < 4; ++j) {
+        EXPECT_EQ(std::isnan(fast.weights[(h * 3 + i) * 4 + j]), i == 1) << h << i << j;
+      }
+    }
+  }
+}
+
+TEST(FastPath, ReusedModuleMatchesFreshAcrossShapes) {
+  // The workspace is sized per call and reused: alternating shapes must not leak state.
+  std::mt19937 rng(5);
+  std::vector<RandomCall> calls(30);
+  for (auto& c : calls) Draw(rng, &c);
+  RandomCall& shared = calls[0];
+  for (int round = 0; round < 2; ++round) {
+    for (size_t i = 0; i < calls.size(); ++i) {
+      // Run call i's inputs through a module with shared's config only if compatible; else its own.
+      RandomCall& c = calls[i];
+      ForwardResult first, again;
+      ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), c.options, &first).ok());
+      ASSERT_TRUE(shared.mha->Forward(shared.q(), shared.k(), shared.v(), shared.options, &again)
+                      .ok());
+      ForwardResult second;
+      ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), c.options, &second).ok());
+      ExpectSameResult(second, first, 0.0, c.description);
+    }
+  }
+}
+
+TEST(FastPath, NoAllocationPerCallOnceWarm) {
+  std::mt19937 rng(9);
+  MhaConfig cfg;
+  cfg.embed_dim = 32;
+  cfg.num_heads = 4;
+  std::unique_ptr<MultiheadAttention> mha;
+  ASSERT_TRUE(MultiheadAttention::Create(cfg, &mha).ok());
+  test::LoadRandomWeights(mha.get(), &rng);
+  std::vector<float> x = test::RandomVector(&rng, 2 * 10 * 32);
+  const TensorView xv{x.data(), {10, 2, 32}, x.size()};
+  ForwardOptions opt;
+  ForwardResult result;
+  ASSERT_TRUE(mha->Forward(xv, xv, xv, opt, &result).ok());  // warm-up sizes the buffers
+  const float* out = result.output.data();
+  const float* weights = result.weights.data();
+  const size_t workspace = mha->workspace_bytes();
+  const size_t news_before = g_news.load();
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(mha->Forward(xv, xv, xv, opt, &result).ok());
+  EXPECT_EQ(g_news.load(), news_before) << "operator new called during warm Forward calls";
+  EXPECT_EQ(result.output.data(), out);
+  EXPECT_EQ(result.weights.data(), weights);
+  EXPECT_EQ(mha->workspace_bytes(), workspace);
+}
+
+// Recomputes each stage of a trace from the previous one with plain loops.
+TEST(Trace, StagesRecombineToTheOutput) {
+  std::mt19937 rng(13);
+  for (int iteration = 0; iteration < 60; ++iteration) {
+    RandomCall c;
+    Draw(rng, &c);
+    SCOPED_TRACE(c.description);
+    AttentionTrace t;
+    Status s = c.mha->Trace(c.q(), c.k(), c.v(), c.options, &t);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+
+    // The trace's output and weights are Forward's (per head).
+    ForwardOptions per_head = c.options;
+    per_head.need_weights = true;
+    per_head.average_attn_weights = false;
+    ForwardResult f;
+    ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), per_head, &f).ok());
+    ASSERT_EQ(t.output.shape, f.output_shape);
+    ASSERT_EQ(t.weights.shape, f.weights_shape);
+    EXPECT_EQ(test::RelativeError(t.output.data.data(), f.output.data(), f.output.size()), 0.0);
+    EXPECT_EQ(test::RelativeError(t.weights.data.data(), f.weights.data(), f.weights.size()), 0.0);
+
+    const MhaConfig& cfg = c.config;
+    const bool batched = c.q_shape.rank == 3;
+    const size_t N = batched ? static_cast<size_t>(c.q_shape[cfg.batch_first ? 0 : 1]) : 1;
+    const size_t H = cfg.num_heads, hd = cfg.head_dim(), E = cfg.embed_dim;
+    const size_t L = static_cast<size_t>(c.q_shape[batched && cfg.batch_first ? 1 : 0]);
+    const size_t Sp = static_cast<size_t>(t.scores.shape[t.scores.shape.rank - 1]);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const float* wq = c.mha->weights().q_weight();
+    const float* bq = c.mha->weights().q_bias();
+    for (size_t n = 0; n < N; ++n) {
+      for (size_t h = 0; h < H; ++h) {
+        for (size_t i = 0; i < L; ++i) {
+          const size_t row = (n * H + h) * L + i;
+          // q = x Wq^T + bq, head h's columns.
+          const size_t x_row = !batched ? i * E : cfg.batch_first ? (n * L + i) * E : (i * N + n) * E;
+          for (size_t d = 0; d < hd; ++d) {
+            double want = bq ? bq[h * hd + d] : 0.0;
+            for (size_t e = 0; e < E; ++e) want += c.query[x_row + e] * wq[(h * hd + d) * E + e];
+            EXPECT_NEAR(t.q.data[row * hd + d], want, 1e-4);
+          }
+          // scores (unmasked entries) = q . k * scale; weights = softmax(scores).
+          double max = -kInf, sum = 0;
+          for (size_t j = 0; j < Sp; ++j) max = std::max<double>(max, t.scores.data[row * Sp + j]);
+          for (size_t j = 0; j < Sp; ++j) {
+            const float sc = t.scores.data[row * Sp + j];
+            if (sc == -kInf) continue;
+            double dot = 0;
+            for (size_t d = 0; d < hd; ++d) {
+              dot += t.q.data[row * hd + d] * t.k.data[((n * H + h) * Sp + j) * hd + d];
+            }
+            if (!c.options.attn_mask.present() && !c.options.key_padding_mask.present()) {
+              EXPECT_NEAR(sc, dot * scale, 1e-4);
+            }
+            sum += std::exp(sc - max);
+          }
+          for (size_t j = 0; j < Sp; ++j) {
+            const double want = max == -kInf ? 0.0 : std::exp(t.scores.data[row * Sp + j] - max) / sum;
+            EXPECT_NEAR(t.weights.data[row * Sp + j], want, 1e-5);
+          }
+          // head output = weights x V; and it sits in the concatenation at columns h*hd.
+          for (size_t d = 0; d < hd; ++d) {
+            double want = 0;
+            for (size_t j = 0; j < Sp; ++j) {
+              want += t.weights.data[row * Sp + j] * t.v.data[((n * H + h) * Sp + j) * hd + d];
+            }
+            EXPECT_NEAR(t.head_outputs.data[row * hd + d], want, 1e-4);
+            EXPECT_EQ(t.concat.data[(n * L + i) * E + h * hd + d], t.head_outputs.data[row * hd + d]);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace headscope
