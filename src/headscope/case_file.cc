@@ -97,6 +97,17 @@ class ArrayWalker {
   std::vector<const Json*> leaves_;
 };
 
+// "inputs.query[1][2]": where the flat element `index` of a tensor of `shape` sits.
+std::string ElementPath(const std::string& path, const Shape& shape, size_t index) {
+  std::string suffix;
+  for (int axis = shape.rank - 1; axis >= 0 && axis < Shape::kMaxRank; --axis) {
+    const size_t dim = static_cast<size_t>(shape.dims[axis]);
+    suffix = "[" + std::to_string(dim ? index % dim : 0) + "]" + suffix;
+    index = dim ? index / dim : 0;
+  }
+  return path + suffix;
+}
+
 Status ParseFloatTensor(const Json& j, const std::string& path, CaseTensor* out) {
   if (!j.is_array()) return ParseError(path, "expected a nested array of numbers, got " + Describe(j));
   ArrayWalker walker;
@@ -106,8 +117,9 @@ Status ParseFloatTensor(const Json& j, const std::string& path, CaseTensor* out)
   out->data.resize(walker.leaves().size());
   for (size_t i = 0; i < walker.leaves().size(); ++i) {
     if (!LeafToFloat(*walker.leaves()[i], &out->data[i])) {
-      return ParseError(path, "element " + std::to_string(i) + ": expected a number (or \"inf\", "
-                              "\"-inf\", \"nan\"), got " + Describe(*walker.leaves()[i]));
+      return ParseError(ElementPath(path, out->shape, i),
+                        "expected a number (or \"inf\", \"-inf\", \"nan\"), got " +
+                            Describe(*walker.leaves()[i]));
     }
   }
   return Status::Ok();
@@ -129,17 +141,15 @@ Status ParseMask(const Json& j, const std::string& path, CaseMask* out) {
     const Json& leaf = *leaves[i];
     if (is_bool) {
       if (!leaf.is_boolean()) {
-        return ParseError(path, "element " + std::to_string(i) +
-                                    ": expected a boolean like the first element, got " +
-                                    Describe(leaf));
+        return ParseError(ElementPath(path, out->shape, i),
+                          "expected a boolean like the first element, got " + Describe(leaf));
       }
       out->bools.push_back(leaf.get<bool>() ? 1 : 0);
     } else {
       float v;
       if (!LeafToFloat(leaf, &v)) {
-        return ParseError(path, "element " + std::to_string(i) +
-                                    ": expected a number like the first element, got " +
-                                    Describe(leaf));
+        return ParseError(ElementPath(path, out->shape, i),
+                          "expected a number like the first element, got " + Describe(leaf));
       }
       out->floats.push_back(v);
     }

@@ -42,6 +42,7 @@ Status Pack(const float* w, size_t rows, size_t cols, AlignedBuffer* dst, const 
 
 // [N, T, H*hd] -> [N, H, T, hd]: the per-head view a learner reads.
 void SplitHeads(const float* src, size_t N, size_t T, size_t H, size_t hd, float* dst) {
+  if (T == 0 || hd == 0) return;
   for (size_t n = 0; n < N; ++n) {
     for (size_t h = 0; h < H; ++h) {
       for (size_t t = 0; t < T; ++t) {
@@ -120,15 +121,16 @@ Status MultiheadAttention::Forward(const TensorView& query, const TensorView& ke
   CallPlan plan;
   HEADSCOPE_RETURN_IF_ERROR(PlanCall(config(), query, key, value, options, &plan));
   size_t bytes = 0;
-  const size_t weights_floats = options.need_weights
-                                    ? plan.weights_floats(options.average_attn_weights)
-                                    : 0;
-  if (!AddBytes(&bytes, plan.output_floats(), MaxCallBytes()) ||
+  const uint64_t output_floats = plan.output_floats();
+  const uint64_t weights_floats =
+      options.need_weights ? plan.weights_floats(options.average_attn_weights) : 0;
+  if (!AddBytes(&bytes, output_floats, MaxCallBytes()) ||
       !AddBytes(&bytes, weights_floats, MaxCallBytes())) {
     return TooLarge(plan);
   }
-  if (!result->output.Resize(plan.output_floats()) ||
-      !result->weights.Resize(weights_floats)) {
+  // Both counts are now known to fit the limit, hence size_t.
+  if (!result->output.Resize(static_cast<size_t>(output_floats)) ||
+      !result->weights.Resize(static_cast<size_t>(weights_floats))) {
     return OutOfMemory("forward result", bytes);
   }
   result->output_shape = plan.output_shape;
@@ -147,11 +149,11 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
   const int64_t L = static_cast<int64_t>(plan.q_len), Sp = static_cast<int64_t>(plan.kv_total);
   const int64_t E = static_cast<int64_t>(plan.embed);
   size_t bytes = 0;
-  const size_t qfloats = plan.batch * plan.q_len * plan.embed;
-  const size_t kvfloats = plan.batch * plan.kv_total * plan.embed;
-  const size_t wfloats = plan.weights_floats(/*average=*/false);
+  const uint64_t qfloats = plan.output_floats();
+  const uint64_t kvfloats = SaturatingProduct({plan.batch, plan.kv_total, plan.embed});
+  const uint64_t wfloats = plan.weights_floats(/*average=*/false);
   // q, head_outputs, concat, output: L x E each; k, v: S' x E; scores, weights: H x L x S'.
-  for (size_t f : {qfloats, qfloats, qfloats, qfloats, kvfloats, kvfloats, wfloats, wfloats}) {
+  for (uint64_t f : {qfloats, qfloats, qfloats, qfloats, kvfloats, kvfloats, wfloats, wfloats}) {
     if (!AddBytes(&bytes, f, MaxCallBytes())) return TooLarge(plan);
   }
   const bool ok = Allocate(&trace->q, TraceShape(plan, {H, L, hd})) &&
@@ -175,9 +177,9 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
   const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
   const bool bool_attn = p.attn_mask_type == MaskType::kBool;
   const bool bool_kpm = p.key_padding_type == MaskType::kBool;
-  const size_t attn_floats =
-      bool_attn ? (p.attn_mask_per_head ? N * p.heads : 1) * L * S : 0;
-  const size_t kpm_floats = bool_kpm ? N * S : 0;
+  const uint64_t attn_floats =
+      bool_attn ? SaturatingProduct({p.attn_mask_per_head ? N * p.heads : 1, L, S}) : 0;
+  const uint64_t kpm_floats = bool_kpm ? SaturatingProduct({N, S}) : 0;
 
   AttentionArgs args;
   args.batch = N;
@@ -188,20 +190,20 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
   args.head_dim = p.head_dim;
   args.embed = E;
   args.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
-  const size_t attention_floats = AttentionWorkspaceFloats(args);
+  const uint64_t qfloats = SaturatingProduct({N, L, E});
+  const uint64_t kvfloats = SaturatingProduct({N, Sp, E});
 
   // Workspace: [N, L, E] q | [N, S', E] k | [N, S', E] v | [N, L, E] concat | bool masks as
   // additive floats | attention scratch. Sized per call shape, kept across calls.
-  const size_t parts[] = {N * L * E, N * Sp * E, N * Sp * E, N * L * E,
-                          attn_floats, kpm_floats, attention_floats};
+  const uint64_t parts[] = {qfloats, kvfloats, kvfloats, qfloats,
+                            attn_floats, kpm_floats, AttentionWorkspaceFloats(args)};
   size_t offsets[7];
   size_t total = 0, bytes = 0;
   for (int i = 0; i < 7; ++i) {
     offsets[i] = total;
     // Each part starts on a 64-byte boundary (16 floats) so kernels see aligned rows.
-    const size_t rounded = (parts[i] + 15) / 16 * 16;
-    if (!AddBytes(&bytes, rounded, MaxCallBytes())) return TooLarge(p);
-    total += rounded;
+    if (!AddBytes(&bytes, parts[i] + 16, MaxCallBytes())) return TooLarge(p);
+    total += static_cast<size_t>((parts[i] + 15) / 16 * 16);
   }
   AlignedBuffer& ws = packed_->workspace;
   if (!ws.Resize(total + 16)) return OutOfMemory("workspace", bytes);
@@ -212,7 +214,9 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
 
   // Input projections, one matmul per batch element (rows of an element are strided in the
   // (L, N, E) layout). K and V get room for the extra keys at rows S, S+1 of each element.
-  for (size_t n = 0; n < N; ++n) {
+  // Loops below run over N (x heads) only where each iteration has rows to compute, so an empty
+  // sequence with a huge batch returns at once instead of spinning.
+  for (size_t n = 0; n < N && (L > 0 || Sp > 0); ++n) {
     // (Empty sequences skip the call: their data pointer may be null, even offset by 0.)
     if (L > 0) {
       MatMulPacked(query.data + p.query.Row(n, 0), p.query.seq, packed_->wq.data(),
@@ -263,7 +267,7 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
   args.weights = weights;
   args.average_weights = average_weights;
   args.scores = trace != nullptr ? trace->scores.data.data() : nullptr;
-  Attention(args, ws.data() + offsets[6]);
+  if (L > 0) Attention(args, ws.data() + offsets[6]);
 
   for (size_t n = 0; n < N && L > 0; ++n) {
     MatMulPacked(concat + n * L * E, E, packed_->wo.data(), weights_.out_bias(), L, E, E, 1.0f,

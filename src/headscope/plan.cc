@@ -23,12 +23,23 @@ Status CheckData(const char* arg, const Shape& shape, const void* data, size_t s
                            " has a negative dimension");
     }
   }
+  for (int i = 0; i < shape.rank; ++i) {
+    if (shape.dims[i] > kMaxDim) {
+      return Status(StatusCode::kResourceExhausted,
+                    std::string(arg) + ": dimension " + std::to_string(i) + " of shape " +
+                        shape.ToString() + " exceeds the maximum size " + Str(kMaxDim));
+    }
+  }
   const int64_t n = shape.NumElements();
   if (n < 0) {
     return Status(StatusCode::kResourceExhausted,
                   std::string(arg) + ": shape " + shape.ToString() + " has too many elements");
   }
-  if (static_cast<uint64_t>(n) != size || (n > 0 && data == nullptr)) {
+  if (n > 0 && data == nullptr) {
+    return ShapeMismatch(std::string(arg) + ": data is null, but shape " + shape.ToString() +
+                         " needs " + Str(n) + " values");
+  }
+  if (static_cast<uint64_t>(n) != size) {
     return ShapeMismatch(std::string(arg) + ": shape " + shape.ToString() + " needs " + Str(n) +
                          " values, got " + std::to_string(size));
   }
@@ -69,9 +80,26 @@ Status CheckCausalMask(const MaskView& m, size_t slices, size_t L, size_t S) {
 size_t MaxCallBytes() { return g_max_call_bytes; }
 void SetMaxCallBytes(size_t bytes) { g_max_call_bytes = bytes; }
 
-bool AddBytes(size_t* total, size_t floats, size_t limit) {
+uint64_t SaturatingProduct(std::initializer_list<uint64_t> factors) {
+  uint64_t product = 1;
+  for (uint64_t f : factors) {
+    if (f == 0) return 0;
+  }
+  for (uint64_t f : factors) {
+    if (__builtin_mul_overflow(product, f, &product)) return UINT64_MAX;
+  }
+  return product;
+}
+
+uint64_t CallPlan::output_floats() const { return SaturatingProduct({batch, q_len, embed}); }
+
+uint64_t CallPlan::weights_floats(bool average) const {
+  return SaturatingProduct({batch, average ? 1 : heads, q_len, kv_total});
+}
+
+bool AddBytes(size_t* total, uint64_t floats, size_t limit) {
   if (floats > limit / sizeof(float)) return false;
-  const size_t bytes = floats * sizeof(float);
+  const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
   if (*total > limit - bytes) return false;
   *total += bytes;
   return true;

@@ -5,6 +5,8 @@
 #define HEADSCOPE_PLAN_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 
 #include "headscope/config.h"
 #include "headscope/status.h"
@@ -38,10 +40,10 @@ struct CallPlan {
   MaskType key_padding_type = MaskType::kNone;
   bool causal = false;
 
-  size_t output_floats() const { return batch * q_len * embed; }
-  size_t weights_floats(bool average) const {
-    return batch * (average ? 1 : heads) * q_len * kv_total;
-  }
+  // Buffer sizes in floats, saturating at UINT64_MAX: pass them through AddBytes (which refuses
+  // anything over the call limit) before using them as size_t.
+  uint64_t output_floats() const;
+  uint64_t weights_floats(bool average) const;
 };
 
 // Validates the query/key/value shapes, masks and options against the config and fills `plan`.
@@ -55,8 +57,12 @@ Status PlanCall(const MhaConfig& config, const TensorView& query, const TensorVi
 size_t MaxCallBytes();
 void SetMaxCallBytes(size_t bytes);
 
-// Adds a*b (+ c...) into a byte count without overflow: false if the sum exceeds `limit`.
-bool AddBytes(size_t* total, size_t floats, size_t limit);
+// Product of sizes, UINT64_MAX if it overflows: huge shapes with an empty dimension elsewhere
+// must not wrap around to a small buffer.
+uint64_t SaturatingProduct(std::initializer_list<uint64_t> factors);
+
+// Adds `floats` floats to a byte count: false if the total would exceed `limit`.
+bool AddBytes(size_t* total, uint64_t floats, size_t limit);
 
 }  // namespace headscope
 

@@ -64,7 +64,11 @@ Status MhaWeights::Set(std::string_view name, const TensorView& value, Param* wh
                          value.shape.ToString());
   }
   const size_t n = static_cast<size_t>(spec->shape.NumElements());
-  if (value.size != n || (n > 0 && value.data == nullptr)) {
+  if (n > 0 && value.data == nullptr) {
+    return ShapeMismatch(arg + ": data is null, but shape " + value.shape.ToString() +
+                         " needs " + std::to_string(n) + " values");
+  }
+  if (value.size != n) {
     return ShapeMismatch(arg + ": shape " + value.shape.ToString() + " needs " +
                          std::to_string(n) + " values, got " + std::to_string(value.size));
   }

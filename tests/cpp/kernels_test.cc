@@ -3,9 +3,11 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "headscope/kernels/dispatch.h"
 #include "headscope/kernels/matmul.h"
 #include "headscope/kernels/softmax.h"
 #include "test_util.h"
@@ -168,6 +170,23 @@ TEST(AddInPlaceKernel, MatchesScalar) {
     }
   });
 }
+
+}  // namespace
+}  // namespace headscope
+
+namespace headscope {
+namespace {
+
+#if defined(__EMSCRIPTEN__)
+// Without -msimd128 Highway silently falls back to the scalar EMU128 target.
+TEST(Targets, WebAssemblyBuildRunsSimd128) { EXPECT_STREQ(KernelTargetName(), "WASM"); }
+#else
+TEST(Targets, NativeBuildDispatchesToASimdTarget) {
+  const std::string name = KernelTargetName();
+  EXPECT_NE(name, "EMU128");
+  EXPECT_NE(name, "SCALAR");
+}
+#endif
 
 }  // namespace
 }  // namespace headscope

@@ -2,6 +2,7 @@
 #include "headscope/kernels/attention.h"
 
 #include "headscope/kernels/matmul.h"
+#include "headscope/plan.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "headscope/kernels/attention.cc"
@@ -29,12 +30,20 @@ namespace headscope {
 HEADSCOPE_EXPORT(AttentionTarget);
 HEADSCOPE_EXPORT(TargetNameTarget);
 
-size_t AttentionWorkspaceFloats(const AttentionArgs& a) {
-  const size_t tile = a.q_len < kAttentionQueryTile ? a.q_len : kAttentionQueryTile;
-  return PackedFloats(a.kv_total, a.head_dim)    // packed K_h
-         + PackedFloats(a.head_dim, a.kv_total)  // packed V_h^T
-         + tile * a.kv_total                     // score tile
-         + tile;                                 // fully-masked flags (bytes; a float each)
+uint64_t AttentionWorkspaceFloats(const AttentionArgs& a) {
+  const uint64_t tile = a.q_len < kAttentionQueryTile ? a.q_len : kAttentionQueryTile;
+  const uint64_t parts[] = {
+      SaturatingProduct({(a.kv_total + kPanel - 1) / kPanel * kPanel, a.head_dim}),  // K_h
+      SaturatingProduct({(a.head_dim + kPanel - 1) / kPanel * kPanel, a.kv_total}),  // V_h^T
+      SaturatingProduct({tile, a.kv_total}),  // score tile
+      tile,                                   // fully-masked flags (bytes; a float each)
+  };
+  uint64_t total = 0;
+  for (uint64_t p : parts) {
+    if (p > UINT64_MAX - total) return UINT64_MAX;
+    total += p;
+  }
+  return total;
 }
 void Attention(const AttentionArgs& args, float* workspace) {
   HEADSCOPE_DISPATCH(AttentionTarget)(args, workspace);

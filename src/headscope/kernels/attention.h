@@ -5,6 +5,7 @@
 #define HEADSCOPE_KERNELS_ATTENTION_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace headscope {
 
@@ -41,8 +42,9 @@ struct AttentionArgs {
 // Query rows per tile: bounds the score scratch to kAttentionQueryTile x S' whatever L is.
 inline constexpr size_t kAttentionQueryTile = 64;
 
-// Floats of scratch Attention() needs for these sizes.
-size_t AttentionWorkspaceFloats(const AttentionArgs& args);
+// Floats of scratch Attention() needs for these sizes (saturating at UINT64_MAX, so a caller can
+// check it against its memory limit before allocating).
+uint64_t AttentionWorkspaceFloats(const AttentionArgs& args);
 
 // Runs the stage; `workspace` holds AttentionWorkspaceFloats(args) floats, 64-byte aligned.
 void Attention(const AttentionArgs& args, float* workspace);
