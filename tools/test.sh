@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The test command: sets everything up on a fresh Debian 12 machine, builds every target and runs
-# every test. Native (Release), native under AddressSanitizer + UBSan, and WebAssembly under Node.
+# every test: the C++ suite natively (Release), under AddressSanitizer + UBSan, and compiled to
+# WebAssembly under Node; then the npm package (npm ci, build, node --test).
 #
 #   tools/test.sh            everything
-#   tools/test.sh native     one of: native, sanitize, wasm
+#   tools/test.sh native     any of: native, sanitize, wasm, js
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,11 +28,17 @@ run_wasm() {
   ctest --preset wasm
 }
 
+run_js() {
+  npm ci --no-audit --no-fund
+  npm run build
+  npm test
+}
+
 targets=("$@")
-((${#targets[@]})) || targets=(native sanitize wasm)
+((${#targets[@]})) || targets=(native sanitize wasm js)
 for t in "${targets[@]}"; do
   case "$t" in
-    native|sanitize|wasm) echo "== $t"; "run_$t" ;;
-    *) echo "tools/test.sh: unknown target '$t' (expected native, sanitize or wasm)" >&2; exit 2 ;;
+    native|sanitize|wasm|js) echo "== $t"; "run_$t" ;;
+    *) echo "tools/test.sh: unknown target '$t' (expected native, sanitize, wasm or js)" >&2; exit 2 ;;
   esac
 done

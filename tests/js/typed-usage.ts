@@ -1,0 +1,72 @@
+// A typed use of the public API, compiled by `tsc --noEmit` in tests/js/types.test.js: it must
+// type-check against web/lib/index.d.ts (and the lines marked @ts-expect-error must not).
+import { init, HeadscopeError, Tensor } from 'headscope';
+import type {
+  AttentionTrace, CaseDocument, ForwardResult, Headscope, MultiheadAttention, StateDict,
+} from 'headscope';
+
+export async function example(doc: CaseDocument): Promise<number> {
+  const hs: Headscope = await init();
+  const mha: MultiheadAttention = hs.createMultiheadAttention({
+    embedDim: 4, numHeads: 2, bias: false, addBiasKV: false, addZeroAttn: false,
+    kdim: undefined, vdim: null, batchFirst: false,
+  });
+  const stateDict: StateDict = {
+    in_proj_weight: { data: new Float32Array(48), shape: [12, 4] },
+    'out_proj.weight': [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]],
+  };
+  mha.loadStateDict(stateDict);
+  mha.loadStateDict(new Map([['in_proj_weight', { data: new Float32Array(48), shape: [12, 4] }]]),
+    { strict: false });
+  const x = [[1, 0, 1, 2], [0, 2, 1, 0], [1, 1, 0, 1]];
+  const { output, weights }: ForwardResult = mha.forward(x, x, x, {
+    keyPaddingMask: [false, false, true],
+    attnMask: { data: new Float32Array(9), shape: [3, 3] },
+    needWeights: true, averageAttnWeights: false, isCausal: false,
+  });
+  const first: number = output.data[0];
+  const shape: number[] = output.shape;
+  const nested = output.toArray();
+  if (weights !== null) weights.toArray();
+  const trace: AttentionTrace = mha.trace(x, x, x);
+  const scores: Tensor = trace.scores;
+  const headOutputs: Float32Array = trace.headOutputs.data;
+  const config = mha.config;
+  const heads: number = config.numHeads;
+  try {
+    hs.runCase(doc);
+  } catch (e) {
+    if (e instanceof HeadscopeError) {
+      const code: 'INVALID_ARGUMENT' | 'SHAPE_MISMATCH' | string = e.code;
+      void code;
+    }
+  }
+  const check = hs.checkCase(doc, hs.runCase(JSON.stringify(doc)), { tolerance: 1e-4 });
+  mha.dispose();
+  // @ts-expect-error numHeads is required
+  hs.createMultiheadAttention({ embedDim: 4 });
+  // @ts-expect-error masks are booleans or numbers, not strings
+  mha.forward(x, x, x, { attnMask: [['yes']] });
+  // @ts-expect-error weights may be null
+  weights.data;
+  return first + shape.length + (Array.isArray(nested) ? 1 : 0) + scores.shape.length +
+    headOutputs.length + heads + (check.ok ? 1 : 0) + hs.liveHandles() + hs.memory().wasmBytes;
+}
+
+import { seedWorkedExample, seedProjections } from 'headscope/examples';
+export function exampleTypes(): number {
+  const wq: number[][] = seedProjections().heads[0].wq;
+  return seedWorkedExample.config.embed_dim + wq.length;
+}
+
+import { initWorker } from 'headscope';
+import type { RemoteHeadscope } from 'headscope';
+export async function workerTypes(): Promise<number> {
+  const remote: RemoteHeadscope = await initWorker();
+  const mha = await remote.createMultiheadAttention({ embedDim: 4, numHeads: 1 });
+  const x = [[1, 2, 3, 4]];
+  const { output } = await mha.forward(x, x, x, { needWeights: false });
+  await mha.dispose();
+  await remote.terminate();
+  return output.data.length;
+}

@@ -1,0 +1,221 @@
+// Types of the headscope npm package (written by hand; checked by `tsc` against
+// tests/js/typed-usage.ts). Names follow torch.nn.MultiheadAttention, in camelCase.
+
+/** Nested arrays of numbers: (L, E) unbatched, (L, N, E) or, batchFirst, (N, L, E) batched. */
+export type NestedNumbers = number | readonly NestedNumbers[];
+export type NestedBooleans = boolean | readonly NestedBooleans[];
+
+/** A float tensor: nested arrays, or a Float32Array with its shape (row-major). */
+export type TensorInput = readonly NestedNumbers[] | { data: Float32Array; shape: readonly number[] };
+
+/**
+ * A mask: booleans (true = that position is blocked, PyTorch's MultiheadAttention convention) or
+ * numbers (added to the scores). Typed: Uint8Array (nonzero = blocked) or Float32Array.
+ */
+export type MaskInput =
+  | readonly NestedBooleans[]
+  | readonly NestedNumbers[]
+  | { data: Uint8Array | Float32Array; shape: readonly number[] };
+
+/** A result tensor: data in row-major order, PyTorch's shape. */
+export declare class Tensor {
+  constructor(data: Float32Array, shape: number[]);
+  readonly data: Float32Array;
+  readonly shape: number[];
+  /** Nested arrays in the tensor's shape. */
+  toArray(): NestedNumbers;
+}
+
+export type HeadscopeErrorCode =
+  | 'INVALID_ARGUMENT'
+  | 'SHAPE_MISMATCH'
+  | 'MISSING_PARAMETER'
+  | 'UNKNOWN_PARAMETER'
+  | 'RESOURCE_EXHAUSTED'
+  | 'PARSE_ERROR'
+  | 'DISPOSED'
+  | 'INTERNAL';
+
+/** Every error headscope throws. The message names the argument, what was received and expected. */
+export declare class HeadscopeError extends Error {
+  constructor(code: HeadscopeErrorCode, message: string);
+  readonly name: 'HeadscopeError';
+  readonly code: HeadscopeErrorCode;
+}
+
+/** torch.nn.MultiheadAttention's constructor arguments (dropout is not supported: inference). */
+export interface MultiheadAttentionConfig {
+  embedDim: number;
+  numHeads: number;
+  /** Default true. */
+  bias?: boolean;
+  /** Default false. */
+  addBiasKV?: boolean;
+  /** Default false. */
+  addZeroAttn?: boolean;
+  /** Key feature size; default embedDim. */
+  kdim?: number | null;
+  /** Value feature size; default embedDim. */
+  vdim?: number | null;
+  /** Default false: inputs are (L, N, E); true: (N, L, E). */
+  batchFirst?: boolean;
+}
+
+export type NormalizedConfig = Required<{ [K in keyof MultiheadAttentionConfig]: NonNullable<MultiheadAttentionConfig[K]> }>;
+
+/** forward()'s keyword arguments. */
+export interface ForwardOptions {
+  /** (N, S), or (S) unbatched. */
+  keyPaddingMask?: MaskInput | null;
+  /** (L, S), (N * numHeads, L, S), or (numHeads, L, S) unbatched. */
+  attnMask?: MaskInput | null;
+  /** Default true. */
+  needWeights?: boolean;
+  /** Default true: weights averaged over heads (N, L, S); false: per head (N, H, L, S). */
+  averageAttnWeights?: boolean;
+  /** Default false. With attnMask given, it must be the causal mask. */
+  isCausal?: boolean;
+}
+
+export interface ForwardResult {
+  /** The query's layout: (L, E), (L, N, E) or (N, L, E). */
+  output: Tensor;
+  /** null when needWeights is false. S counts the extra keys of addBiasKV / addZeroAttn. */
+  weights: Tensor | null;
+}
+
+/** Every intermediate of one forward pass. A leading N axis only for batched input. */
+export interface AttentionTrace {
+  /** ([N,] H, L, headDim): query projection, split into heads. */
+  q: Tensor;
+  /** ([N,] H, S, headDim). */
+  k: Tensor;
+  v: Tensor;
+  /** ([N,] H, L, S): QK^T / sqrt(headDim) + masks; -Infinity where blocked. */
+  scores: Tensor;
+  /** ([N,] H, L, S): softmax(scores); all-zero rows where every key is masked. */
+  weights: Tensor;
+  /** ([N,] H, L, headDim): weights x V. */
+  headOutputs: Tensor;
+  /** ([N,] L, E): the heads side by side. */
+  concat: Tensor;
+  /** The query's layout: concat x W_O^T + b_O. */
+  output: Tensor;
+}
+
+export type StateDict =
+  | { readonly [key: string]: TensorInput }
+  | ReadonlyMap<string, TensorInput>;
+
+export interface MultiheadAttention {
+  readonly config: Readonly<NormalizedConfig>;
+  readonly disposed: boolean;
+  /** state_dict keys of this config with their shapes, in PyTorch's order. */
+  parameterShapes(): Record<string, number[]>;
+  /**
+   * Loads weights by PyTorch's state_dict names (in_proj_weight, in_proj_bias, q_proj_weight,
+   * k_proj_weight, v_proj_weight, out_proj.weight, out_proj.bias, bias_k, bias_v). Checks every
+   * entry before loading any. strict (default true): every key of the config must be present.
+   */
+  loadStateDict(stateDict: StateDict, options?: { strict?: boolean }): void;
+  forward(query: TensorInput, key: TensorInput, value: TensorInput, options?: ForwardOptions): ForwardResult;
+  trace(query: TensorInput, key: TensorInput, value: TensorInput, options?: ForwardOptions): AttentionTrace;
+  /** Frees the WebAssembly memory; later use throws HeadscopeError with code 'DISPOSED'. */
+  dispose(): void;
+}
+
+/** A case document of the headscope case format (PyTorch state_dict + forward arguments). */
+export interface CaseDocument {
+  name?: string | null;
+  config: {
+    embed_dim: number;
+    num_heads: number;
+    bias?: boolean;
+    add_bias_kv?: boolean;
+    add_zero_attn?: boolean;
+    kdim?: number | null;
+    vdim?: number | null;
+    batch_first?: boolean;
+    dropout?: number | null;
+  };
+  state_dict: { [key: string]: unknown };
+  inputs: {
+    query: unknown;
+    key?: unknown;
+    value?: unknown;
+    key_padding_mask?: unknown;
+    attn_mask?: unknown;
+    need_weights?: boolean | null;
+    average_attn_weights?: boolean | null;
+    is_causal?: boolean | null;
+  };
+  expected?: { output: unknown; weights?: unknown } | null;
+}
+
+export interface CaseCheck {
+  ok: boolean;
+  /** Worst of output and weights: max |got - expected| / max |expected| per tensor. */
+  maxRelativeError: number;
+  /** Why it failed: which tensor, index and values. Empty when ok. */
+  detail: string;
+}
+
+export interface Headscope {
+  /** The SIMD target the kernels run on: 'WASM' (SIMD128). */
+  readonly kernelTarget: string;
+  createMultiheadAttention(config: MultiheadAttentionConfig): MultiheadAttention;
+  /** Runs one case document (object or JSON text). */
+  runCase(caseDocument: CaseDocument | string): ForwardResult;
+  /** Compares a result with the case's expected values (default tolerance 1e-4). */
+  checkCase(caseDocument: CaseDocument | string, result: ForwardResult, options?: { tolerance?: number }): CaseCheck;
+  /** Objects created and not yet disposed. */
+  liveHandles(): number;
+  /** wasmBytes: WebAssembly memory size; heapInUse: bytes handed out by malloc. */
+  memory(): { wasmBytes: number; heapInUse: number };
+  /** Calls needing more memory than this are refused with RESOURCE_EXHAUSTED (default 2 GiB). */
+  maxCallBytes: number;
+}
+
+export interface InitOptions {
+  /** The .wasm bytes, if the caller has them (skips locating and reading the file). */
+  wasmBinary?: ArrayBuffer | Uint8Array;
+  /** Where headscope_core.wasm is (default: next to index.js). */
+  wasmUrl?: string | URL;
+}
+
+/** Loads and compiles the WebAssembly module once; later calls resolve to the same API. */
+export declare function init(options?: InitOptions): Promise<Headscope>;
+
+/** Something to post requests to: a browser Worker or a node:worker_threads Worker. */
+export type WorkerLike =
+  | { postMessage(message: unknown, transfer?: Transferable[]): void; [key: string]: any };
+
+/**
+ * Runs headscope in a Web Worker (or a Node worker thread) with the same API shape, every call
+ * returning a promise: large cases off the main thread. Default worker: the package's worker.js.
+ * Rejections are HeadscopeError with the same code and message as in-thread calls.
+ */
+export declare function initWorker(worker?: WorkerLike | string | URL | null): Promise<RemoteHeadscope>;
+
+export interface RemoteHeadscope {
+  readonly kernelTarget: string;
+  readonly worker: WorkerLike;
+  createMultiheadAttention(config: MultiheadAttentionConfig): Promise<RemoteMultiheadAttention>;
+  runCase(caseDocument: CaseDocument | string): Promise<ForwardResult>;
+  checkCase(caseDocument: CaseDocument | string, result: ForwardResult, options?: { tolerance?: number }): Promise<CaseCheck>;
+  liveHandles(): Promise<number>;
+  memory(): Promise<{ wasmBytes: number; heapInUse: number }>;
+  /** Ends the worker; pending and later calls reject with DISPOSED. */
+  terminate(): Promise<void>;
+}
+
+export interface RemoteMultiheadAttention {
+  readonly config: Readonly<NormalizedConfig>;
+  readonly disposed: boolean;
+  parameterShapes(): Record<string, number[]>;
+  loadStateDict(stateDict: StateDict, options?: { strict?: boolean }): Promise<void>;
+  forward(query: TensorInput, key: TensorInput, value: TensorInput, options?: ForwardOptions): Promise<ForwardResult>;
+  trace(query: TensorInput, key: TensorInput, value: TensorInput, options?: ForwardOptions): Promise<AttentionTrace>;
+  /** Never rejects. */
+  dispose(): Promise<void>;
+}

@@ -1,0 +1,412 @@
+// headscope: torch.nn.MultiheadAttention's forward pass, PyTorch-exact, in WebAssembly.
+//
+//   import { init } from 'headscope';
+//   const hs = await init();
+//   const mha = hs.createMultiheadAttention({ embedDim: 4, numHeads: 2 });
+//   mha.loadStateDict(stateDict);
+//   const { output, weights } = mha.forward(query, key, value, { needWeights: true });
+//
+// Works unchanged in browsers (the .wasm is found next to this file) and in Node >= 20 (the
+// .wasm is read from disk and handed to the module, which cannot fetch() a file path).
+import createHeadscopeCore from './headscope_core.js';
+import { HeadscopeError } from './errors.js';
+import { MAX_DIM, Tensor, describe, toFloatTensor, toMask } from './tensor.js';
+import { parseCase, compareWithExpected } from './case.js';
+
+export { HeadscopeError, Tensor };
+export { initWorker } from './worker-client.js';
+
+const isNode = typeof process === 'object' && typeof process.versions?.node === 'string' &&
+  typeof window === 'undefined';
+
+let apiPromise = null;
+
+/**
+ * Loads and compiles the WebAssembly module once; later calls return the same API.
+ * @param {{ wasmBinary?: ArrayBuffer | Uint8Array, wasmUrl?: string | URL }} [options]
+ */
+export function init(options = {}) {
+  if (apiPromise === null) {
+    apiPromise = loadCore(options).then((core) => new Headscope(core));
+    apiPromise.catch(() => { apiPromise = null; });  // a failed load can be retried
+  }
+  return apiPromise;
+}
+
+async function loadCore({ wasmBinary, wasmUrl } = {}) {
+  const url = wasmUrl ?? new URL('./headscope_core.wasm', import.meta.url);
+  // Emscripten would print its own abort lines on stderr; failures reach the caller as a rejected
+  // promise instead.
+  const args = { print: () => {}, printErr: () => {} };
+  if (wasmBinary) {
+    args.wasmBinary = wasmBinary;
+  } else if (isNode) {
+    const { readFile } = await import('node:fs/promises');
+    args.wasmBinary = await readFile(url);
+  } else {
+    args.locateFile = (path) => (path.endsWith('.wasm') ? String(url) : path);
+  }
+  return createHeadscopeCore(args);
+}
+
+// Layout of the call and result blocks shared with src/bindings/embind.cc.
+const WORDS_PER_TENSOR = 8;
+const TYPE = { none: 0, bool: 1, float: 2 };
+const FLAG = { needWeights: 1, averageWeights: 2, isCausal: 4 };
+const TRACE_STAGES = ['q', 'k', 'v', 'scores', 'weights', 'headOutputs', 'concat', 'output'];
+
+// The C++ core names arguments as PyTorch does; the JS API uses camelCase for the same things.
+const JS_NAMES = [
+  ['key_padding_mask', 'options.keyPaddingMask'], ['attn_mask', 'options.attnMask'],
+  ['is_causal', 'options.isCausal'], ['need_weights', 'options.needWeights'],
+  ['embed_dim', 'embedDim'], ['num_heads', 'numHeads'], ['state_dict', 'stateDict'],
+];
+function jsMessage(message) {
+  let m = message;
+  for (const [torch, js] of JS_NAMES) m = m.replace(new RegExp(`\\b${torch}\\b`, 'g'), js);
+  return m;
+}
+
+const CONFIG_DEFAULTS = {
+  embedDim: undefined, numHeads: undefined, bias: true, addBiasKV: false, addZeroAttn: false,
+  kdim: undefined, vdim: undefined, batchFirst: false,
+};
+const FORWARD_DEFAULTS = {
+  keyPaddingMask: null, attnMask: null, needWeights: true, averageAttnWeights: true,
+  isCausal: false,
+};
+
+function fail(code, message) {
+  throw new HeadscopeError(code, message);
+}
+
+function checkKeys(object, allowed, name) {
+  for (const key of Object.keys(object)) {
+    if (!(key in allowed)) {
+      fail('INVALID_ARGUMENT', `${name}.${key}: unknown option (expected one of ` +
+        `${Object.keys(allowed).join(', ')})`);
+    }
+  }
+}
+
+function checkSize(value, name, { optional = false } = {}) {
+  if (optional && (value === undefined || value === null)) return 0;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_DIM) {
+    fail('INVALID_ARGUMENT', `${name}: expected ${optional ? 'undefined or ' : ''}an integer in ` +
+      `[1, ${MAX_DIM}], got ${describe(value)}`);
+  }
+  return value;
+}
+
+function checkBool(value, name) {
+  if (typeof value !== 'boolean') {
+    fail('INVALID_ARGUMENT', `${name}: expected true or false, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** Validates a createMultiheadAttention config and fills PyTorch's defaults. */
+export function normalizeConfig(config) {
+  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
+    fail('INVALID_ARGUMENT', 'config: expected an object like { embedDim: 4, numHeads: 2 }, ' +
+      `got ${describe(config)}`);
+  }
+  checkKeys(config, CONFIG_DEFAULTS, 'config');
+  const c = { ...CONFIG_DEFAULTS };
+  for (const [k, v] of Object.entries(config)) if (v !== undefined) c[k] = v;
+  c.embedDim = checkSize(c.embedDim, 'config.embedDim');
+  c.numHeads = checkSize(c.numHeads, 'config.numHeads');
+  if (c.embedDim % c.numHeads !== 0) {
+    fail('INVALID_ARGUMENT', `config.numHeads: embedDim (${c.embedDim}) must be divisible by ` +
+      `numHeads (${c.numHeads})`);
+  }
+  for (const k of ['bias', 'addBiasKV', 'addZeroAttn', 'batchFirst']) checkBool(c[k], `config.${k}`);
+  c.kdim = checkSize(c.kdim, 'config.kdim', { optional: true }) || c.embedDim;
+  c.vdim = checkSize(c.vdim, 'config.vdim', { optional: true }) || c.embedDim;
+  return c;
+}
+
+class Headscope {
+  constructor(core) {
+    this._core = core;
+    this._live = new Set();
+    // A module dropped without dispose() still gets its wasm memory back when collected.
+    this._finalizer = new FinalizationRegistry((state) => {
+      if (!state.disposed) {
+        state.disposed = true;
+        state.handle.delete();
+        this._live.delete(state);
+      }
+    });
+    /** SIMD target the kernels run on: 'WASM' (SIMD128). */
+    this.kernelTarget = core.kernelTarget();
+  }
+
+  /** @param {object} config torch.nn.MultiheadAttention's constructor arguments, camelCase. */
+  createMultiheadAttention(config) {
+    return new MultiheadAttention(this, normalizeConfig(config));
+  }
+
+  /** Runs one case document (shared/spec/case-format.md): { output, weights }. */
+  runCase(caseDocument) {
+    const c = parseCase(caseDocument);
+    const mha = this.createMultiheadAttention(c.config);
+    try {
+      mha.loadStateDict(c.stateDict);
+      return mha.forward(c.query, c.key, c.value, c.options);
+    } finally {
+      mha.dispose();
+    }
+  }
+
+  /**
+   * Compares a result with the case's `expected`: shapes equal, NaN/inf at the same places, and
+   * max |got - expected| / max |expected| <= tolerance per tensor.
+   */
+  checkCase(caseDocument, result, { tolerance = 1e-4 } = {}) {
+    // Tensor-like, so results that crossed a worker boundary (plain objects) qualify too.
+    const isTensor = (t) => t !== null && typeof t === 'object' && ArrayBuffer.isView(t.data) &&
+      Array.isArray(t.shape);
+    if (result === null || typeof result !== 'object' || !isTensor(result.output) ||
+        !(result.weights === null || isTensor(result.weights))) {
+      fail('INVALID_ARGUMENT', 'result: expected { output: Tensor, weights: Tensor | null } as ' +
+        `forward() and runCase() return, got ${describe(result)}`);
+    }
+    if (typeof tolerance !== 'number' || !(tolerance >= 0)) {
+      fail('INVALID_ARGUMENT', `options.tolerance: expected a non-negative number, got ${describe(tolerance)}`);
+    }
+    return compareWithExpected(parseCase(caseDocument), result, tolerance);
+  }
+
+  /** Objects created and not yet disposed. */
+  liveHandles() {
+    return this._live.size;
+  }
+
+  /** wasmBytes: the WebAssembly memory's size; heapInUse: bytes malloc has handed out. */
+  memory() {
+    return { wasmBytes: this._core.HEAPU8.length, heapInUse: this._core.heapInUse() };
+  }
+
+  /** Calls needing more bytes than this are refused with RESOURCE_EXHAUSTED (default 2 GiB). */
+  get maxCallBytes() {
+    return this._core.maxCallBytes();
+  }
+
+  set maxCallBytes(bytes) {
+    if (typeof bytes !== 'number' || !(bytes >= 0) || !Number.isFinite(bytes)) {
+      fail('INVALID_ARGUMENT', `maxCallBytes: expected a non-negative number, got ${describe(bytes)}`);
+    }
+    this._core.setMaxCallBytes(bytes);
+  }
+}
+
+class MultiheadAttention {
+  constructor(hs, config) {
+    const core = hs._core;
+    const handle = new core.Handle();
+    const code = handle.init(config.embedDim, config.numHeads, config.bias, config.addBiasKV,
+      config.addZeroAttn, config.kdim, config.vdim, config.batchFirst);
+    if (code !== 0) {
+      const error = new HeadscopeError(handle.lastErrorCode(), jsMessage(handle.lastError()));
+      handle.delete();
+      throw error;
+    }
+    this._hs = hs;
+    this._core = core;
+    this._state = { handle, disposed: false };
+    this._callBlock = handle.callBlock() >>> 2;
+    this._resultBlock = handle.resultBlock() >>> 2;
+    this._parameters = new Map(JSON.parse(handle.expectedParameters()));
+    /** The constructor arguments with PyTorch's defaults filled in. */
+    this.config = Object.freeze({ ...config });
+    hs._live.add(this._state);
+    hs._finalizer.register(this, this._state, this._state);
+  }
+
+  /** state_dict keys this config has, with their shapes, in PyTorch's order. */
+  parameterShapes() {
+    return Object.fromEntries([...this._parameters].map(([k, s]) => [k, s.slice()]));
+  }
+
+  /**
+   * Loads weights by PyTorch's state_dict names. Checks every entry before loading any, so a bad
+   * state_dict changes nothing. strict (default): every key of the config must be present.
+   */
+  loadStateDict(stateDict, { strict = true } = {}) {
+    const handle = this._handle();
+    const entries = stateDict instanceof Map ? [...stateDict]
+      : (stateDict !== null && typeof stateDict === 'object' && !Array.isArray(stateDict))
+        ? Object.entries(stateDict) : null;
+    if (entries === null) {
+      fail('INVALID_ARGUMENT', 'stateDict: expected an object mapping PyTorch state_dict keys ' +
+        `(${[...this._parameters.keys()].join(', ')}) to tensors, got ${describe(stateDict)}`);
+    }
+    checkBool(strict, 'options.strict');
+    const tensors = [];
+    for (const [key, value] of entries) {
+      const name = `stateDict['${key}']`;
+      const want = this._parameters.get(key);
+      if (want === undefined) {
+        fail('UNKNOWN_PARAMETER', `${name}: unknown key for this config (expected keys: ` +
+          `${[...this._parameters.keys()].join(', ')})`);
+      }
+      const t = toFloatTensor(value, name);
+      if (t.shape.length !== want.length || t.shape.some((d, i) => d !== want[i])) {
+        fail('SHAPE_MISMATCH', `${name}: expected shape [${want.join(', ')}], got ` +
+          `[${t.shape.join(', ')}]`);
+      }
+      tensors.push([key, t]);
+    }
+    if (strict) {
+      const given = new Set(tensors.map(([k]) => k));
+      const missing = [...this._parameters].filter(([k]) => !given.has(k));
+      if (missing.length) {
+        fail('MISSING_PARAMETER', `stateDict: missing ${missing.map(([k, s]) =>
+          `${k} [${s.join(', ')}]`).join(', ')} (pass { strict: false } to load a subset)`);
+      }
+    }
+    for (const [key, t] of tensors) {
+      this._writeCall([t, null, null, null, null], 0);
+      this._check(this._call(() => handle.setParameter(key)));
+    }
+  }
+
+  /**
+   * torch.nn.MultiheadAttention.forward. Returns { output, weights }; weights is null when
+   * needWeights is false, (N, L, S) averaged or (N, H, L, S) per head otherwise.
+   */
+  forward(query, key, value, options = {}) {
+    const handle = this._handle();
+    this._prepare(query, key, value, options);
+    this._check(this._call(() => handle.forward()));
+    const [output, weights] = this._readResults(2);
+    return { output, weights };
+  }
+
+  /**
+   * Every intermediate of one forward pass, per head: q, k, v ([N,] H, L|S, hd), scores (scaled,
+   * masked, -inf where blocked), weights (softmax), headOutputs (weights x V), concat ([N,] L, E)
+   * and output. The leading N appears only for batched input.
+   */
+  trace(query, key, value, options = {}) {
+    const handle = this._handle();
+    this._prepare(query, key, value, options);
+    this._check(this._call(() => handle.trace()));
+    const tensors = this._readResults(TRACE_STAGES.length);
+    return Object.fromEntries(TRACE_STAGES.map((name, i) => [name, tensors[i]]));
+  }
+
+  /** Frees this object's WebAssembly memory. Any later use throws HeadscopeError (DISPOSED). */
+  dispose() {
+    const state = this._state;
+    if (state.disposed) return;
+    state.disposed = true;
+    state.handle.delete();
+    this._hs._live.delete(state);
+    this._hs._finalizer.unregister(state);
+  }
+
+  get disposed() {
+    return this._state.disposed;
+  }
+
+  _handle() {
+    if (this._state.disposed) {
+      fail('DISPOSED', 'MultiheadAttention: this object was disposed; create a new one');
+    }
+    return this._state.handle;
+  }
+
+  _prepare(query, key, value, options) {
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+      fail('INVALID_ARGUMENT', `options: expected an object, got ${describe(options)}`);
+    }
+    checkKeys(options, FORWARD_DEFAULTS, 'options');
+    const o = { ...FORWARD_DEFAULTS };
+    for (const [k, v] of Object.entries(options)) if (v !== undefined) o[k] = v;
+    for (const k of ['needWeights', 'averageAttnWeights', 'isCausal']) checkBool(o[k], `options.${k}`);
+    // Self-attention passes one array three times: convert (and copy) it once.
+    const q = toFloatTensor(query, 'query');
+    const k = key === query ? q : toFloatTensor(key, 'key');
+    const v = value === query ? q : value === key ? k : toFloatTensor(value, 'value');
+    const flags = (o.needWeights ? FLAG.needWeights : 0) |
+      (o.averageAttnWeights ? FLAG.averageWeights : 0) | (o.isCausal ? FLAG.isCausal : 0);
+    this._writeCall([q, k, v, toMask(o.keyPaddingMask, 'options.keyPaddingMask'),
+      toMask(o.attnMask, 'options.attnMask')], flags);
+  }
+
+  // Copies the tensors into the handle's arena (one copy each; shared data once) and describes
+  // them in the call block.
+  _writeCall(tensors, flags) {
+    const handle = this._state.handle;
+    const offsets = new Map();
+    let bytes = 0;
+    for (const t of tensors) {
+      if (t !== null && !offsets.has(t.data)) {
+        offsets.set(t.data, bytes);
+        bytes += Math.ceil(t.data.byteLength / 16) * 16;
+      }
+    }
+    const base = this._call(() => handle.reserve(bytes));
+    if (base === 0 && bytes > 0) {
+      fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
+    }
+    // reserve() may have grown memory: take the heap views only now.
+    const heapU8 = this._core.HEAPU8;
+    const heapU32 = this._core.HEAPU32;
+    for (const [data, offset] of offsets) {
+      heapU8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), base + offset);
+    }
+    let w = this._callBlock;
+    for (const t of tensors) {
+      if (t === null) {
+        heapU32.fill(0, w, w + WORDS_PER_TENSOR);
+      } else {
+        heapU32[w] = base + offsets.get(t.data);
+        heapU32[w + 1] = t.type === 'bool' ? TYPE.bool : TYPE.float;
+        heapU32[w + 2] = t.shape.length;
+        for (let i = 0; i < 4; i++) heapU32[w + 3 + i] = i < t.shape.length ? t.shape[i] : 0;
+        heapU32[w + 7] = t.data.length;
+      }
+      w += WORDS_PER_TENSOR;
+    }
+    heapU32[this._callBlock + 5 * WORDS_PER_TENSOR] = flags;
+  }
+
+  _readResults(count) {
+    const heapU32 = this._core.HEAPU32;
+    const heapF32 = this._core.HEAPF32;
+    const out = [];
+    for (let i = 0; i < count; i++) {
+      const w = this._resultBlock + i * WORDS_PER_TENSOR;
+      if (heapU32[w + 1] === TYPE.none) {
+        out.push(null);
+        continue;
+      }
+      const rank = heapU32[w + 2];
+      const shape = Array.from(heapU32.subarray(w + 3, w + 3 + rank));
+      const start = heapU32[w] >>> 2;
+      out.push(new Tensor(heapF32.slice(start, start + heapU32[w + 7]), shape));
+    }
+    return out;
+  }
+
+  // Runs a core call; a trap inside WebAssembly (a headscope bug) becomes an INTERNAL error.
+  _call(fn) {
+    try {
+      return fn();
+    } catch (e) {
+      if (e instanceof HeadscopeError) throw e;
+      throw new HeadscopeError('INTERNAL', `headscope internal error: ${e?.message ?? e}`);
+    }
+  }
+
+  _check(code) {
+    if (code !== 0) {
+      const handle = this._state.handle;
+      fail(handle.lastErrorCode(), jsMessage(handle.lastError()));
+    }
+  }
+}
+
