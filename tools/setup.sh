@@ -2,7 +2,8 @@
 # Installs every system package headscope needs on a fresh Debian 12 machine (run as root).
 # Idempotent: packages already present are skipped, so a second run costs a dpkg query.
 #
-#   tools/setup.sh            build + test toolchain (C++, WASM, golden checking)
+#   tools/setup.sh            build + test toolchain (C++, WASM, golden checking, Chromium for
+#                             the browser tests)
 #   tools/setup.sh --golden   also PyTorch, to regenerate tests/golden with tools/make_golden.py
 set -euo pipefail
 
@@ -13,6 +14,8 @@ packages=(
   libhwy-dev libeigen3-dev nlohmann-json3-dev
   googletest libgtest-dev libbenchmark-dev
   nodejs                              # Node 20 is preinstalled here; listed so a bare machine gets one
+  chromium fonts-dejavu-core          # /usr/bin/chromium for the browser tests (playwright-core
+                                      # drives it), with one known font for their screenshots
 )
 if [[ "${1:-}" == "--golden" ]]; then
   packages+=(python3-torch python3-numpy)

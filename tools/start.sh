@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# The main job. Sets everything up, builds the native engine and walks through the seed's worked
-# example (3 tokens, 2 heads) with the case runner, checking it against PyTorch's numbers.
-# (The demo page, served by `npm start`, takes this command's place once it lands: issue 4.)
+# The main job: sets everything up, builds the WebAssembly engine into web/lib and serves the demo
+# page (tools/serve.js), printing where to open it. Ctrl-C stops the server.
+#
+#   tools/start.sh                  http://localhost:8080/demo/
+#   PORT=9000 tools/start.sh        another port
+#   HOST=0.0.0.0 tools/start.sh     reachable from other machines too (default: this one only)
+#
+# The native build and its case runner are not needed for this: see README.md, "Building by hand".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh
-cmake --preset native >/dev/null
-cmake --build --preset native
-case_file=tests/golden/seed-worked-example.json
-echo
-echo "headscope: the seed's worked example ($case_file), computed by build/native/headscope:"
-build/native/headscope run "$case_file" --check
+# npm ci only when node_modules is missing or older than the lockfile (npm ci empties it first).
+if [[ ! -d node_modules || package-lock.json -nt node_modules ]]; then
+  npm ci --no-audit --no-fund
+  touch node_modules
+fi
+npm run build
+# What `npm start` runs, exec'd directly: a SIGTERM to this script then reaches the server (npm
+# exits on SIGTERM without passing it on, which would leave the server running).
+exec node tools/serve.js
