@@ -143,8 +143,11 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
     await load(await file.text(), file.name);
   }
 
-  input.addEventListener('change', () => {
-    if (input.files?.[0]) loadFile(input.files[0]);
+  input.addEventListener('change', async () => {
+    const file = input.files?.[0];
+    if (!file) return;
+    await loadFile(file);
+    input.value = '';  // so choosing the same file again (after fixing it) loads it again
   });
   drop.addEventListener('dragover', (e) => {
     e.preventDefault();
