@@ -1,0 +1,41 @@
+// Regenerates the README's screenshots (docs/screenshots/*.png) from the running page in Debian's
+// Chromium: `npm run build && node tools/screenshots.mjs`. Viewport-sized, one per view.
+import { fileURLToPath } from 'node:url';
+import { openPage, shutdown } from '../tests/browser/harness.js';
+
+const out = (name) => fileURLToPath(new URL(`../docs/screenshots/${name}.png`, import.meta.url));
+const shots = [
+  { name: 'walkthrough', path: '/demo/', scroll: '#panel-walkthrough table[data-matrix="A1"]' },
+  { name: 'walkthrough-output', path: '/demo/', scroll: '#panel-walkthrough table[data-matrix="Y"]',
+    focus: '#panel-walkthrough table[data-matrix="Y"] td[data-row="0"][data-col="0"] span' },
+  { name: 'heads', path: '/demo/#heads', scroll: '#panel-heads .hs-head-grid' },
+  { name: 'heads-lines', path: '/demo/#heads', scroll: '#panel-heads svg' },
+  { name: 'your-weights', path: '/demo/#load', upload: 'tests/golden/realistic-e64-h4-self-kpm.json' },
+  { name: 'widgets', path: '/widgets/example.html', waitForReady: false },
+  { name: 'phone-dark', path: '/demo/', viewport: { width: 390, height: 844 }, colorScheme: 'dark' },
+];
+
+try {
+  for (const s of shots) {
+    const p = await openPage(s.path, { viewport: s.viewport, colorScheme: s.colorScheme,
+      waitForReady: s.waitForReady ?? true });
+    try {
+      if (s.waitForReady === false) {
+        await p.page.waitForFunction(() => [...document.querySelectorAll('headscope-walkthrough, headscope-heads')]
+          .every((w) => w.dataset.ready === 'true'));
+      }
+      if (s.upload) {
+        await p.page.setInputFiles('#panel-load input[type="file"]', s.upload);
+        await p.page.waitForSelector('#panel-load .hs-load-summary p');
+      }
+      if (s.scroll) await p.page.locator(s.scroll).first().scrollIntoViewIfNeeded();
+      if (s.focus) await p.page.locator(s.focus).focus();
+      await p.page.screenshot({ path: out(s.name) });
+      console.log(`wrote docs/screenshots/${s.name}.png`);
+    } finally {
+      await p.close();
+    }
+  }
+} finally {
+  await shutdown();
+}
