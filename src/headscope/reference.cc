@@ -50,7 +50,9 @@ bool SoftmaxRow(Eigen::Ref<Vector> row) {
     row.setZero();
     return true;
   }
-  row = (row.array() - max).exp().matrix();
+  // Blocked keys (-inf) get exactly 0, as in PyTorch: Eigen's vectorized exp clamps its input
+  // at -88.4 and returns ~1e-39 for -inf, which turned 0 * inf in V into inf instead of NaN.
+  row = (row.array() == -kInf).select(0.0f, (row.array() - max).exp()).matrix();
   row /= row.sum();
   return false;
 }

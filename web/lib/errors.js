@@ -6,7 +6,8 @@
 //   RESOURCE_EXHAUSTED  the call would need more memory than allowed, or allocation failed
 //   PARSE_ERROR         a case document is not in the case format (the message names the path)
 //   DISPOSED            the object was disposed
-//   INTERNAL            a bug in headscope (please report it); the module is reset
+//   LOAD_ERROR          init() could not load or compile the WebAssembly module
+//   INTERNAL            a bug in headscope, or a heap too full to report an error properly
 export class HeadscopeError extends Error {
   /** @param {string} code @param {string} message */
   constructor(code, message) {

@@ -34,6 +34,7 @@ export type HeadscopeErrorCode =
   | 'RESOURCE_EXHAUSTED'
   | 'PARSE_ERROR'
   | 'DISPOSED'
+  | 'LOAD_ERROR'
   | 'INTERNAL';
 
 /** Every error headscope throws. The message names the argument, what was received and expected. */
@@ -172,7 +173,10 @@ export interface Headscope {
   liveHandles(): number;
   /** wasmBytes: WebAssembly memory size; heapInUse: bytes handed out by malloc. */
   memory(): { wasmBytes: number; heapInUse: number };
-  /** Calls needing more memory than this are refused with RESOURCE_EXHAUSTED (default 2 GiB). */
+  /**
+   * Calls needing more memory than this are refused with RESOURCE_EXHAUSTED (default 2 GiB; at
+   * most 2 ** 32 - 1, the 32-bit address space; larger values throw INVALID_ARGUMENT).
+   */
   maxCallBytes: number;
 }
 

@@ -27,7 +27,10 @@ let apiPromise = null;
  */
 export function init(options = {}) {
   if (apiPromise === null) {
-    apiPromise = loadCore(options).then((core) => new Headscope(core));
+    apiPromise = loadCore(options).then((core) => new Headscope(core), (e) => {
+      throw new HeadscopeError('LOAD_ERROR', 'init: could not load headscope_core.wasm ' +
+        `(${e?.message ?? e}); in a source checkout, build it with \`npm run build\``);
+    });
     apiPromise.catch(() => { apiPromise = null; });  // a failed load can be retried
   }
   return apiPromise;
@@ -54,6 +57,8 @@ const WORDS_PER_TENSOR = 8;
 const TYPE = { none: 0, bool: 1, float: 2 };
 const FLAG = { needWeights: 1, averageWeights: 2, isCausal: 4 };
 const TRACE_STAGES = ['q', 'k', 'v', 'scores', 'weights', 'headOutputs', 'concat', 'output'];
+// Largest hs.maxCallBytes: the WebAssembly build's size_t is 32 bits.
+const MAX_CALL_BYTES = 2 ** 32 - 1;
 
 // The C++ core names arguments as PyTorch does; the JS API uses camelCase for the same things.
 const JS_NAMES = [
@@ -87,6 +92,15 @@ function checkKeys(object, allowed, name) {
         `${Object.keys(allowed).join(', ')})`);
     }
   }
+}
+
+// An options argument: an object (null is not), with known keys only.
+function checkOptions(options, allowed) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    fail('INVALID_ARGUMENT', `options: expected an object, got ${describe(options)}`);
+  }
+  checkKeys(options, allowed, 'options');
+  return options;
 }
 
 function checkSize(value, name, { optional = false } = {}) {
@@ -163,7 +177,8 @@ class Headscope {
    * Compares a result with the case's `expected`: shapes equal, NaN/inf at the same places, and
    * max |got - expected| / max |expected| <= tolerance per tensor.
    */
-  checkCase(caseDocument, result, { tolerance = 1e-4 } = {}) {
+  checkCase(caseDocument, result, options = {}) {
+    const { tolerance = 1e-4 } = checkOptions(options, { tolerance: 1e-4 });
     // Tensor-like, so results that crossed a worker boundary (plain objects) qualify too.
     const isTensor = (t) => t !== null && typeof t === 'object' && ArrayBuffer.isView(t.data) &&
       Array.isArray(t.shape);
@@ -185,7 +200,8 @@ class Headscope {
 
   /** wasmBytes: the WebAssembly memory's size; heapInUse: bytes malloc has handed out. */
   memory() {
-    return { wasmBytes: this._core.HEAPU8.length, heapInUse: this._core.heapInUse() };
+    // mallinfo() counts in a C int: read it unsigned, or a heap past 2 GiB shows negative.
+    return { wasmBytes: this._core.HEAPU8.length, heapInUse: this._core.heapInUse() >>> 0 };
   }
 
   /** Calls needing more bytes than this are refused with RESOURCE_EXHAUSTED (default 2 GiB). */
@@ -194,30 +210,48 @@ class Headscope {
   }
 
   set maxCallBytes(bytes) {
-    if (typeof bytes !== 'number' || !(bytes >= 0) || !Number.isFinite(bytes)) {
-      fail('INVALID_ARGUMENT', `maxCallBytes: expected a non-negative number, got ${describe(bytes)}`);
+    // The core's limit is a 32-bit size_t in WebAssembly: larger values would wrap to 0.
+    if (typeof bytes !== 'number' || !(bytes >= 0) || !(bytes <= MAX_CALL_BYTES)) {
+      fail('INVALID_ARGUMENT', `maxCallBytes: expected a number of bytes in [0, ${MAX_CALL_BYTES}], ` +
+        `got ${describe(bytes)}`);
     }
     this._core.setMaxCallBytes(bytes);
+  }
+}
+
+// Runs a core call; a trap or abort inside WebAssembly becomes an INTERNAL error (a headscope bug,
+// or a small allocation of the core failing when the wasm heap is exhausted to its last bytes).
+function callCore(fn) {
+  try {
+    return fn();
+  } catch (e) {
+    if (e instanceof HeadscopeError) throw e;
+    throw new HeadscopeError('INTERNAL', `headscope internal error: ${e?.message ?? e}`);
   }
 }
 
 class MultiheadAttention {
   constructor(hs, config) {
     const core = hs._core;
-    const handle = new core.Handle();
-    const code = handle.init(config.embedDim, config.numHeads, config.bias, config.addBiasKV,
-      config.addZeroAttn, config.kdim, config.vdim, config.batchFirst);
-    if (code !== 0) {
-      const error = new HeadscopeError(handle.lastErrorCode(), jsMessage(handle.lastError()));
+    const handle = callCore(() => new core.Handle());
+    let parameters;
+    try {
+      const code = callCore(() => handle.init(config.embedDim, config.numHeads, config.bias,
+        config.addBiasKV, config.addZeroAttn, config.kdim, config.vdim, config.batchFirst));
+      if (code !== 0) {
+        fail(callCore(() => handle.lastErrorCode()), jsMessage(callCore(() => handle.lastError())));
+      }
+      parameters = callCore(() => handle.expectedParameters());
+    } catch (e) {
       handle.delete();
-      throw error;
+      throw e;
     }
     this._hs = hs;
     this._core = core;
     this._state = { handle, disposed: false };
     this._callBlock = handle.callBlock() >>> 2;
     this._resultBlock = handle.resultBlock() >>> 2;
-    this._parameters = new Map(JSON.parse(handle.expectedParameters()));
+    this._parameters = new Map(JSON.parse(parameters));
     /** The constructor arguments with PyTorch's defaults filled in. */
     this.config = Object.freeze({ ...config });
     hs._live.add(this._state);
@@ -233,7 +267,7 @@ class MultiheadAttention {
    * Loads weights by PyTorch's state_dict names. Checks every entry before loading any, so a bad
    * state_dict changes nothing. strict (default): every key of the config must be present.
    */
-  loadStateDict(stateDict, { strict = true } = {}) {
+  loadStateDict(stateDict, options = {}) {
     const handle = this._handle();
     const entries = stateDict instanceof Map ? [...stateDict]
       : (stateDict !== null && typeof stateDict === 'object' && !Array.isArray(stateDict))
@@ -242,6 +276,7 @@ class MultiheadAttention {
       fail('INVALID_ARGUMENT', 'stateDict: expected an object mapping PyTorch state_dict keys ' +
         `(${[...this._parameters.keys()].join(', ')}) to tensors, got ${describe(stateDict)}`);
     }
+    const { strict = true } = checkOptions(options, { strict: true });
     checkBool(strict, 'options.strict');
     const tensors = [];
     for (const [key, value] of entries) {
@@ -392,20 +427,14 @@ class MultiheadAttention {
     return out;
   }
 
-  // Runs a core call; a trap inside WebAssembly (a headscope bug) becomes an INTERNAL error.
   _call(fn) {
-    try {
-      return fn();
-    } catch (e) {
-      if (e instanceof HeadscopeError) throw e;
-      throw new HeadscopeError('INTERNAL', `headscope internal error: ${e?.message ?? e}`);
-    }
+    return callCore(fn);
   }
 
   _check(code) {
     if (code !== 0) {
       const handle = this._state.handle;
-      fail(handle.lastErrorCode(), jsMessage(handle.lastError()));
+      fail(callCore(() => handle.lastErrorCode()), jsMessage(callCore(() => handle.lastError())));
     }
   }
 }
