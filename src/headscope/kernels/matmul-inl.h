@@ -21,17 +21,31 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Register blocking for this target: a micro-kernel keeps kRows x kVecs accumulators, plus kVecs
-// loads of B and one broadcast of A, in registers. With 16 vector registers (SSE4, AVX2, and
-// WASM SIMD128 as V8 maps it) 6 rows x 2 vectors uses 15; AVX-512 has 32 registers and 16 lanes,
-// so one vector spans a whole panel and more rows fit.
+// loads of B and one broadcast of A, in registers. Natively (GCC/Clang allocate 16 vector
+// registers on SSE4/AVX2) 6 rows x 2 vectors uses 15. V8 compiles WASM SIMD128 with fewer free
+// registers (it reserves scratch registers), and 6 x 2 spills there: 4 x 2 measured ~1.8x faster
+// in Node and Chromium (tools/bench). AVX-512 has 32 registers and 16 lanes: one vector spans a
+// whole panel and more rows fit.
+#ifndef HEADSCOPE_MM_ROWS
+#if HWY_TARGET == HWY_WASM
+#define HEADSCOPE_MM_ROWS 4
+#else
+#define HEADSCOPE_MM_ROWS 6
+#endif
+#endif
 template <class D>
 struct MatMulGeometry {
   static constexpr size_t kLanes = hn::MaxLanes(D());
   static constexpr size_t kVecs = (2 * kLanes <= kPanel) ? 2 : 1;
   static constexpr size_t kGroupCols = kVecs * kLanes;  // columns one micro-kernel call covers
-  static constexpr size_t kRows = (kLanes >= 16) ? 8 : 6;
+  static constexpr size_t kRows = (kLanes >= 16) ? 8 : HEADSCOPE_MM_ROWS;
   static_assert(kPanel % kGroupCols == 0, "a panel must split into whole column groups");
 };
+
+// Rows of A per cache block: the block (kRowBlock x k floats; 192 KiB at k = 768) stays in L2
+// while every column group of B passes over it, instead of all of A streaming from L3 once per
+// column group (measured: GEMM at M = 512 fell to ~60% of its M = 128 rate without this).
+inline constexpr size_t kRowBlock = 64;
 
 // C[kRows, cols] = alpha * A[kRows, k] * Bgroup + bias, where Bgroup is kGroupCols columns of a
 // packed panel (row p of it at b + p * kPanel). `cols` < kGroupCols only on the last panel.
@@ -91,31 +105,34 @@ HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
                                  float alpha, float* HWY_RESTRICT c, size_t ldc) {
   const hn::ScalableTag<float> d;
   using G = MatMulGeometry<decltype(d)>;
-  // Loop order: a column group of one panel (k * kGroupCols floats) stays in L1 while every
-  // row block of A streams past it.
-  for (size_t j0 = 0; j0 < n; j0 += kPanel) {
-    const float* panel = packed_b + (j0 / kPanel) * kPanel * k;
-    for (size_t g = 0; g < kPanel && j0 + g < n; g += G::kGroupCols) {
-      const size_t col = j0 + g;
-      const size_t cols = (n - col < G::kGroupCols) ? n - col : G::kGroupCols;
-      HWY_ALIGN float bias_tail[G::kGroupCols] = {};
-      const float* bias_group = nullptr;
-      if (bias != nullptr) {
-        if (cols == G::kGroupCols) {
-          bias_group = bias + col;
-        } else {
-          std::memcpy(bias_tail, bias + col, cols * sizeof(float));
-          bias_group = bias_tail;
+  // Loop order: a block of kRowBlock rows of A stays in L2; within it, a column group of one
+  // panel (k * kGroupCols floats) stays in L1 while the block's rows pass over it.
+  for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+    const size_t i_end = (m - i0 < kRowBlock) ? m : i0 + kRowBlock;
+    for (size_t j0 = 0; j0 < n; j0 += kPanel) {
+      const float* panel = packed_b + (j0 / kPanel) * kPanel * k;
+      for (size_t g = 0; g < kPanel && j0 + g < n; g += G::kGroupCols) {
+        const size_t col = j0 + g;
+        const size_t cols = (n - col < G::kGroupCols) ? n - col : G::kGroupCols;
+        HWY_ALIGN float bias_tail[G::kGroupCols] = {};
+        const float* bias_group = nullptr;
+        if (bias != nullptr) {
+          if (cols == G::kGroupCols) {
+            bias_group = bias + col;
+          } else {
+            std::memcpy(bias_tail, bias + col, cols * sizeof(float));
+            bias_group = bias_tail;
+          }
         }
-      }
-      size_t i = 0;
-      for (; i + G::kRows <= m; i += G::kRows) {
-        MicroKernel<G::kRows>(d, a + i * lda, lda, panel + g, k, bias_group, alpha,
-                              c + i * ldc + col, ldc, cols);
-      }
-      if (i < m) {
-        MicroKernelTail<G::kRows - 1>(m - i, d, a + i * lda, lda, panel + g, k, bias_group,
-                                      alpha, c + i * ldc + col, ldc, cols);
+        size_t i = i0;
+        for (; i + G::kRows <= i_end; i += G::kRows) {
+          MicroKernel<G::kRows>(d, a + i * lda, lda, panel + g, k, bias_group, alpha,
+                                c + i * ldc + col, ldc, cols);
+        }
+        if (i < i_end) {
+          MicroKernelTail<G::kRows - 1>(i_end - i, d, a + i * lda, lda, panel + g, k, bias_group,
+                                        alpha, c + i * ldc + col, ldc, cols);
+        }
       }
     }
   }
