@@ -250,6 +250,8 @@ class MultiheadAttention {
     this._core = core;
     this._state = { handle, disposed: false };
     this._callBlock = handle.callBlock() >>> 2;
+    this._arenaBase = 0;  // the handle's input arena in wasm memory, as last reserved
+    this._arenaBytes = 0;
     this._resultBlock = handle.resultBlock() >>> 2;
     this._parameters = new Map(JSON.parse(parameters));
     /** The constructor arguments with PyTorch's defaults filled in. */
@@ -383,9 +385,16 @@ class MultiheadAttention {
         bytes += Math.ceil(t.data.byteLength / 16) * 16;
       }
     }
-    const base = this._call(() => handle.reserve(bytes));
-    if (base === 0 && bytes > 0) {
-      fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
+    // The arena only moves when reserve() grows it, so a call that fits the last reservation
+    // skips that round trip into WebAssembly (it is a third of a tiny call's overhead).
+    let base = this._arenaBase;
+    if (bytes > this._arenaBytes) {
+      base = this._call(() => handle.reserve(bytes));
+      if (base === 0 && bytes > 0) {
+        fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
+      }
+      this._arenaBase = base;
+      this._arenaBytes = bytes;
     }
     // reserve() may have grown memory: take the heap views only now.
     const heapU8 = this._core.HEAPU8;
