@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The test command: sets everything up on a fresh Debian 12 machine, builds every target and runs
-# every test: the C++ suite natively (Release), under AddressSanitizer + UBSan, and compiled to
-# WebAssembly under Node; then the npm package (npm ci, build, node --test).
+# every test: the C++ suite natively (Release), under AddressSanitizer + UBSan, the libFuzzer
+# harnesses for about a minute each, and the suite compiled to WebAssembly under Node; then the
+# npm package (npm ci, build, node --test).
 #
 #   tools/test.sh            everything
-#   tools/test.sh native     any of: native, sanitize, wasm, js
+#   tools/test.sh native     any of: native, sanitize, fuzz, wasm, js
+#   HEADSCOPE_FUZZ_SECONDS=300 tools/test.sh fuzz    fuzz longer (default 60 s per fuzzer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,6 +24,13 @@ run_sanitize() {
   cmake --build --preset sanitize
   ctest --preset sanitize
 }
+run_fuzz() {
+  # libFuzzer harnesses (fuzz/): each fuzzes for HEADSCOPE_FUZZ_SECONDS (default 60) after
+  # replaying fuzz/regressions and the seeds. New corpus inputs stay in build/fuzz.
+  cmake --preset fuzz ${HEADSCOPE_FUZZ_SECONDS:+-DHEADSCOPE_FUZZ_SECONDS=$HEADSCOPE_FUZZ_SECONDS}
+  cmake --build --preset fuzz
+  ctest --preset fuzz
+}
 run_wasm() {
   emcmake cmake --preset wasm
   cmake --build --preset wasm
@@ -35,10 +44,10 @@ run_js() {
 }
 
 targets=("$@")
-((${#targets[@]})) || targets=(native sanitize wasm js)
+((${#targets[@]})) || targets=(native sanitize fuzz wasm js)
 for t in "${targets[@]}"; do
   case "$t" in
-    native|sanitize|wasm|js) echo "== $t"; "run_$t" ;;
-    *) echo "tools/test.sh: unknown target '$t' (expected native, sanitize, wasm or js)" >&2; exit 2 ;;
+    native|sanitize|fuzz|wasm|js) echo "== $t"; "run_$t" ;;
+    *) echo "tools/test.sh: unknown target '$t' (expected native, sanitize, fuzz, wasm or js)" >&2; exit 2 ;;
   esac
 done

@@ -60,6 +60,9 @@ class ArrayWalker {
   Status Visit(const Json& j, const std::string& path, int depth) {
     if (!j.is_array()) {
       if (leaf_depth_ < 0) {
+        // An earlier sibling was an array reaching this depth (e.g. the [] of [[], 1]).
+        if (max_depth_ > depth)
+          return ParseError(path, "expected an array like its siblings, got " + Describe(j));
         leaf_depth_ = depth;
         shape_.rank = depth;
       } else if (leaf_depth_ != depth) {

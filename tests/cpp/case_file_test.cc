@@ -222,6 +222,13 @@ TEST(ParseCaseErrors, RaggedArrayNamesTheElement) {
   Status s = ExpectParseError(doc, "state_dict.in_proj_weight[1]");
   EXPECT_MSG_HAS(s, "expected 4 elements like its siblings, got 3");
 
+  // A value after an empty array sibling (found by fuzz/case_fuzzer: it used to parse as a mask
+  // of shape [2] holding one value).
+  doc = Seed();
+  doc["inputs"]["key_padding_mask"] = Json::array({Json::array(), true, false});
+  s = ExpectParseError(doc, "inputs.key_padding_mask[1]");
+  EXPECT_MSG_HAS(s, "expected an array like its siblings, got boolean true");
+
   // A number where its siblings are rows.
   doc = Seed();
   doc["state_dict"]["in_proj_weight"][2] = 5;

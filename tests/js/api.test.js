@@ -240,6 +240,7 @@ test('tensor and option errors name the argument; the module keeps working', () 
     [() => mha.forward(X, 3, X), 'INVALID_ARGUMENT', 'key', 'number 3'],
     [() => mha.forward(X, X, [[1, 2, 3, 4], [1, 2, 3]]), 'SHAPE_MISMATCH', 'value[1]', 'expected 4 elements', 'got 3'],
     [() => mha.forward([[1, 2, 'x', 4]], X, X), 'INVALID_ARGUMENT', 'query[0][2]', 'expected a number'],
+    [() => mha.forward(X, X, X, { keyPaddingMask: [[], true, false] }), 'SHAPE_MISMATCH', 'options.keyPaddingMask[1]', 'expected an array like its siblings'],
     [() => mha.forward([1, 0, 1, 2], X, X), 'SHAPE_MISMATCH', 'query', 'got shape [4]'],
     [() => mha.forward([[[[[1]]]]], X, X), 'SHAPE_MISMATCH', 'query', 'deeper than 4'],
     [() => mha.forward([[1, 0, 1]], X, X), 'SHAPE_MISMATCH', 'query', 'embedDim = 4', '[1, 3]'],

@@ -55,8 +55,13 @@ function flatten(value, name, leaf) {
   let leafDepth = -1;
   const visit = (v, path, depth) => {
     if (!Array.isArray(v)) {
-      if (leafDepth < 0) leafDepth = depth;
-      else if (leafDepth !== depth) {
+      if (leafDepth < 0) {
+        // An earlier sibling was an array reaching this depth (the [] of [[], true]).
+        if (shape.length > depth) {
+          fail('SHAPE_MISMATCH', `${path}: expected an array like its siblings, got ${describe(v)}`);
+        }
+        leafDepth = depth;
+      } else if (leafDepth !== depth) {
         fail('SHAPE_MISMATCH', `${path}: expected an array nested ${leafDepth} deep like its ` +
           `siblings, got ${describe(v)}`);
       }
