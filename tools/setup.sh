@@ -3,7 +3,7 @@
 # Idempotent: packages already present are skipped, so a second run costs a dpkg query.
 #
 #   tools/setup.sh            build + test toolchain (C++, WASM, golden checking, Chromium for
-#                             the browser tests)
+#                             the browser tests, python3-onnx for the benchmark's ONNX graphs)
 #   tools/setup.sh --golden   also PyTorch, to regenerate tests/golden with tools/make_golden.py
 set -euo pipefail
 
@@ -16,6 +16,8 @@ packages=(
   nodejs                              # Node 20 is preinstalled here; listed so a bare machine gets one
   chromium fonts-dejavu-core          # /usr/bin/chromium for the browser tests (playwright-core
                                       # drives it), with one known font for their screenshots
+  python3-onnx                        # tools/bench/make_onnx.py builds onnxruntime-web's graphs
+                                      # (npm run bench, and its smoke test in tests/js)
 )
 if [[ "${1:-}" == "--golden" ]]; then
   packages+=(python3-torch python3-numpy)

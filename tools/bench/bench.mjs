@@ -1,0 +1,379 @@
+#!/usr/bin/env node
+// The benchmark: headscope against onnxruntime-web, tfjs-backend-wasm, the Eigen reference path in
+// WASM and plain JS, one thread each, same inputs and weights, in Node and in Debian's Chromium.
+//
+//   npm run bench                      everything; writes docs/bench/results.md, chart.svg, results.json
+//   npm run bench -- --quick           smoke run: two tiny shapes, few runs, no memory/decode probes
+//   node tools/bench/bench.mjs [options]
+//     --quick          fewer shapes and runs
+//     --node-only      skip Chromium          --chromium-only   skip Node
+//     --shapes a,b     only these shape ids (tools/bench/engines.js SHAPES)
+//     --engines a,b    only these engines (hs always runs: it is the reference of the checks)
+//     --out DIR        where the reports go (default docs/bench)
+//     --no-build       use the built modules as they are (default: `npm run build` and the
+//                      bench's CMake targets first; both are no-ops when up to date)
+//     --build-dir DIR  the Emscripten build folder of the bench modules (default build/wasm, the
+//                      `wasm` CMake preset)
+//
+// What it does: builds what it needs, writes the weights of each (E, H) pair to build/bench/onnx/
+// and runs tools/bench/make_onnx.py (Debian's python3-onnx) to build the ONNX graphs from them,
+// measures the SIMD128 roofline, checks every engine's output against headscope's (max relative
+// error <= 1e-3, or the engine is not timed), times it (warm-up, then the median of >= 20 runs;
+// calls under 10 ms are batched), probes headscope's peak wasm memory at L=4096 in a fresh module
+// (a child process; a fresh page) and the decode series, then writes the reports.
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import {
+  copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync,
+} from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+import {
+  ENGINES, FULL_TIMING, MEMORY_SHAPE, QUICK_SHAPES, QUICK_TIMING, SHAPES, benchShape,
+  makeWeights, memoryProbe, modelId, roofline, weightsBytes, weightsId,
+} from './engines.js';
+import { writeReports } from './report.mjs';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const ONNX_DIR = join(ROOT, 'build/bench/onnx');
+// The npm package as built when the run starts: Node, the memory probe and the page all load this
+// copy (one per run, removed at its end), so a rebuild of web/lib during a long run cannot mix two
+// builds in one report, and two runs at once do not share one.
+let LIB_SNAPSHOT = `build/bench/lib-${process.pid}`;
+const CHROMIUM_PATH = '/usr/bin/chromium';
+const CHROMIUM_ARGS = [
+  '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync',
+];
+
+function parseArgs(argv) {
+  const a = {
+    quick: false, node: true, chromium: true, shapes: null, engines: null,
+    out: join(ROOT, 'docs/bench'), build: true, buildDir: 'build/wasm', probeMemory: false,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    const value = () => {
+      if (i + 1 >= argv.length) usage(`${arg} needs a value`);
+      return argv[++i];
+    };
+    switch (arg) {
+      case '--quick': a.quick = true; break;
+      case '--node-only': a.chromium = false; break;
+      case '--chromium-only': a.node = false; break;
+      case '--shapes': a.shapes = value().split(','); break;
+      case '--engines': a.engines = value().split(','); break;
+      case '--out': a.out = resolve(value()); break;
+      case '--no-build': a.build = false; break;
+      case '--build-dir': a.buildDir = value().replace(/\/+$/, ''); break;
+      case '--probe-memory': a.probeMemory = true; LIB_SNAPSHOT = value(); break;   // internal: the child process
+      case '-h': case '--help': usage(); break;
+      default: usage(`unknown option ${arg}`);
+    }
+  }
+  for (const id of a.shapes ?? []) {
+    if (!SHAPES.some((s) => s.id === id)) usage(`unknown shape ${id} (one of ${SHAPES.map((s) => s.id).join(', ')})`);
+  }
+  for (const id of a.engines ?? []) {
+    if (!ENGINES.some((e) => e.id === id)) usage(`unknown engine ${id} (one of ${ENGINES.map((e) => e.id).join(', ')})`);
+  }
+  return a;
+}
+
+function usage(error) {
+  const text = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n')
+    .filter((l) => l.startsWith('//')).slice(0, 16).map((l) => l.slice(3)).join('\n');
+  if (error) {
+    console.error(`bench: ${error}\n\n${text}`);
+    process.exit(2);
+  }
+  console.log(text);
+  process.exit(0);
+}
+
+const log = (...m) => console.error(...m);
+
+// --- Build ------------------------------------------------------------------------------------
+
+function run(cmd, args, options = {}) {
+  const r = spawnSync(cmd, args, {
+    cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8',
+    env: { ...process.env, NODE_PATH: '/usr/share/nodejs' }, ...options,
+  });
+  if (r.error || r.status !== 0) {
+    throw new Error(`${cmd} ${args.join(' ')} failed (${r.error?.message ?? `exit ${r.status}`}):\n` +
+      `${(r.stdout ?? '').slice(-3000)}${(r.stderr ?? '').slice(-3000)}`);
+  }
+  return r.stdout;
+}
+
+function build(args) {
+  log('bench: building headscope (npm run build) and the bench modules');
+  run('npm', ['run', 'build']);
+  const dir = join(ROOT, args.buildDir);
+  if (args.buildDir === 'build/wasm') {
+    run('cmake', ['--build', '--preset', 'wasm', '--target', 'hs_eigen_bench', 'hs_roofline']);
+  } else {
+    if (!existsSync(join(dir, 'build.ninja'))) {
+      run('emcmake', ['cmake', '-S', '.', '-B', dir, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release',
+        '-DHEADSCOPE_TESTS=OFF', '-DHEADSCOPE_CLI=OFF']);
+    }
+    run('cmake', ['--build', dir, '--target', 'hs_eigen_bench', 'hs_roofline']);
+  }
+}
+
+function benchModulePath(args, name) {
+  const p = join(ROOT, args.buildDir, 'tools/bench', name);
+  if (!existsSync(p)) {
+    throw new Error(`${relative(ROOT, p)} is missing: run without --no-build (or build the ` +
+      'hs_eigen_bench and hs_roofline CMake targets)');
+  }
+  return p;
+}
+
+/** Copies web/lib (the package's JS and wasm) to LIB_SNAPSHOT; returns the wasm's identity. */
+function snapshotPackage() {
+  const src = join(ROOT, 'web/lib');
+  const dst = join(ROOT, LIB_SNAPSHOT);
+  const wasm = join(src, 'headscope_core.wasm');
+  if (!existsSync(wasm)) throw new Error('web/lib/headscope_core.wasm is missing: run without --no-build (npm run build)');
+  rmSync(dst, { recursive: true, force: true });
+  mkdirSync(dst, { recursive: true });
+  for (const f of readdirSync(src)) if (/\.(js|wasm)$/.test(f)) copyFileSync(join(src, f), join(dst, f));
+  const bytes = readFileSync(join(dst, 'headscope_core.wasm'));
+  return {
+    wasmSha256: createHash('sha256').update(bytes).digest('hex'),
+    wasmBytes: bytes.length,
+    builtAt: statSync(wasm).mtime.toISOString(),
+  };
+}
+
+// --- ONNX models ------------------------------------------------------------------------------
+
+/** Writes each needed (E, H) pair's weights (only when changed) and runs make_onnx.py. */
+function makeOnnx(shapes) {
+  mkdirSync(ONNX_DIR, { recursive: true });
+  const models = new Map();
+  for (const s of shapes) {
+    const wid = weightsId(s);
+    const weightsFile = join(ONNX_DIR, `${wid}.weights.bin`);
+    if (!models.has(modelId(s))) {
+      models.set(modelId(s), { id: modelId(s), E: s.E, H: s.H, causal: s.causal, weights: weightsFile });
+    }
+  }
+  for (const file of new Set([...models.values()].map((m) => m.weights))) {
+    const m = [...models.values()].find((x) => x.weights === file);
+    const bytes = weightsBytes(makeWeights(m.E, m.H));
+    if (!existsSync(file) || !readFileSync(file).equals(Buffer.from(bytes.buffer))) writeFileSync(file, bytes);
+  }
+  const spec = join(ONNX_DIR, 'spec.json');
+  writeFileSync(spec, JSON.stringify({ out: ONNX_DIR, models: [...models.values()] }, null, 1));
+  try {
+    log(`bench: ${run('/usr/bin/python3', [join(ROOT, 'tools/bench/make_onnx.py'), '--spec', spec]).trim()}`);
+  } catch (error) {
+    throw new Error(`${error.message}\n(make_onnx.py needs Debian's python3-onnx: tools/setup.sh installs it)`);
+  }
+}
+
+// --- Node -------------------------------------------------------------------------------------
+
+async function loadEmscripten(path) {
+  const create = (await import(path)).default;
+  return create({ wasmBinary: readFileSync(path.replace(/\.js$/, '.wasm')), print: () => {}, printErr: () => {} });
+}
+
+async function importHeadscope() {
+  return import(pathToFileURL(join(ROOT, LIB_SNAPSHOT, 'index.js')).href);
+}
+
+async function nodeContext(args) {
+  const { init } = await importHeadscope();
+  const hs = await init();
+  const ort = await import('onnxruntime-web');
+  ort.env.wasm.numThreads = 1;
+  ort.env.wasm.proxy = false;
+  ort.env.wasm.wasmPaths = join(ROOT, 'node_modules/onnxruntime-web/dist/');
+  const tf = await import('@tensorflow/tfjs-core');
+  const tfw = await import('@tensorflow/tfjs-backend-wasm');
+  tfw.setWasmPaths(join(ROOT, 'node_modules/@tensorflow/tfjs-backend-wasm/dist/'));
+  tfw.setThreadsCount(1);
+  tf.env().set('WASM_HAS_MULTITHREAD_SUPPORT', false);
+  if (!(await tf.setBackend('wasm'))) throw new Error('tfjs: the wasm backend did not initialize');
+  await tf.ready();
+  const eigen = await loadEmscripten(benchModulePath(args, 'hs_eigen_bench.js'));
+  const roof = await loadEmscripten(benchModulePath(args, 'hs_roofline.js'));
+  const versions = {
+    node: process.version,
+    ort: ort.env.versions?.web ?? null,
+    tfjs: tf.version_core,
+    tfjsSimd: await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT'),
+    tfjsThreads: tfw.getThreadsCount(),
+  };
+  if (!versions.tfjsSimd) throw new Error('tfjs: WASM SIMD is not available');
+  const ctx = { hs, ort, tf, eigen, loadModel: async (file) => readFileSync(join(ONNX_DIR, file)) };
+  return { ctx, roof, versions };
+}
+
+function logRow(env) {
+  return (shape, row) => {
+    const what = row.error ? `ERROR ${row.error}`
+      : !row.check?.ok ? `CHECK FAILED (${row.check?.error?.toExponential(2)}: ${row.check?.detail})`
+        : `${row.ms.toPrecision(4)} ms (${row.runs}x${row.batch}, err ${row.check.error.toExponential(1)})`;
+    log(`bench: [${env}] ${shape.id.padEnd(17)} ${row.engine.padEnd(10)} ${what}`);
+  };
+}
+
+function plan(args) {
+  const ids = args.shapes ?? (args.quick ? QUICK_SHAPES : SHAPES.map((s) => s.id));
+  const shapes = SHAPES.filter((s) => ids.includes(s.id));
+  const engines = ENGINES.map((e) => e.id).filter((id) => id === 'hs' || !args.engines || args.engines.includes(id));
+  // The decode series rows are headscope only.
+  return shapes.map((s) => ({ shape: s, engines: s.series ? ['hs'] : engines }));
+}
+
+async function runNode(args, work, timing) {
+  const { ctx, roof, versions } = await nodeContext(args);
+  log(`bench: [node] roofline probe`);
+  const result = { env: 'node', label: `Node ${process.version}`, versions, roofline: roofline(roof, { quick: args.quick }) };
+  log(`bench: [node] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
+  result.shapes = [];
+  for (const { shape, engines } of work) {
+    result.shapes.push(await benchShape(ctx, shape, engines, timing, logRow('node')));
+  }
+  for (const s of ctx.ortSessions?.values() ?? []) await s.release();
+  if (!args.quick) {
+    log('bench: [node] memory probe (fresh process)');
+    const out = execFileSync(process.execPath, [fileURLToPath(import.meta.url), '--probe-memory', LIB_SNAPSHOT],
+      { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    result.memory = JSON.parse(out.trim().split('\n').pop());
+  }
+  return result;
+}
+
+// --- Chromium ---------------------------------------------------------------------------------
+
+async function runChromium(args, work, timing) {
+  const { chromium } = await import('playwright-core');
+  const { startServer } = await import('../serve.js');
+  // The repository as the root: the page, web/lib, node_modules' peers and build/ outputs.
+  const server = await startServer({ port: 0, root: ROOT });
+  const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS, timeout: 60_000 });
+  try {
+    const open = async (query) => {
+      const context = await browser.newContext({ serviceWorkers: 'block' });
+      const foreign = [];
+      const errors = [];
+      const origin = new URL(server.url).origin;
+      await context.route('**/*', (route) => {
+        if (new URL(route.request().url()).origin === origin) return route.continue();
+        foreign.push(route.request().url());
+        return route.abort('blockedbyclient');
+      });
+      const page = await context.newPage();
+      page.on('pageerror', (e) => errors.push(String(e)));
+      page.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
+      await page.goto(`${server.url}tools/bench/page.html?build=${encodeURIComponent(args.buildDir)}` +
+        `&lib=${encodeURIComponent(LIB_SNAPSHOT)}${query}`);
+      await page.waitForSelector('body[data-ready="true"], body[data-ready="error"]', { state: 'attached', timeout: 120_000 });
+      if (await page.evaluate(() => document.body.dataset.ready) !== 'true') {
+        throw new Error(`bench page failed: ${await page.evaluate(() => window.headscopeBenchError)}\n${errors.join('\n')}`);
+      }
+      return { page, context, foreign, errors };
+    };
+    const { page, context, foreign, errors } = await open('');
+    const versions = { chromium: browser.version(), ...(await page.evaluate(() => window.headscopeBench.versions)) };
+    const result = { env: 'chromium', label: `Chromium ${browser.version()}`, versions };
+    log('bench: [chromium] roofline probe');
+    result.roofline = await page.evaluate((o) => window.headscopeBench.roofline(o), { quick: args.quick });
+    log(`bench: [chromium] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
+    result.shapes = [];
+    const logger = logRow('chromium');
+    for (const { shape, engines } of work) {
+      const r = await page.evaluate(([id, e, t]) => window.headscopeBench.shape(id, e, t), [shape.id, engines, timing]);
+      for (const row of r.rows) logger(shape, row);
+      result.shapes.push(r);
+    }
+    await context.close();
+    if (!args.quick) {
+      log('bench: [chromium] memory probe (fresh page)');
+      const probe = await open('&probe=memory');
+      result.memory = await probe.page.evaluate(() => window.headscopeBench.memory());
+      foreign.push(...probe.foreign);
+      errors.push(...probe.errors);
+      await probe.context.close();
+    }
+    if (foreign.length) throw new Error(`the bench page requested other origins: ${foreign.join(', ')}`);
+    result.pageErrors = errors;
+    return result;
+  } finally {
+    await browser.close();
+    await server.close();
+  }
+}
+
+// --- Main -------------------------------------------------------------------------------------
+
+function machine() {
+  const cpuinfo = existsSync('/proc/cpuinfo') ? readFileSync('/proc/cpuinfo', 'utf8') : '';
+  const model = /^model name\s*:\s*(.+)$/m.exec(cpuinfo)?.[1] ?? cpus()[0]?.model ?? 'unknown CPU';
+  return { cpu: model.trim(), logicalCpus: cpus().length, memoryGiB: Math.round(totalmem() / 2 ** 30), platform: `${process.platform} ${process.arch}` };
+}
+
+function commandLine(argv) {
+  const rest = argv.join(' ');
+  return process.env.npm_lifecycle_event === 'bench'
+    ? `npm run bench${rest ? ` -- ${rest}` : ''}` : `node tools/bench/bench.mjs${rest ? ` ${rest}` : ''}`;
+}
+
+async function main() {
+  const argv = process.argv.slice(2);
+  const args = parseArgs(argv);
+  if (args.probeMemory) {
+    const { init } = await importHeadscope();
+    console.log(JSON.stringify(memoryProbe(await init(), MEMORY_SHAPE)));
+    return;
+  }
+  const started = Date.now();
+  if (args.build) build(args);
+  const headscope = snapshotPackage();
+  try {
+    await runAll(args, argv, started, headscope);
+  } finally {
+    rmSync(join(ROOT, LIB_SNAPSHOT), { recursive: true, force: true });
+  }
+}
+
+async function runAll(args, argv, started, headscope) {
+  const work = plan(args);
+  if (work.some((w) => w.engines.some((e) => e.startsWith('ort-')))) {
+    makeOnnx(work.filter((w) => w.engines.some((e) => e.startsWith('ort-'))).map((w) => w.shape));
+  }
+  const timing = args.quick ? QUICK_TIMING : FULL_TIMING;
+  const results = {
+    date: new Date().toISOString(),
+    command: commandLine(argv),
+    quick: args.quick,
+    machine: machine(),
+    headscope,
+    timing,
+    envs: [],
+  };
+  if (args.node) results.envs.push(await runNode(args, work, timing));
+  if (args.chromium) results.envs.push(await runChromium(args, work, timing));
+  results.seconds = Math.round((Date.now() - started) / 1000);
+  const files = writeReports(results, args.out);
+  log(`bench: done in ${results.seconds} s: ${files.map((f) => relative(process.cwd(), f)).join(', ')}`);
+  const failed = results.envs.flatMap((e) => e.shapes.flatMap((s) => s.rows
+    .filter((r) => r.error || !r.check?.ok).map((r) => `${e.env} ${s.shape} ${r.engine}`)));
+  if (failed.length) {
+    log(`bench: engines that failed their check or errored: ${failed.join('; ')}`);
+    process.exitCode = 1;
+  }
+}
+
+main().catch((error) => {
+  console.error(`bench: ${error?.stack ?? error}`);
+  process.exit(1);
+});

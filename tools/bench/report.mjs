@@ -1,0 +1,311 @@
+// The benchmark's reports: results.md (tables, targets, method), chart.svg (time per engine per
+// shape, log scale, one panel per environment) and results.json (everything measured), written
+// by tools/bench/bench.mjs. Pure functions of the results object, no chart library.
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+import { CHECK_TOLERANCE, ENGINES, MEMORY_SHAPE, SHAPES, flops } from './engines.js';
+
+const shapeById = (id) => SHAPES.find((s) => s.id === id);
+const engineById = (id) => ENGINES.find((e) => e.id === id);
+const ok = (r) => r && !r.error && r.check?.ok && r.ms > 0;
+
+function row(env, shapeId, engine) {
+  const r = env.shapes.find((s) => s.shape === shapeId)?.rows.find((x) => x.engine === engine);
+  return ok(r) ? r : null;
+}
+
+function fmtMs(ms) {
+  if (ms >= 100) return ms.toFixed(0);
+  if (ms >= 10) return ms.toFixed(1);
+  if (ms >= 1) return ms.toFixed(2);
+  if (ms >= 0.01) return ms.toFixed(3);
+  return ms.toPrecision(2);
+}
+const fmtX = (x) => `${x >= 10 ? x.toFixed(1) : x.toFixed(2)}x`;
+const MB = (b) => `${(b / 1e6).toFixed(1)} MB`;
+
+/** Projection rate: the decode row with the largest S (attention is 1/E of its work). */
+function projectionRate(env) {
+  for (const id of ['decode-4096', 'decode-2048', 'decode-1024']) {
+    const r = row(env, id, 'hs');
+    if (r) return { shape: id, gflops: flops(shapeById(id)).projection / (r.ms * 1e6), ms: r.ms };
+  }
+  return null;
+}
+
+/** Every target of the issue that this run measured, with PASS/FAIL and the gap. */
+export function evaluateTargets(env) {
+  const t = [];
+  const speedup = (name, shapeId, peers, need) => {
+    const hs = row(env, shapeId, 'hs');
+    const times = peers.map((p) => row(env, shapeId, p)?.ms).filter((x) => x > 0);
+    if (!hs || times.length === 0) return;
+    const peer = Math.min(...times);
+    t.push({ name, need, got: peer / hs.ms, kind: 'min', detail: `${fmtMs(peer)} ms vs headscope ${fmtMs(hs.ms)} ms` });
+  };
+  for (const L of [128, 512]) {
+    speedup(`E=768 H=12 L=${L}: vs the faster onnxruntime-web graph`, `bert-${L}`, ['ort-mha', 'ort-matmul'], 1.2);
+    speedup(`E=768 H=12 L=${L}: vs tfjs-wasm`, `bert-${L}`, ['tfjs'], 2);
+  }
+  for (const id of ['tiny-3', 'tiny-8']) {
+    const label = shapeById(id).label;
+    speedup(`${label}: vs the faster onnxruntime-web graph, per call`, id, ['ort-mha', 'ort-matmul'], 10);
+    speedup(`${label}: vs tfjs-wasm, per call`, id, ['tfjs'], 10);
+  }
+  speedup('L=32 E=64 H=4: vs the faster onnxruntime-web graph', 'small-32', ['ort-mha', 'ort-matmul'], 1.5);
+  speedup('L=32 E=64 H=4: vs tfjs-wasm', 'small-32', ['tfjs'], 3);
+  const hs128 = row(env, 'bert-128', 'hs');
+  const heads128 = row(env, 'bert-128', 'hs-heads');
+  if (hs128 && heads128) {
+    t.push({ name: 'E=768 H=12 L=128: time with per-head weights / without', need: 1.3, got: heads128.ms / hs128.ms, kind: 'max',
+      detail: `${fmtMs(heads128.ms)} ms vs ${fmtMs(hs128.ms)} ms` });
+  }
+  if (env.memory) {
+    t.push({ name: `L=4096 E=768 H=12 without weights: peak wasm memory (MB)`, need: 150, got: env.memory.wasmBytes / 1e6, kind: 'max',
+      unit: ' MB', detail: `hs.memory().wasmBytes after the call in a fresh module; ${fmtMs(env.memory.ms)} ms` });
+  }
+  const d1 = row(env, 'decode-1024', 'hs');
+  const d4 = row(env, 'decode-4096', 'hs');
+  if (d1 && d4) {
+    t.push({ name: 'decode L=1: time(S=4096) / time(S=1024) (linear: 4; allowed 5)', need: 5, got: d4.ms / d1.ms, kind: 'max',
+      detail: `${fmtMs(d1.ms)} ms -> ${fmtMs(d4.ms)} ms` });
+  }
+  const proj = projectionRate(env);
+  if (proj && env.roofline) {
+    t.push({ name: 'E=768 projection matmuls: fraction of the SIMD128 mul+add peak', need: 0.6, got: proj.gflops / env.roofline.gflops, kind: 'min',
+      unit: '', detail: `${proj.gflops.toFixed(1)} of ${env.roofline.gflops.toFixed(1)} GFLOP/s (${proj.shape})` });
+  }
+  for (const x of t) {
+    x.pass = x.kind === 'min' ? x.got >= x.need : x.got <= x.need;
+    const fmt = (v) => (x.unit !== undefined ? `${v.toFixed(2)}${x.unit}` : fmtX(v));
+    x.needText = `${x.kind === 'min' ? '>=' : '<='} ${fmt(x.need)}`;
+    x.gotText = fmt(x.got);
+    x.gap = x.pass ? '' : x.kind === 'min'
+      ? `${((x.need / x.got - 1) * 100).toFixed(0)}% short (needs ${(x.need / x.got).toFixed(2)}x better)`
+      : `${((x.got / x.need - 1) * 100).toFixed(0)}% over`;
+  }
+  return t;
+}
+
+function versionsLine(results) {
+  const node = results.envs.find((e) => e.env === 'node');
+  const chromium = results.envs.find((e) => e.env === 'chromium');
+  const v = node?.versions ?? chromium?.versions ?? {};
+  const parts = [];
+  if (node) parts.push(`Node ${node.versions.node}`);
+  if (chromium) parts.push(`Chromium ${chromium.versions.chromium} (headless, driven by playwright-core)`);
+  parts.push(`onnxruntime-web ${v.ort}`, `@tensorflow/tfjs-core + tfjs-backend-wasm ${v.tfjs}`);
+  return parts.join(', ');
+}
+
+function markdown(results) {
+  const m = results.machine;
+  const out = [];
+  out.push('# headscope benchmark', '');
+  out.push(`- **Date:** ${results.date.slice(0, 10)} (${results.date})`);
+  out.push(`- **Machine:** ${m.cpu}, ${m.logicalCpus} logical CPUs, ${m.memoryGiB} GiB RAM, ${m.platform}`);
+  out.push(`- **Software:** ${versionsLine(results)}`);
+  out.push(`- **Command:** \`${results.command}\` (${results.seconds} s)`);
+  if (results.headscope) {
+    out.push(`- **headscope build:** \`web/lib/headscope_core.wasm\` of ${results.headscope.builtAt}, ${results.headscope.wasmBytes} bytes, ` +
+      `sha256 \`${results.headscope.wasmSha256.slice(0, 16)}\`; copied at the start of the run, every environment measured this copy.`);
+  }
+  if (results.quick) out.push('- **Quick run** (`--quick`): few shapes and runs; not a measurement to quote.');
+  out.push('', '![time per engine per shape, log scale](chart.svg)', '');
+  out.push('Every engine runs one thread, in one process (Node) or one page (Chromium), on the same inputs and',
+    'weights, from JS Float32Arrays to a JS Float32Array (input conversion and copies in, output copy out,',
+    'inside the timing). **ms** is the median time per call; **x headscope** is that engine\'s time divided',
+    'by headscope\'s without weights (above 1: headscope is faster). Absolute numbers move between machines',
+    'and runs; the ratios within one run are the comparison. **% of peak** is the row\'s GFLOP/s over the',
+    'measured SIMD128 multiply+add peak (Roofline below); **spread** is the slowest timed run over the fastest',
+    '(large: the machine was busy during that row).', '');
+
+  for (const env of results.envs) {
+    const targets = evaluateTargets(env);
+    out.push(`## Targets: ${env.label}`, '');
+    if (targets.length === 0) {
+      out.push('No target shape was measured in this run.', '');
+    } else {
+      out.push('| target | needed | got | status | gap | times |', '|---|---|---|---|---|---|');
+      for (const x of targets) {
+        out.push(`| ${x.name} | ${x.needText} | ${x.gotText} | ${x.pass ? 'PASS' : '**FAIL**'} | ${x.gap} | ${x.detail} |`);
+      }
+      out.push('');
+    }
+  }
+
+  out.push('## Roofline', '');
+  out.push('| environment | SIMD128 mul+add peak | best accumulators | headscope projections (E=768) | fraction of peak |', '|---|---|---|---|---|');
+  for (const env of results.envs) {
+    const p = projectionRate(env);
+    out.push(`| ${env.label} | ${env.roofline.gflops.toFixed(1)} GFLOP/s | ${env.roofline.accumulators} | ` +
+      `${p ? `${p.gflops.toFixed(1)} GFLOP/s (${p.shape})` : 'not measured'} | ${p ? `${(100 * p.gflops / env.roofline.gflops).toFixed(0)}%` : ''} |`);
+  }
+  out.push('');
+
+  for (const env of results.envs) {
+    out.push(`## Results: ${env.label}`, '');
+    out.push('| shape | engine | ms | GFLOP/s | % of peak | x headscope | runs x batch | spread (max/min) | check (rel. err) |',
+      '|---|---|---|---|---|---|---|---|---|');
+    for (const s of env.shapes) {
+      const shape = shapeById(s.shape);
+      const hs = row(env, s.shape, 'hs');
+      for (const r of s.rows) {
+        const e = engineById(r.engine);
+        const check = r.error ? `error: ${r.error.replace(/\|/g, '/').slice(0, 120)}`
+          : r.check.ok ? (r.engine === 'hs' ? 'reference' : r.check.error.toExponential(1))
+            : `**FAILED** ${r.check.error.toExponential(1)}: not timed`;
+        if (!ok(r)) {
+          out.push(`| ${shape.label} | ${e.label} | | | | | | | ${check} |`);
+          continue;
+        }
+        const pct = `${(100 * r.gflops / env.roofline.gflops).toFixed(e.headscope ? 1 : 0)}%`;
+        const ratio = hs ? fmtX(r.ms / hs.ms) : '';
+        const label = e.headscope ? `**${e.label}**` : e.label;
+        out.push(`| ${shape.label} | ${label} | ${fmtMs(r.ms)} | ${r.gflops.toFixed(2)} | ${pct} | ${ratio} | ` +
+          `${r.runs} x ${r.batch} | ${(r.max / r.min).toFixed(2)} | ${check} |`);
+      }
+    }
+    out.push('');
+    if (env.memory) {
+      const mem = env.memory;
+      out.push(`**Memory** (${MEMORY_SHAPE.label}, no weights, a fresh module): peak wasm memory ${MB(mem.wasmBytes)} ` +
+        `(${(mem.wasmBytes / 2 ** 20).toFixed(1)} MiB; ${MB(mem.wasmBytesAtStart)} before the call), malloc in use ` +
+        `${MB(mem.heapInUse)}, one call ${fmtMs(mem.ms)} ms, output finite: ${mem.finite}.`, '');
+    }
+    const decode = ['decode-1024', 'decode-2048', 'decode-4096'].map((id) => [id, row(env, id, 'hs')]).filter(([, r]) => r);
+    if (decode.length > 1) {
+      out.push(`**Decode** (L=1, headscope without weights): ` + decode.map(([id, r]) =>
+        `S=${shapeById(id).S}: ${fmtMs(r.ms)} ms (${(1000 * r.ms / shapeById(id).S).toFixed(2)} us per key)`).join(', ') + '.', '');
+    }
+    const hs512 = row(env, 'bert-512', 'hs');
+    const heads512 = row(env, 'bert-512', 'hs-heads');
+    const proj = projectionRate(env);
+    if (hs512 && proj) {
+      const f = flops(shapeById('bert-512'));
+      const projMs = f.projection / (proj.gflops * 1e6);
+      out.push(`**Where headscope's time goes at E=768 L=512** (no weights, ${fmtMs(hs512.ms)} ms): the four projections ` +
+        `are ${(100 * f.projection / f.total).toFixed(0)}% of the flops; at the projection rate measured on decode ` +
+        `(${proj.gflops.toFixed(1)} GFLOP/s) they take about ${fmtMs(projMs)} ms, leaving about ` +
+        `${fmtMs(Math.max(0, hs512.ms - projMs))} ms for scores, softmax and weights x V ` +
+        `(${(f.attention / Math.max(1e-9, (hs512.ms - projMs)) / 1e6).toFixed(1)} GFLOP/s on their ${(f.attention / 1e9).toFixed(2)} GFLOP)` +
+        (heads512 ? `; per-head weights add ${fmtMs(heads512.ms - hs512.ms)} ms (${fmtX(heads512.ms / hs512.ms)}).` : '.'), '');
+    }
+    if (env.pageErrors?.length) out.push(`Page errors: ${env.pageErrors.join('; ')}`, '');
+  }
+
+  out.push('## Method', '');
+  out.push(
+    '- **Engines.** headscope through its npm API (`mha.forward` with `{data, shape}` inputs; `needWeights: false`, and',
+    '  `needWeights: true, averageAttnWeights: false` for per-head weights). onnxruntime-web, `wasm` backend,',
+    '  `numThreads = 1`, two graphs built by `tools/bench/make_onnx.py` (Debian\'s python3-onnx) from the same',
+    '  weights: Q/K/V MatMul+Add, `com.microsoft.MultiHeadAttention` (causal: `unidirectional=1`), output MatMul+Add;',
+    '  and the same attention in MatMul/Reshape/Transpose/Softmax (causal: a -inf upper triangle built in-graph with',
+    '  Trilu). Inputs (1, L, E), sequence dims symbolic, graph optimization `all`. tfjs-core + tfjs-backend-wasm,',
+    '  SIMD build, one thread: `fused.matMul` projections (weights pre-transposed, 1/sqrt(d) folded into W_Q),',
+    '  reshape/transpose into heads, batched `matMul`, `softmax`, causal mask added as a constant, `dataSync()`.',
+    '  The Eigen reference path (`ReferenceForward`, scalar Eigen 3.4 in WASM) via a small Embind module',
+    '  (`tools/bench/eigen_bench.cc`). Plain JS: loops over Float32Arrays.',
+    `- **Check.** Before timing, each engine's output is compared with headscope's: max|a-b| / max|headscope| <= ${CHECK_TOLERANCE}.`,
+    '  An engine that fails is reported and not timed.',
+    `- **Timing.** Warm-up (>= ${results.timing.minWarmupCalls} calls and ${results.timing.warmupMs} ms), then ${results.timing.minRuns} timed runs, median. A run`,
+    `  is a batch of calls when one call takes under ${results.timing.targetRunMs / 2} ms (batch = ${results.timing.targetRunMs} ms / call time), divided by the batch.`,
+    `  The reference rows (Eigen, plain JS) get ${results.timing.slowRuns} runs when one call exceeds ${results.timing.slowCallMs} ms.`,
+    '  Async engines (onnxruntime-web) are awaited call by call.',
+    '- **Inputs.** Unbatched query (L, E), distinct key and value (S, E), U(-1, 1); in_proj_weight xavier-uniform,',
+    '  out_proj.weight U(+-1/sqrt(E)), biases U(+-0.1); deterministic (tools/bench/engines.js).',
+    '- **GFLOP/s.** Multiply and add counted apart: projections 2E^2(2L + 2S), attention 4E per unmasked',
+    '  (query, key) pair (causal: L(L+1)/2 pairs); softmax and biases not counted.',
+    '- **Roofline.** `tools/bench/roofline.cc`: `acc = acc * m + a` on N independent f32x4 registers (f32x4.mul +',
+    '  f32x4.add, 8 flops; SIMD128 has no FMA), best N of 1..16; the fraction of peak of each headscope row uses it.',
+    '- **Projection rate.** Decode L=1 over S=4096 keys: its work is 99.9% K/V projection GEMM (S x E by E x E);',
+    '  the attention part is 1/E of it. Projection flops / whole-call time is therefore a lower bound on the',
+    '  projection matmul rate at E=768.',
+    '- **Memory.** `hs.memory().wasmBytes` after one L=4096 E=768 H=12 call without weights, in a fresh module (a child',
+    '  Node process; a fresh page). WebAssembly memory never shrinks, so this is the peak.',
+  );
+  out.push('');
+  return out.join('\n');
+}
+
+// --- Chart ------------------------------------------------------------------------------------
+
+const COLORS = {
+  hs: '#1b7f3b', 'hs-heads': '#6cc47f', 'ort-mha': '#1f5fbf', 'ort-matmul': '#7fa8e8',
+  tfjs: '#e07b00', eigen: '#8a5cc7', js: '#9a9a9a',
+};
+
+const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+export function chart(results) {
+  const panels = results.envs.map((env) => ({
+    env,
+    shapes: env.shapes.filter((s) => !shapeById(s.shape).series),
+  })).filter((p) => p.shapes.length);
+  const all = panels.flatMap((p) => p.shapes.flatMap((s) => s.rows.filter(ok).map((r) => r.ms)));
+  const engines = ENGINES.filter((e) => panels.some((p) => p.shapes.some((s) => s.rows.some((r) => r.engine === e.id))));
+  const lo = Math.floor(Math.log10(Math.min(...all, 1)));
+  const hi = Math.ceil(Math.log10(Math.max(...all, 1)));
+  const groups = Math.max(...panels.map((p) => p.shapes.length), 1);
+  const bar = 9;
+  const groupW = engines.length * bar + 18;
+  const left = 64;
+  const width = Math.max(760, left + groups * groupW + 24);
+  const panelH = 300;
+  const labelH = 90;
+  // Legend: as many rows as the width needs.
+  const legend = [];
+  let lx = left;
+  let ly = 62;
+  for (const e of engines) {
+    const w = 22 + e.label.length * 6.3;
+    if (lx + w > width - 10) { lx = left; ly += 16; }
+    legend.push(`<rect x="${lx}" y="${ly}" width="10" height="10" fill="${COLORS[e.id]}"/><text x="${lx + 14}" y="${ly + 9}">${esc(e.label)}</text>`);
+    lx += w;
+  }
+  const top = ly + 40;
+  const height = top + panels.length * (panelH + labelH + 24);
+  const y = (ms, y0) => y0 + panelH - ((Math.log10(ms) - lo) / (hi - lo)) * panelH;
+  const s = [];
+  s.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" font-family="DejaVu Sans, sans-serif" font-size="11">`);
+  s.push(`<rect width="100%" height="100%" fill="#ffffff"/>`);
+  s.push(`<text x="${left}" y="20" font-size="14" font-weight="bold">headscope benchmark: time per call (ms, log scale; lower is better)</text>`);
+  s.push(`<text x="${left}" y="36" fill="#555">${esc(`${results.date.slice(0, 16).replace('T', ' ')} UTC - ${results.machine.cpu}, ${results.machine.logicalCpus} logical CPUs - ${results.envs.map((e) => e.label).join(', ')}`)}</text>`);
+  s.push(`<text x="${left}" y="52" fill="#555">${esc(`${results.command}${results.quick ? ' (quick run)' : ''}`)}</text>`);
+  s.push(...legend);
+  panels.forEach((p, pi) => {
+    const y0 = top + pi * (panelH + labelH + 24);
+    s.push(`<text x="${left}" y="${y0 - 6}" font-weight="bold">${esc(p.env.label)}</text>`);
+    for (let d = lo; d <= hi; d++) {
+      const yy = y(10 ** d, y0);
+      s.push(`<line x1="${left}" x2="${width - 10}" y1="${yy}" y2="${yy}" stroke="#ddd"/>`);
+      s.push(`<text x="${left - 6}" y="${yy + 4}" text-anchor="end" fill="#555">${d >= 0 ? 10 ** d : (10 ** d).toFixed(-d)}</text>`);
+    }
+    s.push(`<line x1="${left}" x2="${left}" y1="${y0}" y2="${y0 + panelH}" stroke="#888"/>`);
+    s.push(`<text x="14" y="${y0 + panelH / 2}" transform="rotate(-90 14 ${y0 + panelH / 2})" text-anchor="middle" fill="#555">ms per call</text>`);
+    p.shapes.forEach((sh, gi) => {
+      const gx = left + 10 + gi * groupW;
+      engines.forEach((e, ei) => {
+        const r = sh.rows.find((x) => x.engine === e.id);
+        if (!ok(r)) return;
+        const yy = y(r.ms, y0);
+        s.push(`<rect x="${gx + ei * bar}" y="${yy.toFixed(1)}" width="${bar - 1}" height="${(y0 + panelH - yy).toFixed(1)}" fill="${COLORS[e.id]}"><title>${esc(`${shapeById(sh.shape).label} - ${e.label}: ${fmtMs(r.ms)} ms`)}</title></rect>`);
+      });
+      const cx = gx + (engines.length * bar) / 2;
+      s.push(`<text x="${cx}" y="${y0 + panelH + 14}" text-anchor="end" transform="rotate(-35 ${cx} ${y0 + panelH + 14})">${esc(shapeById(sh.shape).label)}</text>`);
+    });
+  });
+  s.push('</svg>');
+  return `${s.join('\n')}\n`;
+}
+
+/** Writes results.md, chart.svg and results.json to outDir; returns their paths. */
+export function writeReports(results, outDir) {
+  mkdirSync(outDir, { recursive: true });
+  const files = [join(outDir, 'results.md'), join(outDir, 'chart.svg'), join(outDir, 'results.json')];
+  writeFileSync(files[0], markdown(results));
+  writeFileSync(files[1], chart(results));
+  writeFileSync(files[2], `${JSON.stringify({ ...results, targets: Object.fromEntries(results.envs.map((e) => [e.env, evaluateTargets(e)])) }, null, 1)}\n`);
+  return files;
+}
