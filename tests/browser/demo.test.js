@@ -145,6 +145,31 @@ test('a case file loads into both views; a malformed one shows an error', async 
   }
 });
 
+test('a loaded weights file cannot run code or fetch anything', async () => {
+  const p = await openPage('/demo/#load');
+  const dir = mkdtempSync(join(tmpdir(), 'headscope-case-'));
+  let dialogs = 0;
+  p.page.on('dialog', async (d) => { dialogs++; await d.dismiss(); });
+  try {
+    const root = '#panel-load';
+    const doc = JSON.parse(readFileSync(golden('seed-worked-example.json'), 'utf8'));
+    doc.name = '<img src="https://example.invalid/x.png" onerror="alert(1)"><script>alert(2)</script>';
+    const file = join(dir, 'hostile.json');
+    writeFileSync(file, JSON.stringify(doc));
+    await p.page.setInputFiles(`${root} input[type="file"]`, file);
+    await p.page.waitForFunction((sel) => document.querySelector(sel).textContent.includes('<img'), `${root} .hs-load-summary`);
+    await p.page.click(`${root} button:has-text("Show in the Heads view")`);
+    await p.page.waitForTimeout(300);
+    assert.equal(await p.page.locator('img').count(), 0, 'the name stayed text: no img element');
+    assert.equal(await p.page.locator('main script').count(), 0, 'no script element was added');
+    assert.equal(dialogs, 0);
+    assertClean(p);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    await p.close();
+  }
+});
+
 test('the widgets example page renders both widgets inside tutorial prose', async () => {
   const p = await openPage('/widgets/example.html', { waitForReady: false });
   try {
