@@ -4,6 +4,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { init, HeadscopeError, Tensor } from '../../web/lib/index.js';
+import { expectError, mulberry32 } from './helpers.js';
 
 const goldenDir = new URL('../golden/', import.meta.url);
 const golden = (name) => JSON.parse(readFileSync(new URL(name, goldenDir), 'utf8'));
@@ -34,16 +35,6 @@ function assertClose(actual, expected, tol, what) {
   const e = expected.flat(Infinity);
   assert.equal(a.length, e.length, `${what}: size`);
   a.forEach((x, i) => assert.ok(Math.abs(x - e[i]) <= tol, `${what}[${i}]: ${x} vs ${e[i]}`));
-}
-
-function expectError(fn, code, ...fragments) {
-  assert.throws(fn, (e) => {
-    assert.ok(e instanceof HeadscopeError, `not a HeadscopeError: ${e}`);
-    assert.ok(e instanceof Error);
-    assert.equal(e.code, code, e.message);
-    for (const f of fragments) assert.ok(e.message.includes(f), `"${e.message}" lacks "${f}"`);
-    return true;
-  });
 }
 
 test('seed worked example through the object API', () => {
@@ -330,12 +321,3 @@ test('dispose returns the memory', () => {
   assert.equal(hs.liveHandles(), 0);
 });
 
-function mulberry32(seed) {
-  let a = seed;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}

@@ -9,24 +9,12 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { init, HeadscopeError } from '../../web/lib/index.js';
 import { referenceForward } from './reference.js';
+import { expectError } from './helpers.js';
 
 const hs = await init();
 const seed = JSON.parse(readFileSync(new URL('../golden/seed-worked-example.json', import.meta.url), 'utf8'));
 
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));
-
-function expectError(fn, code, ...fragments) {
-  let error = null;
-  try {
-    fn();
-  } catch (e) {
-    error = e;
-  }
-  assert.ok(error instanceof HeadscopeError, `expected HeadscopeError ${code}, got ${error?.stack ?? error}`);
-  assert.equal(error.code, code, error.message);
-  for (const f of fragments) assert.ok(error.message.includes(f), `"${error.message}" lacks "${f}"`);
-  return error;
-}
 
 function fill(shape, offset = 0) {
   const n = shape.reduce((a, b) => a * b, 1);

@@ -14,6 +14,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { init } from '../../web/lib/index.js';
 import { parseCase, compareWithExpected } from '../../web/lib/case.js';
 import { referenceForward } from './reference.js';
+import { mulberry32 } from './helpers.js';
 
 const SEED = Number(process.env.HEADSCOPE_PROPERTY_SEED ?? 20251129);
 const CALLS = Number(process.env.HEADSCOPE_PROPERTY_CALLS ?? 3000);
@@ -23,16 +24,6 @@ const TOLERANCE = 1e-4;
 const hs = await init();
 
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));
-
-function mulberry32(seed) {
-  let a = seed | 0;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 // Draws of one run, all from one seeded generator.
 function draws(rng) {

@@ -6,20 +6,12 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { init, HeadscopeError } from '../../web/lib/index.js';
 import { referenceForward } from './reference.js';
+import { mulberry32 } from './helpers.js';
 
 const hs = await init();
 
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));
 
-function mulberry32(seed) {
-  let a = seed | 0;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 const rng = mulberry32(7);
 const random = (shape) => ({ data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng() * 2 - 1), shape });
 

@@ -1,0 +1,32 @@
+// Helpers shared by the package's tests.
+import assert from 'node:assert/strict';
+import { HeadscopeError } from '../../web/lib/index.js';
+
+/** A seeded uniform [0, 1) generator (mulberry32): reproducible random tests. */
+export function mulberry32(seed) {
+  let a = seed | 0;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Runs fn, which must throw a HeadscopeError with `code` whose message contains every fragment;
+ * returns the error.
+ */
+export function expectError(fn, code, ...fragments) {
+  let error = null;
+  try {
+    fn();
+  } catch (e) {
+    error = e;
+  }
+  assert.ok(error instanceof HeadscopeError, `expected a HeadscopeError ${code}, got ${error?.stack ?? error}`);
+  assert.ok(error instanceof Error);
+  assert.equal(error.code, code, error.message);
+  for (const f of fragments) assert.ok(error.message.includes(f), `"${error.message}" lacks "${f}"`);
+  return error;
+}
