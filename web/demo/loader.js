@@ -5,6 +5,7 @@
 import { HeadscopeError, initWorker } from '../lib/index.js';
 import { parseCase } from '../lib/case.js';
 import { seedWorkedExample } from '../lib/examples.js';
+import { stateFromCase } from './walkthrough-model.js';
 
 // Files above this are refused before reading (a case of E = 768 with L = 512 is ~30 MB of JSON).
 export const MAX_FILE_BYTES = 64 * 1024 * 1024;
@@ -29,13 +30,6 @@ export function caseCost(c) {
   const L = batched && bf ? q[1] : q[0];
   const S = batched && bf ? k[1] : k[0];
   return n * ((2 * L + 2 * S) * e * e + 2 * L * S * e);
-}
-
-/** Where a case can be shown: the walkthrough takes small unbatched self-attention cases. */
-export function walkthroughEligible(c) {
-  const q = c.query.shape;
-  return c.stateDict.has('in_proj_weight') && q.length === 2 && q[0] <= 16 && q[1] <= 16 &&
-    c.key === c.query && c.value === c.query;
 }
 
 export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }) {
@@ -115,14 +109,16 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
       toHeads.type = 'button';
       toHeads.addEventListener('click', () => onCase(doc, { target: 'heads' }));
       actions.append(toHeads);
-      if (walkthroughEligible(c)) {
+      // The walkthrough's own rule decides (stateFromCase), so this offer and what the
+      // walkthrough accepts never disagree.
+      const walkthrough = stateFromCase(doc);
+      if (walkthrough.state) {
         const toWalk = el('button', '', 'Show in the Walkthrough');
         toWalk.type = 'button';
         toWalk.addEventListener('click', () => onCase(doc, { target: 'walkthrough' }));
         actions.append(toWalk);
       } else {
-        actions.append(el('span', 'hs-note',
-          'The walkthrough shows small unbatched self-attention cases (up to 16 tokens x 16 dims).'));
+        actions.append(el('span', 'hs-note', walkthrough.reason));
       }
       onStatus(`Loaded ${fileName}.`);
     } catch (e) {
