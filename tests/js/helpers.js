@@ -2,16 +2,8 @@
 import assert from 'node:assert/strict';
 import { HeadscopeError } from '../../web/lib/index.js';
 
-/** A seeded uniform [0, 1) generator (mulberry32): reproducible random tests. */
-export function mulberry32(seed) {
-  let a = seed | 0;
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** A seeded uniform [0, 1) generator (mulberry32, the demo's): reproducible random tests. */
+export { seededRandom as mulberry32 } from '../../web/demo/transforms.js';
 
 /**
  * Runs fn, which must throw a HeadscopeError with `code` whose message contains every fragment;

@@ -9,6 +9,8 @@
 // call goes from JS Float32Arrays to a JS Float32Array: input conversion/copy into the engine and
 // the output copy out are inside the timing.
 
+import { hashString, seededRandom as mulberry32 } from '../../web/demo/transforms.js';
+
 /** Shapes (calls faster than 10 ms are timed in batches). series: extra rows, headscope only. */
 export const SHAPES = [
   { id: 'tiny-3', label: 'L=3 E=4 H=2', L: 3, S: 3, E: 4, H: 2, causal: false },
@@ -55,23 +57,8 @@ export function weightsId(shape) {
 
 // --- Deterministic data ----------------------------------------------------------------------
 
-function mulberry32(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
-function hashString(s) {
-  let h = 2166136261;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619);
-  return h >>> 0;
-}
-
+// The demo's seeded generator and string hash (mulberry32, FNV-1a): one implementation serves
+// the page, the tests and the benchmark's inputs.
 function uniform(n, bound, rand) {
   const a = new Float32Array(n);
   for (let i = 0; i < n; i++) a[i] = (2 * rand() - 1) * bound;
