@@ -17,7 +17,8 @@
 //   - after all that, the module still works: missing weights load and a valid call succeeds
 //     and matches the reference.
 //
-// Sizes stay small (dims <= 24, sequences <= 12, sometimes ~70 to cross the 64-row query tile)
+// Sizes stay small (dims <= 72, sequences <= 12, sometimes ~32 keys or ~70 queries to cross the
+// small-head and 64-row query tile bounds)
 // so an iteration takes well under a millisecond, except "absurd" shapes: huge declared
 // dimensions with an empty dimension elsewhere, which exercise size validation and the byte
 // limit (lowered to 64 MiB here, sometimes to a few KiB).
@@ -147,7 +148,10 @@ ConfigDraw DrawConfig(FuzzedDataProvider& fdp) {
   ConfigDraw d;
   MhaConfig& c = d.config;
   const int64_t heads = fdp.ConsumeIntegralInRange<int64_t>(1, 4);
-  const int64_t head_dim = fdp.ConsumeIntegralInRange<int64_t>(1, 6);
+  // Mostly tiny heads; sometimes past kSmallMaxHeadDim (16), onto the packed attention path.
+  const int64_t head_dim = fdp.ConsumeIntegralInRange<int>(0, 7) == 0
+                               ? fdp.ConsumeIntegralInRange<int64_t>(15, 18)
+                               : fdp.ConsumeIntegralInRange<int64_t>(1, 6);
   c.num_heads = heads;
   c.embed_dim = heads * head_dim;
   c.bias = fdp.ConsumeBool();
@@ -442,7 +446,11 @@ void DrawCall(FuzzedDataProvider& fdp, Values& values, const MhaConfig& c, Call*
                   ? fdp.ConsumeIntegralInRange<int64_t>(60, 72)  // across the 64-row tile
                   : fdp.ConsumeIntegralInRange<int64_t>(0, 12);
   const bool self = c.same_qkv_dim() && fdp.ConsumeBool();
-  int64_t S = self ? L : fdp.ConsumeIntegralInRange<int64_t>(0, 12);
+  // Keys: sometimes across kSmallMaxKeys (32, counting bias_k and the zero key), where the
+  // attention stage switches from direct dot products to packed matmuls.
+  int64_t S = self ? L
+              : fdp.ConsumeIntegralInRange<int>(0, 7) == 0 ? fdp.ConsumeIntegralInRange<int64_t>(29, 35)
+                                                            : fdp.ConsumeIntegralInRange<int64_t>(0, 12);
   const int64_t H = c.num_heads, E = c.embed_dim, kd = c.key_dim(), vd = c.value_dim();
 
   // Absurd shapes: declared sizes far beyond memory, always with an empty dimension, so they

@@ -106,7 +106,8 @@ class Handle {
     const int code =
         Report(mha_->Forward(ReadTensor(call_), ReadTensor(call_ + kWordsPerTensor),
                              ReadTensor(call_ + 2 * kWordsPerTensor), o, &result_store_));
-    std::memset(result_, 0, sizeof(result_));
+    // forward() returns two tensors: only their slots are written (and read by the wrapper).
+    std::memset(result_, 0, 2 * kWordsPerTensor * sizeof(uint32_t));
     if (code == 0) {
       WriteTensor(result_, result_store_.output.data(), result_store_.output_shape,
                   result_store_.output.size());
@@ -167,13 +168,18 @@ class Handle {
   }
 
   std::string lastError() const { return error_; }
-  std::string lastErrorCode() const { return error_code_; }
+  std::string lastErrorCode() const { return StatusCodeName(code_); }
 
  private:
   int Report(const Status& s) {
-    error_ = s.message();
-    error_code_ = StatusCodeName(s.code());
-    return static_cast<int>(s.code());
+    code_ = s.code();
+    // Success leaves the message empty without copying a string: this runs on every call.
+    if (code_ == StatusCode::kOk) {
+      error_.clear();
+    } else {
+      error_ = s.message();
+    }
+    return static_cast<int>(code_);
   }
   int NotInitialized() {
     return Report(Status(StatusCode::kInvalidArgument, "the module was not created"));
@@ -196,7 +202,7 @@ class Handle {
   uint32_t call_[kCallWords] = {};
   uint32_t result_[kResultWords] = {};
   std::string error_;
-  std::string error_code_ = "OK";
+  StatusCode code_ = StatusCode::kOk;
 };
 
 // Bytes of the wasm heap in use by malloc: lets tests show that dispose() returns memory.

@@ -253,6 +253,10 @@ class MultiheadAttention {
     this._arenaBase = 0;  // the handle's input arena in wasm memory, as last reserved
     this._arenaBytes = 0;
     this._resultBlock = handle.resultBlock() >>> 2;
+    // Scratch of _writeCall, reused by every call.
+    this._slots = [null, null, null, null, null];
+    this._offsets = [0, 0, 0, 0, 0];
+    this._copies = [false, false, false, false, false];
     this._parameters = new Map(JSON.parse(parameters));
     /** The constructor arguments with PyTorch's defaults filled in. */
     this.config = Object.freeze({ ...config });
@@ -304,7 +308,7 @@ class MultiheadAttention {
       }
     }
     for (const [key, t] of tensors) {
-      this._writeCall([t, null, null, null, null], 0);
+      this._writeCall(t, null, null, null, null, 0);
       this._check(this._call(() => handle.setParameter(key)));
     }
   }
@@ -355,83 +359,115 @@ class MultiheadAttention {
     return this._state.handle;
   }
 
+  // Validates the forward arguments and writes them to the call block. This and _readResults are
+  // the whole per-call cost in JS, which is most of a tutorial-sized call's time (a 3 x 4 forward
+  // takes well under a microsecond in WebAssembly): no spreads, Maps or per-call typed-array views.
   _prepare(query, key, value, options) {
     if (options === null || typeof options !== 'object' || Array.isArray(options)) {
       fail('INVALID_ARGUMENT', `options: expected an object, got ${describe(options)}`);
     }
-    checkKeys(options, FORWARD_DEFAULTS, 'options');
-    const o = { ...FORWARD_DEFAULTS };
-    for (const [k, v] of Object.entries(options)) if (v !== undefined) o[k] = v;
-    for (const k of ['needWeights', 'averageAttnWeights', 'isCausal']) checkBool(o[k], `options.${k}`);
+    let needWeights = true, averageAttnWeights = true, isCausal = false;
+    let keyPaddingMask = null, attnMask = null;
+    for (const name in options) {
+      if (!Object.hasOwn(options, name)) continue;  // as a spread would: own keys only
+      const v = options[name];
+      switch (name) {
+        case 'needWeights': if (v !== undefined) needWeights = checkBool(v, 'options.needWeights'); break;
+        case 'averageAttnWeights':
+          if (v !== undefined) averageAttnWeights = checkBool(v, 'options.averageAttnWeights');
+          break;
+        case 'isCausal': if (v !== undefined) isCausal = checkBool(v, 'options.isCausal'); break;
+        case 'keyPaddingMask': keyPaddingMask = v; break;
+        case 'attnMask': attnMask = v; break;
+        default: checkKeys(options, FORWARD_DEFAULTS, 'options');
+      }
+    }
     // Self-attention passes one array three times: convert (and copy) it once.
     const q = toFloatTensor(query, 'query');
     const k = key === query ? q : toFloatTensor(key, 'key');
     const v = value === query ? q : value === key ? k : toFloatTensor(value, 'value');
-    const flags = (o.needWeights ? FLAG.needWeights : 0) |
-      (o.averageAttnWeights ? FLAG.averageWeights : 0) | (o.isCausal ? FLAG.isCausal : 0);
-    this._writeCall([q, k, v, toMask(o.keyPaddingMask, 'options.keyPaddingMask'),
-      toMask(o.attnMask, 'options.attnMask')], flags);
+    const flags = (needWeights ? FLAG.needWeights : 0) |
+      (averageAttnWeights ? FLAG.averageWeights : 0) | (isCausal ? FLAG.isCausal : 0);
+    this._writeCall(q, k, v, toMask(keyPaddingMask, 'options.keyPaddingMask'),
+      toMask(attnMask, 'options.attnMask'), flags);
   }
 
-  // Copies the tensors into the handle's arena (one copy each; shared data once) and describes
-  // them in the call block.
-  _writeCall(tensors, flags) {
-    const handle = this._state.handle;
-    const offsets = new Map();
+  // Copies the tensors into the handle's arena (one copy each; data shared between arguments
+  // once) and describes them in the call block, slots in the call block's order.
+  _writeCall(t0, t1, t2, t3, t4, flags) {
+    const slots = this._slots;
+    slots[0] = t0; slots[1] = t1; slots[2] = t2; slots[3] = t3; slots[4] = t4;
+    const offsets = this._offsets;
+    const copies = this._copies;
     let bytes = 0;
-    for (const t of tensors) {
-      if (t !== null && !offsets.has(t.data)) {
-        offsets.set(t.data, bytes);
+    for (let i = 0; i < 5; i++) {
+      const t = slots[i];
+      copies[i] = false;
+      if (t === null) continue;
+      let j = 0;
+      while (j < i && (slots[j] === null || slots[j].data !== t.data)) j++;
+      if (j < i) {
+        offsets[i] = offsets[j];
+      } else {
+        offsets[i] = bytes;
+        copies[i] = true;
         bytes += Math.ceil(t.data.byteLength / 16) * 16;
       }
     }
     // The arena only moves when reserve() grows it, so a call that fits the last reservation
-    // skips that round trip into WebAssembly (it is a third of a tiny call's overhead).
+    // skips that round trip into WebAssembly.
     let base = this._arenaBase;
     if (bytes > this._arenaBytes) {
-      base = this._call(() => handle.reserve(bytes));
+      const handle = this._state.handle;
+      base = callCore(() => handle.reserve(bytes));
       if (base === 0 && bytes > 0) {
         fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
       }
       this._arenaBase = base;
       this._arenaBytes = bytes;
     }
-    // reserve() may have grown memory: take the heap views only now.
-    const heapU8 = this._core.HEAPU8;
-    const heapU32 = this._core.HEAPU32;
-    for (const [data, offset] of offsets) {
-      heapU8.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), base + offset);
-    }
+    // reserve() may have grown memory: take the heap views only now. Offsets are multiples of
+    // 16 bytes, so float data goes through HEAPF32 without a per-call view of the caller's data.
+    const core = this._core;
+    const heapU32 = core.HEAPU32;
     let w = this._callBlock;
-    for (const t of tensors) {
+    for (let i = 0; i < 5; i++, w += WORDS_PER_TENSOR) {
+      const t = slots[i];
+      slots[i] = null;  // keep no reference to the caller's data between calls
       if (t === null) {
         heapU32.fill(0, w, w + WORDS_PER_TENSOR);
-      } else {
-        heapU32[w] = base + offsets.get(t.data);
-        heapU32[w + 1] = t.type === 'bool' ? TYPE.bool : TYPE.float;
-        heapU32[w + 2] = t.shape.length;
-        for (let i = 0; i < 4; i++) heapU32[w + 3 + i] = i < t.shape.length ? t.shape[i] : 0;
-        heapU32[w + 7] = t.data.length;
+        continue;
       }
-      w += WORDS_PER_TENSOR;
+      const at = base + offsets[i];
+      const { data, shape } = t;
+      if (copies[i]) {
+        if (data instanceof Float32Array) core.HEAPF32.set(data, at >>> 2);
+        else core.HEAPU8.set(data, at);
+      }
+      heapU32[w] = at;
+      heapU32[w + 1] = t.type === 'bool' ? TYPE.bool : TYPE.float;
+      heapU32[w + 2] = shape.length;
+      for (let d = 0; d < 4; d++) heapU32[w + 3 + d] = d < shape.length ? shape[d] : 0;
+      heapU32[w + 7] = data.length;
     }
     heapU32[this._callBlock + 5 * WORDS_PER_TENSOR] = flags;
   }
 
   _readResults(count) {
-    const heapU32 = this._core.HEAPU32;
-    const heapF32 = this._core.HEAPF32;
-    const out = [];
+    const core = this._core;
+    const heapU32 = core.HEAPU32;
+    const out = new Array(count);
     for (let i = 0; i < count; i++) {
       const w = this._resultBlock + i * WORDS_PER_TENSOR;
       if (heapU32[w + 1] === TYPE.none) {
-        out.push(null);
+        out[i] = null;
         continue;
       }
       const rank = heapU32[w + 2];
-      const shape = Array.from(heapU32.subarray(w + 3, w + 3 + rank));
+      const shape = new Array(rank);
+      for (let d = 0; d < rank; d++) shape[d] = heapU32[w + 3 + d];
       const start = heapU32[w] >>> 2;
-      out.push(new Tensor(heapF32.slice(start, start + heapU32[w + 7]), shape));
+      out[i] = new Tensor(core.HEAPF32.slice(start, start + heapU32[w + 7]), shape);
     }
     return out;
   }

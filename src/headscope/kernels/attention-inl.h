@@ -56,7 +56,121 @@ HWY_INLINE void WeightedSumV(const AttentionArgs& a, const float* weights, size_
   }
 }
 
+// Averaged weights: sum over heads as each head finishes, divide once after the last head, as
+// torch's mean does.
+HWY_INLINE void AccumulateAverage(const AttentionArgs& a, size_t n, size_t h, size_t i0,
+                                  size_t rows, const float* weights) {
+  float* avg = a.weights + (n * a.q_len + i0) * a.kv_total;
+  if (h == 0) {
+    std::memcpy(avg, weights, rows * a.kv_total * sizeof(float));
+  } else {
+    AddInPlaceImpl(avg, weights, rows * a.kv_total);
+  }
+}
+
+HWY_INLINE void FinishAverage(const AttentionArgs& a, size_t n) {
+  const float inv_heads = 1.0f / static_cast<float>(a.heads);
+  float* avg = a.weights + n * a.q_len * a.kv_total;
+  for (size_t x = 0; x < a.q_len * a.kv_total; ++x) avg[x] *= inv_heads;
+}
+
+// kt[x * S' + j] = scale * k_j[x]: one head's keys transposed (lanes run over keys), so a score
+// row is hd broadcast multiply-adds per vector of keys, with no horizontal sums.
+HWY_INLINE void SmallTransposeK(const float* HWY_RESTRICT k, size_t ld_k, size_t keys, size_t hd,
+                                float scale, float* HWY_RESTRICT kt) {
+  for (size_t j = 0; j < keys; ++j) {
+    for (size_t x = 0; x < hd; ++x) kt[x * keys + j] = scale * k[j * ld_k + x];
+  }
+}
+
+// row[j] = q . (scale * k_j) for j < keys, from SmallTransposeK's layout.
+HWY_INLINE void SmallScores(const float* HWY_RESTRICT q, const float* HWY_RESTRICT kt,
+                            size_t keys, size_t hd, float* HWY_RESTRICT row) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t j = 0;
+  for (; j + N <= keys; j += N) {
+    auto acc = hn::Mul(hn::Set(d, q[0]), hn::LoadU(d, kt + j));
+    for (size_t x = 1; x < hd; ++x) acc = hn::MulAdd(hn::Set(d, q[x]), hn::LoadU(d, kt + x * keys + j), acc);
+    hn::StoreU(acc, d, row + j);
+  }
+  for (; j < keys; ++j) {
+    float dot = 0.0f;
+    for (size_t x = 0; x < hd; ++x) dot += q[x] * kt[x * keys + j];
+    row[j] = dot;
+  }
+}
+
+// out[0, hd) = sum over j < keys of w[j] * v[j * ld_v + x]; 0 when keys is 0.
+HWY_INLINE void SmallWeightedSum(const float* HWY_RESTRICT w, size_t keys,
+                                 const float* HWY_RESTRICT v, size_t ld_v, size_t hd,
+                                 float* HWY_RESTRICT out) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t x = 0;
+  for (; x + N <= hd; x += N) {
+    auto acc = hn::Zero(d);
+    for (size_t j = 0; j < keys; ++j) {
+      acc = hn::MulAdd(hn::Set(d, w[j]), hn::LoadU(d, v + j * ld_v + x), acc);
+    }
+    hn::StoreU(acc, d, out + x);
+  }
+  for (; x < hd; ++x) {
+    float acc = 0.0f;
+    for (size_t j = 0; j < keys; ++j) acc += w[j] * v[j * ld_v + x];
+    out[x] = acc;
+  }
+}
+
+// Tutorial-sized heads (see SmallAttention): direct dot products on the projected rows, no
+// packing, and the softmax over a whole tile of short rows at once. Same stages, masks and
+// zero-row policy as the packed path; only the order of additions inside a dot product or a sum
+// differs (both stay within float rounding of PyTorch).
+HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
+  const size_t L = a.q_len, S = a.kv_total, E = a.embed, hd = a.head_dim;
+  const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
+  float* score_tile = workspace;                                    // [tile, S']
+  // The workspace is sized for the packed path (AttentionWorkspaceFloats); this uses less of it.
+  float* scale_kt = score_tile + tile * S;                          // [hd, S']
+  uint8_t* row_state = reinterpret_cast<uint8_t*>(scale_kt + hd * S);  // [tile]
+  const bool per_head_weights = a.weights != nullptr && !a.average_weights;
+  for (size_t n = 0; n < a.batch; ++n) {
+    const float* k_base = a.k + n * S * E;
+    const float* v_base = a.v + n * S * E;
+    for (size_t h = 0; h < a.heads; ++h) {
+      for (size_t i0 = 0; i0 < L; i0 += tile) {
+        const size_t rows = (L - i0 < tile) ? L - i0 : tile;
+        // Per-head weights are computed in place in the caller's output; averaged weights
+        // start in the first head's slot and later heads add to it.
+        float* scores = per_head_weights ? a.weights + ((n * a.heads + h) * L + i0) * S
+                        : (a.weights != nullptr && h == 0) ? a.weights + (n * L + i0) * S
+                                                           : score_tile;
+        if (i0 == 0) SmallTransposeK(k_base + h * hd, E, S, hd, a.scale, scale_kt);
+        for (size_t r = 0; r < rows; ++r) {
+          float* HWY_RESTRICT row = scores + r * S;
+          SmallScores(a.q + (n * L + i0 + r) * E + h * hd, scale_kt, S, hd, row);
+          MaskScores(a, n, h, i0 + r, row);
+        }
+        if (a.scores != nullptr) {
+          std::memcpy(a.scores + ((n * a.heads + h) * L + i0) * S, scores, rows * S * sizeof(float));
+        }
+        SoftmaxRowsImpl(scores, rows, S, row_state);
+        for (size_t r = 0; r < rows; ++r) {
+          // A fully masked row's output is 0 whatever V holds (NaN/inf in V must not leak in).
+          SmallWeightedSum(scores + r * S, row_state[r] == kRowMasked ? 0 : S, v_base + h * hd, E, hd,
+                           a.concat + (n * L + i0 + r) * E + h * hd);
+        }
+        if (a.weights != nullptr && a.average_weights && h > 0) {
+          AddInPlaceImpl(a.weights + (n * L + i0) * S, scores, rows * S);
+        }
+      }
+    }
+    if (a.weights != nullptr && a.average_weights) FinishAverage(a, n);
+  }
+}
+
 HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
+  if (SmallAttention(a)) return SmallAttentionImpl(a, workspace);
   const size_t L = a.q_len, S = a.kv_total, E = a.embed, hd = a.head_dim;
   const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
   float* packed_k = workspace;                                   // [ceil(S/16)][hd][16]
@@ -87,22 +201,10 @@ HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
         }
         WeightedSumV(a, scores, S, packed_vt, rows, fully_masked,
                      a.concat + (n * L + i0) * E + h * hd);
-        if (a.weights != nullptr && a.average_weights) {
-          // Sum over heads here, divide once after the last head, as torch's mean does.
-          float* avg = a.weights + (n * L + i0) * S;
-          if (h == 0) {
-            std::memcpy(avg, scores, rows * S * sizeof(float));
-          } else {
-            AddInPlaceImpl(avg, scores, rows * S);
-          }
-        }
+        if (a.weights != nullptr && a.average_weights) AccumulateAverage(a, n, h, i0, rows, scores);
       }
     }
-    if (a.weights != nullptr && a.average_weights) {
-      const float inv_heads = 1.0f / static_cast<float>(a.heads);
-      float* avg = a.weights + n * L * S;
-      for (size_t x = 0; x < L * S; ++x) avg[x] *= inv_heads;
-    }
+    if (a.weights != nullptr && a.average_weights) FinishAverage(a, n);
   }
 }
 

@@ -42,6 +42,15 @@ struct AttentionArgs {
 // Query rows per tile: bounds the score scratch to kAttentionQueryTile x S' whatever L is.
 inline constexpr size_t kAttentionQueryTile = 64;
 
+// Heads small enough that packing K and V (per head, per call) costs more than it saves: the
+// stage then takes direct dot products. Tutorial shapes (hd 2..8, a handful of keys) live here;
+// the bound keeps every dot product and score row in registers/L1.
+inline constexpr size_t kSmallMaxHeadDim = 16;
+inline constexpr size_t kSmallMaxKeys = 32;
+inline bool SmallAttention(const AttentionArgs& a) {
+  return a.head_dim <= kSmallMaxHeadDim && a.kv_total <= kSmallMaxKeys;
+}
+
 // Floats of scratch Attention() needs for these sizes (saturating at UINT64_MAX, so a caller can
 // check it against its memory limit before allocating).
 uint64_t AttentionWorkspaceFloats(const AttentionArgs& args);

@@ -80,7 +80,11 @@ HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
       hn::StoreU(out, d, dst + v * G::kLanes);
     }
     // Edge of the last panel: never write past column n, the caller's buffer may end there.
-    if (dst == tail) std::memcpy(crow, tail, cols * sizeof(float));
+    // (A loop, not memcpy: Emscripten calls out to memcpy for a variable length, and for 1-7
+    // floats the call costs more than the copy; tiny shapes hit this on every row.)
+    if (dst == tail) {
+      for (size_t j = 0; j < cols; ++j) crow[j] = tail[j];
+    }
   }
 }
 
@@ -120,7 +124,7 @@ HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
           if (cols == G::kGroupCols) {
             bias_group = bias + col;
           } else {
-            std::memcpy(bias_tail, bias + col, cols * sizeof(float));
+            for (size_t j = 0; j < cols; ++j) bias_tail[j] = bias[col + j];
             bias_group = bias_tail;
           }
         }

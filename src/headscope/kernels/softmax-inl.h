@@ -8,6 +8,7 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -106,6 +107,83 @@ HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n) {
   for (size_t i = 0; i < full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, row + i), inv), d, row + i);
   if (rem != 0) StoreTail(hn::Mul(LoadTail(d, row + full, rem, 0.0f), inv), d, row + full, rem);
   return false;
+}
+
+// Row states of SoftmaxRowsImpl.
+enum : uint8_t { kRowNormal = 0, kRowMasked = 1, kRowNaN = 2 };
+
+// Softmax of `rows` contiguous rows of n floats each (a score tile of short rows, as tutorial
+// shapes have), with SoftmaxImpl's results and policy per row; state[r] says which applied
+// (kRowMasked: SoftmaxImpl's true). The exponentials run over the tile as one array, so rows
+// shorter than a vector (n = 3) do not each pay a padded vector and tail handling.
+HWY_INLINE void SoftmaxRowsImpl(float* HWY_RESTRICT tile, size_t rows, size_t n,
+                                uint8_t* HWY_RESTRICT state) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const size_t full = n - n % N;  // whole vectors of a row; the rest is scalar
+  for (size_t r = 0; r < rows; ++r) {
+    float* HWY_RESTRICT row = tile + r * n;
+    float max = -kInf;
+    bool nan = false;
+    if (full != 0) {
+      auto vmax = hn::LoadU(d, row);
+      auto nan_seen = hn::IsNaN(vmax);
+      for (size_t j = N; j < full; j += N) {
+        const auto x = hn::LoadU(d, row + j);
+        vmax = hn::Max(vmax, x);
+        nan_seen = hn::Or(nan_seen, hn::IsNaN(x));
+      }
+      max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+      nan = !hn::AllFalse(d, nan_seen);
+    }
+    for (size_t j = full; j < n; ++j) {
+      max = row[j] > max ? row[j] : max;
+      nan |= row[j] != row[j];
+    }
+    if (nan || max == kInf) {
+      // PyTorch's whole row is NaN (exp(NaN), exp(inf - inf)). Exp is not asked about NaN (it
+      // need not return NaN): the row goes through it as -inf and is filled with NaN after.
+      state[r] = kRowNaN;
+      for (size_t j = 0; j < n; ++j) row[j] = -kInf;
+    } else if (max == -kInf) {
+      state[r] = kRowMasked;  // all -inf: exp gives 0 everywhere, the zero-row policy
+    } else {
+      state[r] = kRowNormal;
+      const auto vm = hn::Set(d, max);
+      for (size_t j = 0; j < full; j += N) hn::StoreU(hn::Sub(hn::LoadU(d, row + j), vm), d, row + j);
+      for (size_t j = full; j < n; ++j) row[j] -= max;
+    }
+  }
+  const size_t total = rows * n;
+  size_t i = 0;
+  for (; i + N <= total; i += N) hn::StoreU(hn::Exp(d, hn::LoadU(d, tile + i)), d, tile + i);
+  if (i < total) StoreTail(hn::Exp(d, LoadTail(d, tile + i, total - i, -kInf)), d, tile + i, total - i);
+  for (size_t r = 0; r < rows; ++r) {
+    float* HWY_RESTRICT row = tile + r * n;
+    if (state[r] == kRowNaN) {
+      for (size_t j = 0; j < n; ++j) row[j] = std::numeric_limits<float>::quiet_NaN();
+      continue;
+    }
+    float sum = 0.0f;
+    if (full != 0) {
+      auto vsum = hn::LoadU(d, row);
+      for (size_t j = N; j < full; j += N) vsum = hn::Add(vsum, hn::LoadU(d, row + j));
+      sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+    }
+    for (size_t j = full; j < n; ++j) sum += row[j];
+    if (!(sum > 0.0f)) {
+      // All -inf (masked), including rows Highway 1.0.3's EMU128 MaxOfLanes let through (it
+      // starts from -FLT_MAX rather than -inf, see SoftmaxImpl): the zero-row policy.
+      for (size_t j = 0; j < n; ++j) row[j] = 0.0f;
+      state[r] = kRowMasked;
+      continue;
+    }
+    const float inv = 1.0f / sum;  // sum >= 1: the max entry contributes exp(0)
+    const auto vinv = hn::Set(d, inv);
+    for (size_t j = 0; j < full; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, row + j), vinv), d, row + j);
+    for (size_t j = full; j < n; ++j) row[j] *= inv;
+  }
 }
 
 }  // namespace HWY_NAMESPACE
