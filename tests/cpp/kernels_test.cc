@@ -1,6 +1,8 @@
 // Every Highway kernel against its scalar reference, on every compiled SIMD target, over sizes
 // 0..2N around the vector and panel widths and with misaligned pointers.
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <random>
 #include <string>
@@ -151,6 +153,66 @@ TEST(SoftmaxKernel, PolicyRows) {
       EXPECT_NEAR(sum, 1.0, 1e-5);
     }
     EXPECT_TRUE(Softmax(nullptr, 0));  // no keys at all: nothing to attend to
+  });
+}
+
+TEST(SoftmaxKernel, ExpNonPositiveIsAccurateOverItsDomain) {
+  // Every softmax input after the max is subtracted: [-inf, 0]. Within a few ulp of exp() down to
+  // ln(FLT_MIN), 0 below it (where float turns denormal) and exactly 0 at -inf, 1 at 0.
+  std::vector<float> x;
+  for (float v = 0.0f; v > -87.3f; v -= 0.000731f) x.push_back(v);
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-87.3f, 0.0f);
+  for (int i = 0; i < 20000; ++i) x.push_back(u(rng));
+  x.push_back(-0.0f);
+  std::vector<float> y(x.size());
+  test::ForEachTarget([&](const char* target) {
+    ExpNonPositive(x.data(), y.data(), x.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double want = std::exp(static_cast<double>(x[i]));
+      worst = std::max(worst, std::abs(y[i] - want) / want);
+    }
+    EXPECT_LE(worst, 3e-7) << target;  // 2.5 ulp
+    const float edges[] = {-kInf, -1000.0f, -104.0f, -87.34f, 0.0f, -0.0f, -1e-30f};
+    float out[7];
+    ExpNonPositive(edges, out, 7);
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], 0.0f) << target << " x=" << edges[i];
+    EXPECT_EQ(out[4], 1.0f) << target;
+    EXPECT_EQ(out[5], 1.0f) << target;
+    EXPECT_EQ(out[6], 1.0f) << target;
+  });
+}
+
+TEST(SoftmaxKernel, RowsOfATileMatchSoftmaxRowByRow) {
+  std::mt19937 rng(5);
+  test::ForEachTarget([&](const char* target) {
+    for (size_t n : {1, 2, 3, 4, 5, 8, 13, 16, 17, 32}) {
+      for (size_t rows : {1, 2, 3, 7}) {
+        std::vector<float> tile = test::RandomVector(&rng, rows * n, 8.0f);
+        // Row 1 partly masked, row 2 fully masked, row 3 has a NaN, row 4 a +inf.
+        if (rows > 1) for (size_t j = 0; j < n; j += 2) tile[n + j] = -kInf;
+        if (rows > 2) std::fill(tile.begin() + 2 * n, tile.begin() + 3 * n, -kInf);
+        if (rows > 3) tile[3 * n + n / 2] = std::numeric_limits<float>::quiet_NaN();
+        if (rows > 4) tile[4 * n] = kInf;
+        std::vector<float> want = tile;
+        std::vector<uint8_t> state(rows, 99);
+        SoftmaxRows(tile.data(), rows, n, state.data());
+        for (size_t r = 0; r < rows; ++r) {
+          const bool masked = SoftmaxScalar(want.data() + r * n, n);
+          const bool nan = std::isnan(want[r * n]);
+          EXPECT_EQ(state[r], masked ? 1 : nan ? 2 : 0) << target << " n=" << n << " r=" << r;
+          for (size_t j = 0; j < n; ++j) {
+            const float got = tile[r * n + j], w = want[r * n + j];
+            if (std::isnan(w)) {
+              EXPECT_TRUE(std::isnan(got)) << target << " n=" << n << " r=" << r;
+            } else {
+              EXPECT_NEAR(got, w, 2e-6f) << target << " n=" << n << " r=" << r << " j=" << j;
+            }
+          }
+        }
+      }
+    }
   });
 }
 

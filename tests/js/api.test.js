@@ -105,6 +105,37 @@ test('typed arrays and nested arrays give the same result', () => {
   mha.dispose();
 });
 
+test('forward writes into options.out when given, and checks it first', () => {
+  const mha = seedModule();
+  const rng = mulberry32(17);
+  const xb = { data: Float32Array.from({ length: 2 * 3 * 4 }, () => rng() - 0.5), shape: [3, 2, 4] };
+  const want = mha.forward(xb, xb, xb, { averageAttnWeights: false });
+  const out = new Float32Array(24).fill(NaN);
+  const got = mha.forward(xb, xb, xb, { averageAttnWeights: false, out });
+  assert.equal(got.output.data, out, 'output.data is the caller\'s array');
+  assert.deepEqual(got.output.shape, [3, 2, 4]);
+  assert.deepEqual(Array.from(out), Array.from(want.output.data));
+  assert.deepEqual(got.weights.data, want.weights.data);
+  assert.notEqual(got.weights.data.buffer, out.buffer);
+  // Reused: the next call overwrites it; null means "allocate" as without the option.
+  const again = mha.forward(X, X, X, { out: out.subarray(0, 12), needWeights: false });
+  assert.deepEqual(Array.from(out.subarray(0, 12)), Array.from(mha.forward(X, X, X).output.data));
+  assert.equal(again.output.data.buffer, out.buffer);
+  assert.notEqual(mha.forward(X, X, X, { out: null }).output.data, out);
+  // Refused before any work: wrong type, wrong size (the output has the query's shape); trace()
+  // has no `out`. The array is left untouched and the module keeps working.
+  const before = Array.from(out);
+  expectError(() => mha.forward(X, X, X, { out: new Float64Array(12) }), 'INVALID_ARGUMENT',
+    'options.out', 'Float32Array', 'Float64Array');
+  expectError(() => mha.forward(X, X, X, { out: [0, 0] }), 'INVALID_ARGUMENT', 'options.out');
+  expectError(() => mha.forward(X, X, X, { out }), 'SHAPE_MISMATCH', 'options.out', '12 elements',
+    '[3, 4]', 'length 24');
+  expectError(() => mha.trace(X, X, X, { out }), 'INVALID_ARGUMENT', 'options.out', 'unknown option');
+  assert.deepEqual(Array.from(out), before);
+  assertClose(mha.forward(X, X, X).output.toArray(), Y, 2e-3, 'after the refusals');
+  mha.dispose();
+});
+
 test('batch_first and sequence-first layouts agree', () => {
   const rng = mulberry32(3);
   const sd = {};

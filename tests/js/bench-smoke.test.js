@@ -44,7 +44,8 @@ test('npm run bench -- --quick --node-only: every engine checked and timed, repo
   assert.match(md, /\| shape \| engine \| ms \| GFLOP\/s \|/);
   for (const e of ENGINES) assert.ok(md.includes(`| ${e.label} |`) || md.includes(`| **${e.label}** |`), `results.md has a row for ${e.label}`);
   assert.match(md, /## Targets: Node v20|## Targets: Node v\d+/);
-  assert.match(md, /\| L=3 E=4 H=2: vs tfjs-wasm, per call \| >= 10\.0x \|/);
+  assert.match(md, /\| L=3 E=4 H=2: vs tfjs-wasm, per call \(`out` array reused\) \| >= 10\.0x \|/);
+  assert.match(md, /\| L=3 E=4 H=2: vs tfjs-wasm, per call \(new output array each call\) \| >= 10\.0x \|/);
   const svg = readFileSync(join(out, 'chart.svg'), 'utf8');
   assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
   assert.ok((svg.match(/<rect /g) ?? []).length >= QUICK_SHAPES.length * ENGINES.length, 'a bar per engine and shape');

@@ -28,6 +28,9 @@ export async function example(doc: CaseDocument): Promise<number> {
   const shape: number[] = output.shape;
   const nested = output.toArray();
   if (weights !== null) weights.toArray();
+  const reused = new Float32Array(12);
+  const into: Float32Array = mha.forward(x, x, x, { out: reused, needWeights: false }).output.data;
+  void into;
   const trace: AttentionTrace = mha.trace(x, x, x);
   const scores: Tensor = trace.scores;
   const headOutputs: Float32Array = trace.headOutputs.data;
@@ -47,6 +50,8 @@ export async function example(doc: CaseDocument): Promise<number> {
   hs.createMultiheadAttention({ embedDim: 4 });
   // @ts-expect-error masks are booleans or numbers, not strings
   mha.forward(x, x, x, { attnMask: [['yes']] });
+  // @ts-expect-error trace() has no `out`
+  mha.trace(x, x, x, { out: reused });
   // @ts-expect-error weights may be null
   weights.data;
   return first + shape.length + (Array.isArray(nested) ? 1 : 0) + scores.shape.length +

@@ -160,6 +160,10 @@ describe('initWorker', () => {
     assert.deepEqual(Array.from(x.data), before);
     // A Tensor result can be fed back in.
     assertSameResult(await mha.forward(got.output, got.output, got.output), wantAgain);
+    // `out` cannot reach across threads: refused, not silently ignored.
+    await assert.rejects(mha.forward(SEED_X, SEED_X, SEED_X, { out: new Float32Array(12) }),
+      (e) => e instanceof HeadscopeError && e.code === 'INVALID_ARGUMENT' &&
+        e.message.includes('options.out') && e.message.includes('initWorker'));
     await mha.dispose();
   });
 

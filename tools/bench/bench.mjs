@@ -229,8 +229,9 @@ function plan(args) {
   const ids = args.shapes ?? (args.quick ? QUICK_SHAPES : SHAPES.map((s) => s.id));
   const shapes = SHAPES.filter((s) => ids.includes(s.id));
   const engines = ENGINES.map((e) => e.id).filter((id) => id === 'hs' || !args.engines || args.engines.includes(id));
-  // The decode series rows are headscope only.
-  return shapes.map((s) => ({ shape: s, engines: s.series ? ['hs'] : engines }));
+  // The decode series rows are headscope only; some engines name the shapes they run on.
+  const runsOn = (id, s) => ENGINES.find((e) => e.id === id).shapes?.includes(s.id) ?? true;
+  return shapes.map((s) => ({ shape: s, engines: s.series ? ['hs'] : engines.filter((id) => runsOn(id, s)) }));
 }
 
 async function runNode(args, work, timing) {

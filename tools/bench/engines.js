@@ -36,6 +36,11 @@ export const MEMORY_SHAPE = { id: 'long-4096', label: 'L=4096 E=768 H=12', L: 40
 export const ENGINES = [
   { id: 'hs', label: 'headscope (no weights)', headscope: true },
   { id: 'hs-heads', label: 'headscope (per-head weights)', headscope: true },
+  // forward()'s `out` option: the output written into one reused Float32Array. It only matters
+  // where allocating the result is a visible part of the call (V8 charges ~0.3 us for any typed
+  // array over 64 bytes), so it runs on the tutorial shapes only.
+  { id: 'hs-out', label: 'headscope (no weights, `out` array reused)', headscope: true,
+    shapes: ['tiny-3', 'tiny-8', 'small-32'] },
   { id: 'ort-mha', label: 'onnxruntime-web MultiHeadAttention graph', peer: 'ort' },
   { id: 'ort-matmul', label: 'onnxruntime-web MatMul/Softmax graph', peer: 'ort' },
   { id: 'tfjs', label: 'tfjs-backend-wasm (SIMD) matMul/softmax', peer: 'tfjs' },
@@ -142,7 +147,7 @@ function transpose(a, rows, cols) {
   return t;
 }
 
-function prepareHeadscope(ctx, shape, w, x, perHead) {
+function prepareHeadscope(ctx, shape, w, x, perHead, reuseOutput = false) {
   const { L, S, E, H, causal } = shape;
   const mha = ctx.hs.createMultiheadAttention({ embedDim: E, numHeads: H });
   mha.loadStateDict({
@@ -157,6 +162,7 @@ function prepareHeadscope(ctx, shape, w, x, perHead) {
   const options = perHead
     ? { needWeights: true, averageAttnWeights: false, isCausal: causal }
     : { needWeights: false, isCausal: causal };
+  if (reuseOutput) options.out = new Float32Array(L * E);
   return {
     async: false,
     run: () => mha.forward(q, k, v, options).output.data,
@@ -352,6 +358,7 @@ export async function prepareEngine(engineId, ctx, shape, w, x) {
   switch (engineId) {
     case 'hs': return prepareHeadscope(ctx, shape, w, x, false);
     case 'hs-heads': return prepareHeadscope(ctx, shape, w, x, true);
+    case 'hs-out': return prepareHeadscope(ctx, shape, w, x, false, true);
     case 'ort-mha': return ortRunner(ctx, await prepareOrt(ctx, shape, 'mha'), shape, x);
     case 'ort-matmul': return ortRunner(ctx, await prepareOrt(ctx, shape, 'matmul'), shape, x);
     case 'tfjs': return prepareTfjs(ctx, shape, w, x);

@@ -78,8 +78,11 @@ const CONFIG_DEFAULTS = {
 };
 const FORWARD_DEFAULTS = {
   keyPaddingMask: null, attnMask: null, needWeights: true, averageAttnWeights: true,
-  isCausal: false,
+  isCausal: false, out: null,
 };
+// trace() takes forward()'s options except `out`.
+const TRACE_DEFAULTS = { ...FORWARD_DEFAULTS };
+delete TRACE_DEFAULTS.out;
 
 function fail(code, message) {
   throw new HeadscopeError(code, message);
@@ -250,6 +253,7 @@ class MultiheadAttention {
     this._core = core;
     this._state = { handle, disposed: false };
     this._callBlock = handle.callBlock() >>> 2;
+    this._address = handle.address();  // for core._headscope_forward (see forward())
     this._arenaBase = 0;  // the handle's input arena in wasm memory, as last reserved
     this._arenaBytes = 0;
     this._resultBlock = handle.resultBlock() >>> 2;
@@ -318,10 +322,12 @@ class MultiheadAttention {
    * needWeights is false, (N, L, S) averaged or (N, H, L, S) per head otherwise.
    */
   forward(query, key, value, options = {}) {
-    const handle = this._handle();
-    this._prepare(query, key, value, options);
-    this._check(this._call(() => handle.forward()));
-    const [output, weights] = this._readResults(2);
+    this._handle();  // refuses a disposed object
+    const out = this._prepare(query, key, value, options, FORWARD_DEFAULTS);
+    // handle.forward() without embind's per-call argument checks (src/bindings/embind.cc).
+    const address = this._address;
+    this._check(callCore(() => this._core._headscope_forward(address)));
+    const [output, weights] = this._readResults(2, out);
     return { output, weights };
   }
 
@@ -332,7 +338,7 @@ class MultiheadAttention {
    */
   trace(query, key, value, options = {}) {
     const handle = this._handle();
-    this._prepare(query, key, value, options);
+    this._prepare(query, key, value, options, TRACE_DEFAULTS);
     this._check(this._call(() => handle.trace()));
     const tensors = this._readResults(TRACE_STAGES.length);
     return Object.fromEntries(TRACE_STAGES.map((name, i) => [name, tensors[i]]));
@@ -362,12 +368,13 @@ class MultiheadAttention {
   // Validates the forward arguments and writes them to the call block. This and _readResults are
   // the whole per-call cost in JS, which is most of a tutorial-sized call's time (a 3 x 4 forward
   // takes well under a microsecond in WebAssembly): no spreads, Maps or per-call typed-array views.
-  _prepare(query, key, value, options) {
+  // Returns options.out (forward() only), checked against the output's size, or null.
+  _prepare(query, key, value, options, allowed) {
     if (options === null || typeof options !== 'object' || Array.isArray(options)) {
       fail('INVALID_ARGUMENT', `options: expected an object, got ${describe(options)}`);
     }
     let needWeights = true, averageAttnWeights = true, isCausal = false;
-    let keyPaddingMask = null, attnMask = null;
+    let keyPaddingMask = null, attnMask = null, out = null;
     for (const name in options) {
       if (!Object.hasOwn(options, name)) continue;  // as a spread would: own keys only
       const v = options[name];
@@ -379,7 +386,17 @@ class MultiheadAttention {
         case 'isCausal': if (v !== undefined) isCausal = checkBool(v, 'options.isCausal'); break;
         case 'keyPaddingMask': keyPaddingMask = v; break;
         case 'attnMask': attnMask = v; break;
-        default: checkKeys(options, FORWARD_DEFAULTS, 'options');
+        case 'out':
+          if (allowed !== FORWARD_DEFAULTS) checkKeys(options, allowed, 'options');
+          if (v !== undefined && v !== null) {
+            if (!(v instanceof Float32Array)) {
+              fail('INVALID_ARGUMENT', `options.out: expected a Float32Array to write the output ` +
+                `into (or null), got ${describe(v)}`);
+            }
+            out = v;
+          }
+          break;
+        default: checkKeys(options, allowed, 'options');
       }
     }
     // Self-attention passes one array three times: convert (and copy) it once.
@@ -388,8 +405,14 @@ class MultiheadAttention {
     const v = value === query ? q : value === key ? k : toFloatTensor(value, 'value');
     const flags = (needWeights ? FLAG.needWeights : 0) |
       (averageAttnWeights ? FLAG.averageWeights : 0) | (isCausal ? FLAG.isCausal : 0);
+    // The output has the query's shape, so `out` can be checked before any work is done.
+    if (out !== null && out.length !== q.data.length) {
+      fail('SHAPE_MISMATCH', `options.out: expected a Float32Array of ${q.data.length} elements ` +
+        `(the output has the query's shape [${q.shape.join(', ')}]), got length ${out.length}`);
+    }
     this._writeCall(q, k, v, toMask(keyPaddingMask, 'options.keyPaddingMask'),
       toMask(attnMask, 'options.attnMask'), flags);
+    return out;
   }
 
   // Copies the tensors into the handle's arena (one copy each; data shared between arguments
@@ -453,23 +476,34 @@ class MultiheadAttention {
     heapU32[this._callBlock + 5 * WORDS_PER_TENSOR] = flags;
   }
 
-  _readResults(count) {
+  // Copies the results out of wasm memory; result 0 goes into `out` when one is given. (A new
+  // Float32Array of more than 16 floats costs V8 ~0.3 us, an off-heap allocation: for a
+  // tutorial-sized call that is a fifth of the whole time, hence forward()'s `out` option.)
+  _readResults(count, into = null) {
     const core = this._core;
     const heapU32 = core.HEAPU32;
-    const out = new Array(count);
+    const results = new Array(count);
     for (let i = 0; i < count; i++) {
       const w = this._resultBlock + i * WORDS_PER_TENSOR;
       if (heapU32[w + 1] === TYPE.none) {
-        out[i] = null;
+        results[i] = null;
         continue;
       }
       const rank = heapU32[w + 2];
       const shape = new Array(rank);
       for (let d = 0; d < rank; d++) shape[d] = heapU32[w + 3 + d];
       const start = heapU32[w] >>> 2;
-      out[i] = new Tensor(core.HEAPF32.slice(start, start + heapU32[w + 7]), shape);
+      const end = start + heapU32[w + 7];
+      let data;
+      if (i === 0 && into !== null) {
+        data = into;
+        data.set(core.HEAPF32.subarray(start, end));
+      } else {
+        data = core.HEAPF32.slice(start, end);
+      }
+      results[i] = new Tensor(data, shape);
     }
-    return out;
+    return results;
   }
 
   _call(fn) {

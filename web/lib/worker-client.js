@@ -267,6 +267,13 @@ class RemoteMultiheadAttention {
 
   /** @returns {Promise<{ output: Tensor, weights: Tensor | null }>} */
   async forward(query, key, value, options) {
+    // The result comes back as arrays transferred from the worker; writing into the caller's
+    // array would take another copy and hide that. Refused rather than silently ignored.
+    if (options !== null && typeof options === 'object' && options.out !== undefined &&
+        options.out !== null) {
+      throw new HeadscopeError('INVALID_ARGUMENT', 'options.out: not available through ' +
+        'initWorker() (results arrive as arrays transferred from the worker); omit it');
+    }
     return tensorsIn(await this._channel.request('forward', [this._id, query, key, value, options]));
   }
 

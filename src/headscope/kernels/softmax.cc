@@ -2,6 +2,7 @@
 #include "headscope/kernels/softmax.h"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #undef HWY_TARGET_INCLUDE
@@ -16,6 +17,16 @@ namespace headscope {
 namespace HWY_NAMESPACE {
 
 bool SoftmaxTarget(float* row, size_t n) { return SoftmaxImpl(row, n); }
+void SoftmaxRowsTarget(float* tile, size_t rows, size_t n, uint8_t* state) {
+  SoftmaxRowsImpl(tile, rows, n, state);
+}
+void ExpNonPositiveTarget(const float* x, float* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(ExpNonPositive(d, hn::LoadU(d, x + i)), d, y + i);
+  if (i < n) StoreTail(ExpNonPositive(d, LoadTail(d, x + i, n - i, 0.0f)), d, y + i, n - i);
+}
 void AddInPlaceTarget(float* row, const float* add, size_t n) { AddInPlaceImpl(row, add, n); }
 
 }  // namespace HWY_NAMESPACE
@@ -27,8 +38,18 @@ namespace headscope {
 
 HEADSCOPE_EXPORT(SoftmaxTarget);
 HEADSCOPE_EXPORT(AddInPlaceTarget);
+HEADSCOPE_EXPORT(SoftmaxRowsTarget);
+HEADSCOPE_EXPORT(ExpNonPositiveTarget);
 
 bool Softmax(float* row, size_t n) { return HEADSCOPE_DISPATCH(SoftmaxTarget)(row, n); }
+
+void SoftmaxRows(float* tile, size_t rows, size_t n, uint8_t* state) {
+  HEADSCOPE_DISPATCH(SoftmaxRowsTarget)(tile, rows, n, state);
+}
+
+void ExpNonPositive(const float* x, float* y, size_t n) {
+  HEADSCOPE_DISPATCH(ExpNonPositiveTarget)(x, y, n);
+}
 
 void AddInPlace(float* row, const float* add, size_t n) {
   HEADSCOPE_DISPATCH(AddInPlaceTarget)(row, add, n);

@@ -3,6 +3,7 @@
 #define HEADSCOPE_KERNELS_SOFTMAX_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace headscope {
 
@@ -11,6 +12,15 @@ namespace headscope {
 //   returns true, so the caller can zero that row's attention output (PyTorch would give NaN).
 // - Any NaN or +inf in the row: the row becomes NaN, as torch.softmax gives.
 bool Softmax(float* row, size_t n);
+
+// Softmax of `rows` contiguous rows of n floats, each as Softmax does it; state[r] is 1 where
+// Softmax would return true (fully masked), 2 for a NaN row, 0 otherwise. The attention stage
+// uses it for tiles of short rows (tutorial shapes).
+void SoftmaxRows(float* tile, size_t rows, size_t n, uint8_t* state);
+
+// y[i] = exp(x[i]) for x[i] <= 0 or -inf, the softmax's exponential (0 below ln(FLT_MIN)).
+// Exposed for the kernel tests.
+void ExpNonPositive(const float* x, float* y, size_t n);
 
 // row[j] += add[j], vectorized; how float masks and converted bool masks reach the scores.
 void AddInPlace(float* row, const float* add, size_t n);
