@@ -56,7 +56,7 @@ Shape InputShape(bool batched, bool batch_first, int64_t n, int64_t len, int64_t
 void Draw(std::mt19937& rng, RandomCall* c) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   auto coin = [&](double p) { return std::bernoulli_distribution(p)(rng); };
-  // Head sizes and key counts on both sides of SmallAttention's bounds (hd 16, S' 32), so the
+  // Head sizes and key counts on both sides of SmallAttention's bounds (hd 16, S' 12), so the
   // direct and the packed attention paths both meet every option.
   const int hd_choices[] = {1, 2, 3, 4, 5, 8, 16, 17, 24};
   const int64_t hd = hd_choices[pick(0, 8)];
@@ -76,7 +76,7 @@ void Draw(std::mt19937& rng, RandomCall* c) {
   const int64_t N = batched ? pick(1, 3) : 1;
   const int64_t L = coin(0.03) ? 0 : pick(1, 12);
   const bool self = cfg.same_qkv_dim() && coin(0.4);
-  const int64_t S = self ? L : (coin(0.03) ? 0 : coin(0.25) ? pick(29, 36) : pick(1, 12));
+  const int64_t S = self ? L : (coin(0.03) ? 0 : coin(0.25) ? pick(13, 36) : pick(1, 12));
   const int64_t H = cfg.num_heads;
   c->q_shape = InputShape(batched, cfg.batch_first, N, L, cfg.embed_dim);
   c->k_shape = InputShape(batched, cfg.batch_first, N, S, cfg.key_dim());
