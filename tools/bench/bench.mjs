@@ -27,6 +27,8 @@ import {
   copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync,
 } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -46,7 +48,16 @@ const CHROMIUM_PATH = '/usr/bin/chromium';
 const CHROMIUM_ARGS = [
   '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
   '--disable-background-networking', '--disable-component-update', '--disable-sync',
+  // window.gc for benchShape: a full collection before each row's timing (see engines.js).
+  '--js-flags=--expose-gc',
 ];
+
+// Node's gc() without restarting under --expose-gc: the flag set at run time, the function taken
+// from a fresh context, which gets it.
+function nodeGc() {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc');
+}
 
 function parseArgs(argv) {
   const a = {
@@ -212,7 +223,7 @@ async function nodeContext(args) {
     tfjsThreads: tfw.getThreadsCount(),
   };
   if (!versions.tfjsSimd) throw new Error('tfjs: WASM SIMD is not available');
-  const ctx = { hs, ort, tf, eigen, loadModel: async (file) => readFileSync(join(ONNX_DIR, file)) };
+  const ctx = { hs, ort, tf, eigen, gc: nodeGc(), loadModel: async (file) => readFileSync(join(ONNX_DIR, file)) };
   return { ctx, roof, versions };
 }
 

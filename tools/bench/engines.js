@@ -1,6 +1,6 @@
 // The benchmark's shapes, data, engines and timing, shared by the Node runner (bench.mjs) and the
 // Chromium page (page.js). Nothing here loads a library: the caller hands in a context
-//   { hs, ort, tf, eigen, loadModel(file) -> Promise<Uint8Array> }
+//   { hs, ort, tf, eigen, gc?, loadModel(file) -> Promise<Uint8Array> }
 // built the way its environment loads things (files from node_modules in Node, same-origin URLs in
 // the browser), so both environments time exactly the same code.
 //
@@ -462,6 +462,10 @@ export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) 
         row.check = { ok: error <= CHECK_TOLERANCE, error, detail };
       }
       if (row.check.ok) {
+        // A full collection first, so the garbage of earlier rows (every engine allocates its
+        // outputs) is not collected, and charged, during this row's timing; the garbage the row
+        // makes itself still is. ctx.gc: Node's and Chromium's gc(), exposed by bench.mjs.
+        ctx.gc?.();
         Object.assign(row, await measure(runner, engine, timing));
         row.gflops = f.total / (row.ms * 1e6);
       }

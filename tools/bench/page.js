@@ -44,7 +44,7 @@ async function setup() {
   const eigen = await loadEmscripten(new URL(`${bench}hs_eigen_bench.js`, location.href).href);
   const roof = await loadEmscripten(new URL(`${bench}hs_roofline.js`, location.href).href);
   const ctx = {
-    hs, ort, tf, eigen,
+    hs, ort, tf, eigen, gc: typeof window.gc === 'function' ? window.gc : undefined,
     loadModel: async (file) => {
       const r = await fetch(`/build/bench/onnx/${file}`);
       if (!r.ok) throw new Error(`${file}: HTTP ${r.status}`);
