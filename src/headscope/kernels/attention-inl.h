@@ -8,6 +8,7 @@
 #define HEADSCOPE_KERNELS_ATTENTION_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <limits>
@@ -22,33 +23,41 @@ HWY_BEFORE_NAMESPACE();
 namespace headscope {
 namespace HWY_NAMESPACE {
 
-// scores[r, j] = scale * q_r . k_j for the tile's rows; K packed as the matmul's right operand.
+// scores[r, j] = scale * q_r . k_j for the tile's rows and the first `keys` keys; K packed as
+// the matmul's right operand.
 HWY_INLINE void QDotK(const AttentionArgs& a, const float* q_rows, const float* packed_k,
-                      size_t rows, float* scores, size_t ld_scores) {
-  MatMulPackedImpl(q_rows, a.embed, packed_k, nullptr, rows, a.kv_total, a.head_dim, a.scale,
-                   scores, ld_scores);
+                      size_t rows, size_t keys, float* scores, size_t ld_scores) {
+  MatMulPackedImpl(q_rows, a.embed, packed_k, nullptr, rows, keys, a.head_dim, a.scale, scores,
+                   ld_scores);
 }
 
-// Adds attn_mask and key_padding_mask and applies causality to one score row (query `i`).
-HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i, float* row) {
+// Adds attn_mask and key_padding_mask and applies causality to the first `keys` entries of one
+// score row (query `i`).
+HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i, float* row,
+                           size_t keys) {
+  const size_t masked = keys < a.kv_len ? keys : a.kv_len;  // the extra keys are never masked
   if (a.attn_mask != nullptr) {
     const size_t slice = a.attn_mask_per_head ? n * a.heads + h : 0;
-    AddInPlaceImpl(row, a.attn_mask + (slice * a.q_len + i) * a.kv_len, a.kv_len);
+    AddInPlaceImpl(row, a.attn_mask + (slice * a.q_len + i) * a.kv_len, masked);
   }
   if (a.key_padding_mask != nullptr) {
-    AddInPlaceImpl(row, a.key_padding_mask + n * a.kv_len, a.kv_len);
+    AddInPlaceImpl(row, a.key_padding_mask + n * a.kv_len, masked);
   }
   if (a.causal) {
-    for (size_t j = i + 1; j < a.kv_len; ++j) row[j] = -std::numeric_limits<float>::infinity();
+    for (size_t j = i + 1; j < masked; ++j) row[j] = -std::numeric_limits<float>::infinity();
   }
 }
+HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i, float* row) {
+  MaskScores(a, n, h, i, row, a.kv_total);
+}
 
-// head_out[r, :] = weights[r, :] x V, V packed transposed; rows that were fully masked get 0.
+// head_out[r, :] = weights[r, :keys] x V[:keys], V packed transposed (all S' keys); rows that
+// were fully masked get 0.
 HWY_INLINE void WeightedSumV(const AttentionArgs& a, const float* weights, size_t ld_weights,
-                             const float* packed_vt, size_t rows, const bool* fully_masked,
-                             float* head_out) {
-  MatMulPackedImpl(weights, ld_weights, packed_vt, nullptr, rows, a.head_dim, a.kv_total, 1.0f,
-                   head_out, a.embed);
+                             const float* packed_vt, size_t rows, size_t keys,
+                             const bool* fully_masked, float* head_out) {
+  MatMulPackedImpl(weights, ld_weights, packed_vt, nullptr, rows, a.head_dim, keys, 1.0f,
+                   head_out, a.embed, /*packed_k=*/a.kv_total);
   for (size_t r = 0; r < rows; ++r) {
     // The softmax row is already 0; zeroing the output too keeps NaN/inf in V from leaking
     // into a row the policy defines as 0.
@@ -190,16 +199,24 @@ HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
         // Per-head weights are computed in place in the caller's output: no copy.
         float* scores = per_head_weights ? a.weights + ((n * a.heads + h) * L + i0) * S
                                          : score_tile;
-        QDotK(a, a.q + (n * L + i0) * E + h * hd, packed_k, rows, scores, S);
+        // Causal, without extra keys: no row of this tile sees a key past its last query, so
+        // the products with those keys are skipped (about half the QK^T and weights x V work of
+        // a causal call); their weights are 0 and their trace scores -inf, as computed ones
+        // would be.
+        const size_t keys = (a.causal && S == a.kv_len && i0 + rows < S) ? i0 + rows : S;
+        QDotK(a, a.q + (n * L + i0) * E + h * hd, packed_k, rows, keys, scores, S);
         for (size_t r = 0; r < rows; ++r) {
           float* row = scores + r * S;
-          MaskScores(a, n, h, i0 + r, row);
+          MaskScores(a, n, h, i0 + r, row, keys);
           if (a.scores != nullptr) {
-            std::memcpy(a.scores + ((n * a.heads + h) * L + i0 + r) * S, row, S * sizeof(float));
+            float* trace_row = a.scores + ((n * a.heads + h) * L + i0 + r) * S;
+            std::memcpy(trace_row, row, keys * sizeof(float));
+            for (size_t j = keys; j < S; ++j) trace_row[j] = -std::numeric_limits<float>::infinity();
           }
-          fully_masked[r] = SoftmaxImpl(row, S);
+          fully_masked[r] = SoftmaxImpl(row, keys);
+          if (a.weights != nullptr) std::fill(row + keys, row + S, 0.0f);
         }
-        WeightedSumV(a, scores, S, packed_vt, rows, fully_masked,
+        WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked,
                      a.concat + (n * L + i0) * E + h * hd);
         if (a.weights != nullptr && a.average_weights) AccumulateAverage(a, n, h, i0, rows, scores);
       }

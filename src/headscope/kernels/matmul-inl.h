@@ -103,10 +103,14 @@ HWY_INLINE void MicroKernelTail(size_t rows, D d, const float* a, size_t lda, co
   }
 }
 
+// packed_k: the k that packed_b was packed with, when only its first k rows are used (a causal
+// tile needs only the keys up to its last query); 0 means k.
 HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
                                  const float* HWY_RESTRICT packed_b,
                                  const float* HWY_RESTRICT bias, size_t m, size_t n, size_t k,
-                                 float alpha, float* HWY_RESTRICT c, size_t ldc) {
+                                 float alpha, float* HWY_RESTRICT c, size_t ldc,
+                                 size_t packed_k = 0) {
+  const size_t panel_floats = kPanel * (packed_k != 0 ? packed_k : k);
   const hn::ScalableTag<float> d;
   using G = MatMulGeometry<decltype(d)>;
   // Loop order: a block of kRowBlock rows of A stays in L2; within it, a column group of one
@@ -114,7 +118,7 @@ HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
   for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
     const size_t i_end = (m - i0 < kRowBlock) ? m : i0 + kRowBlock;
     for (size_t j0 = 0; j0 < n; j0 += kPanel) {
-      const float* panel = packed_b + (j0 / kPanel) * kPanel * k;
+      const float* panel = packed_b + (j0 / kPanel) * panel_floats;
       for (size_t g = 0; g < kPanel && j0 + g < n; g += G::kGroupCols) {
         const size_t col = j0 + g;
         const size_t cols = (n - col < G::kGroupCols) ? n - col : G::kGroupCols;
