@@ -202,7 +202,8 @@ function markdown(results) {
   out.push('## Method', '');
   out.push(
     '- **Engines.** headscope through its npm API (`mha.forward` with `{data, shape}` inputs; `needWeights: false`, and',
-    '  `needWeights: true, averageAttnWeights: false` for per-head weights). onnxruntime-web, `wasm` backend,',
+    '  `needWeights: true, averageAttnWeights: false` for per-head weights; on the tutorial shapes also with `out`, one',
+    '  output Float32Array reused across calls, as a page recomputing per keystroke can). onnxruntime-web, `wasm` backend,',
     '  `numThreads = 1`, two graphs built by `tools/bench/make_onnx.py` (Debian\'s python3-onnx) from the same',
     '  weights: Q/K/V MatMul+Add, `com.microsoft.MultiHeadAttention` (causal: `unidirectional=1`), output MatMul+Add;',
     '  and the same attention in MatMul/Reshape/Transpose/Softmax (causal: a -inf upper triangle built in-graph with',
@@ -216,7 +217,9 @@ function markdown(results) {
     `- **Timing.** Warm-up (>= ${results.timing.minWarmupCalls} calls and ${results.timing.warmupMs} ms), then ${results.timing.minRuns} timed runs, median. A run`,
     `  is a batch of calls when one call takes under ${results.timing.targetRunMs / 2} ms (batch = ${results.timing.targetRunMs} ms / call time), divided by the batch.`,
     `  The reference rows (Eigen, plain JS) get ${results.timing.slowRuns} runs when one call exceeds ${results.timing.slowCallMs} ms.`,
-    '  Async engines (onnxruntime-web) are awaited call by call.',
+    '  Async engines (onnxruntime-web) are awaited call by call. A full garbage collection (gc(), exposed to Node',
+    '  and to Chromium with --expose-gc) runs before each row\'s warm-up, so no row pays for the garbage of the rows',
+    '  before it; the garbage a row makes itself (every engine allocates its outputs) is collected within its timing.',
     '- **Inputs.** Unbatched query (L, E), distinct key and value (S, E), U(-1, 1); in_proj_weight xavier-uniform,',
     '  out_proj.weight U(+-1/sqrt(E)), biases U(+-0.1); deterministic (tools/bench/engines.js).',
     '- **GFLOP/s.** Multiply and add counted apart: projections 2E^2(2L + 2S), attention 4E per unmasked',
