@@ -157,6 +157,21 @@ class Headscope {
     });
     /** SIMD target the kernels run on: 'WASM' (SIMD128). */
     this.kernelTarget = core.kernelTarget();
+    this._u8 = core.HEAPU8;
+    this._u32 = core.HEAPU32;
+    this._f32 = core.HEAPF32;
+  }
+
+  // The heap views, taken again only after memory growth detached the old ones (length 0). The
+  // module object holds many properties (a dictionary in V8): reading HEAPU32 from it on every
+  // call costs more than this check.
+  _heap() {
+    if (this._u32.length === 0) {
+      this._u8 = this._core.HEAPU8;
+      this._u32 = this._core.HEAPU32;
+      this._f32 = this._core.HEAPF32;
+    }
+    return this;
   }
 
   /** @param {object} config torch.nn.MultiheadAttention's constructor arguments, camelCase. */
@@ -451,21 +466,21 @@ class MultiheadAttention {
     }
     // reserve() may have grown memory: take the heap views only now. Offsets are multiples of
     // 16 bytes, so float data goes through HEAPF32 without a per-call view of the caller's data.
-    const core = this._core;
-    const heapU32 = core.HEAPU32;
+    const heap = this._hs._heap();
+    const heapU32 = heap._u32;
     let w = this._callBlock;
     for (let i = 0; i < 5; i++, w += WORDS_PER_TENSOR) {
       const t = slots[i];
       slots[i] = null;  // keep no reference to the caller's data between calls
       if (t === null) {
-        heapU32.fill(0, w, w + WORDS_PER_TENSOR);
+        for (let j = 0; j < WORDS_PER_TENSOR; j++) heapU32[w + j] = 0;
         continue;
       }
       const at = base + offsets[i];
       const { data, shape } = t;
       if (copies[i]) {
-        if (data instanceof Float32Array) core.HEAPF32.set(data, at >>> 2);
-        else core.HEAPU8.set(data, at);
+        if (data instanceof Float32Array) heap._f32.set(data, at >>> 2);
+        else heap._u8.set(data, at);
       }
       heapU32[w] = at;
       heapU32[w + 1] = t.type === 'bool' ? TYPE.bool : TYPE.float;
@@ -480,8 +495,8 @@ class MultiheadAttention {
   // Float32Array of more than 16 floats costs V8 ~0.3 us, an off-heap allocation: for a
   // tutorial-sized call that is a fifth of the whole time, hence forward()'s `out` option.)
   _readResults(count, into = null) {
-    const core = this._core;
-    const heapU32 = core.HEAPU32;
+    const heap = this._hs._heap();
+    const heapU32 = heap._u32;
     const results = new Array(count);
     for (let i = 0; i < count; i++) {
       const w = this._resultBlock + i * WORDS_PER_TENSOR;
@@ -497,9 +512,9 @@ class MultiheadAttention {
       let data;
       if (i === 0 && into !== null) {
         data = into;
-        data.set(core.HEAPF32.subarray(start, end));
+        data.set(heap._f32.subarray(start, end));
       } else {
-        data = core.HEAPF32.slice(start, end);
+        data = heap._f32.slice(start, end);
       }
       results[i] = new Tensor(data, shape);
     }
