@@ -92,6 +92,23 @@ export function evaluateTargets(env) {
   return t;
 }
 
+// What separates the two per-call rows of a tutorial shape: allocating the output Float32Array
+// (V8 puts any typed array over 64 bytes off-heap, and its collection is charged to the caller).
+function allocationNotes(env) {
+  const parts = [];
+  for (const id of ['tiny-3', 'tiny-8', 'small-32']) {
+    const fresh = row(env, id, 'hs');
+    const reused = row(env, id, 'hs-out');
+    if (!fresh || !reused) continue;
+    const us = (fresh.ms - reused.ms) * 1000;
+    parts.push(`${shapeById(id).label}: ${us.toFixed(2)} us of ${(fresh.ms * 1000).toFixed(2)} us ` +
+      `(${(100 * us / (fresh.ms * 1000)).toFixed(0)}%)`);
+  }
+  if (parts.length === 0) return '';
+  return `Per call, the output's new Float32Array (allocation and its garbage collection) costs, in this ` +
+    `environment: ${parts.join('; ')}. \`forward(..., { out })\` writes into a reused array instead.`;
+}
+
 function versionsLine(results) {
   const node = results.envs.find((e) => e.env === 'node');
   const chromium = results.envs.find((e) => e.env === 'chromium');
@@ -136,6 +153,8 @@ function markdown(results) {
         out.push(`| ${x.name} | ${x.needText} | ${x.gotText} | ${x.pass ? 'PASS' : '**FAIL**'} | ${x.gap} | ${x.detail} |`);
       }
       out.push('');
+      const notes = allocationNotes(env);
+      if (notes) out.push(notes, '');
     }
   }
 
