@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // The benchmark: headscope against onnxruntime-web, tfjs-backend-wasm, the Eigen reference path in
-// WASM and plain JS, one thread each, same inputs and weights, in Node and in Debian's Chromium.
+// WASM and plain JS, one thread each, same inputs and weights, in Node and in Debian's Chromium;
+// plus 2-thread rows (headscope's init({ threads: 2 }), onnxruntime-web numThreads = 2) on the
+// larger shapes (engines.js MT_SHAPES).
 //
 //   npm run bench                      everything; writes docs/bench/results.md, chart.svg, results.json
 //   npm run bench -- --quick           smoke run: two tiny shapes, few runs, no memory/decode probes
@@ -34,7 +36,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import {
   ENGINES, FULL_TIMING, MEMORY_SHAPE, QUICK_SHAPES, QUICK_TIMING, SHAPES, benchShape,
-  makeWeights, memoryProbe, modelId, roofline, weightsBytes, weightsId,
+  loadThreaded, makeWeights, memoryProbe, modelId, roofline, weightsBytes, weightsId,
 } from './engines.js';
 import { writeReports } from './report.mjs';
 
@@ -153,6 +155,12 @@ function snapshotPackage() {
   rmSync(dst, { recursive: true, force: true });
   mkdirSync(dst, { recursive: true });
   for (const f of readdirSync(src)) if (/\.(js|wasm)$/.test(f)) copyFileSync(join(src, f), join(dst, f));
+  // The multi-threaded module (init({ threads }), the hs-mt rows) lives in web/lib/mt/; without
+  // it those rows report that it did not load.
+  mkdirSync(join(dst, 'mt'));
+  for (const f of existsSync(join(src, 'mt')) ? readdirSync(join(src, 'mt')) : []) {
+    copyFileSync(join(src, 'mt', f), join(dst, 'mt', f));
+  }
   const bytes = readFileSync(join(dst, 'headscope_core.wasm'));
   return {
     wasmSha256: createHash('sha256').update(bytes).digest('hex'),
@@ -224,6 +232,11 @@ async function nodeContext(args) {
   };
   if (!versions.tfjsSimd) throw new Error('tfjs: WASM SIMD is not available');
   const ctx = { hs, ort, tf, eigen, gc: nodeGc(), loadModel: async (file) => readFileSync(join(ONNX_DIR, file)) };
+  // Node's 'onnxruntime-web' (ort.node.min.mjs) shares onnxruntime-common's backend registry
+  // between instances; the self-contained browser bundle, under its own URL, is a second one.
+  const ortBundle = join(ROOT, 'node_modules/onnxruntime-web/dist/ort.wasm.min.mjs');
+  await loadThreaded(ctx, init, () => import(`${pathToFileURL(ortBundle).href}?threads=2`),
+    join(ROOT, 'node_modules/onnxruntime-web/dist/'));
   return { ctx, roof, versions };
 }
 
@@ -255,6 +268,7 @@ async function runNode(args, work, timing) {
     result.shapes.push(await benchShape(ctx, shape, engines, timing, logRow('node')));
   }
   for (const s of ctx.ortSessions?.values() ?? []) await s.release();
+  for (const s of ctx.ortMtCtx?.ortSessions?.values() ?? []) await s.release();
   if (!args.quick) {
     log('bench: [node] memory probe (fresh process)');
     const out = execFileSync(process.execPath, [fileURLToPath(import.meta.url), '--probe-memory', LIB_SNAPSHOT],

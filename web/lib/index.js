@@ -8,6 +8,8 @@
 //
 // Works unchanged in browsers (the .wasm is found next to this file) and in Node >= 20 (the
 // .wasm is read from disk and handed to the module, which cannot fetch() a file path).
+// init({ threads: 2 }) loads the multi-threaded build from ./mt/ instead (same results, bit for
+// bit; browsers need a cross-origin isolated page).
 import createHeadscopeCore from './headscope_core.js';
 import { HeadscopeError } from './errors.js';
 import { MAX_DIM, Tensor, describe, toFloatTensor, toMask } from './tensor.js';
