@@ -240,6 +240,21 @@ async function nodeContext(args) {
   return { ctx, roof, versions };
 }
 
+// Every shape's single-threaded rows first, then the 2-thread rows of every shape, appended to
+// their shape's rows: the threaded engines' workers (onnxruntime-web's thread pool starts with its
+// first session) do not exist yet while any single-threaded row is timed. runShape(shape,
+// engines) -> benchShape's result.
+async function inTwoPasses(work, runShape) {
+  const threaded = (id) => ENGINES.find((e) => e.id === id).threads !== undefined;
+  const shapes = [];
+  for (const { shape, engines } of work) shapes.push(await runShape(shape, engines.filter((id) => !threaded(id))));
+  for (const { shape, engines } of work) {
+    const mt = engines.filter(threaded);
+    if (mt.length) shapes.find((r) => r.shape === shape.id).rows.push(...(await runShape(shape, mt)).rows);
+  }
+  return shapes;
+}
+
 function logRow(env) {
   return (shape, row) => {
     const what = row.error ? `ERROR ${row.error}`
@@ -263,10 +278,7 @@ async function runNode(args, work, timing) {
   log(`bench: [node] roofline probe`);
   const result = { env: 'node', label: `Node ${process.version}`, versions, roofline: roofline(roof, { quick: args.quick }) };
   log(`bench: [node] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
-  result.shapes = [];
-  for (const { shape, engines } of work) {
-    result.shapes.push(await benchShape(ctx, shape, engines, timing, logRow('node')));
-  }
+  result.shapes = await inTwoPasses(work, (shape, engines) => benchShape(ctx, shape, engines, timing, logRow('node')));
   for (const s of ctx.ortSessions?.values() ?? []) await s.release();
   for (const s of ctx.ortMtCtx?.ortSessions?.values() ?? []) await s.release();
   if (!args.quick) {
@@ -314,13 +326,12 @@ async function runChromium(args, work, timing) {
     log('bench: [chromium] roofline probe');
     result.roofline = await page.evaluate((o) => window.headscopeBench.roofline(o), { quick: args.quick });
     log(`bench: [chromium] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
-    result.shapes = [];
     const logger = logRow('chromium');
-    for (const { shape, engines } of work) {
+    result.shapes = await inTwoPasses(work, async (shape, engines) => {
       const r = await page.evaluate(([id, e, t]) => window.headscopeBench.shape(id, e, t), [shape.id, engines, timing]);
       for (const row of r.rows) logger(shape, row);
-      result.shapes.push(r);
-    }
+      return r;
+    });
     await context.close();
     if (!args.quick) {
       log('bench: [chromium] memory probe (fresh page)');

@@ -126,7 +126,7 @@ function markdown(results) {
     '(large: the machine was busy during that row).', '',
     'The rows marked **(2 threads)** are the exception: headscope\'s `init({ threads: 2 })` module and a',
     'second onnxruntime-web instance with `env.wasm.numThreads = 2`, on the larger shapes only, run after',
-    'the single-threaded rows of their shape; their % of peak is over two cores\' peak.', '');
+    'every shape\'s single-threaded rows; their % of peak is over two cores\' peak.', '');
 
   for (const env of results.envs) {
     const targets = evaluateTargets(env);
