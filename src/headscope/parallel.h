@@ -31,6 +31,8 @@ inline constexpr int kMaxThreads = 64;
 using ParallelTask = void (*)(void* context, size_t index, size_t worker);
 // Runs task(context, i, worker) for every i < n across the pool and returns when all are done;
 // `worker` < ThreadCount() names the thread running it (0 = the caller), for per-thread scratch.
+// One caller at a time, and not nested: a task must not call ParallelFor (the kernels inside
+// tasks call the *Impl functions, which never dispatch).
 void ParallelForImpl(size_t n, ParallelTask task, void* context);
 
 template <class F>

@@ -42,6 +42,15 @@ TEST_F(ThreadsTest, ParallelForRunsEveryIndexOnceOnValidWorkers) {
       EXPECT_FALSE(bad_worker.load());
     }
   }
+  // Many small jobs back to back: workers join late, join a newer job than the one that woke
+  // them, or find nothing left; every index must still run exactly once per job.
+  SetThreadCount(3);
+  for (int job = 0; job < 20000; ++job) {
+    const size_t n = 2 + job % 7;
+    std::atomic<int> hits[8] = {};
+    ParallelFor(n, [&](size_t i, size_t) { hits[i].fetch_add(1); });
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << "job " << job << " i=" << i;
+  }
   SetThreadCount(0);  // clamped
   EXPECT_EQ(ThreadCount(), 1);
 }
