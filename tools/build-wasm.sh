@@ -1,18 +1,28 @@
 #!/usr/bin/env bash
-# `npm run build`: compiles the WebAssembly module (Emscripten, WASM SIMD128) and places it next to
-# web/lib/index.js, where the package loads it from. Needs the toolchain of tools/setup.sh.
+# `npm run build`: compiles the WebAssembly modules (Emscripten, WASM SIMD128) and places them next
+# to web/lib/index.js, where the package loads them from: the default single-threaded module
+# (headscope_core.{js,wasm}) and the multi-threaded one of init({ threads }) in web/lib/mt/
+# (headscope_core_mt.mjs, its pthread worker script and .wasm). Needs the toolchain of
+# tools/setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Emscripten 3.1.6's link step runs acorn-optimizer.js, which needs Debian's acorn.
 export NODE_PATH=/usr/share/nodejs
 emcmake cmake --preset wasm >/dev/null
-cmake --build --preset wasm --target headscope_js
+cmake --build --preset wasm --target headscope_js headscope_js_mt
 # Replace each file by a rename, and only when it changed: a process reading the package while this
 # runs (a test, a dev server) sees the old file or the new one, never a half-written one.
-for f in headscope_core.js headscope_core.wasm; do
-  if ! cmp -s "build/wasm/$f" "web/lib/$f"; then
-    cp "build/wasm/$f" "web/lib/.$f.tmp"
-    mv -f "web/lib/.$f.tmp" "web/lib/$f"
+place() {  # place <built file> <destination>
+  if ! cmp -s "$1" "$2"; then
+    cp "$1" "$(dirname "$2")/.$(basename "$2").tmp"
+    mv -f "$(dirname "$2")/.$(basename "$2").tmp" "$2"
   fi
+}
+for f in headscope_core.js headscope_core.wasm; do
+  place "build/wasm/$f" "web/lib/$f"
 done
-echo "build: web/lib/headscope_core.{js,wasm} ($(stat -c %s web/lib/headscope_core.wasm) bytes of wasm)"
+for f in headscope_core_mt.mjs headscope_core_mt.worker.js headscope_core_mt.wasm; do
+  place "build/wasm/mt/$f" "web/lib/mt/$f"
+done
+echo "build: web/lib/headscope_core.{js,wasm} ($(stat -c %s web/lib/headscope_core.wasm) bytes of wasm)," \
+  "web/lib/mt/headscope_core_mt.{mjs,worker.js,wasm} ($(stat -c %s web/lib/mt/headscope_core_mt.wasm) bytes)"

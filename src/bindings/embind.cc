@@ -16,6 +16,7 @@
 
 #include "headscope/kernels/dispatch.h"
 #include "headscope/mha.h"
+#include "headscope/parallel.h"
 
 namespace headscope {
 namespace {
@@ -213,6 +214,9 @@ double heapInUse() { return static_cast<double>(mallinfo().uordblks); }
 std::string kernelTarget() { return KernelTargetName(); }
 double maxCallBytes() { return static_cast<double>(MaxCallBytes()); }
 void setMaxCallBytes(double bytes) { SetMaxCallBytes(static_cast<size_t>(bytes)); }
+// Threads of the multi-threaded module (HEADSCOPE_THREADS); the single-threaded module stays at 1.
+int threadCount() { return ThreadCount(); }
+void setThreadCount(int threads) { SetThreadCount(threads); }
 
 }  // namespace
 }  // namespace headscope
@@ -245,4 +249,6 @@ EMSCRIPTEN_BINDINGS(headscope) {
   emscripten::function("kernelTarget", &headscope::kernelTarget);
   emscripten::function("maxCallBytes", &headscope::maxCallBytes);
   emscripten::function("setMaxCallBytes", &headscope::setMaxCallBytes);
+  emscripten::function("threadCount", &headscope::threadCount);
+  emscripten::function("setThreadCount", &headscope::setThreadCount);
 }

@@ -43,7 +43,9 @@ test('npm pack produces an installable package with a working API and bin', { ti
   const files = info.files.map((f) => f.path).sort();
   for (const f of ['package.json', 'README.md', 'web/lib/index.js', 'web/lib/index.d.ts',
     'web/lib/headscope_core.js', 'web/lib/headscope_core.wasm', 'web/lib/cli.js',
-    'web/lib/examples.js', 'web/lib/tensor.js', 'web/lib/case.js', 'web/lib/errors.js']) {
+    'web/lib/examples.js', 'web/lib/tensor.js', 'web/lib/case.js', 'web/lib/errors.js',
+    'web/lib/mt/headscope_core_mt.mjs', 'web/lib/mt/headscope_core_mt.worker.js',
+    'web/lib/mt/headscope_core_mt.wasm', 'web/lib/mt/package.json']) {
     assert.ok(files.includes(f), `${f} in the tarball: ${files.join(', ')}`);
   }
   const unwanted = files.filter((f) => /^(tests?|src|tools|build|docs|third_party|node_modules)\//.test(f) ||
@@ -69,13 +71,16 @@ import { init, HeadscopeError } from 'headscope';
 const hs = await init();
 const doc = ${JSON.stringify(seed)};
 const { output, weights } = hs.runCase(doc);
+// The multi-threaded module from the installed package: same bits, and the process still exits.
+const hs2 = await init({ threads: 2 });
+const mtSame = hs2.threads === 2 && hs2.runCase(doc).output.data.every((x, i) => Object.is(x, output.data[i]));
 const check = hs.checkCase(doc, { output, weights });
 let error = null;
 try { hs.createMultiheadAttention({ embedDim: 4, numHeads: 3 }); } catch (e) { error = e; }
 console.log(JSON.stringify({
   kernelTarget: hs.kernelTarget, outputShape: output.shape, weightsShape: weights.shape,
   y00: output.toArray()[0][0], a11: weights.toArray()[0][1][1], ok: check.ok,
-  errorIsHeadscopeError: error instanceof HeadscopeError, live: hs.liveHandles(),
+  errorIsHeadscopeError: error instanceof HeadscopeError, live: hs.liveHandles(), mtSame,
 }));
 `);
   const smoke = sh(process.execPath, ['smoke.mjs'], app);
@@ -89,6 +94,7 @@ console.log(JSON.stringify({
   assert.equal(got.ok, true);
   assert.equal(got.errorIsHeadscopeError, true);
   assert.equal(got.live, 0);
+  assert.equal(got.mtSame, true);
 
   // 4. The bin, through npx (local install only: --no never fetches).
   copyFileSync(join(goldenDir, 'mask-bool-and-kpm-float.json'), join(app, 'case.json'));

@@ -7,6 +7,10 @@ import type {
 
 export async function example(doc: CaseDocument): Promise<number> {
   const hs: Headscope = await init();
+  const threaded: Headscope = await init({ threads: 2 });
+  const threads: number = threaded.threads + hs.threads;
+  // @ts-expect-error threads is a number
+  await init({ threads: '2' });
   const mha: MultiheadAttention = hs.createMultiheadAttention({
     embedDim: 4, numHeads: 2, bias: false, addBiasKV: false, addZeroAttn: false,
     kdim: undefined, vdim: null, batchFirst: false,
@@ -16,6 +20,7 @@ export async function example(doc: CaseDocument): Promise<number> {
     'out_proj.weight': [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]],
   };
   mha.loadStateDict(stateDict);
+  void threads;
   mha.loadStateDict(new Map([['in_proj_weight', { data: new Float32Array(48), shape: [12, 4] }]]),
     { strict: false });
   const x = [[1, 0, 1, 2], [0, 2, 1, 0], [1, 1, 0, 1]];

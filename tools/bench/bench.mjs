@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // The benchmark: headscope against onnxruntime-web, tfjs-backend-wasm, the Eigen reference path in
-// WASM and plain JS, one thread each, same inputs and weights, in Node and in Debian's Chromium.
+// WASM and plain JS, one thread each, same inputs and weights, in Node and in Debian's Chromium;
+// plus 2-thread rows (headscope's init({ threads: 2 }), onnxruntime-web numThreads = 2) on the
+// larger shapes (engines.js MT_SHAPES).
 //
 //   npm run bench                      everything; writes docs/bench/results.md, chart.svg, results.json
 //   npm run bench -- --quick           smoke run: two tiny shapes, few runs, no memory/decode probes
@@ -34,7 +36,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import {
   ENGINES, FULL_TIMING, MEMORY_SHAPE, QUICK_SHAPES, QUICK_TIMING, SHAPES, benchShape,
-  makeWeights, memoryProbe, modelId, roofline, weightsBytes, weightsId,
+  loadThreaded, makeWeights, memoryProbe, modelId, roofline, weightsBytes, weightsId,
 } from './engines.js';
 import { writeReports } from './report.mjs';
 
@@ -153,6 +155,12 @@ function snapshotPackage() {
   rmSync(dst, { recursive: true, force: true });
   mkdirSync(dst, { recursive: true });
   for (const f of readdirSync(src)) if (/\.(js|wasm)$/.test(f)) copyFileSync(join(src, f), join(dst, f));
+  // The multi-threaded module (init({ threads }), the hs-mt rows) lives in web/lib/mt/; without
+  // it those rows report that it did not load.
+  mkdirSync(join(dst, 'mt'));
+  for (const f of existsSync(join(src, 'mt')) ? readdirSync(join(src, 'mt')) : []) {
+    copyFileSync(join(src, 'mt', f), join(dst, 'mt', f));
+  }
   const bytes = readFileSync(join(dst, 'headscope_core.wasm'));
   return {
     wasmSha256: createHash('sha256').update(bytes).digest('hex'),
@@ -224,7 +232,27 @@ async function nodeContext(args) {
   };
   if (!versions.tfjsSimd) throw new Error('tfjs: WASM SIMD is not available');
   const ctx = { hs, ort, tf, eigen, gc: nodeGc(), loadModel: async (file) => readFileSync(join(ONNX_DIR, file)) };
+  // Node's 'onnxruntime-web' (ort.node.min.mjs) shares onnxruntime-common's backend registry
+  // between instances; the self-contained browser bundle, under its own URL, is a second one.
+  const ortBundle = join(ROOT, 'node_modules/onnxruntime-web/dist/ort.wasm.min.mjs');
+  await loadThreaded(ctx, init, () => import(`${pathToFileURL(ortBundle).href}?threads=2`),
+    join(ROOT, 'node_modules/onnxruntime-web/dist/'));
   return { ctx, roof, versions };
+}
+
+// Every shape's single-threaded rows first, then the 2-thread rows of every shape, appended to
+// their shape's rows: the threaded engines' workers (onnxruntime-web's thread pool starts with its
+// first session) do not exist yet while any single-threaded row is timed. runShape(shape,
+// engines) -> benchShape's result.
+async function inTwoPasses(work, runShape) {
+  const threaded = (id) => ENGINES.find((e) => e.id === id).threads !== undefined;
+  const shapes = [];
+  for (const { shape, engines } of work) shapes.push(await runShape(shape, engines.filter((id) => !threaded(id))));
+  for (const { shape, engines } of work) {
+    const mt = engines.filter(threaded);
+    if (mt.length) shapes.find((r) => r.shape === shape.id).rows.push(...(await runShape(shape, mt)).rows);
+  }
+  return shapes;
 }
 
 function logRow(env) {
@@ -250,11 +278,9 @@ async function runNode(args, work, timing) {
   log(`bench: [node] roofline probe`);
   const result = { env: 'node', label: `Node ${process.version}`, versions, roofline: roofline(roof, { quick: args.quick }) };
   log(`bench: [node] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
-  result.shapes = [];
-  for (const { shape, engines } of work) {
-    result.shapes.push(await benchShape(ctx, shape, engines, timing, logRow('node')));
-  }
+  result.shapes = await inTwoPasses(work, (shape, engines) => benchShape(ctx, shape, engines, timing, logRow('node')));
   for (const s of ctx.ortSessions?.values() ?? []) await s.release();
+  for (const s of ctx.ortMtCtx?.ortSessions?.values() ?? []) await s.release();
   if (!args.quick) {
     log('bench: [node] memory probe (fresh process)');
     const out = execFileSync(process.execPath, [fileURLToPath(import.meta.url), '--probe-memory', LIB_SNAPSHOT],
@@ -300,13 +326,12 @@ async function runChromium(args, work, timing) {
     log('bench: [chromium] roofline probe');
     result.roofline = await page.evaluate((o) => window.headscopeBench.roofline(o), { quick: args.quick });
     log(`bench: [chromium] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
-    result.shapes = [];
     const logger = logRow('chromium');
-    for (const { shape, engines } of work) {
+    result.shapes = await inTwoPasses(work, async (shape, engines) => {
       const r = await page.evaluate(([id, e, t]) => window.headscopeBench.shape(id, e, t), [shape.id, engines, timing]);
       for (const row of r.rows) logger(shape, row);
-      result.shapes.push(r);
-    }
+      return r;
+    });
     await context.close();
     if (!args.quick) {
       log('bench: [chromium] memory probe (fresh page)');

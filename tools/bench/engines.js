@@ -33,6 +33,13 @@ export const QUICK_SHAPES = ['tiny-3', 'tiny-8'];
 /** The memory target's shape: headscope alone, without weights, in a fresh module. */
 export const MEMORY_SHAPE = { id: 'long-4096', label: 'L=4096 E=768 H=12', L: 4096, S: 4096, E: 768, H: 12, causal: false };
 
+// Multi-threaded rows (2 threads each, engines with `threads`): the shapes big enough for threads
+// to pay off. bench.mjs runs them after the single-threaded rows of every shape, in modules of
+// their own (headscope's init({ threads: 2 }), a second onnxruntime-web instance whose env says
+// numThreads = 2), so the single-threaded rows are measured exactly as before.
+export const MT_SHAPES = ['bert-32', 'bert-128', 'bert-128-causal', 'bert-256', 'bert-512',
+  'bert-512-causal', 'gpt2-1024', 'gpt2-1024-causal', 'decode-1024'];
+
 export const ENGINES = [
   { id: 'hs', label: 'headscope (no weights)', headscope: true },
   { id: 'hs-heads', label: 'headscope (per-head weights)', headscope: true },
@@ -47,6 +54,9 @@ export const ENGINES = [
   // Reference rows, in no target: slow at the large shapes, so they may get fewer runs there.
   { id: 'eigen', label: 'Eigen reference path in WASM', reference: true },
   { id: 'js', label: 'plain JS', reference: true },
+  { id: 'hs-mt', label: 'headscope (2 threads)', headscope: true, threads: 2, shapes: MT_SHAPES },
+  { id: 'ort-mha-mt', label: 'onnxruntime-web MultiHeadAttention graph (2 threads)', peer: 'ort',
+    threads: 2, shapes: MT_SHAPES },
 ];
 
 /** Relative tolerance of every engine's output against headscope's: max|a-b| / max|ref|. */
@@ -353,12 +363,46 @@ function preparePlainJs(ctx, shape, w, x) {
   return { async: false, run: () => plainJsForward(shape, w, x, scratch), dispose: () => {} };
 }
 
+/**
+ * Loads the 2-thread rows' engines (MT_SHAPES) into ctx, for bench.mjs (Node) and page.js
+ * (Chromium): headscope's multi-threaded module and a second onnxruntime-web instance, from
+ * `importOrt` (ort.env is per module instance and its thread count is fixed when its wasm first
+ * loads, so the single-threaded rows' instance cannot be reused; importing a self-contained
+ * bundle under a URL of its own gives a separate one). A failure is kept and reported in those
+ * rows, not fatal.
+ */
+export async function loadThreaded(ctx, init, importOrt, wasmPaths) {
+  try {
+    ctx.hsMt = await init({ threads: 2 });
+  } catch (e) {
+    ctx.hsMtError = String(e?.message ?? e);
+  }
+  try {
+    const ortMt = await importOrt();
+    ortMt.env.wasm.numThreads = 2;
+    ortMt.env.wasm.proxy = false;
+    ortMt.env.wasm.wasmPaths = wasmPaths;
+    ctx.ortMt = ortMt;
+  } catch (e) {
+    ctx.ortMtError = String(e?.message ?? e);
+  }
+}
+
 /** A runner for one engine and shape (throws if the engine cannot run it). */
 export async function prepareEngine(engineId, ctx, shape, w, x) {
   switch (engineId) {
     case 'hs': return prepareHeadscope(ctx, shape, w, x, false);
     case 'hs-heads': return prepareHeadscope(ctx, shape, w, x, true);
     case 'hs-out': return prepareHeadscope(ctx, shape, w, x, false, true);
+    case 'hs-mt':
+      if (!ctx.hsMt) throw new Error(`headscope (2 threads) did not load: ${ctx.hsMtError}`);
+      return prepareHeadscope({ ...ctx, hs: ctx.hsMt }, shape, w, x, false);
+    case 'ort-mha-mt': {
+      if (!ctx.ortMt) throw new Error(`onnxruntime-web with 2 threads did not load: ${ctx.ortMtError}`);
+      // Its own sessions: a session belongs to the ort instance (and thread count) that made it.
+      ctx.ortMtCtx ??= { ort: ctx.ortMt, loadModel: ctx.loadModel };
+      return ortRunner(ctx.ortMtCtx, await prepareOrt(ctx.ortMtCtx, shape, 'mha'), shape, x);
+    }
     case 'ort-mha': return ortRunner(ctx, await prepareOrt(ctx, shape, 'mha'), shape, x);
     case 'ort-matmul': return ortRunner(ctx, await prepareOrt(ctx, shape, 'matmul'), shape, x);
     case 'tfjs': return prepareTfjs(ctx, shape, w, x);
@@ -436,6 +480,8 @@ export async function measure(runner, engine, timing) {
 /**
  * Checks and times every engine on one shape. headscope (no weights) is the reference of the
  * numerical check; an engine whose output differs by more than CHECK_TOLERANCE is not timed.
+ * Without 'hs' first (the 2-thread pass), the reference is computed once, untimed, and no 'hs'
+ * row is returned.
  */
 export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) {
   ctx.weights ??= new Map();
@@ -445,6 +491,14 @@ export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) 
   const f = flops(shape);
   const rows = [];
   let reference = null;
+  if (engineIds[0] !== 'hs') {
+    const runner = await prepareEngine('hs', ctx, shape, w, x);
+    try {
+      reference = await runner.run();
+    } finally {
+      runner.dispose();
+    }
+  }
   for (const id of engineIds) {
     const engine = ENGINES.find((e) => e.id === id);
     const row = { engine: id };
@@ -455,8 +509,6 @@ export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) 
       if (id === 'hs') {
         reference = out;
         row.check = { ok: true, error: 0, detail: 'reference' };
-      } else if (reference === null) {
-        throw new Error('headscope (no weights) must run first: it is the reference');
       } else {
         const { error, detail } = relativeError(out, reference);
         row.check = { ok: error <= CHECK_TOLERANCE, error, detail };

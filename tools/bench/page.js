@@ -7,7 +7,7 @@
 //   page.html?build=build/wasm&probe=memory    only headscope, for the fresh-module memory probe
 //   &lib=build/bench/lib                       headscope from the run's snapshot of web/lib
 //                                              (default: web/lib)
-import { MEMORY_SHAPE, SHAPES, benchShape, memoryProbe, roofline } from './engines.js';
+import { MEMORY_SHAPE, SHAPES, benchShape, loadThreaded, memoryProbe, roofline } from './engines.js';
 
 const params = new URLSearchParams(location.search);
 const buildDir = params.get('build') ?? 'build/wasm';
@@ -51,6 +51,8 @@ async function setup() {
       return new Uint8Array(await r.arrayBuffer());
     },
   };
+  await loadThreaded(ctx, init, () => import('/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs?threads=2'),
+    '/node_modules/onnxruntime-web/dist/');
   window.headscopeBench = {
     versions: {
       ort: ort.env.versions?.web ?? null,

@@ -174,6 +174,8 @@ export interface CaseCheck {
 export interface Headscope {
   /** The SIMD target the kernels run on: 'WASM' (SIMD128). */
   readonly kernelTarget: string;
+  /** Threads each call may use: 1 for init(), n for init({ threads: n }). */
+  readonly threads: number;
   createMultiheadAttention(config: MultiheadAttentionConfig): MultiheadAttention;
   /** Runs one case document (object or JSON text). */
   runCase(caseDocument: CaseDocument | string): ForwardResult;
@@ -191,13 +193,27 @@ export interface Headscope {
 }
 
 export interface InitOptions {
-  /** The .wasm bytes, if the caller has them (skips locating and reading the file). */
+  /**
+   * The .wasm bytes, if the caller has them (skips locating and reading the file): those of
+   * headscope_core.wasm, or of mt/headscope_core_mt.wasm when threads >= 2.
+   */
   wasmBinary?: ArrayBuffer | Uint8Array;
-  /** Where headscope_core.wasm is (default: next to index.js). */
+  /** Where the .wasm is (default: next to index.js; mt/headscope_core_mt.wasm when threads >= 2). */
   wasmUrl?: string | URL;
+  /**
+   * Threads per call, 1 to 64 (default 1: the single-threaded module). 2 or more loads the
+   * multi-threaded module (pthreads in Web Workers / Node worker_threads), whose results are
+   * bit-identical to the single-threaded module's. Needs SharedArrayBuffer: in browsers a
+   * cross-origin isolated page (headers Cross-Origin-Opener-Policy: same-origin and
+   * Cross-Origin-Embedder-Policy: require-corp); otherwise init rejects with LOAD_ERROR.
+   */
+  threads?: number;
 }
 
-/** Loads and compiles the WebAssembly module once; later calls resolve to the same API. */
+/**
+ * Loads and compiles the WebAssembly module once per thread count; later calls with the same
+ * `threads` resolve to the same API (init() and init({ threads: 1 }) are the same).
+ */
 export declare function init(options?: InitOptions): Promise<Headscope>;
 
 /** Something to post requests to: a browser Worker or a node:worker_threads Worker. */

@@ -8,6 +8,8 @@
 //
 // Works unchanged in browsers (the .wasm is found next to this file) and in Node >= 20 (the
 // .wasm is read from disk and handed to the module, which cannot fetch() a file path).
+// init({ threads: 2 }) loads the multi-threaded build from ./mt/ instead (same results, bit for
+// bit; browsers need a cross-origin isolated page).
 import createHeadscopeCore from './headscope_core.js';
 import { HeadscopeError } from './errors.js';
 import { MAX_DIM, Tensor, describe, toFloatTensor, toMask } from './tensor.js';
@@ -19,21 +21,54 @@ export { initWorker } from './worker-client.js';
 const isNode = typeof process === 'object' && typeof process.versions?.node === 'string' &&
   typeof window === 'undefined';
 
-let apiPromise = null;
+// One loaded module per thread count: init() and init({ threads: 1 }) share the single-threaded
+// module, init({ threads: n }) gets a multi-threaded one with n threads. Each is loaded once; a
+// failed load is forgotten, so it can be retried.
+const apiPromises = new Map();
+// The C++ pool's limit (src/headscope/parallel.h kMaxThreads).
+const MAX_THREADS = 64;
 
 /**
- * Loads and compiles the WebAssembly module once; later calls return the same API.
- * @param {{ wasmBinary?: ArrayBuffer | Uint8Array, wasmUrl?: string | URL }} [options]
+ * Loads and compiles the WebAssembly module once; later calls with the same `threads` return the
+ * same API. threads >= 2 loads the multi-threaded module (needs SharedArrayBuffer: in browsers a
+ * cross-origin isolated page, i.e. COOP/COEP headers).
+ * @param {{ wasmBinary?: ArrayBuffer | Uint8Array, wasmUrl?: string | URL, threads?: number }} [options]
  */
 export function init(options = {}) {
-  if (apiPromise === null) {
-    apiPromise = loadCore(options).then((core) => new Headscope(core), (e) => {
-      throw new HeadscopeError('LOAD_ERROR', 'init: could not load headscope_core.wasm ' +
-        `(${e?.message ?? e}); in a source checkout, build it with \`npm run build\``);
-    });
-    apiPromise.catch(() => { apiPromise = null; });  // a failed load can be retried
+  let threads;
+  try {
+    threads = checkInitOptions(options);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+  let apiPromise = apiPromises.get(threads);
+  if (apiPromise === undefined) {
+    const file = threads === 1 ? 'headscope_core.wasm' : 'mt/headscope_core_mt.wasm';
+    apiPromise = (threads === 1 ? loadCore(options) : loadCoreMt(options, threads))
+      .then((core) => new Headscope(core), (e) => {
+        if (e instanceof HeadscopeError) throw e;
+        throw new HeadscopeError('LOAD_ERROR', `init: could not load ${file} ` +
+          `(${e?.message ?? e}); in a source checkout, build it with \`npm run build\``);
+      });
+    apiPromises.set(threads, apiPromise);
+    apiPromise.catch(() => { apiPromises.delete(threads); });  // a failed load can be retried
   }
   return apiPromise;
+}
+
+// Validates init()'s options; returns the thread count (1 unless options.threads says otherwise).
+function checkInitOptions(options) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    fail('INVALID_ARGUMENT', `init: options: expected an object, got ${describe(options)}`);
+  }
+  checkKeys(options, { wasmBinary: 0, wasmUrl: 0, threads: 0 }, 'init: options');
+  const threads = options.threads ?? 1;
+  if (typeof threads !== 'number' || !Number.isInteger(threads) || threads < 1 ||
+      threads > MAX_THREADS) {
+    fail('INVALID_ARGUMENT', `init: options.threads: expected an integer in [1, ${MAX_THREADS}] ` +
+      `(1: the single-threaded module), got ${describe(threads)}`);
+  }
+  return threads;
 }
 
 async function loadCore({ wasmBinary, wasmUrl } = {}) {
@@ -50,6 +85,44 @@ async function loadCore({ wasmBinary, wasmUrl } = {}) {
     args.locateFile = (path) => (path.endsWith('.wasm') ? String(url) : path);
   }
   return createHeadscopeCore(args);
+}
+
+// The multi-threaded module (web/lib/mt/): imported only when asked for, so single-threaded users
+// never fetch it. Its threads live in Emscripten's pthread workers (Web Workers, or worker_threads
+// in Node), all started before the factory resolves (headscopeWorkers: PTHREAD_POOL_SIZE).
+async function loadCoreMt({ wasmBinary, wasmUrl } = {}, threads) {
+  // WebAssembly threads share one memory, a SharedArrayBuffer: browsers provide it only to
+  // cross-origin isolated pages.
+  if (typeof SharedArrayBuffer !== 'function' ||
+      (!isNode && globalThis.crossOriginIsolated !== true)) {
+    throw new HeadscopeError('LOAD_ERROR', `init: options.threads = ${threads} needs ` +
+      'SharedArrayBuffer, which browsers only provide to cross-origin isolated pages: serve the ' +
+      'page with the headers Cross-Origin-Opener-Policy: same-origin and ' +
+      'Cross-Origin-Embedder-Policy: require-corp (tools/serve.js does), or use threads: 1');
+  }
+  const base = new URL('./mt/', import.meta.url);
+  const url = wasmUrl ?? new URL('headscope_core_mt.wasm', base);
+  const { default: createHeadscopeCoreMt } = await import('./mt/headscope_core_mt.mjs');
+  const args = { print: () => {}, printErr: () => {}, headscopeWorkers: threads - 1 };
+  if (wasmBinary) {
+    args.wasmBinary = wasmBinary;
+  } else if (isNode) {
+    const { readFile } = await import('node:fs/promises');
+    args.wasmBinary = await readFile(url);
+  }
+  if (!isNode) {
+    // The wasm where the caller says; the pthread worker script next to the module.
+    args.locateFile = (path) => String(path.endsWith('.wasm') ? url : new URL(path, base));
+  }
+  const core = await createHeadscopeCoreMt(args);
+  // Node: idle pthread workers must not keep the process alive once the caller is done.
+  if (isNode) for (const w of core.PThread.unusedWorkers) w.unref();
+  core.setThreadCount(threads);
+  if (core.threadCount() !== threads) {
+    throw new HeadscopeError('LOAD_ERROR', `init: options.threads = ${threads}: the module ` +
+      `started ${core.threadCount()} threads`);
+  }
+  return core;
 }
 
 // Layout of the call and result blocks shared with src/bindings/embind.cc.
@@ -157,16 +230,23 @@ class Headscope {
     });
     /** SIMD target the kernels run on: 'WASM' (SIMD128). */
     this.kernelTarget = core.kernelTarget();
+    /** Threads each call may use: 1 for the default module, n for init({ threads: n }). */
+    this.threads = core.threadCount();
     this._u8 = core.HEAPU8;
     this._u32 = core.HEAPU32;
     this._f32 = core.HEAPF32;
+    // The threaded module's memory is a SharedArrayBuffer, which growth does not detach.
+    this._shared = typeof SharedArrayBuffer === 'function' &&
+      core.HEAPU8.buffer instanceof SharedArrayBuffer;
   }
 
-  // The heap views, taken again only after memory growth detached the old ones (length 0). The
-  // module object holds many properties (a dictionary in V8): reading HEAPU32 from it on every
-  // call costs more than this check.
+  // The heap views. The default module's are taken again only after memory growth detached the
+  // old ones (length 0): the module object holds many properties (a dictionary in V8), and
+  // reading HEAPU32 from it on every call costs more than this check. Shared memory is never
+  // detached, so the threaded module's views are read from the module (which Emscripten updates
+  // when memory grows) every time.
   _heap() {
-    if (this._u32.length === 0) {
+    if (this._shared || this._u32.length === 0) {
       this._u8 = this._core.HEAPU8;
       this._u32 = this._core.HEAPU32;
       this._f32 = this._core.HEAPF32;

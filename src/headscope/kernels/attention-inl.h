@@ -17,6 +17,7 @@
 #include "headscope/kernels/matmul-inl.h"
 #include "headscope/kernels/matmul.h"
 #include "headscope/kernels/softmax-inl.h"
+#include "headscope/parallel.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -178,8 +179,11 @@ HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
   }
 }
 
-HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
-  if (SmallAttention(a)) return SmallAttentionImpl(a, workspace);
+// One (batch element, head) of the packed path over query tiles [t_begin, t_end): pack K_h and
+// V_h, then per tile QDotK, MaskScores, Softmax, WeightedSumV, and the running sum of averaged
+// weights. `workspace` is one thread's scratch (AttentionWorkspaceFloats for one worker).
+HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size_t t_begin,
+                                size_t t_end, float* workspace) {
   const size_t L = a.q_len, S = a.kv_total, E = a.embed, hd = a.head_dim;
   const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
   float* packed_k = workspace;                                   // [ceil(S/16)][hd][16]
@@ -187,40 +191,77 @@ HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
   float* score_tile = packed_vt + PackedFloats(hd, S);           // [tile, S']
   bool* fully_masked = reinterpret_cast<bool*>(score_tile + tile * S);  // [tile]
   const bool per_head_weights = a.weights != nullptr && !a.average_weights;
-
-  for (size_t n = 0; n < a.batch; ++n) {
-    for (size_t h = 0; h < a.heads; ++h) {
-      const float* k_head = a.k + n * S * E + h * hd;  // rows of stride E
-      const float* v_head = a.v + n * S * E + h * hd;
-      PackB(k_head, S, hd, E, 1, packed_k);
-      PackB(v_head, hd, S, 1, E, packed_vt);
-      for (size_t i0 = 0; i0 < L; i0 += tile) {
-        const size_t rows = (L - i0 < tile) ? L - i0 : tile;
-        // Per-head weights are computed in place in the caller's output: no copy.
-        float* scores = per_head_weights ? a.weights + ((n * a.heads + h) * L + i0) * S
-                                         : score_tile;
-        // Causal, without extra keys: no row of this tile sees a key past its last query, so
-        // the products with those keys are skipped (about half the QK^T and weights x V work of
-        // a causal call); their weights are 0 and their trace scores -inf, as computed ones
-        // would be.
-        const size_t keys = (a.causal && S == a.kv_len && i0 + rows < S) ? i0 + rows : S;
-        QDotK(a, a.q + (n * L + i0) * E + h * hd, packed_k, rows, keys, scores, S);
-        for (size_t r = 0; r < rows; ++r) {
-          float* row = scores + r * S;
-          MaskScores(a, n, h, i0 + r, row, keys);
-          if (a.scores != nullptr) {
-            float* trace_row = a.scores + ((n * a.heads + h) * L + i0 + r) * S;
-            std::memcpy(trace_row, row, keys * sizeof(float));
-            for (size_t j = keys; j < S; ++j) trace_row[j] = -std::numeric_limits<float>::infinity();
-          }
-          fully_masked[r] = SoftmaxImpl(row, keys);
-          if (a.weights != nullptr) std::fill(row + keys, row + S, 0.0f);
-        }
-        WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked,
-                     a.concat + (n * L + i0) * E + h * hd);
-        if (a.weights != nullptr && a.average_weights) AccumulateAverage(a, n, h, i0, rows, scores);
+  PackB(a.k + n * S * E + h * hd, S, hd, E, 1, packed_k);   // rows of stride E
+  PackB(a.v + n * S * E + h * hd, hd, S, 1, E, packed_vt);
+  for (size_t t = t_begin; t < t_end; ++t) {
+    const size_t i0 = t * tile;
+    const size_t rows = (L - i0 < tile) ? L - i0 : tile;
+    // Per-head weights are computed in place in the caller's output: no copy.
+    float* scores = per_head_weights ? a.weights + ((n * a.heads + h) * L + i0) * S : score_tile;
+    // Causal, without extra keys: no row of this tile sees a key past its last query, so the
+    // products with those keys are skipped (about half the QK^T and weights x V work of a causal
+    // call); their weights are 0 and their trace scores -inf, as computed ones would be.
+    const size_t keys = (a.causal && S == a.kv_len && i0 + rows < S) ? i0 + rows : S;
+    QDotK(a, a.q + (n * L + i0) * E + h * hd, packed_k, rows, keys, scores, S);
+    for (size_t r = 0; r < rows; ++r) {
+      float* row = scores + r * S;
+      MaskScores(a, n, h, i0 + r, row, keys);
+      if (a.scores != nullptr) {
+        float* trace_row = a.scores + ((n * a.heads + h) * L + i0 + r) * S;
+        std::memcpy(trace_row, row, keys * sizeof(float));
+        for (size_t j = keys; j < S; ++j) trace_row[j] = -std::numeric_limits<float>::infinity();
       }
+      fully_masked[r] = SoftmaxImpl(row, keys);
+      if (a.weights != nullptr) std::fill(row + keys, row + S, 0.0f);
     }
+    WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked,
+                 a.concat + (n * L + i0) * E + h * hd);
+    if (a.weights != nullptr && a.average_weights) AccumulateAverage(a, n, h, i0, rows, scores);
+  }
+}
+
+// The multi-threaded stage (HEADSCOPE_THREADS, ThreadCount() > 1): tasks are whole
+// (batch element, head) pairs, each computed exactly as the serial loop computes it, in its own
+// scratch; they write disjoint columns of the concatenation and disjoint slices of the per-head
+// weights and trace scores. Averaged weights add the heads in order 0..H-1 into shared rows, so
+// there a task is (batch element, query tile) running every head in order (repacking K_h and V_h
+// per tile, a few percent more work) and then scaling its own rows. Either way each output float
+// sees the same operations in the same order as in the serial build: bit-identical results.
+HWY_INLINE void ParallelAttention(const AttentionArgs& a, float* workspace) {
+  const size_t L = a.q_len, S = a.kv_total, hd = a.head_dim;
+  const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
+  const size_t tiles = (L + tile - 1) / tile;
+  // One worker's slice, rounded to 64 bytes as in AttentionWorkspaceFloats.
+  const size_t stride = (PackedFloats(S, hd) + PackedFloats(hd, S) + tile * S + tile + 15) / 16 * 16;
+  if (a.weights != nullptr && a.average_weights) {
+    const float inv_heads = 1.0f / static_cast<float>(a.heads);
+    ParallelFor(a.batch * tiles, [&](size_t task, size_t worker) {
+      const size_t n = task / tiles, t = task % tiles;
+      float* ws = workspace + worker * stride;
+      for (size_t h = 0; h < a.heads; ++h) PackedHeadTiles(a, n, h, t, t + 1, ws);
+      const size_t i0 = t * tile, rows = (L - i0 < tile) ? L - i0 : tile;
+      float* avg = a.weights + (n * L + i0) * S;
+      for (size_t x = 0; x < rows * S; ++x) avg[x] *= inv_heads;  // as FinishAverage
+    });
+  } else {
+    ParallelFor(a.batch * a.heads, [&](size_t task, size_t worker) {
+      PackedHeadTiles(a, task / a.heads, task % a.heads, 0, tiles, workspace + worker * stride);
+    });
+  }
+}
+
+HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
+  if (SmallAttention(a)) return SmallAttentionImpl(a, workspace);
+  const size_t L = a.q_len, S = a.kv_total, E = a.embed;
+  // Threads only where the workspace has a slice for each of them and the stage is big enough
+  // (QK^T and weights x V: 2 L S' E multiply-adds) to pay for waking them.
+  if (ThreadCount() > 1 && static_cast<size_t>(ThreadCount()) <= a.workers &&
+      2.0 * static_cast<double>(a.batch) * L * S * E >= kParallelMinMacs) {
+    return ParallelAttention(a, workspace);
+  }
+  const size_t tiles = (L + kAttentionQueryTile - 1) / kAttentionQueryTile;
+  for (size_t n = 0; n < a.batch; ++n) {
+    for (size_t h = 0; h < a.heads; ++h) PackedHeadTiles(a, n, h, 0, tiles, workspace);
     if (a.weights != nullptr && a.average_weights) FinishAverage(a, n);
   }
 }

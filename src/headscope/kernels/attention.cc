@@ -30,7 +30,8 @@ namespace headscope {
 HEADSCOPE_EXPORT(AttentionTarget);
 HEADSCOPE_EXPORT(TargetNameTarget);
 
-uint64_t AttentionWorkspaceFloats(const AttentionArgs& a) {
+// One worker's scratch.
+static uint64_t WorkerFloats(const AttentionArgs& a) {
   const uint64_t tile = a.q_len < kAttentionQueryTile ? a.q_len : kAttentionQueryTile;
   const uint64_t parts[] = {
       SaturatingProduct({(a.kv_total + kPanel - 1) / kPanel * kPanel, a.head_dim}),  // K_h
@@ -44,6 +45,12 @@ uint64_t AttentionWorkspaceFloats(const AttentionArgs& a) {
     total += p;
   }
   return total;
+}
+uint64_t AttentionWorkspaceFloats(const AttentionArgs& a) {
+  const uint64_t one = WorkerFloats(a);
+  if (a.workers <= 1) return one;
+  // Each worker's slice starts on a 64-byte boundary, like the single scratch does.
+  return SaturatingProduct({(one + 15) / 16 * 16, a.workers});
 }
 void Attention(const AttentionArgs& args, float* workspace) {
   HEADSCOPE_DISPATCH(AttentionTarget)(args, workspace);

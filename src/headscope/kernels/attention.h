@@ -34,6 +34,10 @@ struct AttentionArgs {
   bool average_weights = false;
   float* scores = nullptr;           // optional out (trace): [N, H, L, S'] masked, pre-softmax
 
+  // Threads that may run the stage at once (the multi-threaded build's ThreadCount() when the
+  // caller sized the workspace): each needs its own scratch (packed K/V, score tile).
+  size_t workers = 1;
+
   // Extension point: positional biases (ALiBi, relative) and per-head gates are further
   // additive terms / multipliers applied where the masks are; grouped-query attention maps head
   // h to K/V head h / group. Neither changes the stage's shape.
@@ -52,8 +56,8 @@ inline bool SmallAttention(const AttentionArgs& a) {
   return a.head_dim <= kSmallMaxHeadDim && a.kv_total <= kSmallMaxKeys;
 }
 
-// Floats of scratch Attention() needs for these sizes (saturating at UINT64_MAX, so a caller can
-// check it against its memory limit before allocating).
+// Floats of scratch Attention() needs for these sizes and args.workers threads (saturating at
+// UINT64_MAX, so a caller can check it against its memory limit before allocating).
 uint64_t AttentionWorkspaceFloats(const AttentionArgs& args);
 
 // Runs the stage; `workspace` holds AttentionWorkspaceFloats(args) floats, 64-byte aligned.

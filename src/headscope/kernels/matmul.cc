@@ -3,6 +3,8 @@
 
 #include <cstring>
 
+#include "headscope/parallel.h"
+
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "headscope/kernels/matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -30,7 +32,35 @@ HEADSCOPE_EXPORT(MatMulPackedTarget);
 
 void MatMulPacked(const float* a, size_t lda, const float* packed_b, const float* bias, size_t m,
                   size_t n, size_t k, float alpha, float* c, size_t ldc) {
-  HEADSCOPE_DISPATCH(MatMulPackedTarget)(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
+  if (ThreadCount() == 1 ||
+      static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
+          kParallelMinMacs) {
+    HEADSCOPE_DISPATCH(MatMulPackedTarget)(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
+    return;
+  }
+  // Tasks are blocks of kRowBlock rows x a run of whole panels: each is the same kernel on a
+  // sub-matrix (a run of panels is itself a packed B, and its last panel keeps its edge handling),
+  // and every element of C is still one kernel's dot product over k in the same order, so the
+  // result is bit-identical to one call. Rows first (each block reuses its rows of A from cache),
+  // then as many panel runs as it takes for about 4 tasks per thread (decode's m = 1 has one row
+  // block) so uneven tasks still balance.
+  constexpr size_t kRowBlockRows = 64;  // matmul-inl.h's kRowBlock
+  const size_t row_blocks = (m + kRowBlockRows - 1) / kRowBlockRows;
+  const size_t panels = (n + kPanel - 1) / kPanel;
+  const size_t want = 4 * static_cast<size_t>(ThreadCount());
+  size_t col_runs = row_blocks >= want ? 1 : (want + row_blocks - 1) / row_blocks;
+  if (col_runs > panels) col_runs = panels;
+  const size_t panels_per_run = (panels + col_runs - 1) / col_runs;
+  col_runs = (panels + panels_per_run - 1) / panels_per_run;
+  ParallelFor(row_blocks * col_runs, [&](size_t task, size_t) {
+    const size_t i0 = (task / col_runs) * kRowBlockRows;
+    const size_t j0 = (task % col_runs) * panels_per_run * kPanel;
+    const size_t rows = m - i0 < kRowBlockRows ? m - i0 : kRowBlockRows;
+    const size_t cols = n - j0 < panels_per_run * kPanel ? n - j0 : panels_per_run * kPanel;
+    HEADSCOPE_DISPATCH(MatMulPackedTarget)(a + i0 * lda, lda, packed_b + j0 * k,
+                                           bias != nullptr ? bias + j0 : nullptr, rows, cols, k,
+                                           alpha, c + i0 * ldc + j0, ldc);
+  });
 }
 
 void PackB(const float* b, size_t n, size_t k, size_t row_stride, size_t col_stride,
