@@ -101,8 +101,10 @@ function allocationNotes(env) {
     const reused = row(env, id, 'hs-out');
     if (!fresh || !reused) continue;
     const us = (fresh.ms - reused.ms) * 1000;
-    parts.push(`${shapeById(id).label}: ${us.toFixed(2)} us of ${(fresh.ms * 1000).toFixed(2)} us ` +
-      `(${(100 * us / (fresh.ms * 1000)).toFixed(0)}%)`);
+    // Outputs of at most 64 bytes stay on V8's heap: nothing to measure there but noise.
+    parts.push(us < 0.05 ? `${shapeById(id).label}: nothing measurable (${(fresh.ms * 1000).toFixed(2)} us either way)`
+      : `${shapeById(id).label}: ${us.toFixed(2)} us of ${(fresh.ms * 1000).toFixed(2)} us ` +
+        `(${(100 * us / (fresh.ms * 1000)).toFixed(0)}%)`);
   }
   if (parts.length === 0) return '';
   return `Per call, the output's new Float32Array (allocation and its garbage collection) costs, in this ` +
