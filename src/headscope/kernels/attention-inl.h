@@ -212,7 +212,11 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
         for (size_t j = keys; j < S; ++j) trace_row[j] = -std::numeric_limits<float>::infinity();
       }
       fully_masked[r] = SoftmaxImpl(row, keys);
-      if (a.weights != nullptr) std::fill(row + keys, row + S, 0.0f);
+      // The skipped keys' weights: 0, or NaN in a row the NaN policy made all NaN (a NaN query
+      // poisons every score of its row, the causally masked ones too: NaN + -inf is NaN).
+      if (a.weights != nullptr && keys < S) {
+        std::fill(row + keys, row + S, row[0] != row[0] ? row[0] : 0.0f);
+      }
     }
     WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked,
                  a.concat + (n * L + i0) * E + h * hd);
