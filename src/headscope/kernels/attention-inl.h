@@ -179,6 +179,25 @@ HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
   }
 }
 
+// 1 + the last row j < rows of the (rows x cols, stride ld) block holding a NaN or an infinity,
+// or 0 if every value is finite. 0 * x is 0 for finite x and NaN otherwise.
+HWY_INLINE size_t RowsThroughLastNonFinite(const float* HWY_RESTRICT m, size_t rows, size_t cols,
+                                           size_t ld) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto zero = hn::Zero(d);
+  for (size_t j = rows; j-- > 0;) {
+    const float* HWY_RESTRICT row = m + j * ld;
+    auto acc = zero;
+    size_t x = 0;
+    for (; x + N <= cols; x += N) acc = hn::Add(acc, hn::Mul(hn::LoadU(d, row + x), zero));
+    float tail = 0.0f;
+    for (; x < cols; ++x) tail += row[x] * 0.0f;
+    if (!hn::AllFalse(d, hn::IsNaN(acc)) || tail != tail) return j + 1;
+  }
+  return 0;
+}
+
 // One (batch element, head) of the packed path over query tiles [t_begin, t_end): pack K_h and
 // V_h, then per tile QDotK, MaskScores, Softmax, WeightedSumV, and the running sum of averaged
 // weights. `workspace` is one thread's scratch (AttentionWorkspaceFloats for one worker).
@@ -193,6 +212,10 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
   const bool per_head_weights = a.weights != nullptr && !a.average_weights;
   PackB(a.k + n * S * E + h * hd, S, hd, E, 1, packed_k);   // rows of stride E
   PackB(a.v + n * S * E + h * hd, hd, S, 1, E, packed_vt);
+  // Causal calls skip future keys (below), but PyTorch multiplies their 0 weights by V all the
+  // same, and 0 * NaN or 0 * inf is NaN: keys up to the last V row holding one are never skipped.
+  const bool causal_skip = a.causal && S == a.kv_len;
+  const size_t v_keys = causal_skip ? RowsThroughLastNonFinite(a.v + n * S * E + h * hd, S, hd, E) : 0;
   for (size_t t = t_begin; t < t_end; ++t) {
     const size_t i0 = t * tile;
     const size_t rows = (L - i0 < tile) ? L - i0 : tile;
@@ -201,7 +224,7 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
     // Causal, without extra keys: no row of this tile sees a key past its last query, so the
     // products with those keys are skipped (about half the QK^T and weights x V work of a causal
     // call); their weights are 0 and their trace scores -inf, as computed ones would be.
-    const size_t keys = (a.causal && S == a.kv_len && i0 + rows < S) ? i0 + rows : S;
+    const size_t keys = causal_skip ? std::min(S, std::max(i0 + rows, v_keys)) : S;
     QDotK(a, a.q + (n * L + i0) * E + h * hd, packed_k, rows, keys, scores, S);
     for (size_t r = 0; r < rows; ++r) {
       float* row = scores + r * S;
