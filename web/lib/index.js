@@ -468,8 +468,8 @@ class MultiheadAttention {
     if (options === null || typeof options !== 'object' || Array.isArray(options)) {
       fail('INVALID_ARGUMENT', `options: expected an object, got ${describe(options)}`);
     }
-    let needWeights = true, averageAttnWeights = true, isCausal = false;
-    let keyPaddingMask = null, attnMask = null, out = null;
+    let { needWeights, averageAttnWeights, isCausal, keyPaddingMask, attnMask, out } =
+      FORWARD_DEFAULTS;
     for (const name in options) {
       if (!Object.hasOwn(options, name)) continue;  // as a spread would: own keys only
       const v = options[name];

@@ -75,6 +75,44 @@ HWY_INLINE void AddInPlaceImpl(float* HWY_RESTRICT row, const float* HWY_RESTRIC
   for (; i < n; ++i) row[i] += add[i];
 }
 
+// The max of row[0, n) (-inf for n = 0) and whether any entry is NaN (Max alone would hide it):
+// whole vectors, then the last n % Lanes entries one by one (rows of 3 keys pay no padded vector).
+// On EMU128, Highway 1.0.3's MaxOfLanes starts from -FLT_MAX rather than -inf, so a row of -inf
+// can come back as -FLT_MAX; the softmaxes catch that by their sum.
+HWY_INLINE float RowMax(const float* HWY_RESTRICT row, size_t n, bool* nan) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const size_t full = n - n % N;
+  float max = -std::numeric_limits<float>::infinity();
+  *nan = false;
+  if (full != 0) {
+    auto vmax = hn::LoadU(d, row);
+    auto nan_seen = hn::IsNaN(vmax);
+    for (size_t j = N; j < full; j += N) {
+      const auto x = hn::LoadU(d, row + j);
+      vmax = hn::Max(vmax, x);
+      nan_seen = hn::Or(nan_seen, hn::IsNaN(x));
+    }
+    max = hn::GetLane(hn::MaxOfLanes(d, vmax));
+    *nan = !hn::AllFalse(d, nan_seen);
+  }
+  for (size_t j = full; j < n; ++j) {
+    max = row[j] > max ? row[j] : max;
+    *nan |= row[j] != row[j];
+  }
+  return max;
+}
+
+// row[0, n) *= factor.
+HWY_INLINE void ScaleInPlaceImpl(float* HWY_RESTRICT row, size_t n, float factor) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto vf = hn::Set(d, factor);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, row + i), vf), d, row + i);
+  for (; i < n; ++i) row[i] *= factor;
+}
+
 HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   if (n == 0) return true;
@@ -84,21 +122,10 @@ HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n) {
   const size_t full = n - n % N;
   const size_t rem = n - full;
 
-  // Pass 1: the row max, and whether any entry is NaN (Max alone would hide it).
-  V vmax = hn::Set(d, -kInf);
-  auto nan_seen = hn::MaskFromVec(hn::Zero(d));
-  for (size_t i = 0; i < full; i += N) {
-    const V x = hn::LoadU(d, row + i);
-    vmax = hn::Max(vmax, x);
-    nan_seen = hn::Or(nan_seen, hn::IsNaN(x));
-  }
-  if (rem != 0) {
-    const V x = LoadTail(d, row + full, rem, -kInf);
-    vmax = hn::Max(vmax, x);
-    nan_seen = hn::Or(nan_seen, hn::IsNaN(x));
-  }
-  const float max = hn::GetLane(hn::MaxOfLanes(d, vmax));
-  if (!hn::AllFalse(d, nan_seen) || max == kInf) {
+  // Pass 1: the row max, and whether any entry is NaN.
+  bool nan;
+  const float max = RowMax(row, n, &nan);
+  if (nan || max == kInf) {
     // exp(inf - inf) and exp(NaN) are NaN, so PyTorch's whole row is NaN.
     for (size_t i = 0; i < n; ++i) row[i] = std::numeric_limits<float>::quiet_NaN();
     return false;
@@ -130,9 +157,7 @@ HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n) {
   }
 
   // Pass 3: normalize. sum >= 1 (the max entry contributes exp(0)), so 1/sum is finite.
-  const V inv = hn::Set(d, 1.0f / sum);
-  for (size_t i = 0; i < full; i += N) hn::StoreU(hn::Mul(hn::LoadU(d, row + i), inv), d, row + i);
-  if (rem != 0) StoreTail(hn::Mul(LoadTail(d, row + full, rem, 0.0f), inv), d, row + full, rem);
+  ScaleInPlaceImpl(row, n, 1.0f / sum);
   return false;
 }
 
@@ -151,23 +176,8 @@ HWY_INLINE void SoftmaxRowsImpl(float* HWY_RESTRICT tile, size_t rows, size_t n,
   const size_t full = n - n % N;  // whole vectors of a row; the rest is scalar
   for (size_t r = 0; r < rows; ++r) {
     float* HWY_RESTRICT row = tile + r * n;
-    float max = -kInf;
-    bool nan = false;
-    if (full != 0) {
-      auto vmax = hn::LoadU(d, row);
-      auto nan_seen = hn::IsNaN(vmax);
-      for (size_t j = N; j < full; j += N) {
-        const auto x = hn::LoadU(d, row + j);
-        vmax = hn::Max(vmax, x);
-        nan_seen = hn::Or(nan_seen, hn::IsNaN(x));
-      }
-      max = hn::GetLane(hn::MaxOfLanes(d, vmax));
-      nan = !hn::AllFalse(d, nan_seen);
-    }
-    for (size_t j = full; j < n; ++j) {
-      max = row[j] > max ? row[j] : max;
-      nan |= row[j] != row[j];
-    }
+    bool nan;
+    const float max = RowMax(row, n, &nan);
     if (nan || max == kInf) {
       // PyTorch's whole row is NaN (exp(NaN), exp(inf - inf)). Exp is not asked about NaN (it
       // need not return NaN): the row goes through it as -inf and is filled with NaN after.
@@ -201,15 +211,12 @@ HWY_INLINE void SoftmaxRowsImpl(float* HWY_RESTRICT tile, size_t rows, size_t n,
     for (size_t j = full; j < n; ++j) sum += row[j];
     if (!(sum > 0.0f)) {
       // All -inf (masked), including rows Highway 1.0.3's EMU128 MaxOfLanes let through (it
-      // starts from -FLT_MAX rather than -inf, see SoftmaxImpl): the zero-row policy.
+      // starts from -FLT_MAX rather than -inf, see RowMax): the zero-row policy.
       for (size_t j = 0; j < n; ++j) row[j] = 0.0f;
       state[r] = kRowMasked;
       continue;
     }
-    const float inv = 1.0f / sum;  // sum >= 1: the max entry contributes exp(0)
-    const auto vinv = hn::Set(d, inv);
-    for (size_t j = 0; j < full; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, row + j), vinv), d, row + j);
-    for (size_t j = full; j < n; ++j) row[j] *= inv;
+    ScaleInPlaceImpl(row, n, 1.0f / sum);  // sum >= 1: the max entry contributes exp(0)
   }
 }
 
