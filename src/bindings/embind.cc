@@ -98,11 +98,46 @@ class Handle {
   uintptr_t address() { return reinterpret_cast<uintptr_t>(this); }
   uintptr_t resultBlock() { return reinterpret_cast<uintptr_t>(result_); }
 
-  // state_dict entry from the arena: data at byte address `ptr`, shape in call block slot 0.
-  int setParameter(const std::string& name) {
+  // loadStateDict is all or nothing. loadBegin() makes a staging module (with the entries the
+  // live one has loaded when `keep_loaded`); setParameter() fills it; loadCommit() makes it the
+  // live module, loadAbort() drops it. Whatever fails in between (an allocation, a refused
+  // entry) leaves the live module exactly as it was.
+  int loadBegin(bool keep_loaded) {
     if (mha_ == nullptr) return NotInitialized();
-    return Report(mha_->SetParameter(name, ReadTensor(call_)));
+    staging_.reset();
+    std::unique_ptr<MultiheadAttention> stage;
+    int code = Report(MultiheadAttention::Create(mha_->config(), &stage));
+    if (code != 0) return code;
+    if (keep_loaded) {
+      for (const ParamSpec& p : ExpectedParams(mha_->config())) {
+        if (!mha_->weights().Has(p.param)) continue;
+        const TensorView loaded{mha_->weights().Get(p.param), p.shape,
+                                static_cast<size_t>(p.shape.NumElements())};
+        code = Report(stage->SetParameter(p.name, loaded));
+        if (code != 0) return code;
+      }
+    }
+    staging_ = std::move(stage);
+    return 0;
   }
+
+  // state_dict entry from the arena: data at byte address `ptr`, shape in call block slot 0; into
+  // the staging module between loadBegin() and loadCommit().
+  int setParameter(const std::string& name) {
+    MultiheadAttention* target = staging_ != nullptr ? staging_.get() : mha_.get();
+    if (target == nullptr) return NotInitialized();
+    return Report(target->SetParameter(name, ReadTensor(call_)));
+  }
+
+  int loadCommit() {
+    if (staging_ == nullptr) {
+      return Report(Status(StatusCode::kInvalidArgument, "loadCommit: no load in progress"));
+    }
+    mha_ = std::move(staging_);
+    return Report(Status::Ok());
+  }
+
+  void loadAbort() { staging_.reset(); }
 
   int forward() {
     if (mha_ == nullptr) return NotInitialized();
@@ -200,6 +235,7 @@ class Handle {
   }
 
   std::unique_ptr<MultiheadAttention> mha_;
+  std::unique_ptr<MultiheadAttention> staging_;  // between loadBegin() and loadCommit()
   AlignedBuffer arena_;
   ForwardResult result_store_;
   AttentionTrace trace_;
@@ -237,7 +273,10 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("callBlock", &Handle::callBlock)
       .function("address", &Handle::address)
       .function("resultBlock", &Handle::resultBlock)
+      .function("loadBegin", &Handle::loadBegin)
       .function("setParameter", &Handle::setParameter)
+      .function("loadCommit", &Handle::loadCommit)
+      .function("loadAbort", &Handle::loadAbort)
       .function("forward", &Handle::forward)
       .function("trace", &Handle::trace)
       .function("trim", &Handle::trim)

@@ -1,5 +1,6 @@
-// tools/serve.js over HTTP, without a browser: redirects, security headers, content types, and
-// that nothing outside web/ is served. Needs the wasm built into web/lib (`npm run build`).
+// tools/serve.js over HTTP, without a browser: redirects, security headers, content types, byte
+// ranges, and that nothing outside web/ is served. Needs the wasm built into web/lib
+// (`npm run build`). tests/js/serve-hostile.test.js attacks it on a root of its own.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { request } from 'node:http';
@@ -75,7 +76,7 @@ test('following the redirect from / lands on the demo page', async () => {
   assert.match(await res.text(), /<title>headscope/);
 });
 
-test('the wasm is application/wasm and the modules text/javascript', async () => {
+test('the wasm is application/wasm and the modules text/javascript (UTF-8)', async () => {
   const wasm = await fetch(`${server.url}lib/headscope_core.wasm`);
   assert.equal(wasm.status, 200, 'web/lib/headscope_core.wasm missing: run `npm run build` first');
   assert.equal(wasm.headers.get('content-type'), 'application/wasm');
@@ -86,7 +87,7 @@ test('the wasm is application/wasm and the modules text/javascript', async () =>
   for (const path of ['lib/index.js', 'lib/headscope_core.js', 'demo/app.js']) {
     const res = await fetch(server.url + path);
     assert.equal(res.status, 200, path);
-    assert.equal(res.headers.get('content-type'), 'text/javascript', path);
+    assert.equal(res.headers.get('content-type'), 'text/javascript; charset=utf-8', path);
     await res.arrayBuffer();
   }
 });
@@ -143,6 +144,41 @@ test('only GET and HEAD', async () => {
   assert.equal(post.status, 405);
   assert.equal(post.headers.get('allow'), 'GET, HEAD');
   await post.text();
+});
+
+test('byte ranges of the page\'s files: 206, clamped ends, 416 with bytes */size', async () => {
+  const size = (await readFile(new URL('../../web/lib/headscope_core.wasm', import.meta.url))).length;
+  const magic = await fetch(`${server.url}lib/headscope_core.wasm`, { headers: { Range: 'bytes=0-3' } });
+  assert.equal(magic.status, 206);
+  assert.equal(magic.headers.get('content-range'), `bytes 0-3/${size}`);
+  assert.deepEqual([...new Uint8Array(await magic.arrayBuffer())], [0x00, 0x61, 0x73, 0x6d]);
+  assertSecurityHeaders(magic.headers, '206');
+  const clamped = await fetch(`${server.url}lib/headscope_core.wasm`, { headers: { Range: 'bytes=0-9007199254740992' } });
+  assert.equal(clamped.status, 206);
+  assert.equal(clamped.headers.get('content-range'), `bytes 0-${size - 1}/${size}`);
+  assert.equal((await clamped.arrayBuffer()).byteLength, size);
+  for (const range of ['bytes=5-1', 'bytes=-0', `bytes=${size}-`]) {
+    const res = await fetch(`${server.url}lib/headscope_core.wasm`, { headers: { Range: range } });
+    assert.equal(res.status, 416, range);
+    assert.equal(res.headers.get('content-range'), `bytes */${size}`, range);
+    assertSecurityHeaders(res.headers, `416 ${range}`);
+    await res.arrayBuffer();
+  }
+  const ignored = await fetch(`${server.url}lib/headscope_core.wasm`, { headers: { Range: 'bytes=abc' } });
+  assert.equal(ignored.status, 200, 'a malformed range is ignored');
+  assert.equal((await ignored.arrayBuffer()).byteLength, size);
+  const page = await fetch(`${server.url}demo/`);
+  assert.equal(page.status, 200, 'still serving');
+  await page.text();
+});
+
+test('protocol-relative paths are 404, never a redirect off this origin', async () => {
+  for (const path of ['//demo', '///demo', '//demo/', '/\\demo', '/%5Cdemo', '/%2Fdemo', '//example.com/']) {
+    const res = await rawGet(path);
+    assert.equal(res.status, 404, path);
+    assert.equal(res.headers.location, undefined, `${path}: Location`);
+    assert.equal(res.headers['content-security-policy'], EXPECTED_CSP, `${path}: CSP`);
+  }
 });
 
 test('a second server on a taken port fails with EADDRINUSE', async () => {

@@ -5,14 +5,25 @@
 //   UNKNOWN_PARAMETER   a state_dict key this config does not have
 //   RESOURCE_EXHAUSTED  the call would need more memory than allowed, or allocation failed
 //   PARSE_ERROR         a case document is not in the case format (the message names the path)
-//   DISPOSED            the object was disposed
+//   IO_ERROR            a file could not be read (the CLI)
+//   DISPOSED            the object was disposed, or its engine closed
 //   LOAD_ERROR          init() could not load or compile the WebAssembly module
 //   INTERNAL            a bug in headscope, or a heap too full to report an error properly
 export class HeadscopeError extends Error {
-  /** @param {string} code @param {string} message */
-  constructor(code, message) {
-    super(message);
+  // A brand that no caller can forge (instanceof can be fooled by a Proxy or a prototype).
+  #headscope = true;
+
+  /** @param {string} code @param {string} message @param {{ cause?: unknown }} [options] */
+  constructor(code, message, options) {
+    super(message, options);
     this.name = 'HeadscopeError';
     this.code = code;
   }
+
+  static is(value) {
+    return value !== null && typeof value === 'object' && #headscope in value;
+  }
 }
+
+/** True for errors headscope created (not for look-alikes). */
+export const isHeadscopeError = (value) => HeadscopeError.is(value);

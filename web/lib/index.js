@@ -12,7 +12,10 @@
 // bit; browsers need a cross-origin isolated page).
 import createHeadscopeCore from './headscope_core.js';
 import { HeadscopeError } from './errors.js';
-import { MAX_DIM, Tensor, describe, toFloatTensor, toMask } from './tensor.js';
+import {
+  MAX_DIM, Tensor, describe, describeThrown, readArgument, toFloatTensor, toMask, typedArrayLength,
+  typedArrayName, typedArraySet,
+} from './tensor.js';
 import { parseCase, compareWithExpected } from './case.js';
 
 export { HeadscopeError, Tensor };
@@ -21,76 +24,250 @@ export { initWorker } from './worker-client.js';
 const isNode = typeof process === 'object' && typeof process.versions?.node === 'string' &&
   typeof window === 'undefined';
 
-// One loaded module per thread count: init() and init({ threads: 1 }) share the single-threaded
-// module, init({ threads: n }) gets a multi-threaded one with n threads. Each is loaded once; a
-// failed load is forgotten, so it can be retried.
+// Loaded modules, shared by every init() call that asks for the same module from the same place:
+// key `${threads}|${wasmUrl or ''}`. init({ wasmBinary }) is never cached (the caller's bytes
+// are the module; two calls with different bytes must not share one). A failed load is
+// forgotten, so it can be retried, and never occupies another caller's key.
 const apiPromises = new Map();
 // The C++ pool's limit (src/headscope/parallel.h kMaxThreads).
 const MAX_THREADS = 64;
+// A headscope .wasm is well under 1 MiB; anything past this is not one (an endless stream, a
+// device file), and reading stops there.
+export const MAX_WASM_BYTES = 64 * 1024 * 1024;
+// How long a load may take before init() gives up with LOAD_ERROR (fetch, compile, and for the
+// threaded module the start of its workers).
+const DEFAULT_LOAD_TIMEOUT_MS = 60_000;
 
 /**
- * Loads and compiles the WebAssembly module once; later calls with the same `threads` return the
- * same API. threads >= 2 loads the multi-threaded module (needs SharedArrayBuffer: in browsers a
- * cross-origin isolated page, i.e. COOP/COEP headers).
- * @param {{ wasmBinary?: ArrayBuffer | Uint8Array, wasmUrl?: string | URL, threads?: number }} [options]
+ * Loads and compiles the WebAssembly module once; later calls with the same `threads` (and
+ * `wasmUrl`) return the same API. threads >= 2 loads the multi-threaded module (needs
+ * SharedArrayBuffer: in browsers a cross-origin isolated page, i.e. COOP/COEP headers). Every load
+ * settles within `timeoutMs` (default 60 s): resolved, or rejected with LOAD_ERROR after stopping
+ * everything it started.
+ * @param {{ wasmBinary?: ArrayBuffer | ArrayBufferView, wasmUrl?: string | URL, threads?: number,
+ *   timeoutMs?: number }} [options]
  */
 export function init(options = {}) {
-  let threads;
+  let o;
   try {
-    threads = checkInitOptions(options);
+    o = checkInitOptions(options);
   } catch (e) {
     return Promise.reject(e);
   }
-  let apiPromise = apiPromises.get(threads);
+  const key = o.wasmBinary === undefined ? `${o.threads}|${o.wasmUrl ?? ''}` : null;
+  let apiPromise = key === null ? undefined : apiPromises.get(key);
   if (apiPromise === undefined) {
-    const file = threads === 1 ? 'headscope_core.wasm' : 'mt/headscope_core_mt.wasm';
-    apiPromise = (threads === 1 ? loadCore(options) : loadCoreMt(options, threads))
-      .then((core) => new Headscope(core), (e) => {
+    const file = o.threads === 1 ? 'headscope_core.wasm' : 'mt/headscope_core_mt.wasm';
+    const cleanup = { stop: null };   // set by the loader once it has started threads
+    const load = o.threads === 1 ? loadCore(o) : loadCoreMt(o, cleanup);
+    apiPromise = withTimeout(load, o.timeoutMs, cleanup)
+      .then((core) => new Headscope(core, () => {
+        if (key !== null && apiPromises.get(key) === apiPromise) apiPromises.delete(key);
+      }), (e) => {
         if (e instanceof HeadscopeError) throw e;
-        throw new HeadscopeError('LOAD_ERROR', `init: could not load ${file} ` +
-          `(${e?.message ?? e}); in a source checkout, build it with \`npm run build\``);
+        throw new HeadscopeError('LOAD_ERROR', `init: could not load ${o.wasmUrl ?? file} ` +
+          `(${describeThrown(e)}); in a source checkout, build it with \`npm run build\``,
+        { cause: e });
       });
-    apiPromises.set(threads, apiPromise);
-    apiPromise.catch(() => { apiPromises.delete(threads); });  // a failed load can be retried
+    if (key !== null) {
+      apiPromises.set(key, apiPromise);
+      // A failed load can be retried (and is removed only if it still holds the key).
+      apiPromise.catch(() => { if (apiPromises.get(key) === apiPromise) apiPromises.delete(key); });
+    }
   }
   return apiPromise;
 }
 
-// Validates init()'s options; returns the thread count (1 unless options.threads says otherwise).
-function checkInitOptions(options) {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    fail('INVALID_ARGUMENT', `init: options: expected an object, got ${describe(options)}`);
-  }
-  checkKeys(options, { wasmBinary: 0, wasmUrl: 0, threads: 0 }, 'init: options');
-  const threads = options.threads ?? 1;
-  if (typeof threads !== 'number' || !Number.isInteger(threads) || threads < 1 ||
-      threads > MAX_THREADS) {
-    fail('INVALID_ARGUMENT', `init: options.threads: expected an integer in [1, ${MAX_THREADS}] ` +
-      `(1: the single-threaded module), got ${describe(threads)}`);
-  }
-  return threads;
+// Rejects with LOAD_ERROR after `ms`; a load that finishes later is stopped (its threads ended).
+function withTimeout(load, ms, cleanup) {
+  let timer;
+  let timedOut = false;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => {
+      timedOut = true;
+      cleanup.stop?.();
+      reject(new HeadscopeError('LOAD_ERROR', `init: the WebAssembly module did not load within ` +
+        `${ms} ms (options.timeoutMs)`));
+    }, ms);
+    // Node: a pending timer alone must not keep the process alive.
+    timer?.unref?.();
+  });
+  load.then((core) => { if (timedOut) closeCore(core); }, () => {});
+  return Promise.race([load, timeout]).finally(() => clearTimeout(timer));
 }
 
-async function loadCore({ wasmBinary, wasmUrl } = {}) {
-  const url = wasmUrl ?? new URL('./headscope_core.wasm', import.meta.url);
-  // Emscripten would print its own abort lines on stderr; failures reach the caller as a rejected
-  // promise instead.
-  const args = { print: () => {}, printErr: () => {} };
-  if (wasmBinary) {
-    args.wasmBinary = wasmBinary;
-  } else if (isNode) {
-    const { readFile } = await import('node:fs/promises');
-    args.wasmBinary = await readFile(url);
-  } else {
-    args.locateFile = (path) => (path.endsWith('.wasm') ? String(url) : path);
+// Validates init()'s options, reading each once: { threads, wasmUrl (string), wasmBinary (a
+// private copy of the bytes), timeoutMs }.
+function checkInitOptions(options) {
+  return readArgument('init: options', () => {
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+      fail('INVALID_ARGUMENT', `init: options: expected an object, got ${describe(options)}`);
+    }
+    const o = { threads: 1, wasmUrl: undefined, wasmBinary: undefined, timeoutMs: DEFAULT_LOAD_TIMEOUT_MS };
+    for (const name of Object.keys(options)) {
+      const v = options[name];
+      switch (name) {
+        case 'threads':
+          if (v === undefined) break;
+          if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_THREADS) {
+            fail('INVALID_ARGUMENT', `init: options.threads: expected an integer in [1, ${MAX_THREADS}] ` +
+              `(1: the single-threaded module), got ${describe(v)}`);
+          }
+          o.threads = v;
+          break;
+        case 'wasmUrl':
+          if (v === undefined) break;
+          o.wasmUrl = urlString(v);
+          break;
+        case 'wasmBinary':
+          if (v === undefined) break;
+          o.wasmBinary = bytesCopy(v, 'init: options.wasmBinary');
+          break;
+        case 'timeoutMs':
+          if (v === undefined) break;
+          if (typeof v !== 'number' || !(v > 0) || v > 2 ** 31 - 1) {
+            fail('INVALID_ARGUMENT', `init: options.timeoutMs: expected a number of milliseconds in ` +
+              `(0, ${2 ** 31 - 1}], got ${describe(v)}`);
+          }
+          o.timeoutMs = v;
+          break;
+        default:
+          fail('INVALID_ARGUMENT', `init: options.${name}: unknown option (expected one of ` +
+            'wasmBinary, wasmUrl, threads, timeoutMs)');
+      }
+    }
+    return o;
+  });
+}
+
+const urlHref = Object.getOwnPropertyDescriptor(URL.prototype, 'href').get;
+function urlString(value) {
+  if (typeof value === 'string') return value;
+  try {
+    return Reflect.apply(urlHref, value, []);   // a real URL (its internal slot, not a getter)
+  } catch {
+    fail('INVALID_ARGUMENT', `init: options.wasmUrl: expected a string or a URL, got ${describe(value)}`);
   }
+}
+
+const arrayBufferSlice = Function.prototype.call.bind(ArrayBuffer.prototype.slice);
+const bufferByteLength = Function.prototype.call.bind(
+  Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'byteLength').get);
+// A private copy of the caller's bytes (an ArrayBuffer or any typed array / DataView), so that
+// nothing the caller does later changes what is compiled.
+function bytesCopy(value, name) {
+  if (typedArrayName(value) !== undefined) {
+    return new Uint8Array(new Uint8Array(value.buffer, value.byteOffset, value.byteLength));
+  }
+  let bytes;
+  try {
+    bytes = bufferByteLength(value);
+  } catch {
+    fail('INVALID_ARGUMENT', `${name}: expected an ArrayBuffer or a Uint8Array of a .wasm file, ` +
+      `got ${describe(value)}`);
+  }
+  if (bytes > MAX_WASM_BYTES) {
+    fail('LOAD_ERROR', `${name}: ${bytes} bytes is larger than a headscope module can be ` +
+      `(${MAX_WASM_BYTES})`);
+  }
+  return new Uint8Array(arrayBufferSlice(value, 0));
+}
+
+// The .wasm's bytes from `url`: a file path or file: URL in Node (a regular file, at most
+// MAX_WASM_BYTES), otherwise fetched, stopping at MAX_WASM_BYTES.
+async function readWasm(url, timeoutMs) {
+  const href = String(url);
+  // A path (no scheme; `C:\\...` has a one-letter one) or a file: URL is read from disk in Node.
+  if (isNode && (!/^[a-z][a-z0-9+.-]+:/i.test(href) || href.startsWith('file:'))) {
+    const { open } = await import('node:fs/promises');
+    const path = href.startsWith('file:') ? new URL(href) : href;
+    const file = await open(path, 'r');
+    try {
+      const info = await file.stat();
+      // A FIFO or a device (/dev/zero) would block or never end: only regular files are read.
+      if (!info.isFile()) throw new Error(`${href} is not a regular file`);
+      if (info.size > MAX_WASM_BYTES) {
+        throw new Error(`${href} is ${info.size} bytes, more than a headscope module can be ` +
+          `(${MAX_WASM_BYTES})`);
+      }
+      const bytes = new Uint8Array(info.size);
+      let at = 0;
+      while (at < bytes.length) {
+        const { bytesRead } = await file.read(bytes, at, bytes.length - at, at);
+        if (bytesRead === 0) break;
+        at += bytesRead;
+      }
+      return bytes.subarray(0, at);
+    } finally {
+      await file.close();
+    }
+  }
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeoutMs);
+  timer?.unref?.();
+  try {
+    const response = await fetch(href, { credentials: 'same-origin', signal: controller.signal });
+    if (!response.ok) throw new Error(`HTTP ${response.status} for ${href}`);
+    const declared = Number(response.headers.get('content-length'));
+    if (declared > MAX_WASM_BYTES) {
+      throw new Error(`${href} is ${declared} bytes, more than a headscope module can be ` +
+        `(${MAX_WASM_BYTES})`);
+    }
+    const reader = response.body.getReader();
+    const chunks = [];
+    let total = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      total += value.byteLength;
+      if (total > MAX_WASM_BYTES) {
+        controller.abort();
+        throw new Error(`${href} is more than ${MAX_WASM_BYTES} bytes, more than a headscope ` +
+          'module can be');
+      }
+      chunks.push(value);
+    }
+    const bytes = new Uint8Array(total);
+    let at = 0;
+    for (const c of chunks) {
+      bytes.set(c, at);
+      at += c.byteLength;
+    }
+    return bytes;
+  } catch (e) {
+    if (controller.signal.aborted && e?.name === 'AbortError') {
+      throw new Error(`fetching ${href} took longer than ${timeoutMs} ms`);
+    }
+    throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function loadCore({ wasmBinary, wasmUrl, timeoutMs }) {
+  // Emscripten would print its own abort lines on stderr; failures reach the caller as a rejected
+  // promise instead. The bytes are always read here (bounded) and handed over, so Emscripten never
+  // fetches anything itself.
+  const args = { print: () => {}, printErr: () => {} };
+  args.wasmBinary = wasmBinary ?? await readWasm(wasmUrl ?? new URL('./headscope_core.wasm',
+    import.meta.url), timeoutMs);
   return createHeadscopeCore(args);
+}
+
+// Ends a loaded module's threads (the threaded build's pthread workers); a no-op otherwise.
+function closeCore(core) {
+  try {
+    core?.PThread?.terminateAllThreads();
+  } catch {
+    // Already ended.
+  }
 }
 
 // The multi-threaded module (web/lib/mt/): imported only when asked for, so single-threaded users
 // never fetch it. Its threads live in Emscripten's pthread workers (Web Workers, or worker_threads
 // in Node), all started before the factory resolves (headscopeWorkers: PTHREAD_POOL_SIZE).
-async function loadCoreMt({ wasmBinary, wasmUrl } = {}, threads) {
+// `cleanup.stop` ends them, whether the load succeeds, fails or times out.
+async function loadCoreMt({ wasmBinary, wasmUrl, timeoutMs, threads }, cleanup) {
   // WebAssembly threads share one memory, a SharedArrayBuffer: browsers provide it only to
   // cross-origin isolated pages.
   if (typeof SharedArrayBuffer !== 'function' ||
@@ -104,25 +281,46 @@ async function loadCoreMt({ wasmBinary, wasmUrl } = {}, threads) {
   const url = wasmUrl ?? new URL('headscope_core_mt.wasm', base);
   const { default: createHeadscopeCoreMt } = await import('./mt/headscope_core_mt.mjs');
   const args = { print: () => {}, printErr: () => {}, headscopeWorkers: threads - 1 };
-  if (wasmBinary) {
-    args.wasmBinary = wasmBinary;
-  } else if (isNode) {
-    const { readFile } = await import('node:fs/promises');
-    args.wasmBinary = await readFile(url);
+  args.wasmBinary = wasmBinary ?? await readWasm(url, timeoutMs);
+  // The pthread worker script next to the module.
+  if (!isNode) args.locateFile = (path) => String(new URL(path, base));
+  // Emscripten's Node glue adds process-wide 'uncaughtException' and 'unhandledRejection'
+  // handlers (the latter rethrows, ending the process) on every load: right for a program, wrong
+  // for a library, and a leak across loads. They are removed again right after the factory runs.
+  const before = isNode ? listenerSets() : null;
+  let core;
+  cleanup.stop = () => closeCore(args);   // Emscripten's Module is `args` itself
+  try {
+    const pending = createHeadscopeCoreMt(args);
+    if (isNode) removeNewListeners(before);
+    core = await pending;
+  } catch (e) {
+    closeCore(args);
+    throw e;
   }
-  if (!isNode) {
-    // The wasm where the caller says; the pthread worker script next to the module.
-    args.locateFile = (path) => String(path.endsWith('.wasm') ? url : new URL(path, base));
-  }
-  const core = await createHeadscopeCoreMt(args);
-  // Node: idle pthread workers must not keep the process alive once the caller is done.
-  if (isNode) for (const w of core.PThread.unusedWorkers) w.unref();
-  core.setThreadCount(threads);
-  if (core.threadCount() !== threads) {
-    throw new HeadscopeError('LOAD_ERROR', `init: options.threads = ${threads}: the module ` +
-      `started ${core.threadCount()} threads`);
+  try {
+    // Node: idle pthread workers must not keep the process alive once the caller is done.
+    if (isNode) for (const w of core.PThread.unusedWorkers) w.unref();
+    core.setThreadCount(threads);
+    if (core.threadCount() !== threads) {
+      throw new HeadscopeError('LOAD_ERROR', `init: options.threads = ${threads}: the module ` +
+        `started ${core.threadCount()} threads`);
+    }
+  } catch (e) {
+    closeCore(core);
+    throw e;
   }
   return core;
+}
+
+const GLUE_EVENTS = ['uncaughtException', 'unhandledRejection'];
+function listenerSets() {
+  return GLUE_EVENTS.map((event) => new Set(process.listeners(event)));
+}
+function removeNewListeners(before) {
+  GLUE_EVENTS.forEach((event, i) => {
+    for (const l of process.listeners(event)) if (!before[i].has(l)) process.off(event, l);
+  });
 }
 
 // Layout of the call and result blocks shared with src/bindings/embind.cc.
@@ -145,38 +343,47 @@ function jsMessage(message) {
   return m;
 }
 
-const CONFIG_DEFAULTS = {
+const CONFIG_DEFAULTS = Object.freeze({
   embedDim: undefined, numHeads: undefined, bias: true, addBiasKV: false, addZeroAttn: false,
   kdim: undefined, vdim: undefined, batchFirst: false,
-};
-const FORWARD_DEFAULTS = {
+});
+const FORWARD_DEFAULTS = Object.freeze({
   keyPaddingMask: null, attnMask: null, needWeights: true, averageAttnWeights: true,
   isCausal: false, out: null,
-};
+});
 // trace() takes forward()'s options except `out`.
-const TRACE_DEFAULTS = { ...FORWARD_DEFAULTS };
-delete TRACE_DEFAULTS.out;
+const TRACE_OPTIONS = Object.freeze(Object.fromEntries(
+  Object.keys(FORWARD_DEFAULTS).filter((k) => k !== 'out').map((k) => [k, FORWARD_DEFAULTS[k]])));
 
 function fail(code, message) {
   throw new HeadscopeError(code, message);
 }
 
-function checkKeys(object, allowed, name) {
-  for (const key of Object.keys(object)) {
-    if (!(key in allowed)) {
-      fail('INVALID_ARGUMENT', `${name}.${key}: unknown option (expected one of ` +
-        `${Object.keys(allowed).join(', ')})`);
-    }
-  }
+// An own-key test: `in` would also accept `constructor`, `toString` or `__proto__`.
+const hasOwn = Object.hasOwn;
+
+function unknownOption(name, key, allowed) {
+  fail('INVALID_ARGUMENT', `${name}.${String(key)}: unknown option (expected one of ` +
+    `${Object.keys(allowed).join(', ')})`);
 }
 
-// An options argument: an object (null is not), with known keys only.
-function checkOptions(options, allowed) {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-    fail('INVALID_ARGUMENT', `options: expected an object, got ${describe(options)}`);
-  }
-  checkKeys(options, allowed, 'options');
-  return options;
+/**
+ * An options argument read once: a new plain object holding the caller's own enumerable keys
+ * (each read exactly once), all of them in `allowed`. undefined counts as {}.
+ */
+function readOptions(options, allowed, name = 'options') {
+  if (options === undefined) return {};
+  return readArgument(name, () => {
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+      fail('INVALID_ARGUMENT', `${name}: expected an object, got ${describe(options)}`);
+    }
+    const out = {};
+    for (const key of Object.keys(options)) {
+      if (!hasOwn(allowed, key)) unknownOption(name, key, allowed);
+      out[key] = options[key];
+    }
+    return out;
+  });
 }
 
 function checkSize(value, name, { optional = false } = {}) {
@@ -197,13 +404,15 @@ function checkBool(value, name) {
 
 /** Validates a createMultiheadAttention config and fills PyTorch's defaults. */
 export function normalizeConfig(config) {
-  if (config === null || typeof config !== 'object' || Array.isArray(config)) {
-    fail('INVALID_ARGUMENT', 'config: expected an object like { embedDim: 4, numHeads: 2 }, ' +
-      `got ${describe(config)}`);
-  }
-  checkKeys(config, CONFIG_DEFAULTS, 'config');
+  readArgument('config', () => {
+    if (config === null || typeof config !== 'object' || Array.isArray(config)) {
+      fail('INVALID_ARGUMENT', 'config: expected an object like { embedDim: 4, numHeads: 2 }, ' +
+        `got ${describe(config)}`);
+    }
+  });
+  const given = readOptions(config, CONFIG_DEFAULTS, 'config');
   const c = { ...CONFIG_DEFAULTS };
-  for (const [k, v] of Object.entries(config)) if (v !== undefined) c[k] = v;
+  for (const k of Object.keys(given)) if (given[k] !== undefined) c[k] = given[k];
   c.embedDim = checkSize(c.embedDim, 'config.embedDim');
   c.numHeads = checkSize(c.numHeads, 'config.numHeads');
   if (c.embedDim % c.numHeads !== 0) {
@@ -216,10 +425,36 @@ export function normalizeConfig(config) {
   return c;
 }
 
+// `this` of a method called detached (`const f = hs.memory; f()`) or on a look-alike object.
+function wrongThis(className, method, self) {
+  fail('INVALID_ARGUMENT', `${className}.${method}: called on ${describe(self)}, not on a ` +
+    `${className}; call it as object.${method}(...) (a method taken off its object loses its this)`);
+}
+
+const mapSize = Function.prototype.call.bind(Object.getOwnPropertyDescriptor(Map.prototype, 'size').get);
+const mapForEach = Function.prototype.call.bind(Map.prototype.forEach);
+function isMap(value) {
+  try {
+    mapSize(value);   // throws unless value is a real Map (a Proxy of one is not)
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 class Headscope {
-  constructor(core) {
+  #brand = true;
+
+  static check(self, method) {
+    if (self === null || typeof self !== 'object' || !(#brand in self)) wrongThis('Headscope', method, self);
+    return self;
+  }
+
+  constructor(core, onClose) {
     this._core = core;
     this._live = new Set();
+    this._closed = false;
+    this._onClose = onClose;
     // A module dropped without dispose() still gets its wasm memory back when collected.
     this._finalizer = new FinalizationRegistry((state) => {
       if (!state.disposed) {
@@ -254,14 +489,28 @@ class Headscope {
     return this;
   }
 
+  static open(self, method) {
+    Headscope.check(self, method);
+    if (self._closed) {
+      fail('DISPOSED', `Headscope.${method}: this engine was closed (hs.close()); call init() ` +
+        'again for a new one');
+    }
+    return self;
+  }
+
   /** @param {object} config torch.nn.MultiheadAttention's constructor arguments, camelCase. */
   createMultiheadAttention(config) {
-    return new MultiheadAttention(this, normalizeConfig(config));
+    Headscope.open(this, 'createMultiheadAttention');
+    const c = normalizeConfig(config);
+    // normalizeConfig ran the caller's getters: the engine may have been closed by one.
+    Headscope.open(this, 'createMultiheadAttention');
+    return new MultiheadAttention(this, c);
   }
 
   /** Runs one case document (shared/spec/case-format.md): { output, weights }. */
   runCase(caseDocument) {
-    const c = parseCase(caseDocument);
+    Headscope.open(this, 'runCase');
+    const c = readArgument('caseDocument', () => parseCase(caseDocument));
     const mha = this.createMultiheadAttention(c.config);
     try {
       mha.loadStateDict(c.stateDict);
@@ -276,44 +525,92 @@ class Headscope {
    * max |got - expected| / max |expected| <= tolerance per tensor.
    */
   checkCase(caseDocument, result, options = {}) {
-    const { tolerance = 1e-4 } = checkOptions(options, { tolerance: 1e-4 });
-    // Tensor-like, so results that crossed a worker boundary (plain objects) qualify too.
-    const isTensor = (t) => t !== null && typeof t === 'object' && ArrayBuffer.isView(t.data) &&
-      Array.isArray(t.shape);
-    if (result === null || typeof result !== 'object' || !isTensor(result.output) ||
-        !(result.weights === null || isTensor(result.weights))) {
-      fail('INVALID_ARGUMENT', 'result: expected { output: Tensor, weights: Tensor | null } as ' +
-        `forward() and runCase() return, got ${describe(result)}`);
-    }
+    Headscope.check(this, 'checkCase');
+    const given = readOptions(options, { tolerance: 0 });
+    const tolerance = given.tolerance ?? 1e-4;
     if (typeof tolerance !== 'number' || !(tolerance >= 0)) {
       fail('INVALID_ARGUMENT', `options.tolerance: expected a non-negative number, got ${describe(tolerance)}`);
     }
-    return compareWithExpected(parseCase(caseDocument), result, tolerance);
+    // The result read once into tensors of its own (results that crossed a worker boundary are
+    // plain objects, and a caller's object may be anything).
+    const got = readArgument('result', () => {
+      const badResult = () => fail('INVALID_ARGUMENT', 'result: expected { output: Tensor, ' +
+        `weights: Tensor | null } as forward() and runCase() return, got ${describe(result)}`);
+      // One read of each field; then a tensor of headscope's own from what was read.
+      const tensorOf = (t, name) => {
+        if (t === null || typeof t !== 'object') badResult();
+        const data = t.data;
+        const shape = t.shape;
+        if (typedArrayName(data) === undefined || !Array.isArray(shape)) badResult();
+        return toFloatTensor({ data, shape }, name);
+      };
+      if (result === null || typeof result !== 'object') badResult();
+      const output = result.output;
+      const weights = result.weights;
+      return {
+        output: tensorOf(output, 'result.output'),
+        weights: weights === null ? null : tensorOf(weights, 'result.weights'),
+      };
+    });
+    const c = readArgument('caseDocument', () => parseCase(caseDocument));
+    return compareWithExpected(c, got, tolerance);
   }
 
   /** Objects created and not yet disposed. */
   liveHandles() {
+    Headscope.check(this, 'liveHandles');
     return this._live.size;
   }
 
   /** wasmBytes: the WebAssembly memory's size; heapInUse: bytes malloc has handed out. */
   memory() {
+    Headscope.open(this, 'memory');
     // mallinfo() counts in a C int: read it unsigned, or a heap past 2 GiB shows negative.
     return { wasmBytes: this._core.HEAPU8.length, heapInUse: this._core.heapInUse() >>> 0 };
   }
 
   /** Calls needing more bytes than this are refused with RESOURCE_EXHAUSTED (default 2 GiB). */
   get maxCallBytes() {
-    return this._core.maxCallBytes();
+    return Headscope.open(this, 'maxCallBytes')._core.maxCallBytes();
   }
 
   set maxCallBytes(bytes) {
+    Headscope.open(this, 'maxCallBytes');
     // The core's limit is a 32-bit size_t in WebAssembly: larger values would wrap to 0.
     if (typeof bytes !== 'number' || !(bytes >= 0) || !(bytes <= MAX_CALL_BYTES)) {
       fail('INVALID_ARGUMENT', `maxCallBytes: expected a number of bytes in [0, ${MAX_CALL_BYTES}], ` +
         `got ${describe(bytes)}`);
     }
     this._core.setMaxCallBytes(bytes);
+  }
+
+  /**
+   * Releases the engine: disposes every object it created, ends the threads of a threaded module
+   * and forgets it, so the next init() loads a new one. Later use of this engine or its objects
+   * throws DISPOSED. Closing twice is a no-op.
+   */
+  close() {
+    Headscope.check(this, 'close');
+    if (this._closed) return;
+    this._closed = true;
+    for (const state of this._live) {
+      if (state.disposed) continue;
+      state.disposed = true;
+      try {
+        state.handle.delete();
+      } catch {
+        // A heap too broken to free in: the engine is going away anyway.
+      }
+      this._finalizer.unregister(state);
+    }
+    this._live.clear();
+    closeCore(this._core);
+    this._onClose();
+  }
+
+  /** True once close() was called. */
+  get closed() {
+    return Headscope.check(this, 'closed')._closed;
   }
 }
 
@@ -324,11 +621,20 @@ function callCore(fn) {
     return fn();
   } catch (e) {
     if (e instanceof HeadscopeError) throw e;
-    throw new HeadscopeError('INTERNAL', `headscope internal error: ${e?.message ?? e}`);
+    throw new HeadscopeError('INTERNAL', `headscope internal error: ${describeThrown(e)}`, { cause: e });
   }
 }
 
 class MultiheadAttention {
+  #brand = true;
+
+  static check(self, method) {
+    if (self === null || typeof self !== 'object' || !(#brand in self)) {
+      wrongThis('MultiheadAttention', method, self);
+    }
+    return self;
+  }
+
   constructor(hs, config) {
     const core = hs._core;
     const handle = callCore(() => new core.Handle());
@@ -365,31 +671,46 @@ class MultiheadAttention {
 
   /** state_dict keys this config has, with their shapes, in PyTorch's order. */
   parameterShapes() {
+    MultiheadAttention.check(this, 'parameterShapes');
     return Object.fromEntries([...this._parameters].map(([k, s]) => [k, s.slice()]));
   }
 
   /**
-   * Loads weights by PyTorch's state_dict names. Checks every entry before loading any, so a bad
-   * state_dict changes nothing. strict (default): every key of the config must be present.
+   * Loads weights by PyTorch's state_dict names. All or nothing: every entry is read and checked
+   * before any is loaded, and the entries go into a staging copy of the module that replaces the
+   * live one only once all of them were accepted. strict (default): every key of the config must
+   * be present.
    */
   loadStateDict(stateDict, options = {}) {
-    const handle = this._handle();
-    const entries = stateDict instanceof Map ? [...stateDict]
-      : (stateDict !== null && typeof stateDict === 'object' && !Array.isArray(stateDict))
-        ? Object.entries(stateDict) : null;
-    if (entries === null) {
-      fail('INVALID_ARGUMENT', 'stateDict: expected an object mapping PyTorch state_dict keys ' +
-        `(${[...this._parameters.keys()].join(', ')}) to tensors, got ${describe(stateDict)}`);
-    }
-    const { strict = true } = checkOptions(options, { strict: true });
-    checkBool(strict, 'options.strict');
+    MultiheadAttention.check(this, 'loadStateDict');
+    this._handle();
+    const expectedKeys = () => [...this._parameters.keys()].join(', ');
+    const given = readOptions(options, { strict: true });
+    const strict = given.strict === undefined ? true : checkBool(given.strict, 'options.strict');
+    // The entries, read once: [key, value] pairs of the caller's Map or own enumerable keys.
+    const entries = readArgument('stateDict', () => {
+      const pairs = [];
+      if (isMap(stateDict)) {
+        mapForEach(stateDict, (value, key) => { pairs.push([key, value]); });
+      } else if (stateDict !== null && typeof stateDict === 'object' && !Array.isArray(stateDict)) {
+        for (const key of Object.keys(stateDict)) pairs.push([key, stateDict[key]]);
+      } else {
+        fail('INVALID_ARGUMENT', 'stateDict: expected an object mapping PyTorch state_dict keys ' +
+          `(${expectedKeys()}) to tensors, got ${describe(stateDict)}`);
+      }
+      return pairs;
+    });
     const tensors = [];
     for (const [key, value] of entries) {
+      if (typeof key !== 'string') {
+        fail('UNKNOWN_PARAMETER', `stateDict: key ${describe(key)} is not a string (expected keys: ` +
+          `${expectedKeys()})`);
+      }
       const name = `stateDict['${key}']`;
       const want = this._parameters.get(key);
       if (want === undefined) {
         fail('UNKNOWN_PARAMETER', `${name}: unknown key for this config (expected keys: ` +
-          `${[...this._parameters.keys()].join(', ')})`);
+          `${expectedKeys()})`);
       }
       const t = toFloatTensor(value, name);
       if (t.shape.length !== want.length || t.shape.some((d, i) => d !== want[i])) {
@@ -398,17 +719,33 @@ class MultiheadAttention {
       }
       tensors.push([key, t]);
     }
+    const givenKeys = new Set(tensors.map(([k]) => k));
     if (strict) {
-      const given = new Set(tensors.map(([k]) => k));
-      const missing = [...this._parameters].filter(([k]) => !given.has(k));
+      const missing = [...this._parameters].filter(([k]) => !givenKeys.has(k));
       if (missing.length) {
         fail('MISSING_PARAMETER', `stateDict: missing ${missing.map(([k, s]) =>
           `${k} [${s.join(', ')}]`).join(', ')} (pass { strict: false } to load a subset)`);
       }
     }
-    for (const [key, t] of tensors) {
-      this._writeCall(t, null, null, null, null, 0);
-      this._check(this._call(() => handle.setParameter(key)));
+    // The caller's getters ran above: this object may have been disposed by one of them.
+    const handle = this._handle();
+    if (tensors.length === 0) return;
+    // Entries this load does not replace are carried over into the staging module.
+    const keepLoaded = givenKeys.size < this._parameters.size;
+    this._check(this._call(() => handle.loadBegin(keepLoaded)));
+    try {
+      for (const [key, t] of tensors) {
+        this._writeCall(t, null, null, null, null, 0);
+        this._check(this._call(() => handle.setParameter(key)));
+      }
+      this._check(this._call(() => handle.loadCommit()));
+    } catch (e) {
+      try {
+        handle.loadAbort();
+      } catch {
+        // The staging module is freed with the handle at the latest.
+      }
+      throw e;
     }
   }
 
@@ -417,7 +754,8 @@ class MultiheadAttention {
    * needWeights is false, (N, L, S) averaged or (N, H, L, S) per head otherwise.
    */
   forward(query, key, value, options = {}) {
-    this._handle();  // refuses a disposed object
+    MultiheadAttention.check(this, 'forward');
+    this._handle();  // refuses a disposed object before reading anything
     const out = this._prepare(query, key, value, options, FORWARD_DEFAULTS);
     // handle.forward() without embind's per-call argument checks (src/bindings/embind.cc).
     const address = this._address;
@@ -432,8 +770,10 @@ class MultiheadAttention {
    * and output. The leading N appears only for batched input.
    */
   trace(query, key, value, options = {}) {
-    const handle = this._handle();
-    this._prepare(query, key, value, options, TRACE_DEFAULTS);
+    MultiheadAttention.check(this, 'trace');
+    this._handle();
+    this._prepare(query, key, value, options, TRACE_OPTIONS);
+    const handle = this._state.handle;
     this._check(this._call(() => handle.trace()));
     const tensors = this._readResults(TRACE_STAGES.length);
     return Object.fromEntries(TRACE_STAGES.map((name, i) => [name, tensors[i]]));
@@ -441,6 +781,7 @@ class MultiheadAttention {
 
   /** Frees this object's WebAssembly memory. Any later use throws HeadscopeError (DISPOSED). */
   dispose() {
+    MultiheadAttention.check(this, 'dispose');
     const state = this._state;
     if (state.disposed) return;
     state.disposed = true;
@@ -450,68 +791,80 @@ class MultiheadAttention {
   }
 
   get disposed() {
-    return this._state.disposed;
+    return MultiheadAttention.check(this, 'disposed')._state.disposed;
   }
 
   _handle() {
     if (this._state.disposed) {
-      fail('DISPOSED', 'MultiheadAttention: this object was disposed; create a new one');
+      fail('DISPOSED', this._hs._closed
+        ? 'MultiheadAttention: its engine was closed (hs.close()); call init() and create a new one'
+        : 'MultiheadAttention: this object was disposed; create a new one');
     }
     return this._state.handle;
   }
 
-  // Validates the forward arguments and writes them to the call block. This and _readResults are
+  // Reads the forward arguments into snapshots, then (and only then) writes them to the call
+  // block. Every value of the caller's is read once, before anything touches WebAssembly memory,
+  // so a getter or Proxy trap that calls back into headscope (dispose(), another forward(), a
+  // new module that grows memory) finds nothing half done; after the last read the object is
+  // checked again, and from there to the result no caller code runs. This and _readResults are
   // the whole per-call cost in JS, which is most of a tutorial-sized call's time (a 3 x 4 forward
   // takes well under a microsecond in WebAssembly): no spreads, Maps or per-call typed-array views.
   // Returns options.out (forward() only), checked against the output's size, or null.
   _prepare(query, key, value, options, allowed) {
-    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
-      fail('INVALID_ARGUMENT', `options: expected an object, got ${describe(options)}`);
-    }
-    let { needWeights, averageAttnWeights, isCausal, keyPaddingMask, attnMask, out } =
-      FORWARD_DEFAULTS;
-    for (const name in options) {
-      if (!Object.hasOwn(options, name)) continue;  // as a spread would: own keys only
-      const v = options[name];
-      switch (name) {
-        case 'needWeights': if (v !== undefined) needWeights = checkBool(v, 'options.needWeights'); break;
-        case 'averageAttnWeights':
-          if (v !== undefined) averageAttnWeights = checkBool(v, 'options.averageAttnWeights');
-          break;
-        case 'isCausal': if (v !== undefined) isCausal = checkBool(v, 'options.isCausal'); break;
-        case 'keyPaddingMask': keyPaddingMask = v; break;
-        case 'attnMask': attnMask = v; break;
-        case 'out':
-          if (allowed !== FORWARD_DEFAULTS) checkKeys(options, allowed, 'options');
-          if (v !== undefined && v !== null) {
-            if (!(v instanceof Float32Array)) {
-              fail('INVALID_ARGUMENT', `options.out: expected a Float32Array to write the output ` +
-                `into (or null), got ${describe(v)}`);
+    let needWeights = true;
+    let averageAttnWeights = true;
+    let isCausal = false;
+    let keyPaddingMask = null;
+    let attnMask = null;
+    let out = null;
+    if (options !== undefined) {
+      const given = readOptions(options, allowed);
+      for (const name in given) {
+        const v = given[name];
+        if (v === undefined) continue;
+        switch (name) {
+          case 'needWeights': needWeights = checkBool(v, 'options.needWeights'); break;
+          case 'averageAttnWeights': averageAttnWeights = checkBool(v, 'options.averageAttnWeights'); break;
+          case 'isCausal': isCausal = checkBool(v, 'options.isCausal'); break;
+          case 'keyPaddingMask': keyPaddingMask = v; break;
+          case 'attnMask': attnMask = v; break;
+          case 'out':
+            if (v !== null) {
+              if (typedArrayName(v) !== 'Float32Array') {
+                fail('INVALID_ARGUMENT', 'options.out: expected a Float32Array to write the output ' +
+                  `into (or null), got ${describe(v)}`);
+              }
+              out = v;
             }
-            out = v;
-          }
-          break;
-        default: checkKeys(options, allowed, 'options');
+            break;
+          default: break;
+        }
       }
     }
     // Self-attention passes one array three times: convert (and copy) it once.
     const q = toFloatTensor(query, 'query');
     const k = key === query ? q : toFloatTensor(key, 'key');
     const v = value === query ? q : value === key ? k : toFloatTensor(value, 'value');
+    const kpm = toMask(keyPaddingMask, 'options.keyPaddingMask');
+    const am = toMask(attnMask, 'options.attnMask');
     const flags = (needWeights ? FLAG.needWeights : 0) |
       (averageAttnWeights ? FLAG.averageWeights : 0) | (isCausal ? FLAG.isCausal : 0);
-    // The output has the query's shape, so `out` can be checked before any work is done.
-    if (out !== null && out.length !== q.data.length) {
-      fail('SHAPE_MISMATCH', `options.out: expected a Float32Array of ${q.data.length} elements ` +
-        `(the output has the query's shape [${q.shape.join(', ')}]), got length ${out.length}`);
+    // The output has the query's shape, so `out` can be checked before any work is done; its
+    // true length is read after every caller getter has run (one of them may have detached it).
+    if (out !== null && typedArrayLength(out) !== q.count) {
+      fail('SHAPE_MISMATCH', `options.out: expected a Float32Array of ${q.count} elements ` +
+        `(the output has the query's shape [${q.shape.join(', ')}]), got length ` +
+        `${typedArrayLength(out)}`);
     }
-    this._writeCall(q, k, v, toMask(keyPaddingMask, 'options.keyPaddingMask'),
-      toMask(attnMask, 'options.attnMask'), flags);
+    this._handle();  // a getter may have disposed this object
+    this._writeCall(q, k, v, kpm, am, flags);
     return out;
   }
 
-  // Copies the tensors into the handle's arena (one copy each; data shared between arguments
-  // once) and describes them in the call block, slots in the call block's order.
+  // Copies the snapshots into the handle's arena (one copy each; data shared between arguments
+  // once) and describes them in the call block, slots in the call block's order. The bytes
+  // reserved and copied both come from each snapshot's true element count.
   _writeCall(t0, t1, t2, t3, t4, flags) {
     const slots = this._slots;
     slots[0] = t0; slots[1] = t1; slots[2] = t2; slots[3] = t3; slots[4] = t4;
@@ -529,7 +882,7 @@ class MultiheadAttention {
       } else {
         offsets[i] = bytes;
         copies[i] = true;
-        bytes += Math.ceil(t.data.byteLength / 16) * 16;
+        bytes += Math.ceil((t.type === 'bool' ? t.count : t.count * 4) / 16) * 16;
       }
     }
     // The arena only moves when reserve() grows it, so a call that fits the last reservation
@@ -539,6 +892,7 @@ class MultiheadAttention {
       const handle = this._state.handle;
       base = callCore(() => handle.reserve(bytes));
       if (base === 0 && bytes > 0) {
+        for (let i = 0; i < 5; i++) slots[i] = null;
         fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
       }
       this._arenaBase = base;
@@ -559,14 +913,14 @@ class MultiheadAttention {
       const at = base + offsets[i];
       const { data, shape } = t;
       if (copies[i]) {
-        if (data instanceof Float32Array) heap._f32.set(data, at >>> 2);
-        else heap._u8.set(data, at);
+        if (t.type === 'bool') typedArraySet(heap._u8, data, at);
+        else typedArraySet(heap._f32, data, at >>> 2);
       }
       heapU32[w] = at;
       heapU32[w + 1] = t.type === 'bool' ? TYPE.bool : TYPE.float;
       heapU32[w + 2] = shape.length;
       for (let d = 0; d < 4; d++) heapU32[w + 3 + d] = d < shape.length ? shape[d] : 0;
-      heapU32[w + 7] = data.length;
+      heapU32[w + 7] = t.count;
     }
     heapU32[this._callBlock + 5 * WORDS_PER_TENSOR] = flags;
   }
@@ -592,7 +946,7 @@ class MultiheadAttention {
       let data;
       if (i === 0 && into !== null) {
         data = into;
-        data.set(heap._f32.subarray(start, end));
+        typedArraySet(data, heap._f32.subarray(start, end));
       } else {
         data = heap._f32.slice(start, end);
       }
@@ -612,4 +966,3 @@ class MultiheadAttention {
     }
   }
 }
-

@@ -1,10 +1,37 @@
 // Tensors in and out of headscope: nested arrays or { data, shape } in, { data, shape, toArray() }
 // out. Every check names the argument and says what was received and what was expected.
-import { HeadscopeError } from './errors.js';
+//
+// Callers may lie. A typed array can carry an own `length` or `byteLength` property, a Proxy can
+// stand in for an array or a tensor, a getter can answer differently on every read or call back
+// into headscope. So every value a caller controls is read exactly once into a snapshot made of
+// headscope's own objects (plain arrays of numbers, the caller's typed array plus its true length)
+// and everything after works on the snapshot only. True lengths and types of typed arrays come
+// from the engine's intrinsic getters, taken when this module loads, never from the object.
+import { HeadscopeError, isHeadscopeError } from './errors.js';
 
 // Largest size of one dimension; the C++ core refuses anything larger too (kMaxDim).
 export const MAX_DIM = 2 ** 24;
 const MAX_RANK = 4;
+// Most elements one nested-array tensor may hold: 2^32 - 1 bytes of float32 (the largest call
+// the WebAssembly build can describe), so a lying Proxy that claims 2^24 x 2^24 elements is
+// refused at its first leaf instead of being walked for hours.
+const MAX_NESTED_ELEMENTS = Math.floor((2 ** 32 - 1) / 4);
+
+// `Function.prototype.call` bound once: later patches of prototypes do not reach these.
+const uncurry = (fn) => Function.prototype.call.bind(fn);
+const getterOf = (proto, key) => uncurry(Object.getOwnPropertyDescriptor(proto, key).get);
+const TypedArrayPrototype = Object.getPrototypeOf(Uint8Array.prototype);
+/** The [[TypedArrayName]] of a real typed array ('Float32Array', ...), otherwise undefined. */
+export const typedArrayName = getterOf(TypedArrayPrototype, Symbol.toStringTag);
+/** The true element count of a real typed array (0 once its buffer is detached). */
+export const typedArrayLength = getterOf(TypedArrayPrototype, 'length');
+const typedArrayBuffer = getterOf(TypedArrayPrototype, 'buffer');
+const typedArraySubarray = uncurry(TypedArrayPrototype.subarray);
+/** TypedArray.prototype.set as it was when headscope loaded: target.set(source, offset). */
+export const typedArraySet = uncurry(TypedArrayPrototype.set);
+const arrayBufferByteLength = getterOf(ArrayBuffer.prototype, 'byteLength');
+const isArrayUnsafe = Array.isArray;
+const objectKeys = Object.keys;
 
 export class Tensor {
   /** @param {Float32Array} data @param {number[]} shape */
@@ -15,7 +42,13 @@ export class Tensor {
 
   /** Nested arrays in the tensor's shape (a plain number for rank 0). */
   toArray() {
-    return nest(this.data, this.shape, 0, { i: 0 });
+    const data = this?.data;
+    const shape = this?.shape;
+    if (typedArrayName(data) === undefined || !isArrayUnsafe(shape)) {
+      throw new HeadscopeError('INVALID_ARGUMENT', 'Tensor.toArray: expected a Tensor ' +
+        `({ data: Float32Array, shape }) as this, got ${describe(this)}`);
+    }
+    return nest(data, shape, 0, { i: 0 });
   }
 }
 
@@ -26,15 +59,61 @@ function nest(data, shape, axis, cursor) {
   return out;
 }
 
-export function describe(value) {
+function describeUnsafe(value) {
   if (value === null) return 'null';
-  if (Array.isArray(value)) return `an array of length ${value.length}`;
-  if (ArrayBuffer.isView(value)) return `a ${value.constructor.name} of length ${value.length}`;
+  const name = typedArrayName(value);
+  if (name !== undefined) return `a ${name} of length ${typedArrayLength(value)}`;
+  if (isArrayUnsafe(value)) return `an array of length ${value.length}`;
   if (typeof value === 'string') {
     return `string ${JSON.stringify(value.length > 30 ? value.slice(0, 27) + '...' : value)}`;
   }
-  if (typeof value === 'object') return `an object with keys [${Object.keys(value).join(', ')}]`;
+  if (typeof value === 'object') {
+    const keys = objectKeys(value);
+    const shown = keys.length > 8 ? [...keys.slice(0, 8), '...'] : keys;
+    return `an object with keys [${shown.join(', ')}]`;
+  }
+  if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`;
   return `${typeof value} ${String(value)}`;
+}
+
+/** A short description of any value, for error messages; never throws, runs no getter twice. */
+export function describe(value) {
+  try {
+    return describeUnsafe(value);
+  } catch {
+    return 'an object that cannot be inspected (a revoked Proxy, or a trap that throws)';
+  }
+}
+
+/** What a caller's callback threw, in a few words; never throws itself. */
+export function describeThrown(e) {
+  try {
+    if (e !== null && typeof e === 'object') {
+      const { name, message } = e;
+      if (typeof message === 'string') {
+        const text = `${typeof name === 'string' ? name : 'Error'}: ${message}`;
+        return text.length > 200 ? `${text.slice(0, 197)}...` : text;
+      }
+    }
+    return describe(e);
+  } catch {
+    return 'an exception that cannot be inspected';
+  }
+}
+
+/**
+ * Runs `read` (which reads a caller's value); an exception from the caller's own code (a getter,
+ * a Proxy trap, a revoked Proxy) becomes INVALID_ARGUMENT naming the argument, with the original
+ * as `cause`. headscope's own errors pass through.
+ */
+export function readArgument(name, read) {
+  try {
+    return read();
+  } catch (e) {
+    if (isHeadscopeError(e)) throw e;
+    throw new HeadscopeError('INVALID_ARGUMENT', `${name}: reading it threw ` +
+      `(${describeThrown(e)}); expected a plain value`, { cause: e });
+  }
 }
 
 function fail(code, message) {
@@ -45,22 +124,39 @@ const TENSOR_HELP = 'nested arrays of numbers, or { data: Float32Array, shape: n
 const MASK_HELP =
   'nested arrays of booleans or numbers, or { data: Uint8Array | Float32Array, shape: number[] }';
 
+// An array length read once from a caller's array (a Proxy's `length` can be anything).
+function lengthOf(array, path) {
+  const n = array.length;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < 0 || n > MAX_DIM) {
+    fail(n > MAX_DIM ? 'RESOURCE_EXHAUSTED' : 'INVALID_ARGUMENT', `${path}: expected an array of ` +
+      `at most ${MAX_DIM} elements, got length ${describe(n)}`);
+  }
+  return n;
+}
+
 /**
  * Walks nested arrays: the shape comes from the first element at each depth, every sibling must
- * agree, and each leaf goes through `leaf(value, path)`.
+ * agree, and each leaf goes through `leaf(value, path)`. Each array's length and each element
+ * are read once.
  */
 function flatten(value, name, leaf) {
   const shape = [];
   const leaves = [];
   let leafDepth = -1;
   const visit = (v, path, depth) => {
-    if (!Array.isArray(v)) {
+    if (!isArrayUnsafe(v)) {
       if (leafDepth < 0) {
         // An earlier sibling was an array reaching this depth (the [] of [[], true]).
         if (shape.length > depth) {
           fail('SHAPE_MISMATCH', `${path}: expected an array like its siblings, got ${describe(v)}`);
         }
         leafDepth = depth;
+        let count = 1;
+        for (let i = 0; i < shape.length; i++) count *= shape[i];
+        if (count > MAX_NESTED_ELEMENTS) {
+          fail('RESOURCE_EXHAUSTED', `${name}: shape [${shape.join(', ')}] has ${count} elements, ` +
+            `more than a call can hold (${MAX_NESTED_ELEMENTS})`);
+        }
       } else if (leafDepth !== depth) {
         fail('SHAPE_MISMATCH', `${path}: expected an array nested ${leafDepth} deep like its ` +
           `siblings, got ${describe(v)}`);
@@ -74,27 +170,37 @@ function flatten(value, name, leaf) {
     if (depth >= MAX_RANK) {
       fail('SHAPE_MISMATCH', `${name}: arrays nested deeper than ${MAX_RANK} levels`);
     }
-    if (depth >= shape.length) shape.push(v.length);
-    else if (shape[depth] !== v.length) {
+    const n = lengthOf(v, path);
+    if (depth >= shape.length) shape.push(n);
+    else if (shape[depth] !== n) {
       fail('SHAPE_MISMATCH', `${path}: expected ${shape[depth]} elements like its siblings, ` +
-        `got ${v.length}`);
+        `got ${n}`);
     }
-    for (let i = 0; i < v.length; i++) visit(v[i], `${path}[${i}]`, depth + 1);
+    for (let i = 0; i < n; i++) visit(v[i], `${path}[${i}]`, depth + 1);
   };
   visit(value, name, 0);
   return { shape, leaves };
 }
 
-function checkShape(shape, name) {
-  if (!Array.isArray(shape)) {
-    fail('INVALID_ARGUMENT', `${name}.shape: expected an array of sizes, got ${describe(shape)}`);
+// A `shape` read once into a plain array of checked sizes; returns [shape, element count].
+function snapshotShape(shapeValue, name) {
+  if (!isArrayUnsafe(shapeValue)) {
+    fail('INVALID_ARGUMENT', `${name}.shape: expected an array of sizes, got ${describe(shapeValue)}`);
   }
-  if (shape.length > MAX_RANK) {
+  const rank = shapeValue.length;
+  if (typeof rank !== 'number' || !Number.isInteger(rank) || rank < 0) {
+    fail('INVALID_ARGUMENT', `${name}.shape: expected an array of sizes, got length ${describe(rank)}`);
+  }
+  if (rank > MAX_RANK) {
+    const shown = [];
+    for (let i = 0; i < Math.min(rank, 8); i++) shown.push(describe(shapeValue[i]).replace(/^number /, ''));
     fail('SHAPE_MISMATCH', `${name}.shape: expected at most ${MAX_RANK} dimensions, got ` +
-      `[${shape.join(', ')}]`);
+      `[${shown.join(', ')}${rank > 8 ? ', ...' : ''}]`);
   }
+  const shape = new Array(rank);
+  for (let i = 0; i < rank; i++) shape[i] = shapeValue[i];
   let count = 1;
-  for (let i = 0; i < shape.length; i++) {
+  for (let i = 0; i < rank; i++) {
     const d = shape[i];
     if (typeof d !== 'number' || !Number.isInteger(d) || d < 0) {
       fail('INVALID_ARGUMENT', `${name}.shape[${i}]: expected a non-negative integer, got ` +
@@ -105,16 +211,49 @@ function checkShape(shape, name) {
     }
     count *= d;
   }
-  return count;
+  return [shape, count];
+}
+
+// The caller's typed array as it will be copied: its true length now, and, when its buffer is a
+// SharedArrayBuffer (which another thread could grow under a length-tracking view), a view of
+// exactly that length, so the copy can never be longer than what was checked and reserved.
+function fixedView(data, count) {
+  const buffer = typedArrayBuffer(data);
+  try {
+    arrayBufferByteLength(buffer);   // throws for a SharedArrayBuffer
+    return data;
+  } catch {
+    return typedArraySubarray(data, 0, count);
+  }
+}
+
+// The `data` of a { data, shape } tensor: a real typed array of one of `kinds`, else an error.
+function tensorObject(value, name, kinds, help) {
+  const shapeValue = value.shape;
+  const data = value.data;
+  const [shape, count] = snapshotShape(shapeValue, name);
+  const kind = typedArrayName(data);
+  if (!kinds.includes(kind)) fail('INVALID_ARGUMENT', `${name}.data: expected ${help}, got ${describe(data)}`);
+  const length = typedArrayLength(data);
+  if (length !== count) {
+    fail('SHAPE_MISMATCH', `${name}: data has ${length} elements but shape ` +
+      `[${shape.join(', ')}] needs ${count}`);
+  }
+  return { data: fixedView(data, count), shape, count, type: kind === 'Uint8Array' ? 'bool' : 'float' };
 }
 
 /**
- * A float tensor from the caller: nested arrays of numbers or { data: Float32Array, shape }.
+ * A float tensor from the caller: nested arrays of numbers or { data: Float32Array, shape },
+ * read once into a snapshot: { data, shape, count, type: 'float' }, where `data` is the caller's
+ * Float32Array (or a new one for nested arrays), `count` its true length and `shape` a new array.
  * `nonFiniteStrings` accepts "inf", "-inf", "nan" leaves (the case format's spelling).
- * @returns {{ data: Float32Array, shape: number[] }}
  */
 export function toFloatTensor(value, name, { nonFiniteStrings = false } = {}) {
-  if (Array.isArray(value)) {
+  return readArgument(name, () => floatTensor(value, name, nonFiniteStrings));
+}
+
+function floatTensor(value, name, nonFiniteStrings) {
+  if (isArrayUnsafe(value)) {
     const { shape, leaves } = flatten(value, name, (v, path) => {
       if (typeof v === 'number') return v;
       if (nonFiniteStrings && typeof v === 'string') {
@@ -124,33 +263,35 @@ export function toFloatTensor(value, name, { nonFiniteStrings = false } = {}) {
       fail('INVALID_ARGUMENT', `${path}: expected a number${nonFiniteStrings
         ? ' (or "inf", "-inf", "nan")' : ''}, got ${describe(v)}`);
     });
-    return { data: Float32Array.from(leaves), shape };
+    const data = new Float32Array(leaves.length);
+    for (let i = 0; i < leaves.length; i++) data[i] = leaves[i];
+    return { data, shape, count: leaves.length, type: 'float' };
   }
-  if (value !== null && typeof value === 'object' && !ArrayBuffer.isView(value) && 'data' in value) {
-    const count = checkShape(value.shape, name);
-    if (!(value.data instanceof Float32Array)) {
-      fail('INVALID_ARGUMENT', `${name}.data: expected a Float32Array, got ${describe(value.data)}`);
-    }
-    if (value.data.length !== count) {
-      fail('SHAPE_MISMATCH', `${name}: data has ${value.data.length} elements but shape ` +
-        `[${value.shape.join(', ')}] needs ${count}`);
-    }
-    return { data: value.data, shape: value.shape.slice() };
+  if (value !== null && typeof value === 'object' && typedArrayName(value) === undefined &&
+      'data' in value) {
+    return tensorObject(value, name, ['Float32Array'], 'a Float32Array');
   }
   fail('INVALID_ARGUMENT', `${name}: expected a tensor (${TENSOR_HELP}), got ${describe(value)}`);
 }
 
-const NON_FINITE = { inf: Infinity, '+inf': Infinity, Infinity: Infinity, '-inf': -Infinity,
-  '-Infinity': -Infinity, nan: NaN, NaN: NaN };
+const NON_FINITE = Object.freeze(Object.assign(Object.create(null), {
+  inf: Infinity, '+inf': Infinity, Infinity: Infinity, '-inf': -Infinity,
+  '-Infinity': -Infinity, nan: NaN, NaN: NaN,
+}));
 
 /**
  * A mask: booleans (true = blocked) become a Uint8Array, numbers (added to the scores) a
- * Float32Array. null/undefined means no mask.
- * @returns {null | { data: Uint8Array | Float32Array, shape: number[], type: 'bool' | 'float' }}
+ * Float32Array. null/undefined means no mask. Read once, like toFloatTensor.
+ * @returns {null | { data: Uint8Array | Float32Array, shape: number[], count: number,
+ *   type: 'bool' | 'float' }}
  */
 export function toMask(value, name, { nonFiniteStrings = false } = {}) {
   if (value === null || value === undefined) return null;
-  if (Array.isArray(value)) {
+  return readArgument(name, () => mask(value, name, nonFiniteStrings));
+}
+
+function mask(value, name, nonFiniteStrings) {
+  if (isArrayUnsafe(value)) {
     let kind = null;
     const { shape, leaves } = flatten(value, name, (v, path) => {
       let x = v;
@@ -166,24 +307,14 @@ export function toMask(value, name, { nonFiniteStrings = false } = {}) {
       }
       return x;
     });
-    if (kind === 'bool') return { data: Uint8Array.from(leaves, (b) => (b ? 1 : 0)), shape, type: 'bool' };
-    return { data: Float32Array.from(leaves), shape, type: 'float' };
+    const n = leaves.length;
+    const data = kind === 'bool' ? new Uint8Array(n) : new Float32Array(n);
+    for (let i = 0; i < n; i++) data[i] = kind === 'bool' ? (leaves[i] ? 1 : 0) : leaves[i];
+    return { data, shape, count: n, type: kind === 'bool' ? 'bool' : 'float' };
   }
-  if (typeof value === 'object' && !ArrayBuffer.isView(value) && 'data' in value) {
-    const count = checkShape(value.shape, name);
-    const { data } = value;
-    let type;
-    if (data instanceof Uint8Array) type = 'bool';
-    else if (data instanceof Float32Array) type = 'float';
-    else {
-      fail('INVALID_ARGUMENT', `${name}.data: expected a Uint8Array (booleans) or a Float32Array ` +
-        `(added to the scores), got ${describe(data)}`);
-    }
-    if (data.length !== count) {
-      fail('SHAPE_MISMATCH', `${name}: data has ${data.length} elements but shape ` +
-        `[${value.shape.join(', ')}] needs ${count}`);
-    }
-    return { data, shape: value.shape.slice(), type };
+  if (typeof value === 'object' && typedArrayName(value) === undefined && 'data' in value) {
+    return tensorObject(value, name, ['Uint8Array', 'Float32Array'],
+      'a Uint8Array (booleans) or a Float32Array (added to the scores)');
   }
   fail('INVALID_ARGUMENT', `${name}: expected null or a mask (${MASK_HELP}), got ${describe(value)}`);
 }

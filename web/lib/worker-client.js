@@ -34,13 +34,41 @@ function workerOptions(execArgv) {
   return { execArgv: execArgv.filter((_, j) => j < i || j >= i + drop) };
 }
 
+// How long initWorker() waits for the worker's "ready" before giving up with LOAD_ERROR.
+const DEFAULT_READY_TIMEOUT_MS = 60_000;
+
 /**
- * Starts headscope in a worker and resolves once its WebAssembly module is loaded.
+ * Starts headscope in a worker and resolves once its WebAssembly module is loaded. Settles within
+ * `options.timeoutMs` (default 60 s): a worker that never says it is ready is ended (when this
+ * call started it) and the promise rejects with LOAD_ERROR.
  * @param {Worker | import('node:worker_threads').Worker | string | URL} [worker] a Worker running
  *   './worker.js', or the URL of that script; default: a new Worker running './worker.js'.
+ * @param {{ timeoutMs?: number }} [options]
  * @returns {Promise<RemoteHeadscope>}
  */
-export async function initWorker(worker) {
+export async function initWorker(worker, options = {}) {
+  let timeoutMs = DEFAULT_READY_TIMEOUT_MS;
+  try {
+    if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+      throw new HeadscopeError('INVALID_ARGUMENT', `initWorker: options: expected an object, got ${describe(options)}`);
+    }
+    for (const name of Object.keys(options)) {
+      const v = options[name];
+      if (name !== 'timeoutMs') {
+        throw new HeadscopeError('INVALID_ARGUMENT', `initWorker: options.${name}: unknown option ` +
+          '(expected one of timeoutMs)');
+      }
+      if (v === undefined) continue;
+      if (typeof v !== 'number' || !(v > 0) || v > 2 ** 31 - 1) {
+        throw new HeadscopeError('INVALID_ARGUMENT', 'initWorker: options.timeoutMs: expected a ' +
+          `number of milliseconds in (0, ${2 ** 31 - 1}], got ${describe(v)}`);
+      }
+      timeoutMs = v;
+    }
+  } catch (e) {
+    if (e instanceof HeadscopeError) throw e;
+    throw new HeadscopeError('INVALID_ARGUMENT', `initWorker: options: reading it threw (${e?.message ?? e})`);
+  }
   let target = worker;
   if (target === undefined || target === null) {
     target = await createWorker(new URL('./worker.js', import.meta.url)).catch((e) => {
@@ -57,12 +85,18 @@ export async function initWorker(worker) {
   }
   const owned = target !== worker;
   const channel = new Channel(target, owned);
+  const timer = setTimeout(() => channel.fail('LOAD_ERROR', 'initWorker: the worker did not ' +
+    `report ready within ${timeoutMs} ms (options.timeoutMs); is it running headscope's worker.js?`),
+  timeoutMs);
   let kernelTarget;
   try {
     kernelTarget = await channel.ready;
   } catch (e) {
-    if (owned) await channel.terminate();
+    if (owned) await channel.stop();
+    channel.detach();
     throw e;
+  } finally {
+    clearTimeout(timer);
   }
   channel.idle();
   return new RemoteHeadscope(channel, kernelTarget);
@@ -83,20 +117,38 @@ class Channel {
     const onError = (e) => this.fail('INTERNAL', `headscope worker: the worker failed` +
       (e?.message ? ` (${e.message})` : ' (it could not load its script, or threw)'));
     const onMessageError = () => this.fail('INTERNAL', 'headscope worker: a reply could not be received');
+    const onExit = (code) => this.fail('INTERNAL', `headscope worker: the worker exited (code ${code})`);
+    const onEvent = (event) => onMessage(event.data);
     if (typeof worker.on === 'function') {
       // node:worker_threads: listeners get the data itself.
       worker.on('message', onMessage);
       worker.on('error', onError);
       worker.on('messageerror', onMessageError);
-      worker.on('exit', (code) => this.fail('INTERNAL', `headscope worker: the worker exited (code ${code})`));
+      worker.on('exit', onExit);
+      this.detach = () => {
+        worker.off?.('message', onMessage);
+        worker.off?.('error', onError);
+        worker.off?.('messageerror', onMessageError);
+        worker.off?.('exit', onExit);
+      };
     } else if (typeof worker.addEventListener === 'function') {
-      worker.addEventListener('message', (event) => onMessage(event.data));
+      worker.addEventListener('message', onEvent);
       worker.addEventListener('error', onError);
       worker.addEventListener('messageerror', onMessageError);
+      this.detach = () => {
+        worker.removeEventListener?.('message', onEvent);
+        worker.removeEventListener?.('error', onError);
+        worker.removeEventListener?.('messageerror', onMessageError);
+      };
     } else {
       worker.onmessage = (event) => onMessage(event.data);
       worker.onerror = onError;
       worker.onmessageerror = onMessageError;
+      this.detach = () => {
+        worker.onmessage = null;
+        worker.onerror = null;
+        worker.onmessageerror = null;
+      };
     }
   }
 
@@ -158,7 +210,7 @@ class Channel {
     const pending = [...this.pending.values()];
     this.pending.clear();
     for (const request of pending) request.reject(new HeadscopeError(code, message));
-    if (code === 'INTERNAL' && this.owned) this.stop();
+    if ((code === 'INTERNAL' || code === 'LOAD_ERROR') && this.owned) this.stop();
   }
 
   stop() {
