@@ -180,8 +180,10 @@ async function readWasm(url, timeoutMs) {
   // A path (no scheme; `C:\\...` has a one-letter one) or a file: URL is read from disk in Node.
   if (isNode && (!/^[a-z][a-z0-9+.-]+:/i.test(href) || href.startsWith('file:'))) {
     const { open } = await import('node:fs/promises');
+    const { constants } = await import('node:fs');
     const path = href.startsWith('file:') ? new URL(href) : href;
-    const file = await open(path, 'r');
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+    const file = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
       const info = await file.stat();
       // A FIFO or a device (/dev/zero) would block or never end: only regular files are read.
