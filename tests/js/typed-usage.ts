@@ -9,6 +9,14 @@ export async function example(doc: CaseDocument): Promise<number> {
   const hs: Headscope = await init();
   const threaded: Headscope = await init({ threads: 2 });
   const threads: number = threaded.threads + hs.threads;
+  await init({ wasmBinary: new Uint8Array(8), timeoutMs: 5000 });
+  // @ts-expect-error timeoutMs is a number
+  await init({ timeoutMs: 'soon' });
+  threaded.close();
+  const closed: boolean = threaded.closed;
+  void closed;
+  const isOurs: boolean = HeadscopeError.is(new Error('x'));
+  void isOurs;
   // @ts-expect-error threads is a number
   await init({ threads: '2' });
   const mha: MultiheadAttention = hs.createMultiheadAttention({

@@ -33,15 +33,18 @@ export type HeadscopeErrorCode =
   | 'UNKNOWN_PARAMETER'
   | 'RESOURCE_EXHAUSTED'
   | 'PARSE_ERROR'
+  | 'IO_ERROR'
   | 'DISPOSED'
   | 'LOAD_ERROR'
   | 'INTERNAL';
 
 /** Every error headscope throws. The message names the argument, what was received and expected. */
 export declare class HeadscopeError extends Error {
-  constructor(code: HeadscopeErrorCode, message: string);
+  constructor(code: HeadscopeErrorCode, message: string, options?: { cause?: unknown });
   readonly name: 'HeadscopeError';
   readonly code: HeadscopeErrorCode;
+  /** True only for errors headscope created (a brand no look-alike object or Proxy can forge). */
+  static is(value: unknown): value is HeadscopeError;
 }
 
 /** torch.nn.MultiheadAttention's constructor arguments (dropout is not supported: inference). */
@@ -190,6 +193,13 @@ export interface Headscope {
    * most 2 ** 32 - 1, the 32-bit address space; larger values throw INVALID_ARGUMENT).
    */
   maxCallBytes: number;
+  /**
+   * Releases the engine: disposes every object it created, ends a threaded module's threads and
+   * forgets the module (the next init() loads a new one). Later use throws DISPOSED. Idempotent.
+   */
+  close(): void;
+  /** True once close() was called. */
+  readonly closed: boolean;
 }
 
 export interface InitOptions {
@@ -197,7 +207,7 @@ export interface InitOptions {
    * The .wasm bytes, if the caller has them (skips locating and reading the file): those of
    * headscope_core.wasm, or of mt/headscope_core_mt.wasm when threads >= 2.
    */
-  wasmBinary?: ArrayBuffer | Uint8Array;
+  wasmBinary?: ArrayBuffer | ArrayBufferView;
   /** Where the .wasm is (default: next to index.js; mt/headscope_core_mt.wasm when threads >= 2). */
   wasmUrl?: string | URL;
   /**
@@ -208,11 +218,18 @@ export interface InitOptions {
    * Cross-Origin-Embedder-Policy: require-corp); otherwise init rejects with LOAD_ERROR.
    */
   threads?: number;
+  /**
+   * Milliseconds the whole load may take (fetch, compile, the threaded module's workers) before
+   * init rejects with LOAD_ERROR, having stopped what it started (default 60000).
+   */
+  timeoutMs?: number;
 }
 
 /**
- * Loads and compiles the WebAssembly module once per thread count; later calls with the same
- * `threads` resolve to the same API (init() and init({ threads: 1 }) are the same).
+ * Loads and compiles the WebAssembly module once per thread count and source; later calls with
+ * the same `threads` and `wasmUrl` resolve to the same API (init() and init({ threads: 1 }) are
+ * the same). Calls with `wasmBinary` are never shared: each loads its own module. The .wasm is
+ * read with a limit of 64 MiB (MAX_WASM_BYTES); in Node only regular files are read.
  */
 export declare function init(options?: InitOptions): Promise<Headscope>;
 
@@ -225,7 +242,11 @@ export type WorkerLike =
  * returning a promise: large cases off the main thread. Default worker: the package's worker.js.
  * Rejections are HeadscopeError with the same code and message as in-thread calls.
  */
-export declare function initWorker(worker?: WorkerLike | string | URL | null): Promise<RemoteHeadscope>;
+export declare function initWorker(worker?: WorkerLike | string | URL | null,
+  options?: { timeoutMs?: number }): Promise<RemoteHeadscope>;
+
+/** The largest .wasm init() reads (64 MiB): past it the load stops with LOAD_ERROR. */
+export declare const MAX_WASM_BYTES: number;
 
 export interface RemoteHeadscope {
   readonly kernelTarget: string;
