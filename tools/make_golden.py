@@ -19,6 +19,10 @@ Expected values come from a small float64 implementation of the forward pass bel
 torch.nn.MultiheadAttention in float64, and the script asserts that both agree to 1e-10 wherever
 torch is finite, and that torch is NaN exactly where the policy zeroes a row.
 
+The float32 numerics cases (exp-*, scale-before-dot-*) take given inputs instead (`inputs`) and
+are also run through torch's float32 module (check_torch_float32), so the float32 behaviour they
+pin down (subnormal softmax weights, q / sqrt(hd) before q . k) is torch's own.
+
 Torch 1.13 specifics handled here:
   * forward() has no `is_causal`: the causal bool mask (mask[i][j] = j > i) is passed to torch as
     attn_mask; the file says `"is_causal": true` (with `"attn_mask": null` unless the case gives
@@ -193,16 +197,18 @@ def torch_state_dict_keys(cfg):
     return list(make_module(cfg).state_dict().keys())
 
 
-def torch_forward(cfg, sd, inp):
+def torch_forward(cfg, sd, inp, dtype=torch.float64):
+    """The call through torch in `dtype`: float64 for the expected values' check, float32 for the
+    numerics cases' check of what torch's float32 module itself gives."""
     m = make_module(cfg)
     expected_keys = set(m.state_dict().keys())
     assert expected_keys == set(sd.keys()), (sorted(expected_keys), sorted(sd.keys()))
     m.load_state_dict({k: torch.tensor(np.asarray(v), dtype=torch.float32) for k, v in sd.items()})
-    m = m.double().eval()
+    m = m.to(dtype).eval()
     for k, p in m.state_dict().items():  # float32 -> float64 is exact
         assert np.array_equal(p.numpy(), np.asarray(sd[k])), k
 
-    d = lambda a: torch.tensor(np.asarray(a), dtype=torch.float64)
+    d = lambda a: torch.tensor(np.asarray(a), dtype=dtype)
     q = d(inp["query"])
     if inp["key"] is inp["query"] and inp["value"] is inp["query"]:
         k = v = q  # self-attention: the same tensor, as a model would pass it
@@ -242,8 +248,8 @@ def torch_forward(cfg, sd, inp):
                attn_mask=None if am is None else torch_mask(am),
                need_weights=inp["need_weights"],
                average_attn_weights=inp["average_attn_weights"])
-    out = out.detach().numpy()
-    w = None if w is None else w.detach().numpy()
+    out = out.detach().numpy().astype(np.float64)
+    w = None if w is None else w.detach().numpy().astype(np.float64)
     return out, w, folded
 
 
@@ -266,7 +272,11 @@ def check_against_torch(case, full):
     out_nan = np.broadcast_to(out_nan, out.shape)
     assert t_out.shape == out.shape, (t_out.shape, out.shape)
     assert np.array_equal(np.isnan(t_out), out_nan), f"{case['name']}: output NaN pattern"
-    diff = float(np.abs(t_out - out)[~out_nan].max(initial=0.0))
+    # Infinite outputs (an infinite value with a non-zero weight) must be torch's, sign included.
+    assert np.array_equal(t_out[np.isinf(out)], out[np.isinf(out)]), f"{case['name']}: output inf"
+    assert not np.isinf(t_out[~np.isinf(out)]).any(), f"{case['name']}: output inf"
+    finite = ~out_nan & np.isfinite(out)
+    diff = float(np.abs(t_out[finite] - out[finite]).max(initial=0.0))
     assert diff <= TOL, f"{case['name']}: output differs from torch by {diff}"
     wdiff = 0.0
     if inp["need_weights"]:
@@ -430,7 +440,9 @@ def build_case(spec):
             shape = (T, N, D)
         return normal(rng, shape, spec.get("x_scale", 1.0))
 
-    if "query" in spec:
+    if "inputs" in spec:  # (query, key, value) built by the case from its rng
+        query, key, value = spec["inputs"](rng)
+    elif "query" in spec:
         query = key = value = spec["query"]
     else:
         query = seq(L, E)
@@ -470,7 +482,8 @@ def build_case(spec):
         raise RuntimeError(f"{name}: could not draw masks with expect_full={spec.get('expect_full')}")
 
     clean = lambda a: None if a is None else a + 0.0  # no -0.0 in the files
-    assert np.isfinite(out).all() and (weights is None or np.isfinite(weights).all()), name
+    assert spec.get("infinite_output", False) or np.isfinite(out).all(), name
+    assert weights is None or np.isfinite(weights).all(), name
     case = {"name": name, "config": cfg, "state_dict": sd, "inputs": inp,
             "expected": {"output": clean(out), "weights": clean(weights)},
             "_out": out, "_weights": weights, "_full": full, "_max_score": max_score}
@@ -507,6 +520,73 @@ def check_seed(case):
 
 def check_large_scores(case):
     assert 20.0 < case["_max_score"] < 60.0, f"{case['name']}: max |score| {case['_max_score']}"
+
+
+FLT_MAX = float(np.finfo(np.float32).max)
+FLT_MIN = float(np.finfo(np.float32).tiny)  # the smallest normal float32
+
+
+def check_torch_float32(case):
+    """The numerics cases are about float32 (torch's default): torch's float32 module must give
+    the expected values too (relative error 1e-5 of the largest finite entry, non-finite entries
+    identical), so what headscope's float32 paths are held to is what torch's float32 does."""
+    cfg, sd, inp = case["config"], case["state_dict"], case["inputs"]
+    t_out, t_w, _ = torch_forward(cfg, sd, inp, dtype=torch.float32)
+    for name, got, want in (("output", t_out, case["_out"]), ("weights", t_w, case["_weights"])):
+        if want is None:
+            continue
+        fin = np.isfinite(want)
+        assert np.array_equal(np.isfinite(got), fin), f"{case['name']}: float32 torch {name} {got}"
+        assert np.array_equal(got[~fin], want[~fin]), f"{case['name']}: float32 torch {name} {got}"
+        scale = max(1e-300, float(np.abs(want[fin]).max(initial=0.0)))
+        err = float(np.abs(got[fin] - want[fin]).max(initial=0.0)) / scale
+        assert err <= 1e-5, f"{case['name']}: float32 torch {name} off by {err}"
+    case["_f32_out"] = t_out
+
+
+def check_subnormal_weights(case):
+    """Some weights are float32 subnormals (exp of a score below ln FLT_MIN) and they matter."""
+    w = case["_weights"]
+    assert ((w > 0) & (w < FLT_MIN)).any(), f"{case['name']}: no subnormal weight"
+
+
+def check_scores_near_flt_max(case):
+    """The scaled scores fit float32, the unscaled products q . k would not: dividing q first
+    (torch's order) is what keeps them finite."""
+    hd = case["config"]["embed_dim"] // case["config"]["num_heads"]
+    top = case["_max_score"]
+    assert 1e38 < top < FLT_MAX < top * math.sqrt(hd), f"{case['name']}: max score {top}"
+
+
+def exp_subnormal_inputs(keys, values):
+    """E=1: query [[1]] and the given keys and values (rounded to float32), for exp's range."""
+    def build(rng):
+        f = lambda a: np.asarray(a, dtype=np.float32).astype(np.float64).reshape(-1, 1)
+        return f([1.0]), f(keys), f(values)
+    return build
+
+
+# E=1, H=1, all weights 1 and biases 0: scores are the keys, the output is the weighted values.
+ONES_E1 = {"in_proj_weight": np.ones((3, 1)), "in_proj_bias": np.zeros(3),
+           "out_proj.weight": np.ones((1, 1)), "out_proj.bias": np.zeros(1)}
+
+LARGE_Q = float(np.float32(7.9e18))  # 16 * LARGE_Q^2 overflows float32; divided by 4 first, not
+
+
+def large_query_inputs(S):
+    """E=16: queries LARGE_Q everywhere, key 0 equal to them, the other keys and all values
+    small; with identity projections the score of key 0 is 16 LARGE_Q^2 / 4 = 2.5e38."""
+    def build(rng):
+        q = np.full((2, 16), LARGE_Q)
+        k = normal(rng, (S, 16))
+        k[0] = LARGE_Q
+        return q, k, normal(rng, (S, 16))
+    return build
+
+
+def identity_state_dict(E):
+    eye = np.eye(E)
+    return {"in_proj_weight": np.concatenate([eye, eye, eye]), "out_proj.weight": eye.copy()}
 
 
 def kpm_all_masked(batch, kind="bool"):
@@ -749,6 +829,33 @@ CASES = [
          mask="float-2d", checks=[check_large_scores],
          note="large scores with a float mask, unbatched"),
 
+    # exp down to float32's subnormals: e^-90 = 8.2e-40 is a weight torch keeps (x 3e38 = 0.25).
+    dict(name="exp-subnormal-weight", E=1, H=1, N=None, L=1, S=2, state_dict=ONES_E1,
+         inputs=exp_subnormal_inputs([0.0, -90.0], [1.0, 3e38]),
+         checks=[check_subnormal_weights, check_torch_float32],
+         note="E=1, scores [0, -90]: weight e^-90 (float32 subnormal) times value 3e38 adds 0.25"),
+    dict(name="exp-subnormal-weight-inf-value", E=1, H=1, N=None, L=1, S=2, state_dict=ONES_E1,
+         inputs=exp_subnormal_inputs([0.0, -90.0], [1.0, float("inf")]), infinite_output=True,
+         checks=[check_subnormal_weights, check_torch_float32],
+         note="as exp-subnormal-weight with value inf: output inf (a weight of 0 would give NaN)"),
+    dict(name="exp-subnormal-weight-many-keys", E=1, H=1, N=None, L=1, S=16, state_dict=ONES_E1,
+         inputs=exp_subnormal_inputs(
+             [0.0, -0.5, -1.0, -2.0, -3.0, -87.0, -88.0, -90.0, -95.0, -100.0, -102.0, -103.0,
+              -103.9, -104.0, -110.0, -1000.0],
+             [1.0, 2.0, 3.0, 4.0, 5.0] + [3e38] * 11),
+         checks=[check_subnormal_weights, check_torch_float32],
+         note="16 keys (the packed path): scores 0 to -1000, subnormal weights x 3e38 values"),
+    # q / sqrt(head_dim) before q . k, as torch: the unscaled products would overflow.
+    dict(name="scale-before-dot-large-query", E=16, H=1, bias=False, N=None, L=2, S=13,
+         state_dict=identity_state_dict(16), inputs=large_query_inputs(13),
+         checks=[check_scores_near_flt_max, check_torch_float32],
+         note="E=16, 1 head, 13 keys (the packed path): q = 7.9e18 everywhere, key 0 = q, "
+              "scores 2.5e38 (q . k = 1e39 overflows)"),
+    dict(name="scale-before-dot-large-query-short-row", E=16, H=1, bias=False, N=None, L=2, S=3,
+         state_dict=identity_state_dict(16), inputs=large_query_inputs(3),
+         checks=[check_scores_near_flt_max, check_torch_float32],
+         note="as scale-before-dot-large-query with 3 keys (the short-row path)"),
+
     # --- realistic sizes ----------------------------------------------------------------------
     dict(name="realistic-e64-h4-self-kpm", E=64, H=4, N=1, L=16, kpm=lengths_kpm([11]),
          w_scale=0.2, grid_bits=6, note="E=64, 4 heads, L=S=16, padding mask, averaged weights"),
@@ -792,7 +899,7 @@ def main():
         n_full = int(case["_full"].sum())
         rows.append((case["name"], spec.get("note", ""), n_full))
         print(f"{case['name']:45s} {len(text):7d} B  |out-torch|={diff:.1e} |w-torch|={wdiff:.1e}"
-              f"  full rows={n_full}  max|score|={case['_max_score']:.1f}" + ("  (folded)" if folded else ""))
+              f"  full rows={n_full}  max|score|={case['_max_score']:.4g}" + ("  (folded)" if folded else ""))
 
     write_readme(args.out, rows)
     stale = sorted(set(f for f in os.listdir(args.out) if f.endswith(".json"))
@@ -838,6 +945,12 @@ def write_readme(out, rows):
         "- Torch 1.13 mis-merges a float `key_padding_mask` with an `attn_mask` (OR-ed as bool, or",
         "  ignored); for those cases torch got both folded into one additive float 3-D `attn_mask`. The",
         "  files keep the masks as given, with the spec's meaning (float masks are added).",
+        "- The float32 numerics cases (`exp-*`, `scale-before-dot-*`) use given values off the grid",
+        "  (3e38, 7.9e18, scores down to -1000; all exactly float32) and are also run through torch's",
+        "  float32 module, which must give the expected values within a relative error of 1e-5 with the",
+        "  same non-finite entries: subnormal softmax weights count, and q is divided by sqrt(head_dim)",
+        "  before q . k (unscaled, the product would overflow). `exp-subnormal-weight-inf-value`",
+        "  expects an infinite output.",
         "",
         "## Fully masked rows",
         "",

@@ -190,7 +190,7 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
   args.kv_total = Sp;
   args.head_dim = p.head_dim;
   args.embed = E;
-  args.scale = 1.0f / std::sqrt(static_cast<float>(p.head_dim));
+  args.sqrt_head_dim = std::sqrt(static_cast<float>(p.head_dim));
   args.workers = static_cast<size_t>(ThreadCount());  // a scratch slice per thread
   const uint64_t qfloats = SaturatingProduct({N, L, E});
   const uint64_t kvfloats = SaturatingProduct({N, Sp, E});

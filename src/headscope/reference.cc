@@ -50,9 +50,10 @@ bool SoftmaxRow(Eigen::Ref<Vector> row) {
     row.setZero();
     return true;
   }
-  // Blocked keys (-inf) get exactly 0, as in PyTorch: Eigen's vectorized exp clamps its input
-  // at -88.4 and returns ~1e-39 for -inf, which turned 0 * inf in V into inf instead of NaN.
-  row = (row.array() == -kInf).select(0.0f, (row.array() - max).exp()).matrix();
+  // std::exp per entry, not Eigen's vectorized exp: that clamps its input at -88.7, so it
+  // returns ~3e-39 for -inf (0 * inf in V became inf instead of NaN) and misses float's
+  // subnormal range (exp(-90) = 8.2e-40, a weight torch keeps; 0 only below -103.97).
+  row = row.unaryExpr([max](float x) { return std::exp(x - max); });
   row /= row.sum();
   return false;
 }
@@ -78,7 +79,9 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
   if (opt.need_weights && p.weights_floats(average) > 0) {
     std::fill_n(result->weights.data(), p.weights_floats(average), 0.0f);
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // torch 1.13 divides q by sqrt(hd) before q k^T (`q / math.sqrt(E)`, then bmm/baddbmm): the
+  // same order here, so q . k near FLT_MAX * sqrt(hd) stays finite as in torch.
+  const float sqrt_hd = std::sqrt(static_cast<float>(hd));
 
   // Empty matrices are skipped, not computed: Eigen offsets their null data pointers (UB).
   for (size_t n = 0; n < N && L > 0; ++n) {
@@ -106,7 +109,8 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
       const auto qh = q.middleCols(h * hd, hd);
       const auto kh = k.middleCols(h * hd, hd);
       const auto vh = v.middleCols(h * hd, hd);
-      Matrix scores = (qh * kh.transpose()) * scale;  // (L, S')
+      const Matrix qh_scaled = qh / sqrt_hd;
+      Matrix scores = qh_scaled * kh.transpose();  // (L, S')
       for (size_t i = 0; i < L; ++i) {
         for (size_t j = 0; j < S; ++j) {  // masks never reach the extra keys
           if (opt.attn_mask.present()) {

@@ -2,6 +2,8 @@
 // every case within a relative error of 1e-4. The set must stay complete: at least 40 cases that
 // together cover every constructor and forward option.
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -84,6 +86,22 @@ TEST(Golden, CoverEveryOption) {
   EXPECT_GT(count([](C c) { return !c.need_weights; }), 0) << "need_weights=false";
   EXPECT_GT(count([](C c) { return c.need_weights && c.average_attn_weights; }), 0);
   EXPECT_GT(count([](C c) { return c.need_weights && !c.average_attn_weights; }), 0);
+  // Numerics (docs/errors.md): weights that are float subnormals, an infinite value reaching the
+  // output through one, and queries whose unscaled q . k would overflow (divided first, as torch).
+  EXPECT_GT(count([](C c) {
+              return std::any_of(c.expected_weights.data.begin(), c.expected_weights.data.end(),
+                                 [](float w) { return w > 0 && w < FLT_MIN; });
+            }),
+            0)
+      << "a subnormal weight";
+  EXPECT_GT(count([](C c) {
+              return std::any_of(c.expected_output.data.begin(), c.expected_output.data.end(),
+                                 [](float y) { return std::isinf(y); });
+            }),
+            0)
+      << "an infinite output";
+  EXPECT_GT(count([](C c) { return c.name == "scale-before-dot-large-query"; }), 0);
+  EXPECT_GT(count([](C c) { return c.name == "scale-before-dot-large-query-short-row"; }), 0);
   // Fully masked rows: the zero-row policy shows as an all-zero weights row.
   EXPECT_GT(count([](C c) {
               if (!c.expected_weights.present) return false;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -156,31 +158,84 @@ TEST(SoftmaxKernel, PolicyRows) {
   });
 }
 
+// Distance in units in the last place between two non-negative floats (subnormals included:
+// the bit patterns of non-negative floats are ordered as their values).
+int64_t UlpDistance(float a, float b) {
+  int32_t ia, ib;
+  std::memcpy(&ia, &a, sizeof(ia));
+  std::memcpy(&ib, &b, sizeof(ib));
+  return std::abs(static_cast<int64_t>(ia) - ib);
+}
+
+float FloatFromBits(uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof(f));
+  return f;
+}
+
 TEST(SoftmaxKernel, ExpNonPositiveIsAccurateOverItsDomain) {
-  // Every softmax input after the max is subtracted: [-inf, 0]. Within a few ulp of exp() down to
-  // ln(FLT_MIN), 0 below it (where float turns denormal) and exactly 0 at -inf, 1 at 0.
+  // Every softmax input after the max is subtracted: [-inf, 0]. Float's exp is subnormal below
+  // ln(FLT_MIN) = -87.34 and 0 only below -150 ln 2 = -103.97: every float in [-104, -87] (where
+  // the output is subnormal or about to be), and a sweep of [-87, 0], against std::exp in float.
   std::vector<float> x;
-  for (float v = 0.0f; v > -87.3f; v -= 0.000731f) x.push_back(v);
-  std::mt19937 rng(9);
-  std::uniform_real_distribution<float> u(-87.3f, 0.0f);
-  for (int i = 0; i < 20000; ++i) x.push_back(u(rng));
-  x.push_back(-0.0f);
+  const uint32_t kBits87 = 0xC2AE0000u, kBits104 = 0xC2D00000u;  // -87.0f, -104.0f
+  for (uint32_t b = kBits87; b <= kBits104; ++b) x.push_back(FloatFromBits(b));
+  for (uint32_t b = 0x80000000u; b < kBits87; b += 1021) x.push_back(FloatFromBits(b));
   std::vector<float> y(x.size());
   test::ForEachTarget([&](const char* target) {
     ExpNonPositive(x.data(), y.data(), x.size());
-    double worst = 0.0;
+    int64_t worst = 0, subnormal = 0;
+    float worst_x = 0;
     for (size_t i = 0; i < x.size(); ++i) {
-      const double want = std::exp(static_cast<double>(x[i]));
-      worst = std::max(worst, std::abs(y[i] - want) / want);
+      const float want = std::exp(x[i]);
+      const int64_t ulp = UlpDistance(y[i], want);
+      if (ulp > worst) {
+        worst = ulp;
+        worst_x = x[i];
+      }
+      subnormal += want > 0.0f && want < std::numeric_limits<float>::min();
     }
-    EXPECT_LE(worst, 3e-7) << target;  // 2.5 ulp
-    const float edges[] = {-kInf, -1000.0f, -104.0f, -87.34f, 0.0f, -0.0f, -1e-30f};
-    float out[7];
-    ExpNonPositive(edges, out, 7);
+    EXPECT_LE(worst, 1) << target << " at x=" << worst_x;  // 1 on every target, WASM too
+    EXPECT_GT(subnormal, 2000000) << target;  // the subnormal range really was covered
+    const float kMinX = FloatFromBits(0xC2CFF1B4u);      // -103.972076, nearest above -150 ln 2
+    const float below_min = FloatFromBits(0xC2CFF1B5u);  // the next float below it
+    const float edges[] = {-kInf, -1000.0f, -104.0f, below_min, kMinX, -90.0f,
+                           -87.34f, 0.0f,     -0.0f,   -1e-30f};
+    float out[10];
+    ExpNonPositive(edges, out, 10);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_LE(UlpDistance(out[i], std::exp(edges[i])), 1) << target << " x=" << edges[i];
+    }
     for (int i = 0; i < 4; ++i) EXPECT_EQ(out[i], 0.0f) << target << " x=" << edges[i];
-    EXPECT_EQ(out[4], 1.0f) << target;
-    EXPECT_EQ(out[5], 1.0f) << target;
-    EXPECT_EQ(out[6], 1.0f) << target;
+    EXPECT_EQ(out[4], std::numeric_limits<float>::denorm_min()) << target;
+    EXPECT_GT(out[5], 0.0f) << target;  // e^-90 = 8.2e-40: subnormal, not 0
+    EXPECT_EQ(out[7], 1.0f) << target;
+  });
+}
+
+TEST(SoftmaxKernel, SubnormalWeightsAreKept) {
+  // torch.softmax([0, -90]) = [1, 8.2e-40]: the second weight is subnormal, not 0, and it counts
+  // when its value is large (8.2e-40 * 3e38 = 0.25) or infinite (inf, where 0 * inf is NaN).
+  test::ForEachTarget([&](const char* target) {
+    for (size_t n : {2, 5, 16, 17, 33}) {
+      std::vector<float> row(n, -kInf), tile;
+      row[0] = 0.0f;
+      row[n - 1] = -90.0f;
+      if (n > 2) row[1] = -100.0f;
+      tile = row;
+      ASSERT_FALSE(Softmax(row.data(), n));
+      uint8_t state = 99;
+      SoftmaxRows(tile.data(), 1, n, &state);
+      EXPECT_EQ(state, 0) << target;
+      for (const std::vector<float>* r : {&row, &tile}) {
+        EXPECT_EQ((*r)[0], 1.0f) << target << " n=" << n;
+        EXPECT_LE(UlpDistance((*r)[n - 1], std::exp(-90.0f)), 2) << target << " n=" << n;
+        if (n > 2) {
+          EXPECT_LE(UlpDistance((*r)[1], std::exp(-100.0f)), 2) << target << " n=" << n;
+        }
+        for (size_t j = 2; j + 1 < n; ++j) EXPECT_EQ((*r)[j], 0.0f) << target << " n=" << n;
+      }
+    }
   });
 }
 

@@ -1,5 +1,6 @@
 // The fast path (Highway kernels) against the Eigen reference on hundreds of random shapes and
 // option combinations; the trace's stages recombining to the output; no allocation per call.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -305,6 +306,111 @@ TEST(FastPathVsReference, NonFiniteInputsPropagateLikeTorch) {
       for (size_t j = 0; j < 4; ++j) {
         EXPECT_EQ(std::isnan(fast.weights[(h * 3 + i) * 4 + j]), i == 1) << h << i << j;
       }
+    }
+  }
+}
+
+// A module with the given in_proj_weight and out_proj.weight (and zero biases when cfg.bias).
+std::unique_ptr<MultiheadAttention> ModuleWithWeights(const MhaConfig& cfg,
+                                                      const std::vector<float>& in_proj,
+                                                      const std::vector<float>& out_proj) {
+  std::unique_ptr<MultiheadAttention> mha;
+  EXPECT_TRUE(MultiheadAttention::Create(cfg, &mha).ok());
+  const int64_t E = cfg.embed_dim;
+  EXPECT_TRUE(mha->SetParameter("in_proj_weight", {in_proj.data(), {3 * E, E}, in_proj.size()}).ok());
+  EXPECT_TRUE(mha->SetParameter("out_proj.weight", {out_proj.data(), {E, E}, out_proj.size()}).ok());
+  if (cfg.bias) {
+    const std::vector<float> zeros(3 * E, 0.0f);
+    EXPECT_TRUE(mha->SetParameter("in_proj_bias", {zeros.data(), {3 * E}, 3 * static_cast<size_t>(E)}).ok());
+    EXPECT_TRUE(mha->SetParameter("out_proj.bias", {zeros.data(), {E}, static_cast<size_t>(E)}).ok());
+  }
+  return mha;
+}
+
+TEST(FastPathVsReference, QueriesAreScaledBeforeTheDotProduct) {
+  // torch computes (q / sqrt(hd)) k^T: with q = k0 = 7.9e18 everywhere and hd = 16 the score of
+  // key 0 is 2.5e38, finite, while q . k0 = 1e39 would overflow to inf (a NaN softmax row). Every
+  // path must divide first: the short-row path (S' <= 12), the packed path (more keys, with and
+  // without causal key skipping, two query tiles), the reference, and the trace's scores. Key 0
+  // then takes all the weight, so each output row is value 0 exactly (identity projections).
+  for (int64_t H : {1, 2}) {
+    MhaConfig cfg;
+    cfg.num_heads = H;
+    cfg.embed_dim = 16 * H;
+    cfg.bias = false;
+    const int64_t E = cfg.embed_dim;
+    std::vector<float> in_proj(3 * E * E, 0.0f), out_proj(E * E, 0.0f);
+    for (int64_t i = 0; i < 3 * E; ++i) in_proj[i * E + i % E] = 1.0f;
+    for (int64_t i = 0; i < E; ++i) out_proj[i * E + i] = 1.0f;
+    std::unique_ptr<MultiheadAttention> mha = ModuleWithWeights(cfg, in_proj, out_proj);
+    for (int64_t S : {3, 13, 70}) {
+      for (bool causal : {false, true}) {
+        const int64_t L = causal ? S : 70;
+        std::mt19937 rng(static_cast<unsigned>(S * 10 + causal + H));
+        const float big = 7.9e18f;
+        std::vector<float> q(L * E, big), k = test::RandomVector(&rng, S * E);
+        std::vector<float> v = test::RandomVector(&rng, S * E);
+        std::fill(k.begin(), k.begin() + E, big);
+        const TensorView qv{q.data(), {L, E}, q.size()}, kv{k.data(), {S, E}, k.size()},
+            vv{v.data(), {S, E}, v.size()};
+        ForwardOptions opt;
+        opt.is_causal = causal;
+        const std::string what = "H=" + std::to_string(H) + " S=" + std::to_string(S) +
+                                 (causal ? " causal" : "");
+        test::ForEachTarget([&](const char* target) {
+          ForwardResult fast;
+          ASSERT_TRUE(mha->Forward(qv, kv, vv, opt, &fast).ok());
+          int64_t wrong = 0;
+          for (int64_t i = 0; i < L * E; ++i) wrong += fast.output[i] != v[i % E];
+          EXPECT_EQ(wrong, 0) << what << " " << target << ": output[0] = " << fast.output[0];
+        });
+        ForwardResult ref;
+        ASSERT_TRUE(ReferenceForward(mha->weights(), qv, kv, vv, opt, &ref).ok());
+        int64_t wrong = 0;
+        for (int64_t i = 0; i < L * E; ++i) wrong += ref.output[i] != v[i % E];
+        EXPECT_EQ(wrong, 0) << what << " reference: output[0] = " << ref.output[0];
+        AttentionTrace t;
+        ASSERT_TRUE(mha->Trace(qv, kv, vv, opt, &t).ok());
+        for (int64_t r = 0; r < H * L; ++r) {  // [H, L, S]: key 0's score is 16 big^2 / 4
+          EXPECT_FLOAT_EQ(t.scores.data[r * S], 16.0f * (big / 4.0f) * big) << what << " row " << r;
+        }
+        EXPECT_EQ(t.q.data[0], big) << what << ": the trace's q is the projection, unscaled";
+      }
+    }
+  }
+}
+
+TEST(FastPathVsReference, SubnormalWeightsReachTheOutputOnEveryTarget) {
+  // E=1, all weights 1: the scores are the keys. torch.softmax([0, -90]) keeps e^-90 = 8.2e-40 (a
+  // float subnormal), so a value of 3e38 adds 0.2458 and a value of inf makes the output inf (a
+  // weight of 0 would make it NaN). Short rows (2 keys) and packed ones (20 keys, the rest at
+  // -200, where exp is 0).
+  MhaConfig cfg;
+  cfg.embed_dim = 1;
+  cfg.num_heads = 1;
+  std::unique_ptr<MultiheadAttention> mha =
+      ModuleWithWeights(cfg, std::vector<float>(3, 1.0f), std::vector<float>(1, 1.0f));
+  const float q[1] = {1.0f};
+  for (int64_t S : {2, 20}) {
+    for (float big : {3e38f, std::numeric_limits<float>::infinity()}) {
+      std::vector<float> k(S, -200.0f), v(S, 1.0f);
+      k[0] = 0.0f;
+      k[S - 1] = -90.0f;
+      v[S - 1] = big;
+      const TensorView qv{q, {1, 1}, 1}, kv{k.data(), {S, 1}, k.size()}, vv{v.data(), {S, 1}, v.size()};
+      const float want = big == 3e38f ? 1.2458204f : big;  // torch 1.13, float32
+      const std::string what = "S=" + std::to_string(S) + " value " + std::to_string(big);
+      ForwardOptions opt;
+      ForwardResult ref;
+      ASSERT_TRUE(ReferenceForward(mha->weights(), qv, kv, vv, opt, &ref).ok());
+      EXPECT_FLOAT_EQ(ref.output[0], want) << what << " reference";
+      EXPECT_GT(ref.weights[S - 1], 0.0f) << what << " reference";
+      test::ForEachTarget([&](const char* target) {
+        ForwardResult fast;
+        ASSERT_TRUE(mha->Forward(qv, kv, vv, opt, &fast).ok());
+        EXPECT_FLOAT_EQ(fast.output[0], want) << what << " " << target;
+        EXPECT_FLOAT_EQ(fast.weights[S - 1], std::exp(-90.0f)) << what << " " << target;
+      });
     }
   }
 }

@@ -24,11 +24,28 @@ HWY_BEFORE_NAMESPACE();
 namespace headscope {
 namespace HWY_NAMESPACE {
 
-// scores[r, j] = scale * q_r . k_j for the tile's rows and the first `keys` keys; K packed as
-// the matmul's right operand.
-HWY_INLINE void QDotK(const AttentionArgs& a, const float* q_rows, const float* packed_k,
+// q_tile[r, :] = q_r / sqrt(hd) for the tile's rows of one head (rows of stride E in, hd out):
+// torch divides the queries before the product (see AttentionArgs::sqrt_head_dim). Once per query
+// row and head, O(L E) per call against the O(L S' E) of the scores.
+HWY_INLINE void ScaleQueries(const AttentionArgs& a, const float* HWY_RESTRICT q_rows, size_t rows,
+                             float* HWY_RESTRICT q_tile) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d), hd = a.head_dim;
+  const auto vdiv = hn::Set(d, a.sqrt_head_dim);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* HWY_RESTRICT src = q_rows + r * a.embed;
+    float* HWY_RESTRICT dst = q_tile + r * hd;
+    size_t x = 0;
+    for (; x + N <= hd; x += N) hn::StoreU(hn::Div(hn::LoadU(d, src + x), vdiv), d, dst + x);
+    for (; x < hd; ++x) dst[x] = src[x] / a.sqrt_head_dim;
+  }
+}
+
+// scores[r, j] = q_tile_r . k_j for the tile's scaled queries (ScaleQueries) and the first `keys`
+// keys; K packed as the matmul's right operand.
+HWY_INLINE void QDotK(const AttentionArgs& a, const float* q_tile, const float* packed_k,
                       size_t rows, size_t keys, float* scores, size_t ld_scores) {
-  MatMulPackedImpl(q_rows, a.embed, packed_k, nullptr, rows, keys, a.head_dim, a.scale, scores,
+  MatMulPackedImpl(q_tile, a.head_dim, packed_k, nullptr, rows, keys, a.head_dim, 1.0f, scores,
                    ld_scores);
 }
 
@@ -84,16 +101,16 @@ HWY_INLINE void FinishAverage(const AttentionArgs& a, size_t n) {
   for (size_t x = 0; x < a.q_len * a.kv_total; ++x) avg[x] *= inv_heads;
 }
 
-// kt[x * S' + j] = scale * k_j[x]: one head's keys transposed (lanes run over keys), so a score
-// row is hd broadcast multiply-adds per vector of keys, with no horizontal sums.
+// kt[x * S' + j] = k_j[x]: one head's keys transposed (lanes run over keys), so a score row is
+// hd broadcast multiply-adds per vector of keys, with no horizontal sums.
 HWY_INLINE void SmallTransposeK(const float* HWY_RESTRICT k, size_t ld_k, size_t keys, size_t hd,
-                                float scale, float* HWY_RESTRICT kt) {
+                                float* HWY_RESTRICT kt) {
   for (size_t j = 0; j < keys; ++j) {
-    for (size_t x = 0; x < hd; ++x) kt[x * keys + j] = scale * k[j * ld_k + x];
+    for (size_t x = 0; x < hd; ++x) kt[x * keys + j] = k[j * ld_k + x];
   }
 }
 
-// row[j] = q . (scale * k_j) for j < keys, from SmallTransposeK's layout.
+// row[j] = q . k_j for j < keys, q already divided by sqrt(hd), from SmallTransposeK's layout.
 HWY_INLINE void SmallScores(const float* HWY_RESTRICT q, const float* HWY_RESTRICT kt,
                             size_t keys, size_t hd, float* HWY_RESTRICT row) {
   const hn::ScalableTag<float> d;
@@ -141,8 +158,8 @@ HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
   const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
   float* score_tile = workspace;                                    // [tile, S']
   // The workspace is sized for the packed path (AttentionWorkspaceFloats); this uses less of it.
-  float* scale_kt = score_tile + tile * S;                          // [hd, S']
-  uint8_t* row_state = reinterpret_cast<uint8_t*>(scale_kt + hd * S);  // [tile]
+  float* kt = score_tile + tile * S;                                // [hd, S']
+  uint8_t* row_state = reinterpret_cast<uint8_t*>(kt + hd * S);     // [tile]
   const bool per_head_weights = a.weights != nullptr && !a.average_weights;
   for (size_t n = 0; n < a.batch; ++n) {
     const float* k_base = a.k + n * S * E;
@@ -155,10 +172,12 @@ HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
         float* scores = per_head_weights ? a.weights + ((n * a.heads + h) * L + i0) * S
                         : (a.weights != nullptr && h == 0) ? a.weights + (n * L + i0) * S
                                                            : score_tile;
-        if (i0 == 0) SmallTransposeK(k_base + h * hd, E, S, hd, a.scale, scale_kt);
+        if (i0 == 0) SmallTransposeK(k_base + h * hd, E, S, hd, kt);
         for (size_t r = 0; r < rows; ++r) {
           float* HWY_RESTRICT row = scores + r * S;
-          SmallScores(a.q + (n * L + i0 + r) * E + h * hd, scale_kt, S, hd, row);
+          HWY_ALIGN float q_scaled[kSmallMaxHeadDim];  // q_r / sqrt(hd), as ScaleQueries
+          ScaleQueries(a, a.q + (n * L + i0 + r) * E + h * hd, 1, q_scaled);
+          SmallScores(q_scaled, kt, S, hd, row);
           MaskScores(a, n, h, i0 + r, row);
         }
         if (a.scores != nullptr) {
@@ -208,7 +227,8 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
   float* packed_k = workspace;                                   // [ceil(S/16)][hd][16]
   float* packed_vt = packed_k + PackedFloats(S, hd);             // [ceil(hd/16)][S][16]
   float* score_tile = packed_vt + PackedFloats(hd, S);           // [tile, S']
-  bool* fully_masked = reinterpret_cast<bool*>(score_tile + tile * S);  // [tile]
+  float* q_tile = score_tile + tile * S;                         // [tile, hd]
+  bool* fully_masked = reinterpret_cast<bool*>(q_tile + tile * hd);  // [tile]
   const bool per_head_weights = a.weights != nullptr && !a.average_weights;
   PackB(a.k + n * S * E + h * hd, S, hd, E, 1, packed_k);   // rows of stride E
   PackB(a.v + n * S * E + h * hd, hd, S, 1, E, packed_vt);
@@ -225,7 +245,8 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
     // products with those keys are skipped (about half the QK^T and weights x V work of a causal
     // call); their weights are 0 and their trace scores -inf, as computed ones would be.
     const size_t keys = causal_skip ? std::min(S, std::max(i0 + rows, v_keys)) : S;
-    QDotK(a, a.q + (n * L + i0) * E + h * hd, packed_k, rows, keys, scores, S);
+    ScaleQueries(a, a.q + (n * L + i0) * E + h * hd, rows, q_tile);
+    QDotK(a, q_tile, packed_k, rows, keys, scores, S);
     for (size_t r = 0; r < rows; ++r) {
       float* row = scores + r * S;
       MaskScores(a, n, h, i0 + r, row, keys);
@@ -259,7 +280,8 @@ HWY_INLINE void ParallelAttention(const AttentionArgs& a, float* workspace) {
   const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
   const size_t tiles = (L + tile - 1) / tile;
   // One worker's slice, rounded to 64 bytes as in AttentionWorkspaceFloats.
-  const size_t stride = (PackedFloats(S, hd) + PackedFloats(hd, S) + tile * S + tile + 15) / 16 * 16;
+  const size_t stride =
+      (PackedFloats(S, hd) + PackedFloats(hd, S) + tile * S + tile * hd + tile + 15) / 16 * 16;
   if (a.weights != nullptr && a.average_weights) {
     const float inv_heads = 1.0f / static_cast<float>(a.heads);
     ParallelFor(a.batch * tiles, [&](size_t task, size_t worker) {

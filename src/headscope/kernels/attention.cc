@@ -37,6 +37,7 @@ static uint64_t WorkerFloats(const AttentionArgs& a) {
       SaturatingProduct({(a.kv_total + kPanel - 1) / kPanel * kPanel, a.head_dim}),  // K_h
       SaturatingProduct({(a.head_dim + kPanel - 1) / kPanel * kPanel, a.kv_total}),  // V_h^T
       SaturatingProduct({tile, a.kv_total}),  // score tile
+      SaturatingProduct({tile, a.head_dim}),  // the tile's queries divided by sqrt(hd)
       tile,                                   // fully-masked flags (bytes; a float each)
   };
   uint64_t total = 0;

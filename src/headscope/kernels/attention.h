@@ -1,5 +1,5 @@
 // The attention stage of multi-head attention, after the input projections and before the output
-// projection: for every batch element and head, scores = Q K^T * scale + masks, weights =
+// projection: for every batch element and head, scores = (Q / sqrt(hd)) K^T + masks, weights =
 // softmax(scores), head output = weights x V, written into the concatenation.
 #ifndef HEADSCOPE_KERNELS_ATTENTION_H_
 #define HEADSCOPE_KERNELS_ATTENTION_H_
@@ -17,7 +17,11 @@ struct AttentionArgs {
   size_t kv_total = 0;   // S' >= S: the extra keys (bias_k, zero attention) are never masked
   size_t head_dim = 0;   // hd
   size_t embed = 0;      // E = H * hd
-  float scale = 1.0f;    // 1 / sqrt(hd)
+  // Queries are divided by this before q . k, in that order, as torch 1.13's
+  // _scaled_dot_product_attention does (`q / math.sqrt(hd)`, a float32 division by the rounded
+  // root): scaling the product instead overflows where torch's scores are finite (q . k near
+  // FLT_MAX * sqrt(hd)), and a multiply by 1 / sqrt(hd) would differ from torch by an ulp.
+  float sqrt_head_dim = 1.0f;
 
   const float* q = nullptr;  // [N, L, E]  projected queries, head h in columns h*hd ..
   const float* k = nullptr;  // [N, S', E] projected keys

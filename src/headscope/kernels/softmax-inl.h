@@ -42,26 +42,37 @@ HWY_INLINE void StoreTail(hn::Vec<D> v, D d, float* HWY_RESTRICT p, size_t count
 // of x / ln 2 to an integer done with the 1.5 * 2^23 trick instead of a float -> int conversion,
 // and 2^n built from the rounded value's own bits: V8 lowers WebAssembly's saturating
 // i32x4.trunc_sat_f32x4_s to about six x86 instructions, and tutorial shapes spend a fifth of a
-// call in exp. Results within 1 ulp of Highway's Exp; below -87.3 (exp < 1.2e-38, where float
-// turns denormal) the result is 0, which no softmax weight can tell from a denormal (the row's
-// sum is >= 1).
+// call in exp. Within 1 ulp of std::exp in float over the whole range float's exp covers,
+// subnormal results included: PyTorch's weights are subnormal from x < -87.34 (ln FLT_MIN) down
+// to -103.97 (ln of half the smallest subnormal, below which float's exp rounds to 0), and a
+// subnormal weight times a huge or infinite value is not 0 (e^-90 * 3e38 = 0.25, e^-90 * inf =
+// inf, where 0 * inf would be NaN).
 template <class D>
 HWY_INLINE hn::Vec<D> ExpNonPositive(D d, hn::Vec<D> x) {
   const hn::RebindToSigned<D> di;
-  const auto kMin = hn::Set(d, -87.33654f);  // ln(FLT_MIN)
+  const auto kMin = hn::Set(d, -103.972076f);  // the float nearest -150 ln 2, above it
   const auto kMagic = hn::Set(d, 12582912.0f);  // 1.5 * 2^23: t = y + kMagic rounds y
-  const auto xc = hn::Max(x, kMin);  // keeps -inf out of the arithmetic (masked below)
+  // Lanes below kMin (-inf: masked keys) are 0 in the end; computing them as exp(0) meanwhile
+  // keeps them out of the subnormal range, whose products cost a microcode assist on x86 (a
+  // clamp to kMin would pay it on every masked key).
+  const auto underflow = hn::Lt(x, kMin);
+  const auto xc = hn::IfThenZeroElse(underflow, x);
   const auto t = hn::MulAdd(xc, hn::Set(d, 1.442695040888963407359924681f), kMagic);
-  const auto n = hn::Sub(t, kMagic);  // round(x / ln 2), in [-126, 0]
+  const auto n = hn::Sub(t, kMagic);  // round(x / ln 2), in [-150, 0]
   // r = x - n ln 2 in two parts, as Highway's ExpReduce.
   auto r = hn::MulAdd(n, hn::Set(d, -0.693145751953125f), xc);
   r = hn::MulAdd(n, hn::Set(d, -1.428606765330187045e-6f), r);
   hn::impl::ExpImpl<float> impl;
   const auto p = hn::Add(impl.ExpPoly(d, r), hn::Set(d, 1.0f));
-  // t's bits are 0x4B400000 + n: the exponent field of 2^n is that minus 0x4B400000, plus 127.
-  const auto pow2n = hn::BitCast(
-      d, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, t), hn::Set(di, 127 - 0x4B400000))));
-  return hn::IfThenZeroElse(hn::Lt(x, kMin), hn::Mul(p, pow2n));
+  // 2^n is subnormal (or 0) for n < -126 and has no exponent field of its own, so it is applied
+  // as 2^(n + 64), always normal (n + 64 in [-86, 64]), then 2^-64: the first product is exact,
+  // the second rounds once, only where the result is subnormal. One multiply more than a single
+  // 2^n; no compare or select. t's bits are 0x4B400000 + n, so the exponent field of 2^(n + 64)
+  // is those bits minus 0x4B400000, plus 127 + 64.
+  const auto pow2n64 = hn::BitCast(
+      d, hn::ShiftLeft<23>(hn::Add(hn::BitCast(di, t), hn::Set(di, 127 + 64 - 0x4B400000))));
+  const auto e = hn::Mul(hn::Mul(p, pow2n64), hn::Set(d, 5.42101086242752217e-20f));  // 2^-64
+  return hn::IfThenZeroElse(underflow, e);
 }
 
 HWY_INLINE void AddInPlaceImpl(float* HWY_RESTRICT row, const float* HWY_RESTRICT add,
