@@ -110,10 +110,15 @@ export function readArgument(name, read) {
   try {
     return read();
   } catch (e) {
-    if (isHeadscopeError(e)) throw e;
-    throw new HeadscopeError('INVALID_ARGUMENT', `${name}: reading it threw ` +
-      `(${describeThrown(e)}); expected a plain value`, { cause: e });
+    throw argumentError(e, name);
   }
+}
+
+/** headscope's own errors as they are; anything a caller's code threw as INVALID_ARGUMENT. */
+export function argumentError(e, name) {
+  if (isHeadscopeError(e)) return e;
+  return new HeadscopeError('INVALID_ARGUMENT', `${name}: reading it threw ` +
+    `(${describeThrown(e)}); expected a plain value`, { cause: e });
 }
 
 function fail(code, message) {
@@ -227,6 +232,9 @@ function fixedView(data, count) {
   }
 }
 
+const FLOAT_KINDS = Object.freeze(['Float32Array']);
+const MASK_KINDS = Object.freeze(['Uint8Array', 'Float32Array']);
+
 // The `data` of a { data, shape } tensor: a real typed array of one of `kinds`, else an error.
 function tensorObject(value, name, kinds, help) {
   const shapeValue = value.shape;
@@ -248,8 +256,13 @@ function tensorObject(value, name, kinds, help) {
  * Float32Array (or a new one for nested arrays), `count` its true length and `shape` a new array.
  * `nonFiniteStrings` accepts "inf", "-inf", "nan" leaves (the case format's spelling).
  */
-export function toFloatTensor(value, name, { nonFiniteStrings = false } = {}) {
-  return readArgument(name, () => floatTensor(value, name, nonFiniteStrings));
+export function toFloatTensor(value, name, options) {
+  // try/catch here rather than readArgument(): this runs on every forward() (no closure).
+  try {
+    return floatTensor(value, name, options !== undefined && options.nonFiniteStrings === true);
+  } catch (e) {
+    throw argumentError(e, name);
+  }
 }
 
 function floatTensor(value, name, nonFiniteStrings) {
@@ -269,7 +282,7 @@ function floatTensor(value, name, nonFiniteStrings) {
   }
   if (value !== null && typeof value === 'object' && typedArrayName(value) === undefined &&
       'data' in value) {
-    return tensorObject(value, name, ['Float32Array'], 'a Float32Array');
+    return tensorObject(value, name, FLOAT_KINDS, 'a Float32Array');
   }
   fail('INVALID_ARGUMENT', `${name}: expected a tensor (${TENSOR_HELP}), got ${describe(value)}`);
 }
@@ -285,9 +298,13 @@ const NON_FINITE = Object.freeze(Object.assign(Object.create(null), {
  * @returns {null | { data: Uint8Array | Float32Array, shape: number[], count: number,
  *   type: 'bool' | 'float' }}
  */
-export function toMask(value, name, { nonFiniteStrings = false } = {}) {
+export function toMask(value, name, options) {
   if (value === null || value === undefined) return null;
-  return readArgument(name, () => mask(value, name, nonFiniteStrings));
+  try {
+    return mask(value, name, options !== undefined && options.nonFiniteStrings === true);
+  } catch (e) {
+    throw argumentError(e, name);
+  }
 }
 
 function mask(value, name, nonFiniteStrings) {
@@ -313,7 +330,7 @@ function mask(value, name, nonFiniteStrings) {
     return { data, shape, count: n, type: kind === 'bool' ? 'bool' : 'float' };
   }
   if (typeof value === 'object' && typedArrayName(value) === undefined && 'data' in value) {
-    return tensorObject(value, name, ['Uint8Array', 'Float32Array'],
+    return tensorObject(value, name, MASK_KINDS,
       'a Uint8Array (booleans) or a Float32Array (added to the scores)');
   }
   fail('INVALID_ARGUMENT', `${name}: expected null or a mask (${MASK_HELP}), got ${describe(value)}`);
