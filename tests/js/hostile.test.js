@@ -151,11 +151,12 @@ function hostileTensor(trick, ctx, base) {
     case 'nested-proxy-rows': {
       // Nested arrays whose rows change length after the first read.
       const rows = [];
+      const w = base.shape[1];
       for (let i = 0; i < base.shape[0]; i++) {
-        const row = Array.from(base.data.subarray(i * 4, i * 4 + 4));
+        const row = Array.from(base.data.subarray(i * w, i * w + w));
         rows.push(new Proxy(row, {
           get(t, k) {
-            if (k === 'length') { onRead(`row${i}.length`); return reads[`row${i}.length`] === 1 ? 4 : 100000; }
+            if (k === 'length') { onRead(`row${i}.length`); return reads[`row${i}.length`] === 1 ? w : 100000; }
             return t[k];
           },
         }));
@@ -202,19 +203,32 @@ function hostileTensor(trick, ctx, base) {
 const TRICKS = ['lying-length', 'lying-small', 'proxy-typed-array', 'changing-getters', 'proxy-object',
   'proxy-shape', 'nested-proxy-rows', 'revoked', 'revoked-shape', 'symbol-shape', 'valueOf-shape',
   'detached', 'throwing-getter', 'shared-buffer'];
-const SLOTS = ['query', 'key', 'value', 'stateDict'];
+// Where the hostile value goes: an input, a state_dict entry, the attention mask (a float mask of
+// zeros: the numbers equal the unmasked call's), or the attention mask inside an options object
+// whose own getters also call back.
+const SLOTS = ['query', 'key', 'value', 'stateDict', 'attnMask', 'options'];
+const ZERO_MASK = { data: new Float32Array(9), shape: [3, 3] };
 
 function runOne({ trick, slot, callback }) {
   const victim = freshVictim();
   const ctx = { victim, reads: {}, callback: CALLBACKS[callback] };
   const heapBefore = hs.memory().heapInUse;
-  const base = slot === 'stateDict' ? STATE['out_proj.weight'] : X;
+  const base = slot === 'stateDict' ? STATE['out_proj.weight']
+    : slot === 'attnMask' || slot === 'options' ? ZERO_MASK : X;
   const { value, expect, first } = hostileTensor(trick, ctx, base);
   let result = null;
   let error = null;
   try {
     if (slot === 'stateDict') {
       victim.loadStateDict({ ...STATE, 'out_proj.weight': value });
+    } else if (slot === 'attnMask') {
+      result = victim.forward(X, X, X, { attnMask: value });
+    } else if (slot === 'options') {
+      const options = {
+        get needWeights() { ctx.reads.needWeights = (ctx.reads.needWeights ?? 0) + 1; ctx.callback(ctx); return true; },
+        attnMask: value,
+      };
+      result = victim.forward(X, X, X, options);
     } else {
       const args = [X, X, X];
       args[['query', 'key', 'value'].indexOf(slot)] = value;
@@ -226,7 +240,8 @@ function runOne({ trick, slot, callback }) {
   // Never anything but a HeadscopeError, and one that names the argument.
   if (error !== null) {
     assert.ok(error instanceof HeadscopeError, `${trick}/${slot}/${callback}: ${error?.stack ?? error}`);
-    const argName = slot === 'stateDict' ? "stateDict['out_proj.weight']" : slot;
+    const argName = slot === 'stateDict' ? "stateDict['out_proj.weight']"
+      : slot === 'attnMask' || slot === 'options' ? 'options.attnMask' : slot;
     if (error.code !== 'DISPOSED') assert.ok(error.message.startsWith(argName), error.message);
   }
   // Every caller property was read once.
@@ -236,7 +251,9 @@ function runOne({ trick, slot, callback }) {
     assert.equal(error?.code, 'DISPOSED', `${trick}/${slot}: a call whose object was disposed by a getter`);
   } else if (expect === 'ok') {
     assert.equal(error, null, `${trick}/${slot}/${callback}: ${error?.message}`);
-    if (slot !== 'stateDict') {
+    if (slot === 'attnMask' || slot === 'options') {
+      assertMatchesReference(result, X, X, X);
+    } else if (slot !== 'stateDict') {
       const args = [X, X, X];
       args[['query', 'key', 'value'].indexOf(slot)] = first ?? X;
       assertMatchesReference(result, ...args);
