@@ -10,7 +10,9 @@
 //   - both paths return the same status code, every error is "CODE: message";
 //   - when both succeed: the same shapes, NaN/inf at the same places and values within
 //     fuzz::kTolerance when the document's values are moderate (fuzz_util.h);
-//   - ResultToJson's text is JSON whose "output" (and "weights", or null) nest like the shapes;
+//   - a parse error's message is one line of bounded length;
+//   - ResultToJson's text is JSON whose "output" (and "weights", or null) nest like the shapes,
+//     and no longer than ResultJsonBytesBound says;
 //   - CompareWithExpected runs on whatever "expected" holds;
 //   - after a failed run, the module BuildModule made still runs a valid call.
 #include <cmath>
@@ -138,6 +140,11 @@ void Run(const uint8_t* data, size_t size) {
     if (ps.code() != StatusCode::kParseError || !fuzz::IsClearError(ps)) {
       fuzz::Fail(kName, "ParseCase returned " + ps.ToString(), "parsing");
     }
+    // One line of bounded length, whatever the bytes (keys, strings and tokens are abbreviated).
+    if (ps.message().find('\n') != std::string::npos || ps.message().size() > 2000) {
+      fuzz::Fail(kName, "ParseCase's message is not one short line: " +
+                            ps.message().substr(0, 300), "parsing");
+    }
     return;
   }
   const std::string ctx = "case '" + c.name.substr(0, 40) + "'";
@@ -163,6 +170,12 @@ void Run(const uint8_t* data, size_t size) {
     const std::string why = fuzz::CompareResults(fast, ref, TierOf(c), &g_worst);
     if (!why.empty()) fuzz::Fail(kName, "fast path and reference disagree: " + why, ctx);
     CheckJson(fast, ctx);
+    // The CLIs refuse a result from this bound before computing it: it must never be too low.
+    if (ResultToJson(fast).size() + 1 > ResultJsonBytesBound(c)) {
+      fuzz::Fail(kName, "ResultJsonBytesBound " + std::to_string(ResultJsonBytesBound(c)) +
+                            " is below the JSON's " + std::to_string(ResultToJson(fast).size() + 1) +
+                            " bytes", ctx);
+    }
     if (c.has_expected) {
       (void)CompareWithExpected(c, fast, 1e-4);
       (void)CompareWithExpected(c, ref, 1e-4);

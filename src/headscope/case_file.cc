@@ -1,10 +1,14 @@
 #include "headscope/case_file.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <functional>
 #include <limits>
-#include <sstream>
 
 #include "headscope/reference.h"
 #include "nlohmann/json.hpp"
@@ -12,7 +16,7 @@
 namespace headscope {
 namespace {
 
-// Parsed without exceptions (allow_exceptions = false) and read only through checked accessors,
+// Built by our own SAX handler (BoundedDomBuilder below) and read only through checked accessors,
 // so a malformed document is a Status, never a throw (WebAssembly builds have no exceptions).
 using Json = nlohmann::json;
 
@@ -20,10 +24,244 @@ Status ParseError(const std::string& path, const std::string& what) {
   return Status(StatusCode::kParseError, path + ": " + what);
 }
 
+// The first `max_bytes` bytes of UTF-8 `s`, never cutting a code point in two (a cut one would
+// make the message invalid UTF-8, and nlohmann's dump() throw).
+std::string CutUtf8(const std::string& s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return s.substr(0, end);
+}
+
+// Compact JSON of `j`, stopping soon after `budget` characters: error messages show the start
+// of a value without serializing all of it (a state_dict can be hundreds of megabytes). The
+// recursion is bounded by kMaxJsonDepth, which the parser enforces.
+void AppendBrief(const Json& j, size_t budget, std::string* out) {
+  if (out->size() > budget) return;
+  if (j.is_array() || j.is_object()) {
+    *out += j.is_array() ? '[' : '{';
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!first) *out += ',';
+      first = false;
+      if (j.is_object()) {
+        AppendBrief(Json(CutUtf8(it.key(), budget)), budget, out);
+        *out += ':';
+      }
+      AppendBrief(*it, budget, out);
+      if (out->size() > budget) return;
+    }
+    *out += j.is_array() ? ']' : '}';
+  } else if (j.is_string()) {
+    const Json cut(CutUtf8(j.get_ref<const std::string&>(), budget + 1));
+    *out += cut.dump(-1, ' ', false, Json::error_handler_t::replace);
+  } else {
+    *out += j.dump();
+  }
+}
+
 std::string Describe(const Json& j) {
-  std::string text = j.dump();
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  std::string text;
+  AppendBrief(j, 40, &text);
+  if (text.size() > 40) text = CutUtf8(text, 37) + "...";
   return std::string(j.type_name()) + " " + text;
+}
+
+// A key as it appears in a JSON path: at most 64 code points (then "..."), control characters
+// written as \u00XX, so that a hostile key cannot make a message huge or break it over lines.
+// web/lib/case.js writes keys the same way.
+std::string KeyInPath(const std::string& key) {
+  constexpr size_t kMaxKeyCodePoints = 64;
+  const auto is_lead = [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; };
+  size_t total = 0;
+  for (char ch : key) total += is_lead(ch);
+  const size_t keep = total > kMaxKeyCodePoints ? kMaxKeyCodePoints - 3 : total;
+  std::string out;
+  size_t code_points = 0;
+  for (char ch : key) {
+    if (is_lead(ch) && ++code_points > keep) break;
+    const unsigned char b = static_cast<unsigned char>(ch);
+    if (b < 0x20 || b == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", b);
+      out += buf;
+    } else {
+      out += ch;
+    }
+  }
+  return total > kMaxKeyCodePoints ? out + "..." : out;
+}
+
+std::string MemberPath(const std::string& parent, const std::string& key) {
+  return parent + "." + KeyInPath(key);
+}
+
+// Builds the DOM as nlohmann's own dom parser does, and enforces what the format needs on the
+// way, stopping the parse at the first violation:
+//   - at most kMaxJsonDepth nested arrays/objects: deeper documents used to reach recursive code
+//     (a 100,000-level case crashed the CLI with a stack overflow) and the format needs 7;
+//   - at most kMaxJsonContainers arrays/objects in all: each costs far more memory than its 3
+//     bytes of text ("[],"), above all in JavaScript, whose parser follows the same rules;
+//   - unique keys in every object (RFC 8259 leaves duplicates to the parser; we refuse them);
+//   - number literals within float64 (1e400 would silently become inf);
+//   - syntax errors name the byte offset where they were detected.
+// It tracks the JSON path of the value being read, so that its errors name it like the rest of
+// the parser does ("state_dict.in_proj_weight[0][3]").
+class BoundedDomBuilder {
+ public:
+  using number_integer_t = Json::number_integer_t;
+  using number_unsigned_t = Json::number_unsigned_t;
+  using number_float_t = Json::number_float_t;
+  using string_t = Json::string_t;
+  using binary_t = Json::binary_t;
+
+  explicit BoundedDomBuilder(Json* root) : root_(root) {}
+
+  const Status& error() const { return error_; }
+  // A syntax error: where nlohmann stopped and what it said.
+  bool syntax_error() const { return syntax_error_; }
+  size_t error_offset() const { return error_offset_; }
+  const std::string& error_detail() const { return error_detail_; }
+
+  bool null() { return Put(Json(nullptr)) != nullptr; }
+  bool boolean(bool v) { return Put(Json(v)) != nullptr; }
+  bool number_integer(number_integer_t v) { return Put(Json(v)) != nullptr; }
+  bool number_unsigned(number_unsigned_t v) { return Put(Json(v)) != nullptr; }
+  bool number_float(number_float_t v, const string_t& literal) {
+    if (!std::isfinite(v)) return Fail(ValuePath(), OutOfRange(literal));
+    return Put(Json(v)) != nullptr;
+  }
+  bool string(string_t& v) { return Put(Json(std::move(v))) != nullptr; }
+  bool binary(binary_t&) { return false; }  // not produced by the JSON parser
+
+  bool start_object(std::size_t) { return Open(Json::value_t::object); }
+  bool start_array(std::size_t) { return Open(Json::value_t::array); }
+  bool end_object() { return Close(); }
+  bool end_array() { return Close(); }
+
+  bool key(string_t& k) {
+    Frame& f = frames_.back();
+    auto [it, inserted] = f.value->get_ref<Json::object_t&>().emplace(std::move(k), nullptr);
+    f.key = &it->first;
+    if (!inserted) {
+      return Fail(ValuePath(), "duplicate key (the keys of a JSON object must be unique)");
+    }
+    pending_ = &it->second;
+    return true;
+  }
+
+  bool parse_error(std::size_t position, const std::string& token,
+                   const nlohmann::detail::exception& e) {
+    // nlohmann reports a number literal beyond float64 (1e400) as out_of_range.406.
+    if (e.id == 406) return Fail(ValuePath(), OutOfRange(token));
+    // nlohmann's position counts the bytes read, including the one that failed (or the end of
+    // the input), so the failing byte is at position - 1.
+    std::string what = e.what();
+    const size_t column = what.find(", column ");
+    if (column != std::string::npos) {
+      const size_t colon = what.find(": ", column);
+      if (colon != std::string::npos) what = what.substr(colon + 2);
+    }
+    error_offset_ = position > 0 ? position - 1 : 0;
+    error_detail_.clear();  // one line of printable ASCII, whatever bytes the token held
+    for (char ch : what.size() > 160 ? what.substr(0, 157) : what) {
+      const unsigned char b = static_cast<unsigned char>(ch);
+      if (b < 0x20 || b >= 0x7F) {
+        char buf[8];
+        std::snprintf(buf, sizeof(buf), "\\x%02X", b);
+        error_detail_ += buf;
+      } else {
+        error_detail_ += ch;
+      }
+    }
+    if (what.size() > 160) error_detail_ += "...";
+    syntax_error_ = true;
+    return false;
+  }
+
+ private:
+  struct Frame {
+    Json* value;
+    const std::string* key = nullptr;  // the member being read, in an object
+  };
+
+  // The path of the value about to be read: "$" for the root, then members and indices. Paths of
+  // more than 8 steps keep the first 8 and end in "..." (only a document nested far deeper than
+  // the format allows has them).
+  std::string ValuePath() const {
+    constexpr size_t kMaxSteps = 8;
+    std::string path;
+    size_t steps = 0;
+    for (const Frame& f : frames_) {
+      if (++steps > kMaxSteps) return path + "...";
+      if (f.value->is_array()) {
+        // An enclosing array already holds the value being read; the innermost one not yet.
+        const size_t index = f.value->size() - (&f == &frames_.back() ? 0 : 1);
+        path += (path.empty() ? "$[" : "[") + std::to_string(index) + "]";
+      } else {
+        const std::string key = f.key ? KeyInPath(*f.key) : std::string();
+        path += path.empty() ? key : "." + key;
+      }
+    }
+    return path.empty() ? "$" : path;
+  }
+
+  static std::string OutOfRange(const std::string& literal) {
+    const std::string shown = literal.size() > 40 ? literal.substr(0, 37) + "..." : literal;
+    return "the number " + shown + " is out of range (beyond +-1.8e308); write \"inf\" or " +
+           "\"-inf\"";
+  }
+
+  bool Fail(const std::string& path, const std::string& what) {
+    error_ = ParseError(path, what);
+    return false;
+  }
+
+  Json* Put(Json&& v) {
+    if (frames_.empty()) {
+      *root_ = std::move(v);
+      return root_;
+    }
+    Json& parent = *frames_.back().value;
+    if (parent.is_array()) {
+      auto& array = parent.get_ref<Json::array_t&>();
+      array.push_back(std::move(v));
+      return &array.back();
+    }
+    *pending_ = std::move(v);
+    return pending_;
+  }
+
+  bool Open(Json::value_t type) {
+    if (frames_.size() >= static_cast<size_t>(kMaxJsonDepth)) {
+      return Fail(ValuePath(), "nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    }
+    if (++containers_ > kMaxJsonContainers) {
+      return Fail(ValuePath(), "more than " + std::to_string(kMaxJsonContainers) +
+                                   " arrays and objects in the document");
+    }
+    Json* v = Put(Json(type));
+    frames_.push_back({v});
+    return true;
+  }
+
+  bool Close() {
+    frames_.pop_back();
+    return true;
+  }
+
+  Json* root_;
+  Json* pending_ = nullptr;
+  std::vector<Frame> frames_;
+  uint64_t containers_ = 0;
+  Status error_;
+  bool syntax_error_ = false;
+  size_t error_offset_ = 0;
+  std::string error_detail_;
+};
+
+Status NotValidJson(size_t offset, const std::string& detail) {
+  return ParseError("$", "not valid JSON (at byte " + std::to_string(offset) + ": " + detail + ")");
 }
 
 // A float leaf: a JSON number, or one of the strings the format uses for non-finite values.
@@ -45,19 +283,28 @@ bool LeafToFloat(const Json& j, float* out) {
 }
 
 // Walks a nested array, fixing the shape from the first path down and checking that every
-// sibling agrees (a ragged array is an error naming where). Leaves are collected in order.
+// sibling agrees (a ragged array is an error naming where). Each leaf goes to `leaf` as it is
+// reached, so that the first problem in document order is the one
+// reported, as web/lib/tensor.js reports it.
 class ArrayWalker {
  public:
+  using LeafCheck = std::function<Status(const Json& leaf, const std::string& path)>;
+  explicit ArrayWalker(LeafCheck leaf) : leaf_(std::move(leaf)) {}
+
   Status Walk(const Json& j, const std::string& path) {
-    HEADSCOPE_RETURN_IF_ERROR(Visit(j, path, 0));
+    root_path_ = path;
+    std::string element_path = path;
+    HEADSCOPE_RETURN_IF_ERROR(Visit(j, &element_path, 0));
     if (leaf_depth_ < 0) shape_.rank = max_depth_;  // only empty arrays: e.g. [[], []] is [2, 0]
     return Status::Ok();
   }
   const Shape& shape() const { return shape_; }
-  const std::vector<const Json*>& leaves() const { return leaves_; }
 
  private:
-  Status Visit(const Json& j, const std::string& path, int depth) {
+  // `path` is the element's JSON path; children append their index to it and take it off again
+  // (one string per walk, not one per element).
+  Status Visit(const Json& j, std::string* element_path, int depth) {
+    const std::string& path = *element_path;
     if (!j.is_array()) {
       if (leaf_depth_ < 0) {
         // An earlier sibling was an array reaching this depth (e.g. the [] of [[], 1]).
@@ -65,22 +312,37 @@ class ArrayWalker {
           return ParseError(path, "expected an array like its siblings, got " + Describe(j));
         leaf_depth_ = depth;
         shape_.rank = depth;
+        // A shape fixed by the first row of each level can claim far more elements than the
+        // document holds ([[... 30000 rows], ...] of 30000 each); refused before the walk,
+        // with the bound web/lib/tensor.js uses (2^32 - 1 bytes of float32).
+        constexpr double kMaxNestedElements = 1073741823;
+        double count = 1;
+        for (int a = 0; a < depth; ++a) count *= static_cast<double>(shape_.dims[a]);
+        if (count > kMaxNestedElements) {
+          return ParseError(root_path_, "shape " + shape_.ToString() + " has " +
+                                            std::to_string(static_cast<uint64_t>(count)) +
+                                            " elements, more than a call can hold (1073741823)");
+        }
       } else if (leaf_depth_ != depth) {
         return ParseError(path, "expected a nested array of depth " +
                                     std::to_string(leaf_depth_) + " like its siblings, got " +
                                     Describe(j));
       }
-      leaves_.push_back(&j);
-      return Status::Ok();
+      return leaf_(j, path);
     }
     if (leaf_depth_ >= 0 && depth >= leaf_depth_) {
       return ParseError(path, "expected a value like its siblings, got " + Describe(j));
     }
     if (depth >= Shape::kMaxRank) {
-      return ParseError(path, "arrays nested deeper than " + std::to_string(Shape::kMaxRank) +
-                                  " levels");
+      // Named by the tensor, as web/lib/tensor.js does.
+      return ParseError(root_path_, "arrays nested deeper than " +
+                                        std::to_string(Shape::kMaxRank) + " levels");
     }
     const int64_t size = static_cast<int64_t>(j.size());
+    if (size > kMaxDim) {
+      return ParseError(path, "expected an array of at most " + std::to_string(kMaxDim) +
+                                  " elements, got length " + std::to_string(size));
+    }
     if (depth >= max_depth_) {
       max_depth_ = depth + 1;
       shape_.dims[depth] = size;
@@ -89,74 +351,73 @@ class ArrayWalker {
                                   " elements like its siblings, got " + std::to_string(size));
     }
     for (size_t i = 0; i < j.size(); ++i) {
-      HEADSCOPE_RETURN_IF_ERROR(Visit(j[i], path + "[" + std::to_string(i) + "]", depth + 1));
+      const size_t mark = element_path->size();
+      *element_path += "[" + std::to_string(i) + "]";
+      HEADSCOPE_RETURN_IF_ERROR(Visit(j[i], element_path, depth + 1));
+      element_path->resize(mark);
     }
     return Status::Ok();
   }
 
+  LeafCheck leaf_;
+  std::string root_path_;
   Shape shape_;
   int leaf_depth_ = -1;
   int max_depth_ = 0;
-  std::vector<const Json*> leaves_;
 };
-
-// "inputs.query[1][2]": where the flat element `index` of a tensor of `shape` sits.
-std::string ElementPath(const std::string& path, const Shape& shape, size_t index) {
-  std::string suffix;
-  for (int axis = shape.rank - 1; axis >= 0 && axis < Shape::kMaxRank; --axis) {
-    const size_t dim = static_cast<size_t>(shape.dims[axis]);
-    suffix = "[" + std::to_string(dim ? index % dim : 0) + "]" + suffix;
-    index = dim ? index / dim : 0;
-  }
-  return path + suffix;
-}
 
 Status ParseFloatTensor(const Json& j, const std::string& path, CaseTensor* out) {
   if (!j.is_array()) return ParseError(path, "expected a nested array of numbers, got " + Describe(j));
-  ArrayWalker walker;
+  std::vector<float> data;
+  ArrayWalker walker([&data](const Json& leaf, const std::string& where) {
+    float v;
+    if (!LeafToFloat(leaf, &v)) {
+      return ParseError(where, "expected a number (or \"inf\", \"-inf\", \"nan\"), got " +
+                                   Describe(leaf));
+    }
+    data.push_back(v);
+    return Status::Ok();
+  });
   HEADSCOPE_RETURN_IF_ERROR(walker.Walk(j, path));
   out->present = true;
   out->shape = walker.shape();
-  out->data.resize(walker.leaves().size());
-  for (size_t i = 0; i < walker.leaves().size(); ++i) {
-    if (!LeafToFloat(*walker.leaves()[i], &out->data[i])) {
-      return ParseError(ElementPath(path, out->shape, i),
-                        "expected a number (or \"inf\", \"-inf\", \"nan\"), got " +
-                            Describe(*walker.leaves()[i]));
-    }
-  }
+  out->data = std::move(data);
   return Status::Ok();
 }
 
+// Booleans (true = blocked) or numbers, as the first leaf says; every leaf must be like it.
 Status ParseMask(const Json& j, const std::string& path, CaseMask* out) {
   if (j.is_null()) return Status::Ok();
   if (!j.is_array()) {
     return ParseError(path, "expected null or a nested array of booleans or numbers, got " +
                                 Describe(j));
   }
-  ArrayWalker walker;
-  HEADSCOPE_RETURN_IF_ERROR(walker.Walk(j, path));
-  const auto& leaves = walker.leaves();
-  const bool is_bool = !leaves.empty() && leaves[0]->is_boolean();
-  out->type = is_bool ? MaskType::kBool : MaskType::kFloat;
-  out->shape = walker.shape();
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const Json& leaf = *leaves[i];
-    if (is_bool) {
-      if (!leaf.is_boolean()) {
-        return ParseError(ElementPath(path, out->shape, i),
-                          "expected a boolean like the first element, got " + Describe(leaf));
-      }
-      out->bools.push_back(leaf.get<bool>() ? 1 : 0);
-    } else {
-      float v;
-      if (!LeafToFloat(leaf, &v)) {
-        return ParseError(ElementPath(path, out->shape, i),
-                          "expected a number like the first element, got " + Describe(leaf));
-      }
-      out->floats.push_back(v);
+  MaskType type = MaskType::kNone;
+  std::vector<uint8_t> bools;
+  std::vector<float> floats;
+  ArrayWalker walker([&](const Json& leaf, const std::string& where) {
+    float v = 0;
+    const bool is_bool = leaf.is_boolean();
+    if (!is_bool && !LeafToFloat(leaf, &v)) {
+      return ParseError(where, "expected a boolean or a number, got " + Describe(leaf));
     }
-  }
+    if (type == MaskType::kNone) type = is_bool ? MaskType::kBool : MaskType::kFloat;
+    if (is_bool != (type == MaskType::kBool)) {
+      return ParseError(where, std::string("expected a ") + (is_bool ? "number" : "boolean") +
+                                   " like the first element, got " + Describe(leaf));
+    }
+    if (is_bool) {
+      bools.push_back(leaf.get<bool>() ? 1 : 0);
+    } else {
+      floats.push_back(v);
+    }
+    return Status::Ok();
+  });
+  HEADSCOPE_RETURN_IF_ERROR(walker.Walk(j, path));
+  out->type = type == MaskType::kNone ? MaskType::kFloat : type;  // [] is an empty float mask
+  out->shape = walker.shape();
+  out->bools = std::move(bools);
+  out->floats = std::move(floats);
   return Status::Ok();
 }
 
@@ -164,7 +425,7 @@ Status GetBool(const Json& obj, const char* key, const std::string& path, bool* 
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return Status::Ok();  // keeps the default
   if (!it->is_boolean()) {
-    return ParseError(path + "." + key, "expected true or false, got " + Describe(*it));
+    return ParseError(MemberPath(path, key), "expected true or false, got " + Describe(*it));
   }
   *out = it->get<bool>();
   return Status::Ok();
@@ -174,7 +435,7 @@ Status GetBool(const Json& obj, const char* key, const std::string& path, bool* 
 Status GetSize(const Json& obj, const char* key, const std::string& path, bool nullable,
                int64_t* out) {
   auto it = obj.find(key);
-  const std::string where = path + "." + key;
+  const std::string where = MemberPath(path, key);
   if (it == obj.end() || it->is_null()) {
     if (nullable) return Status::Ok();
     return ParseError(where, "required, expected a positive integer");
@@ -198,7 +459,9 @@ Status CheckKeys(const Json& obj, const std::string& path,
       known |= it.key() == a;
       list += list.empty() ? a : std::string(", ") + a;
     }
-    if (!known) return ParseError(path + "." + it.key(), "unknown key (expected one of " + list + ")");
+    if (!known) {
+      return ParseError(MemberPath(path, it.key()), "unknown key (expected one of " + list + ")");
+    }
   }
   return Status::Ok();
 }
@@ -220,18 +483,50 @@ void AppendNumber(float v, std::string* out) {
   }
 }
 
+// Writes nested arrays into `out`; with a file, hands `out` to it whenever it passes a megabyte,
+// so that a large result is never held as one string.
 void AppendNested(const float* data, const Shape& shape, int axis, size_t* index,
-                  std::string* out) {
+                  std::string* out, std::FILE* file) {
   if (axis >= shape.rank || axis >= Shape::kMaxRank) {
     AppendNumber(data[(*index)++], out);
+    if (file != nullptr && out->size() >= (size_t{1} << 20)) {
+      std::fwrite(out->data(), 1, out->size(), file);
+      out->clear();
+    }
     return;
   }
   *out += '[';
   for (int64_t i = 0; i < shape.dims[axis]; ++i) {
     if (i) *out += ", ";
-    AppendNested(data, shape, axis + 1, index, out);
+    AppendNested(data, shape, axis + 1, index, out, file);
   }
   *out += ']';
+}
+
+void AppendResult(const ForwardResult& result, std::string* out, std::FILE* file) {
+  size_t index = 0;
+  *out += "{\"output\": ";
+  AppendNested(result.output.data(), result.output_shape, 0, &index, out, file);
+  *out += ", \"weights\": ";
+  index = 0;
+  if (result.has_weights()) {
+    AppendNested(result.weights.data(), result.weights_shape, 0, &index, out, file);
+  } else {
+    *out += "null";
+  }
+  *out += '}';
+}
+
+// Most bytes TensorToJson can write for `shape`: a float is at most 15 characters
+// ("-1.17549435e-38"; "\"-inf\"" is 6) plus ", ", an array 2 brackets plus ", ". In double, so
+// that absurd shapes saturate instead of overflowing.
+double TensorJsonBytesBound(const Shape& shape) {
+  double elements = 1, arrays = 0;
+  for (int a = 0; a < shape.rank && a < Shape::kMaxRank; ++a) {
+    arrays += elements;
+    elements *= static_cast<double>(std::max<int64_t>(shape.dims[a], 0));
+  }
+  return elements * 17 + arrays * 4;
 }
 
 // Compares one tensor; updates the worst relative error, returns false with `detail` on failure.
@@ -299,9 +594,33 @@ ForwardOptions AttentionCase::options() const {
   return o;
 }
 
-Status ParseCase(std::string_view text, AttentionCase* out) {
-  const Json doc = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return ParseError("$", "not valid JSON");
+Status ParseCase(std::string_view text, AttentionCase* out, uint64_t max_bytes) {
+  if (text.size() > max_bytes) {
+    return Status(StatusCode::kResourceExhausted,
+                  "$: the document is " + std::to_string(text.size()) +
+                      " bytes, more than the limit of " + std::to_string(max_bytes) + " bytes");
+  }
+  Json doc;
+  {
+    BoundedDomBuilder builder(&doc);
+    // strict: nothing but whitespace may follow the value. A leading UTF-8 byte order mark is
+    // skipped by nlohmann's lexer (RFC 8259 allows parsers to; editors write one).
+    const bool parsed = Json::sax_parse(text.begin(), text.end(), &builder,
+                                        nlohmann::detail::input_format_t::json, /*strict=*/true);
+    // nlohmann's lexer takes a NUL byte outside a string for the end of the input, so "{...}\0"
+    // would parse and "{\0" would be an "unexpected end": either way the NUL is what is wrong.
+    if (!parsed && builder.syntax_error()) {
+      const size_t at = builder.error_offset();
+      if (at < text.size() && text[at] == '\0' &&
+          builder.error_detail().find("end of input") != std::string::npos) {
+        return NotValidJson(at, "unexpected NUL byte");
+      }
+      return NotValidJson(at, builder.error_detail());
+    }
+    if (!parsed) return builder.error();
+    const size_t nul = text.find('\0');
+    if (nul != std::string_view::npos) return NotValidJson(nul, "unexpected NUL byte");
+  }
   if (!doc.is_object()) return ParseError("$", "expected an object, got " + Describe(doc));
   AttentionCase c;
   if (const Json* name = Member(doc, "name")) {
@@ -336,7 +655,7 @@ Status ParseCase(std::string_view text, AttentionCase* out) {
   if (sd == nullptr || !sd->is_object()) return ParseError("state_dict", "expected an object");
   for (auto it = sd->begin(); it != sd->end(); ++it) {
     CaseTensor t;
-    HEADSCOPE_RETURN_IF_ERROR(ParseFloatTensor(*it, "state_dict." + it.key(), &t));
+    HEADSCOPE_RETURN_IF_ERROR(ParseFloatTensor(*it, MemberPath("state_dict", it.key()), &t));
     c.state_dict.emplace_back(it.key(), std::move(t));
   }
 
@@ -379,13 +698,48 @@ Status ParseCase(std::string_view text, AttentionCase* out) {
   return Status::Ok();
 }
 
-Status ReadTextFile(const std::string& path, std::string* out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(StatusCode::kIoError, path + ": cannot open");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status(StatusCode::kIoError, path + ": read error");
-  *out = ss.str();
+Status ReadTextFile(const std::string& path, std::string* out, uint64_t max_bytes) {
+  // Read in chunks up to the limit, whatever the source: a regular file, a pipe that never ends,
+  // /dev/zero. A directory opens fine with fopen on Linux and then fails to read, so it is
+  // named as such first.
+  const bool is_stdin = path == "-";
+  struct stat st;
+  if (!is_stdin && stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return Status(StatusCode::kIoError, path + ": cannot read (Is a directory)");
+    }
+    if (S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) > max_bytes) {
+      return Status(StatusCode::kResourceExhausted,
+                    path + ": " + std::to_string(st.st_size) + " bytes, more than the limit of " +
+                        std::to_string(max_bytes) + " bytes");
+    }
+  }
+  std::FILE* f = is_stdin ? stdin : std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return Status(StatusCode::kIoError, path + ": cannot read (" + std::strerror(errno) + ")");
+  }
+  std::string text;
+  std::vector<char> chunk(1 << 16);
+  Status status;
+  for (;;) {
+    const size_t n = std::fread(chunk.data(), 1, chunk.size(), f);
+    if (n > 0 && text.size() + n > max_bytes) {
+      status = Status(StatusCode::kResourceExhausted,
+                      path + ": more than the limit of " + std::to_string(max_bytes) + " bytes");
+      break;
+    }
+    text.append(chunk.data(), n);
+    if (n < chunk.size()) {
+      if (std::ferror(f)) {
+        status =
+            Status(StatusCode::kIoError, path + ": cannot read (" + std::strerror(errno) + ")");
+      }
+      break;
+    }
+  }
+  if (!is_stdin) std::fclose(f);
+  if (!status.ok()) return status;
+  *out = std::move(text);
   return Status::Ok();
 }
 
@@ -438,16 +792,58 @@ CaseComparison CompareWithExpected(const AttentionCase& c, const ForwardResult& 
 std::string TensorToJson(const float* data, const Shape& shape) {
   std::string out;
   size_t index = 0;
-  AppendNested(data, shape, 0, &index, &out);
+  AppendNested(data, shape, 0, &index, &out, nullptr);
   return out;
 }
 
 std::string ResultToJson(const ForwardResult& result) {
-  std::string out = "{\"output\": " + TensorToJson(result.output.data(), result.output_shape);
-  out += ", \"weights\": ";
-  out += result.has_weights() ? TensorToJson(result.weights.data(), result.weights_shape)
-                              : std::string("null");
-  return out + "}";
+  std::string out;
+  AppendResult(result, &out, nullptr);
+  return out;
+}
+
+bool WriteResultJson(const ForwardResult& result, std::FILE* file) {
+  std::string out;
+  AppendResult(result, &out, file);
+  out += '\n';
+  std::fwrite(out.data(), 1, out.size(), file);
+  return std::fflush(file) == 0 && !std::ferror(file);
+}
+
+Shape ResultWeightsShape(const AttentionCase& c) {
+  const Shape& q = c.query.shape;
+  const Shape& k = c.key.shape;
+  // Only where the call can succeed (query and key both unbatched or both batched); any other
+  // case fails in Forward before it has a result.
+  if (!c.need_weights || (q.rank != 2 && q.rank != 3) || k.rank != q.rank) return Shape();
+  const bool batched = q.rank == 3;
+  const bool batch_first = batched && c.config.batch_first;
+  const int64_t n = batched ? q.dims[batch_first ? 0 : 1] : 1;
+  const int64_t l = q.dims[batch_first ? 1 : 0];
+  const int64_t s = k.dims[batch_first ? 1 : 0] + (c.config.add_bias_kv ? 1 : 0) +
+                    (c.config.add_zero_attn ? 1 : 0);
+  const int64_t h = c.config.num_heads;
+  if (batched) return c.average_attn_weights ? Shape({n, l, s}) : Shape({n, h, l, s});
+  return c.average_attn_weights ? Shape({l, s}) : Shape({h, l, s});
+}
+
+uint64_t ResultJsonBytesBound(const AttentionCase& c) {
+  const Shape weights = ResultWeightsShape(c);
+  // The output has the query's shape; 32 bytes: {"output": , "weights": null} and a newline.
+  const double bytes = 32 + TensorJsonBytesBound(c.query.shape) +
+                       (weights.rank > 0 ? TensorJsonBytesBound(weights) : 0);
+  return bytes >= 1.8e19 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(bytes);
+}
+
+Status CheckResultJsonSize(const AttentionCase& c, uint64_t max_bytes) {
+  const uint64_t bound = ResultJsonBytesBound(c);
+  if (bound <= max_bytes) return Status::Ok();
+  const Shape weights = ResultWeightsShape(c);
+  return Status(StatusCode::kResourceExhausted,
+                "result: its JSON text could take " + std::to_string(bound) + " bytes (output " +
+                    c.query.shape.ToString() + ", weights " +
+                    (weights.rank > 0 ? weights.ToString() : std::string("null")) +
+                    "), more than the limit of " + std::to_string(max_bytes) + " bytes");
 }
 
 }  // namespace headscope

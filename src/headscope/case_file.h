@@ -5,6 +5,7 @@
 #define HEADSCOPE_CASE_FILE_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,11 +50,30 @@ struct AttentionCase {
   ForwardOptions options() const;  // mask views point into this case
 };
 
-// Parses a case document. Errors are kParseError naming the JSON path ("inputs.query[1][2]:
-// expected a number, got string \"x\"").
-Status ParseCase(std::string_view json_text, AttentionCase* out);
+// Limits on hostile or mistaken input, the same in web/lib/case.js (MAX_CASE_BYTES,
+// MAX_JSON_DEPTH, MAX_JSON_CONTAINERS, MAX_RESULT_JSON_BYTES). A BERT-base layer's case is about
+// 30 MB, nests 7 levels deep and holds about 10,000 arrays, so the input limits are far above
+// what the format needs.
+constexpr uint64_t kMaxCaseBytes = uint64_t{256} << 20;        // bytes of a case document
+constexpr int kMaxJsonDepth = 64;                              // nested arrays/objects
+constexpr uint64_t kMaxJsonContainers = uint64_t{1} << 24;     // arrays/objects in a document
+constexpr uint64_t kMaxResultJsonBytes = uint64_t{256} << 20;  // the CLIs' printed result
 
-Status ReadTextFile(const std::string& path, std::string* out);
+// Parses a case document. Errors are kParseError naming the JSON path ("inputs.query[1][2]:
+// expected a number, got string \"x\""); JSON that is not well formed is "$: not valid JSON
+// (... at byte N)". On top of RFC 8259, documents must nest at most kMaxJsonDepth levels, hold
+// at most kMaxJsonContainers arrays and objects, have
+// unique keys in every object and no number literal beyond float64 (1e400: "out of range"; a
+// finite number beyond float32 becomes +-inf, as torch.tensor(..., dtype=torch.float32) does).
+// A leading UTF-8 byte order mark is skipped. More than `max_bytes` is kResourceExhausted.
+Status ParseCase(std::string_view json_text, AttentionCase* out,
+                 uint64_t max_bytes = kMaxCaseBytes);
+
+// Reads a file ("-": standard input) in chunks, refusing with kResourceExhausted as soon as it
+// passes `max_bytes` (an endless pipe or /dev/zero is never read whole). A missing file, a
+// directory or a read error is kIoError.
+Status ReadTextFile(const std::string& path, std::string* out,
+                    uint64_t max_bytes = kMaxCaseBytes);
 
 // Creates the module of the case's config and loads its state_dict.
 Status BuildModule(const AttentionCase& c, std::unique_ptr<MultiheadAttention>* out);
@@ -75,6 +95,17 @@ CaseComparison CompareWithExpected(const AttentionCase& c, const ForwardResult& 
 // numbers as the strings "inf", "-inf", "nan", as the case format writes them.
 std::string ResultToJson(const ForwardResult& result);
 std::string TensorToJson(const float* data, const Shape& shape);
+// ResultToJson's text and a newline, written to `file` a megabyte at a time. False on a write
+// error.
+bool WriteResultJson(const ForwardResult& result, std::FILE* file);
+
+// The shape of the weights a run of `c` returns (rank 0 when it returns none), and an upper
+// bound of the bytes ResultToJson writes for it, from the shapes alone: the CLIs refuse a case
+// whose result would be too large to print before computing it (kResourceExhausted, naming the
+// shapes and the limit).
+Shape ResultWeightsShape(const AttentionCase& c);
+uint64_t ResultJsonBytesBound(const AttentionCase& c);
+Status CheckResultJsonSize(const AttentionCase& c, uint64_t max_bytes = kMaxResultJsonBytes);
 
 }  // namespace headscope
 

@@ -2,7 +2,9 @@
 // non-finite strings, self-attention defaults, `expected` handling, ResultToJson / TensorToJson
 // output and a round trip through them, and CompareWithExpected.
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <string>
 #include <vector>
@@ -56,10 +58,14 @@ Status ExpectParseError(const Json& doc, const std::string& path) {
 
 TEST(ParseCaseErrors, InvalidJsonIsTheRoot) {
   AttentionCase c;
-  for (const char* text : {"", "{", "{\"config\": }", "not json", "{\"a\": 1,}"}) {
+  // Each with the byte offset where the error is detected (the length at an unexpected end).
+  const std::pair<const char*, int> bad[] = {
+      {"", 0}, {"{", 1}, {"{\"config\": }", 11}, {"not json", 1}, {"{\"a\": 1,}", 8}};
+  for (const auto& [text, offset] : bad) {
     const Status s = ParseCase(text, &c);
     EXPECT_EQ(s.code(), StatusCode::kParseError) << "'" << text << "': " << s.ToString();
-    EXPECT_EQ(s.message(), "$: not valid JSON") << "'" << text << "'";
+    const std::string prefix = "$: not valid JSON (at byte " + std::to_string(offset) + ": ";
+    EXPECT_EQ(s.message().rfind(prefix, 0), 0u) << "'" << text << "': " << s.message();
   }
   const Status s = ParseCase("[1, 2]", &c);
   EXPECT_EQ(s.code(), StatusCode::kParseError) << s.ToString();
@@ -245,8 +251,9 @@ TEST(ParseCaseErrors, RaggedArrayNamesTheElement) {
   doc = Seed();
   doc["inputs"]["query"] = Json::array({Json::array({Json::array({Json::array({Json::array(
       {1.0})})})})});
-  s = ExpectParseError(doc, "inputs.query[0][0][0][0]");
-  EXPECT_MSG_HAS(s, "nested deeper than 4 levels");
+  // Named by the tensor, as the JS parser names it.
+  s = ExpectParseError(doc, "inputs.query");
+  EXPECT_EQ(s.message(), "inputs.query: arrays nested deeper than 4 levels");
 
   // Empty siblings fix the size too: [[], [1]] is ragged.
   doc = Seed();
@@ -666,6 +673,278 @@ TEST(CaseFile, CliDataFiles) {
   s = ParseCase(ReadOrDie(HEADSCOPE_TEST_DATA_DIR "/bad-num-heads.json"), &c);
   EXPECT_EQ(s.code(), StatusCode::kParseError) << s.ToString();
   EXPECT_EQ(s.message(), "config.num_heads: embed_dim (4) must be divisible by num_heads (3)");
+}
+
+// --- limits on hostile input ------------------------------------------------------------------
+
+// "[[[[...]]]]" nested `depth` levels.
+std::string Nested(size_t depth) { return std::string(depth, '[') + std::string(depth, ']'); }
+
+TEST(ParseCaseLimits, DeepNestingIsRefusedAtTheDepthLimitWithoutRecursion) {
+  // A 100,000-level case used to crash the CLI (a recursive dump() describing the value); a
+  // million levels is 2 MB of text. Refused where level 65 opens, naming the path (abbreviated).
+  for (size_t depth : {size_t{65}, size_t{100000}, size_t{1000000}}) {
+    SCOPED_TRACE(depth);
+    AttentionCase c;
+    Status s = ParseCase(Nested(depth), &c);
+    EXPECT_EQ(s.code(), StatusCode::kParseError) << s.ToString();
+    EXPECT_EQ(s.message(), "$[0][0][0][0][0][0][0][0]...: nested deeper than 64 levels");
+    // Where an error message would describe the value (a flag that is not a boolean).
+    const std::string doc = "{\"config\": {\"embed_dim\": 4, \"num_heads\": 2, \"bias\": " +
+                            Nested(depth) + "}}";
+    s = ParseCase(doc, &c);
+    EXPECT_EQ(s.code(), StatusCode::kParseError) << s.ToString();
+    EXPECT_EQ(s.message(), "config.bias[0][0][0][0][0][0]...: nested deeper than 64 levels");
+    std::string objects;
+    for (size_t i = 0; i < depth; ++i) objects += "{\"a\":";
+    objects += "1" + std::string(depth, '}');
+    s = ParseCase(objects, &c);
+    EXPECT_EQ(s.message(), "a.a.a.a.a.a.a.a...: nested deeper than 64 levels") << s.ToString();
+  }
+  // 64 levels are allowed: here in an ignored top-level member, so the seed still runs.
+  std::string text = Seed().dump();
+  text.insert(text.size() - 1, ",\"extra\":" + Nested(63));
+  AttentionCase c;
+  const Status s = ParseCase(text, &c);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+}
+
+// 50 MB of text and 16 million arrays: 4 s in the native Release build, over a minute under
+// AddressSanitizer and far more in WebAssembly, for code that is the same everywhere; so only in
+// the plain native build.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define HEADSCOPE_UNDER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define HEADSCOPE_UNDER_ASAN 1
+#endif
+#if !defined(__EMSCRIPTEN__) && !defined(HEADSCOPE_UNDER_ASAN)
+TEST(ParseCaseLimits, TooManyArraysAndObjects) {
+  // kMaxJsonContainers empty arrays inside the root object and "extra": the next one is refused.
+  std::string text = "{\"extra\": [";
+  text.reserve(text.size() + 3 * kMaxJsonContainers + 8);
+  for (uint64_t i = 0; i + 3 < kMaxJsonContainers; ++i) text += "[],";
+  text += "[]]}";
+  AttentionCase c;
+  Status s = ParseCase(text, &c);
+  EXPECT_EQ(s.message(), "config: expected an object") << "exactly at the limit: parsed";
+  text.insert(text.size() - 2, ",[]");
+  s = ParseCase(text, &c);
+  EXPECT_EQ(s.code(), StatusCode::kParseError) << s.ToString();
+  EXPECT_EQ(s.message(), "extra[" + std::to_string(kMaxJsonContainers - 2) + "]: more than " +
+                             std::to_string(kMaxJsonContainers) +
+                             " arrays and objects in the document");
+}
+#endif  // !__EMSCRIPTEN__ && !HEADSCOPE_UNDER_ASAN
+
+TEST(ParseCaseLimits, InputBytes) {
+  const std::string text = Seed().dump();
+  AttentionCase c;
+  Status s = ParseCase(text, &c, text.size());
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  s = ParseCase(text, &c, text.size() - 1);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_EQ(s.message(), "$: the document is " + std::to_string(text.size()) +
+                             " bytes, more than the limit of " + std::to_string(text.size() - 1) +
+                             " bytes");
+  EXPECT_EQ(kMaxCaseBytes, uint64_t{256} << 20);
+}
+
+TEST(ParseCaseLimits, MessagesDescribeHugeValuesBriefly) {
+  // A value named in an error is shown by its first 40 characters, without serializing it all.
+  Json doc = Seed();
+  doc["config"]["bias"] = std::string(1 << 22, 'x');
+  AttentionCase c;
+  Status s = ExpectParseError(doc, "config.bias");
+  EXPECT_LT(s.message().size(), 120u) << s.message().substr(0, 200);
+  EXPECT_MSG_HAS(s, "got string \"xxxxxxxx");
+  doc["config"]["bias"] = Json::array();
+  for (int i = 0; i < 1000000; ++i) doc["config"]["bias"].push_back(i);
+  s = ExpectParseError(doc, "config.bias");
+  EXPECT_EQ(s.message(),
+            "config.bias: expected true or false, got array [0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,1...");
+  // Multi-byte characters are never cut in two (the message stays valid UTF-8).
+  doc["config"]["bias"] = std::string(35, 'a') + "\xE2\x82\xAC\xE2\x82\xAC\xE2\x82\xAC";
+  s = ExpectParseError(doc, "config.bias");
+  const std::string& m = s.message();
+  EXPECT_EQ(m.substr(m.size() - 3), "...");
+  const size_t quote = m.find('"');
+  ASSERT_NE(quote, std::string::npos);
+  EXPECT_TRUE(Json::parse(m.substr(quote, m.size() - 3 - quote) + "\"", nullptr, false)
+                  .is_string()) << m;
+}
+
+TEST(ParseCaseNumbers, FollowTorchTensorFloat32) {
+  Json doc = Seed();
+  doc.erase("expected");
+  std::string text = doc.dump();
+  auto with_query_row = [&](const std::string& row) {
+    std::string t = text;
+    const size_t at = t.find("\"query\":[[") + 9;
+    const size_t end = t.find(']', at);
+    return t.replace(at, end - at + 1, row);
+  };
+  AttentionCase c;
+  // "-0" is the integer zero (Python's json and torch make +0.0 of it); "-0.0" is negative zero;
+  // 1e-400 underflows to 0; finite doubles beyond float32 are +-inf; 1e400 is refused.
+  Status s = ParseCase(with_query_row("[-0, -0.0, 1e-400, 1e39]"), &c);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_FALSE(std::signbit(c.query.data[0]));
+  EXPECT_TRUE(std::signbit(c.query.data[1]) && c.query.data[1] == 0.0f);
+  EXPECT_EQ(c.query.data[2], 0.0f);
+  EXPECT_EQ(c.query.data[3], kInf);
+  for (const char* big : {"1e400", "-1e400", "1.8e308"}) {
+    s = ParseCase(with_query_row(std::string("[1, 2, 3, ") + big + "]"), &c);
+    EXPECT_EQ(s.code(), StatusCode::kParseError) << s.ToString();
+    EXPECT_EQ(s.message(), std::string("inputs.query[0][3]: the number ") + big +
+                               " is out of range (beyond +-1.8e308); write \"inf\" or \"-inf\"");
+  }
+}
+
+TEST(ParseCaseText, ByteOrderMarkNulAndTrailingBytes) {
+  const std::string text = Seed().dump();
+  AttentionCase c;
+  EXPECT_TRUE(ParseCase("\xEF\xBB\xBF" + text, &c).ok());
+  for (const std::string& tail : {std::string(1, '\0'), std::string(" x"), std::string("\n{}")}) {
+    const Status s = ParseCase(text + tail, &c);
+    EXPECT_EQ(s.code(), StatusCode::kParseError);
+    const size_t at = text.size() + (tail[0] == '\0' ? 0 : 1);
+    EXPECT_EQ(s.message().rfind("$: not valid JSON (at byte " + std::to_string(at) + ": ", 0), 0u)
+        << s.message();
+  }
+  const Status s = ParseCase(text + std::string(1, '\0'), &c);
+  EXPECT_MSG_HAS(s, "unexpected NUL byte");
+}
+
+std::string ReadBytes(const std::string& path) {
+  std::string text;
+  const Status s = ReadTextFile(path, &text);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  return text;
+}
+
+// tests/cases/: the corpus the JS parser is held to as well (tests/js/case-conformance.test.js).
+TEST(Conformance, GoodCasesParseAndRun) {
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(HEADSCOPE_CASES_DIR "/good")) {
+    const std::string name = entry.path().filename().string();
+    SCOPED_TRACE(name);
+    AttentionCase c;
+    Status s = ParseCase(ReadBytes(entry.path().string()), &c);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    for (CasePath path : {CasePath::kFast, CasePath::kReference}) {
+      ForwardResult result;
+      s = RunCase(c, path, &result);
+      ASSERT_TRUE(s.ok()) << s.ToString();
+      if (c.has_expected) {
+        const CaseComparison cmp = CompareWithExpected(c, result, 1e-4);
+        EXPECT_TRUE(cmp.ok) << cmp.detail;
+      }
+    }
+    ++count;
+  }
+  EXPECT_GE(count, 9);
+}
+
+TEST(Conformance, BadCasesFailWithTheirCodePathAndOffset) {
+  const Json expect = Json::parse(ReadBytes(HEADSCOPE_CASES_DIR "/bad/expect.json"), nullptr, false);
+  ASSERT_TRUE(expect.is_object());
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(HEADSCOPE_CASES_DIR "/bad")) {
+    const std::string name = entry.path().filename().string();
+    if (name == "expect.json") continue;
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(expect.contains(name)) << "bad/expect.json has no entry for it";
+    const Json& e = expect[name];
+    AttentionCase c;
+    const Status s = ParseCase(ReadBytes(entry.path().string()), &c);
+    EXPECT_EQ(StatusCodeName(s.code()), e["code"].get<std::string>()) << s.ToString();
+    const std::string prefix = e["path"].get<std::string>() + ": ";
+    EXPECT_EQ(s.message().rfind(prefix, 0), 0u) << s.message().substr(0, 300);
+    if (e.contains("offset")) {
+      EXPECT_MSG_HAS(s, "(at byte " + std::to_string(e["offset"].get<int>()) + ": ");
+    }
+    if (e.contains("message")) {
+      EXPECT_MSG_HAS(s, e["message"].get<std::string>());
+    }
+    EXPECT_EQ(s.message().find('\n'), std::string::npos) << "one line";
+    ++count;
+  }
+  EXPECT_EQ(count, static_cast<int>(expect.size())) << "every entry of expect.json has its file";
+}
+
+// --- reading files -----------------------------------------------------------------------------
+
+TEST(CaseFile, ReadTextFileDirectoryAndLimits) {
+  std::string text;
+  Status s = ReadTextFile(HEADSCOPE_CASES_DIR, &text);
+  EXPECT_EQ(s.code(), StatusCode::kIoError) << s.ToString();
+  EXPECT_EQ(s.message(), std::string(HEADSCOPE_CASES_DIR) + ": cannot read (Is a directory)");
+  // A regular file over the limit is refused from its size, before it is read.
+  const std::string seed = GoldenPath("seed-worked-example.json");
+  const size_t size = ReadBytes(seed).size();
+  s = ReadTextFile(seed, &text, size - 1);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_EQ(s.message(), seed + ": " + std::to_string(size) + " bytes, more than the limit of " +
+                             std::to_string(size - 1) + " bytes");
+  EXPECT_TRUE(ReadTextFile(seed, &text, size).ok());
+#ifndef __EMSCRIPTEN__
+  // An endless source is read only up to the limit.
+  s = ReadTextFile("/dev/zero", &text, 1 << 20);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << s.ToString();
+  EXPECT_EQ(s.message(), "/dev/zero: more than the limit of 1048576 bytes");
+#endif
+}
+
+// --- the size of a printed result ----------------------------------------------------------------
+
+TEST(CaseFile, ResultJsonBytesBoundHoldsAndRefusesHugeResults) {
+  // The bound is never below what ResultToJson writes, on every golden case.
+  int count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(HEADSCOPE_GOLDEN_DIR)) {
+    if (entry.path().extension() != ".json") continue;
+    AttentionCase c;
+    ASSERT_TRUE(ParseCase(ReadBytes(entry.path().string()), &c).ok());
+    ForwardResult result;
+    ASSERT_TRUE(RunCase(c, CasePath::kFast, &result).ok());
+    EXPECT_LE(ResultToJson(result).size() + 1, ResultJsonBytesBound(c)) << entry.path();
+    EXPECT_EQ(ResultWeightsShape(c), result.has_weights() ? result.weights_shape : Shape());
+    ++count;
+  }
+  EXPECT_GE(count, 70);
+  // 65 KB of case asking for 16384 x 16384 weights: refused from the shapes.
+  Json doc = Json::parse(R"({"config": {"embed_dim": 1, "num_heads": 1, "bias": false},
+      "state_dict": {"in_proj_weight": [[1], [1], [1]], "out_proj.weight": [[1]]}})");
+  doc["inputs"]["query"] = Json::array();
+  for (int i = 0; i < 16384; ++i) doc["inputs"]["query"].push_back(Json::array({0}));
+  AttentionCase c;
+  ASSERT_TRUE(Parse(doc, &c).ok());
+  const Status s = CheckResultJsonSize(c);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_EQ(s.message(), "result: its JSON text could take 4563812392 bytes (output [16384, 1], "
+                         "weights [16384, 16384]), more than the limit of 268435456 bytes");
+  c.need_weights = false;
+  EXPECT_TRUE(CheckResultJsonSize(c).ok());
+}
+
+TEST(CaseFile, WriteResultJsonWritesResultToJson) {
+  AttentionCase c;
+  ASSERT_TRUE(ParseCase(ReadBytes(GoldenPath("seed-worked-example.json")), &c).ok());
+  ForwardResult result;
+  ASSERT_TRUE(RunCase(c, CasePath::kFast, &result).ok());
+  // A named file rather than tmpfile(): the WebAssembly build reaches the real file system
+  // through NODERAWFS, where tmpfile() has no folder to use.
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("headscope-write-result-" + std::to_string(std::rand()) + ".json"))
+                               .string();
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr) << path;
+  EXPECT_TRUE(WriteResultJson(result, f));
+  std::fclose(f);
+  EXPECT_EQ(ReadBytes(path), ResultToJson(result) + "\n");
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,9 +15,33 @@ const seedFile = join(goldenDir, 'seed-worked-example.json');
 const dataDir = join(root, 'tests/cpp/data');
 
 function headscope(...args) {
-  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', cwd: root });
+  const r = spawnSync(process.execPath, [cli, ...args], { encoding: 'utf8', cwd: root, maxBuffer: 64 << 20 });
   if (r.error) throw r.error;
   return r;
+}
+
+// Runs the CLI with a shell pipeline feeding stdin (`input` is a shell command), within
+// `seconds`; reports how long it took and its peak RSS (a preload writes
+// process.resourceUsage().maxRSS to a file as the process exits).
+function measured(args, { input = null, seconds = 30 } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'headscope-cli-rss-'));
+  try {
+    const preload = join(dir, 'rss.cjs');
+    const out = join(dir, 'rss.txt');
+    writeFileSync(preload, `process.on('exit', () => require('fs').writeFileSync(${JSON.stringify(out)}, ` +
+      'String(process.resourceUsage().maxRSS)));\n');
+    const quote = (a) => `'${a.replace(/'/g, "'\\''")}'`;
+    const command = [process.execPath, '-r', preload, cli, ...args].map(quote).join(' ');
+    const t0 = Date.now();
+    const r = spawnSync('sh', ['-c', input === null ? command : `${input} | ${command}`],
+      { encoding: 'utf8', cwd: root, timeout: seconds * 1000, killSignal: 'SIGKILL' });
+    const ms = Date.now() - t0;
+    if (r.error) throw r.error;
+    const maxRssKiB = existsSync(out) ? Number(readFileSync(out, 'utf8')) : NaN;
+    return { ...r, ms, maxRssMiB: maxRssKiB / 1024 };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 const shapeOf = (a) => (Array.isArray(a) ? [a.length, ...shapeOf(a[0])] : []);
@@ -126,12 +150,15 @@ test('bad input exits 2 with one line on stderr', () => {
     assertBadInput(headscope('run', join(dataDir, 'bad-num-heads.json')), 'bad-num-heads.json',
       'config.num_heads', 'divisible');
     assertBadInput(headscope('run', join(dir, 'missing.json')), 'missing.json');
-    assertBadInput(headscope('run', dir), 'cannot read');
+    assertBadInput(headscope('run', dir), 'IO_ERROR', `${dir}: cannot read (Is a directory)`);
     assertBadInput(headscope('frobnicate'), 'frobnicate');
     assertBadInput(headscope());
     assertBadInput(headscope('run'), 'case file');
     assertBadInput(headscope('run', seedFile, '--tolerance', 'abc'), '--tolerance');
     assertBadInput(headscope('run', seedFile, '--bogus'), '--bogus');
+    assertBadInput(headscope('run', seedFile, '--max-input-bytes', '-1'), '--max-input-bytes', 'number of bytes');
+    assertBadInput(headscope('run', seedFile, '--max-output-bytes=1e9'), '--max-output-bytes', 'number of bytes');
+    assertBadInput(headscope('run', seedFile, '--max-output-bytes'), '--max-output-bytes', 'got nothing');
     assertBadInput(headscope('example', 'extra'), 'extra');
 
     // Parsed JSON that is not a case: the library's message names the JSON path.
@@ -220,4 +247,77 @@ test('examples.js holds the seed case of tests/golden', () => {
   assert.deepEqual(heads[0].wq, [[1, 0], [0, 1], [0, 0], [0, 0]]);
   assert.deepEqual(heads[1].wv, [[0, 0], [0, 0], [1, 0], [0, 1]]);
   assert.deepEqual(wo, [[1, 0, 1, 0], [0, 1, 0, 1], [1, 0, 0, 1], [0, 1, 1, 0]]);
+});
+
+// --- bounded input and output ------------------------------------------------------------------
+
+test('/dev/zero and an endless pipe are refused at the input limit: exit 2, one line, in seconds', () => {
+  for (const [what, args, input] of [
+    ['/dev/zero', ['run', '/dev/zero'], null],
+    ['an endless pipe', ['run', '-'], 'yes "[0,"'],
+    ['an endless pipe under a lowered limit', ['run', '-', '--max-input-bytes', '1000000'], 'yes "[0,"'],
+  ]) {
+    const r = measured(args, { input });
+    assertBadInput(r, 'RESOURCE_EXHAUSTED', 'more than the limit of', '--max-input-bytes');
+    assert.ok(r.ms < 20000, `${what}: ${r.ms} ms`);
+    // Read in chunks up to the limit (256 MiB, or 1 MB), never more.
+    assert.ok(r.maxRssMiB < (args.length > 2 ? 150 : 700), `${what}: peak RSS ${r.maxRssMiB} MiB`);
+  }
+});
+
+test('stdin and --max-input-bytes: a case from a pipe runs; one byte over the limit is refused', () => {
+  const size = readFileSync(seedFile).length;
+  let r = measured(['run', '-', '--max-input-bytes', String(size)], { input: `cat '${seedFile}'` });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(Object.keys(JSON.parse(r.stdout)), ['output', 'weights']);
+  r = headscope('run', seedFile, `--max-input-bytes=${size - 1}`);
+  assertBadInput(r, 'RESOURCE_EXHAUSTED', `${size} bytes, more than the limit of ${size - 1} bytes`);
+});
+
+test('a small case asking for gigabytes of output is refused from its shapes, quickly, with low RSS', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'headscope-cli-'));
+  try {
+    // 65 KB: 16384 tokens of one dimension; averaged weights 16384 x 16384 = 4.5 GB of JSON.
+    const doc = { config: { embed_dim: 1, num_heads: 1, bias: false },
+      state_dict: { in_proj_weight: [[1], [1], [1]], 'out_proj.weight': [[1]] },
+      inputs: { query: Array.from({ length: 16384 }, () => [0]) } };
+    const file = join(dir, 'huge-weights.json');
+    writeFileSync(file, JSON.stringify(doc));
+    const r = measured(['run', file]);
+    assertBadInput(r, 'huge-weights.json: RESOURCE_EXHAUSTED: result: its JSON text could take 4563812392 ' +
+      'bytes (output [16384, 1], weights [16384, 16384]), more than the limit of 268435456 bytes ' +
+      '(--max-output-bytes raises it)');
+    assert.ok(r.ms < 10000, `${r.ms} ms`);
+    assert.ok(r.maxRssMiB < 200, `peak RSS ${r.maxRssMiB} MiB`);
+    // Without weights the output is small and is printed.
+    doc.inputs.need_weights = false;
+    writeFileSync(file, JSON.stringify(doc));
+    const ok = headscope('run', file);
+    assert.equal(ok.status, 0, ok.stderr);
+    assert.equal(JSON.parse(ok.stdout).output.length, 16384);
+    // The limit is the caller's to set, both ways.
+    assertBadInput(headscope('run', seedFile, '--max-output-bytes', '100'), 'RESOURCE_EXHAUSTED', 'limit of 100 bytes');
+    assert.equal(headscope('run', seedFile, '--max-output-bytes', '100000').status, 0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a large result is written in chunks: 2 MB of JSON, valid and complete', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'headscope-cli-'));
+  try {
+    const doc = { config: { embed_dim: 1, num_heads: 1, bias: false },
+      state_dict: { in_proj_weight: [[1], [1], [1]], 'out_proj.weight': [[1]] },
+      inputs: { query: Array.from({ length: 400 }, (_, i) => [i / 400]) } };
+    const file = join(dir, 'big-weights.json');
+    writeFileSync(file, JSON.stringify(doc));
+    const r = headscope('run', file);
+    assert.equal(r.status, 0, r.stderr);
+    assert.ok(r.stdout.length > (1 << 20), `${r.stdout.length} bytes`);
+    const got = JSON.parse(r.stdout);
+    assert.deepEqual(shapeOf(got.weights), [400, 400]);
+    for (const row of got.weights) assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 1e-5);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

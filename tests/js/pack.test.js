@@ -114,5 +114,5 @@ console.log(JSON.stringify({
 
   const bad = sh('npx', ['--no', 'headscope', 'run', 'missing.json'], app);
   assert.equal(bad.status, 2, describeRun(bad));
-  assert.match(bad.stderr, /^headscope: missing\.json: [^\n]+\n$/);
+  assert.match(bad.stderr, /^headscope: IO_ERROR: missing\.json: [^\n]+\n$/);
 });

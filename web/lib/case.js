@@ -2,7 +2,7 @@
 // state_dict, the forward arguments, and optionally the expected results. Errors are
 // PARSE_ERROR and name the JSON path ("inputs.query[1][2]: expected a number ...").
 import { HeadscopeError } from './errors.js';
-import { describe, toFloatTensor, toMask } from './tensor.js';
+import { MAX_DIM, describe, toFloatTensor, toMask } from './tensor.js';
 
 const CONFIG_KEYS = {
   embed_dim: 'embedDim', num_heads: 'numHeads', bias: 'bias', add_bias_kv: 'addBiasKV',
@@ -14,8 +14,442 @@ const INPUT_KEYS = ['query', 'key', 'value', 'key_padding_mask', 'attn_mask', 'n
 const FLAGS = { need_weights: 'needWeights', average_attn_weights: 'averageAttnWeights',
   is_causal: 'isCausal' };
 
+// Limits on hostile or mistaken input, the same as the native parser's (src/headscope/
+// case_file.h: kMaxCaseBytes, kMaxJsonDepth, kMaxJsonContainers, kMaxResultJsonBytes). A BERT-base
+// layer's case is about 30 MB, nests 7 levels deep and holds about 10,000 arrays, so the input
+// limits are far above what the format needs. The container limit bounds the memory JSON.parse
+// can take: an empty array or object is 3 bytes of text but tens of bytes of V8 heap, and 256 MiB
+// of "{}," would exhaust it (a fatal out-of-memory, not an exception).
+export const MAX_CASE_BYTES = 256 * 1024 * 1024;
+export const MAX_JSON_DEPTH = 64;
+export const MAX_JSON_CONTAINERS = 2 ** 24;
+export const MAX_RESULT_JSON_BYTES = 256 * 1024 * 1024;
+
 function parseError(path, what) {
   return new HeadscopeError('PARSE_ERROR', `${path}: ${what}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// JSON text. JSON.parse alone accepts what the native parser (nlohmann::json) refuses (lone
+// surrogates, duplicate keys, 1e400 as Infinity), refuses what it accepts (a byte order mark),
+// and says nothing of depth, so the text is first checked by a scanner that follows nlohmann's
+// lexer and parser: the same documents pass, and a failure names the same byte offset (the byte
+// where the error was detected, or the input's length at an unexpected end). JSON.parse then
+// builds the values. tests/cases/ holds the documents both parsers are held to.
+
+const decoder = new TextDecoder('utf-8', { fatal: true });
+
+/** A key in a JSON path: at most 64 code points (then "..."), control characters as \u00XX. */
+function keyInPath(key) {
+  const points = Array.from(key);
+  const kept = points.length > 64 ? points.slice(0, 61) : points;
+  const text = kept.map((c) => {
+    const code = c.codePointAt(0);
+    return code < 0x20 || code === 0x7f ? `\\u${code.toString(16).padStart(4, '0')}` : c;
+  }).join('');
+  return points.length > 64 ? `${text}...` : text;
+}
+
+const memberPath = (parent, key) => `${parent}.${keyInPath(key)}`;
+
+class JsonSyntaxError extends Error {
+  constructor(offset, detail) {
+    super(detail);
+    this.offset = offset;
+  }
+}
+
+const isDigit = (c) => c >= 0x30 && c <= 0x39;
+const isHex = (c) => isDigit(c) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
+
+// Allowed ranges of the bytes after a UTF-8 lead byte (RFC 3629, as nlohmann checks them).
+function utf8Ranges(lead) {
+  if (lead >= 0xc2 && lead <= 0xdf) return [0x80, 0xbf];
+  if (lead === 0xe0) return [0xa0, 0xbf, 0x80, 0xbf];
+  if ((lead >= 0xe1 && lead <= 0xec) || lead === 0xee || lead === 0xef) return [0x80, 0xbf, 0x80, 0xbf];
+  if (lead === 0xed) return [0x80, 0x9f, 0x80, 0xbf];
+  if (lead === 0xf0) return [0x90, 0xbf, 0x80, 0xbf, 0x80, 0xbf];
+  if (lead >= 0xf1 && lead <= 0xf3) return [0x80, 0xbf, 0x80, 0xbf, 0x80, 0xbf];
+  if (lead === 0xf4) return [0x80, 0x8f, 0x80, 0xbf, 0x80, 0xbf];
+  return null;
+}
+
+const T = { BEGIN_ARRAY: 1, END_ARRAY: 2, BEGIN_OBJECT: 3, END_OBJECT: 4, NAME_SEP: 5, VALUE_SEP: 6,
+  STRING: 7, NUMBER: 8, LITERAL: 9, END: 10 };
+const TOKEN_NAMES = { 1: "'['", 2: "']'", 3: "'{'", 4: "'}'", 5: "':'", 6: "','", 7: 'string literal',
+  8: 'number literal', 9: 'literal', 10: 'end of input' };
+
+class Lexer {
+  constructor(bytes) {
+    this.b = bytes;
+    this.pos = 0;
+    this.start = 0;   // where the last token began
+    this.end = 0;     // one past the last byte the parser read for it (nlohmann's position)
+    this.escaped = false;  // the last string token holds a backslash escape
+    this.integer = true;       // the last number has neither a fraction nor an exponent
+    this.mayOverflow = false;  // ... and could be beyond float64
+    this.extra = 0;   // bytes before `pos` beyond their UTF-16 length (multi-byte characters)
+  }
+
+  fail(offset, detail) {
+    throw new JsonSyntaxError(offset, detail);
+  }
+
+  // The offset nlohmann reports for a byte it read at `i` (the length at the end of the input).
+  at(i) {
+    return Math.min(i, this.b.length);
+  }
+
+  next() {
+    const b = this.b;
+    let i = this.pos;
+    while (i < b.length && (b[i] === 0x20 || b[i] === 0x09 || b[i] === 0x0a || b[i] === 0x0d)) i++;
+    this.start = i;
+    if (i >= b.length) {
+      this.pos = i;
+      this.end = b.length + 1;
+      return T.END;
+    }
+    const c = b[i];
+    let single = 0;
+    switch (c) {
+      case 0x5b: single = T.BEGIN_ARRAY; break;
+      case 0x5d: single = T.END_ARRAY; break;
+      case 0x7b: single = T.BEGIN_OBJECT; break;
+      case 0x7d: single = T.END_OBJECT; break;
+      case 0x3a: single = T.NAME_SEP; break;
+      case 0x2c: single = T.VALUE_SEP; break;
+      default: break;
+    }
+    if (single !== 0) {
+      this.pos = this.end = i + 1;
+      return single;
+    }
+    if (c === 0x22) return this.string(i);
+    if (c === 0x2d || isDigit(c)) return this.number(i);
+    if (c === 0x74) return this.literal(i, 'true');
+    if (c === 0x66) return this.literal(i, 'false');
+    if (c === 0x6e) return this.literal(i, 'null');
+    if (c === 0) this.fail(i, 'unexpected NUL byte');
+    this.fail(i, `invalid literal${c >= 0x21 && c < 0x7f ? ` '${String.fromCharCode(c)}'` : ''}`);
+  }
+
+  literal(i, word) {
+    for (let k = 1; k < word.length; k++) {
+      if (this.b[i + k] !== word.charCodeAt(k)) this.fail(this.at(i + k), `invalid literal (expected ${word})`);
+    }
+    this.pos = this.end = i + word.length;
+    return T.LITERAL;
+  }
+
+  // Sets `mayOverflow` when the literal could be beyond float64: only then is its value computed
+  // here (JSON.parse computes the others).
+  number(i) {
+    const b = this.b;
+    let j = i;
+    if (b[j] === 0x2d) {
+      j++;
+      if (!isDigit(b[j])) this.fail(this.at(j), "invalid number; expected digit after '-'");
+    }
+    const intStart = j;
+    if (b[j] === 0x30) j++;
+    else while (isDigit(b[j])) j++;
+    const intDigits = j - intStart;
+    let integer = true;
+    if (b[j] === 0x2e) {
+      j++;
+      integer = false;
+      if (!isDigit(b[j])) this.fail(this.at(j), "invalid number; expected digit after '.'");
+      while (isDigit(b[j])) j++;
+    }
+    let exponent = 0;
+    if (b[j] === 0x65 || b[j] === 0x45) {
+      j++;
+      integer = false;
+      let sign = 1;
+      if (b[j] === 0x2b || b[j] === 0x2d) {
+        if (b[j] === 0x2d) sign = -1;
+        j++;
+        if (!isDigit(b[j])) this.fail(this.at(j), 'invalid number; expected digit after exponent sign');
+      } else if (!isDigit(b[j])) {
+        this.fail(this.at(j), "invalid number; expected '+', '-', or digit after exponent");
+      }
+      while (isDigit(b[j])) {
+        if (exponent < 1e9) exponent = exponent * 10 + (b[j] - 0x30);
+        j++;
+      }
+      exponent *= sign;
+    }
+    // |value| < 10^(intDigits + exponent): below 1e300 it cannot overflow.
+    this.integer = integer;
+    this.mayOverflow = intDigits + exponent >= 300;
+    this.pos = this.end = j;
+    return T.NUMBER;
+  }
+
+  hex4(j) {
+    let v = 0;
+    for (let k = 0; k < 4; k++) {
+      const c = this.b[j + k];
+      if (!isHex(c)) this.fail(this.at(j + k), "invalid string: '\\u' must be followed by 4 hex digits");
+      v = v * 16 + parseInt(String.fromCharCode(c), 16);
+    }
+    return v;
+  }
+
+  string(i) {
+    const b = this.b;
+    let j = i + 1;
+    this.escaped = false;
+    for (;;) {
+      if (j >= b.length) this.fail(b.length, 'invalid string: missing closing quote');
+      const c = b[j];
+      if (c === 0x22) break;
+      if (c === 0x5c) {
+        this.escaped = true;
+        const e = b[j + 1];
+        if (e === 0x75) {
+          const cp = this.hex4(j + 2);
+          j += 6;
+          if (cp >= 0xd800 && cp <= 0xdbff) {
+            const unpaired = 'invalid string: surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF';
+            if (b[j] !== 0x5c) this.fail(this.at(j), unpaired);
+            if (b[j + 1] !== 0x75) this.fail(this.at(j + 1), unpaired);
+            const low = this.hex4(j + 2);
+            if (!(low >= 0xdc00 && low <= 0xdfff)) this.fail(j + 5, unpaired);
+            j += 6;
+          } else if (cp >= 0xdc00 && cp <= 0xdfff) {
+            this.fail(j - 1, 'invalid string: surrogate U+DC00..U+DFFF must follow U+D800..U+DBFF');
+          }
+          continue;
+        }
+        // " \ / b f n r t
+        if (e === 0x22 || e === 0x5c || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e ||
+            e === 0x72 || e === 0x74) {
+          j += 2;
+          continue;
+        }
+        this.fail(this.at(j + 1), 'invalid string: forbidden character after backslash');
+      }
+      if (c < 0x20) {
+        const code = c.toString(16).toUpperCase().padStart(4, '0');
+        this.fail(j, `invalid string: control character U+${code} must be escaped`);
+      }
+      if (c < 0x80) {
+        j++;
+        continue;
+      }
+      const ranges = utf8Ranges(c);
+      if (ranges === null) this.fail(j, 'invalid string: ill-formed UTF-8 byte');
+      for (let k = 0; k < ranges.length; k += 2) {
+        const x = b[j + 1 + k / 2];
+        if (!(x >= ranges[k] && x <= ranges[k + 1])) {
+          this.fail(this.at(j + 1 + k / 2), 'invalid string: ill-formed UTF-8 byte');
+        }
+      }
+      const length = 1 + ranges.length / 2;
+      this.extra += length - (length === 4 ? 2 : 1);
+      j += length;
+    }
+    this.pos = this.end = j + 1;
+    return T.STRING;
+  }
+
+  // The value of the last string token (already checked).
+  stringValue() {
+    const raw = decoder.decode(this.b.subarray(this.start, this.end));
+    return this.escaped ? JSON.parse(raw) : raw.slice(1, -1);
+  }
+
+  tokenText() {
+    return decoder.decode(this.b.subarray(this.start, this.end));
+  }
+}
+
+/**
+ * Checks UTF-8 JSON bytes as the native parser does. Returns the UTF-16 indices of integer "-0"
+ * literals (nlohmann reads "-0" as the integer 0, Python's json too, so torch gets +0.0; only
+ * "-0.0" is negative zero) and the UTF-16 length of a leading byte order mark's replacement.
+ */
+function checkJsonBytes(bytes) {
+  const lex = new Lexer(bytes);
+  if (bytes[0] === 0xef) {
+    // nlohmann skips a leading byte order mark, and only a whole one.
+    if (bytes[1] !== 0xbb) lex.fail(lex.at(1), 'invalid BOM; must be 0xEF 0xBB 0xBF if given');
+    if (bytes[2] !== 0xbf) lex.fail(lex.at(2), 'invalid BOM; must be 0xEF 0xBB 0xBF if given');
+    lex.pos = 3;
+    lex.extra = 3;  // dropped from the text JSON.parse reads
+  }
+  const negativeZeros = [];
+  const frames = [];  // { array, index, key, keys }
+  let containers = 0;
+  const syntax = (what, expected) => lex.fail(lex.end - 1, `syntax error while parsing ${what} - ` +
+    `unexpected ${TOKEN_NAMES[token]}${expected ? `; expected ${expected}` : ''}`);
+  const valuePath = () => {
+    let path = '';
+    for (let k = 0; k < frames.length; k++) {
+      if (k >= 8) return `${path}...`;
+      const f = frames[k];
+      if (f.array) path += `${path === '' ? '$' : ''}[${f.index}]`;
+      else path += path === '' ? keyInPath(f.key) : `.${keyInPath(f.key)}`;
+    }
+    return path === '' ? '$' : path;
+  };
+  const beginValue = () => {
+    const f = frames[frames.length - 1];
+    if (f !== undefined && f.array) f.index++;
+  };
+  const readKey = () => {
+    const f = frames[frames.length - 1];
+    f.key = lex.stringValue();
+    if (f.keys.has(f.key)) throw parseError(valuePath(), 'duplicate key (the keys of a JSON object must be unique)');
+    f.keys.add(f.key);
+  };
+  const open = (array) => {
+    if (frames.length >= MAX_JSON_DEPTH) {
+      throw parseError(valuePath(), `nested deeper than ${MAX_JSON_DEPTH} levels`);
+    }
+    if (++containers > MAX_JSON_CONTAINERS) {
+      throw parseError(valuePath(), `more than ${MAX_JSON_CONTAINERS} arrays and objects in the document`);
+    }
+    frames.push({ array, index: -1, key: '', keys: array ? null : new Set() });
+  };
+  const VALUE = "'[', '{', or a literal";
+
+  let token = lex.next();
+  // nlohmann's sax_parse_internal, step for step: a value, then what its container expects.
+  for (;;) {
+    let parsedValue = true;
+    beginValue();
+    if (token === T.BEGIN_OBJECT) {
+      open(false);
+      token = lex.next();
+      if (token === T.END_OBJECT) {
+        frames.pop();
+      } else {
+        if (token !== T.STRING) syntax('object key', 'string literal');
+        readKey();
+        if ((token = lex.next()) !== T.NAME_SEP) syntax('object separator', "':'");
+        token = lex.next();
+        continue;
+      }
+    } else if (token === T.BEGIN_ARRAY) {
+      open(true);
+      token = lex.next();
+      if (token === T.END_ARRAY) {
+        frames.pop();
+      } else {
+        frames[frames.length - 1].index = -1;  // beginValue counts the first element
+        continue;
+      }
+    } else if (token === T.NUMBER) {
+      if (lex.mayOverflow && !Number.isFinite(Number(lex.tokenText()))) {
+        const text = lex.tokenText();
+        const shown = text.length > 40 ? `${text.slice(0, 37)}...` : text;
+        throw parseError(valuePath(), `the number ${shown} is out of range (beyond +-1.8e308); ` +
+          'write "inf" or "-inf"');
+      }
+      if (lex.integer && lex.end - lex.start === 2 && bytes[lex.start] === 0x2d && bytes[lex.start + 1] === 0x30) {
+        negativeZeros.push(lex.start - lex.extra);
+      }
+    } else if (token === T.STRING || token === T.LITERAL) {
+      // a scalar
+    } else {
+      parsedValue = false;
+      syntax('value', VALUE);
+    }
+    // A value was read: what follows depends on the container.
+    while (parsedValue) {
+      const f = frames[frames.length - 1];
+      if (f === undefined) {
+        if ((token = lex.next()) !== T.END) syntax('value', 'end of input');
+        return { negativeZeros, bom: bytes[0] === 0xef };
+      }
+      token = lex.next();
+      if (f.array) {
+        if (token === T.VALUE_SEP) {
+          token = lex.next();
+          break;
+        }
+        if (token !== T.END_ARRAY) syntax('array', "']'");
+        frames.pop();
+        continue;
+      }
+      if (token === T.VALUE_SEP) {
+        if ((token = lex.next()) !== T.STRING) syntax('object key', 'string literal');
+        readKey();
+        if ((token = lex.next()) !== T.NAME_SEP) syntax('object separator', "':'");
+        token = lex.next();
+        break;
+      }
+      if (token !== T.END_OBJECT) syntax('object', "'}'");
+      frames.pop();
+    }
+  }
+}
+
+function utf8Length(text) {
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 0x80) n += 1;
+    else if (c < 0x800) n += 2;
+    else if (c >= 0xd800 && c <= 0xdbff && i + 1 < text.length) {
+      n += 4;
+      i++;
+    } else n += 3;
+  }
+  return n;
+}
+
+function tooLarge(bytes, max) {
+  return new HeadscopeError('RESOURCE_EXHAUSTED',
+    `$: the document is ${bytes} bytes, more than the limit of ${max} bytes`);
+}
+
+/**
+ * JSON text (a string, or UTF-8 bytes as a Uint8Array or ArrayBuffer) to a value, under the
+ * rules of the native parser. Errors are PARSE_ERROR (RESOURCE_EXHAUSTED past `maxInputBytes`).
+ */
+export function parseJsonText(input, maxInputBytes = MAX_CASE_BYTES) {
+  let bytes;
+  let text = null;
+  if (typeof input === 'string') {
+    if (input.length > maxInputBytes) throw tooLarge(utf8Length(input), maxInputBytes);
+    const lone = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+    if (typeof input.isWellFormed === 'function' ? !input.isWellFormed() : lone.test(input)) {
+      // UTF-8 cannot hold a lone surrogate: no file can contain this string.
+      const i = input.search(lone);
+      throw parseError('$', `not valid JSON (at byte ${utf8Length(input.slice(0, i))}: a lone ` +
+        `surrogate U+${input.charCodeAt(i).toString(16).toUpperCase()}, which is not Unicode text)`);
+    }
+    bytes = new TextEncoder().encode(input);
+    text = input;
+  } else {
+    bytes = input instanceof ArrayBuffer ? new Uint8Array(input) : input;
+  }
+  if (bytes.length > maxInputBytes) throw tooLarge(bytes.length, maxInputBytes);
+  let scan;
+  try {
+    scan = checkJsonBytes(bytes);
+  } catch (e) {
+    if (e instanceof JsonSyntaxError) throw parseError('$', `not valid JSON (at byte ${e.offset}: ${e.message})`);
+    throw e;
+  }
+  // Valid UTF-8 now; TextDecoder drops a leading BOM, and a string's U+FEFF goes the same way.
+  if (text === null) text = decoder.decode(bytes);
+  else if (scan.bom) text = text.slice(1);
+  if (scan.negativeZeros.length > 0) {
+    const parts = [];
+    let from = 0;
+    for (const i of scan.negativeZeros) {
+      parts.push(text.slice(from, i), ' ');  // "-0" -> " 0": the same length, the integer zero
+      from = i + 1;
+    }
+    parts.push(text.slice(from));
+    text = parts.join('');
+  }
+  return JSON.parse(text);
 }
 
 function object(value, path) {
@@ -25,10 +459,26 @@ function object(value, path) {
   return value;
 }
 
+// Keys in the order the native parser visits them (std::map: by UTF-8 bytes, i.e. by code
+// point), so that a document with several problems gets the same first error from both.
+function byCodePoint(a, b) {
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    const x = a.codePointAt(i);
+    const y = b.codePointAt(j);
+    if (x !== y) return x - y;
+    i += x > 0xffff ? 2 : 1;
+    j += y > 0xffff ? 2 : 1;
+  }
+  return (a.length - i) - (b.length - j);
+}
+const sortedKeys = (value) => Object.keys(value).sort(byCodePoint);
+
 function checkKeys(value, allowed, path) {
-  for (const key of Object.keys(value)) {
+  for (const key of sortedKeys(value)) {
     if (!allowed.includes(key)) {
-      throw parseError(`${path}.${key}`, `unknown key (expected one of ${allowed.join(', ')})`);
+      throw parseError(memberPath(path, key), `unknown key (expected one of ${allowed.join(', ')})`);
     }
   }
 }
@@ -50,14 +500,10 @@ const mask = (value, path) => asParseError(() => toMask(value, path, { nonFinite
  * Parses a case document (an object or JSON text) into the arguments of createMultiheadAttention,
  * loadStateDict and forward, plus `expected` ({ output, weights } tensors, or null).
  */
-export function parseCase(caseDocument) {
+export function parseCase(caseDocument, { maxInputBytes = MAX_CASE_BYTES } = {}) {
   let doc = caseDocument;
-  if (typeof doc === 'string') {
-    try {
-      doc = JSON.parse(doc);
-    } catch (e) {
-      throw parseError('$', `not valid JSON (${e.message})`);
-    }
+  if (typeof doc === 'string' || doc instanceof Uint8Array || doc instanceof ArrayBuffer) {
+    doc = parseJsonText(doc, maxInputBytes);
   }
   object(doc, '$');
   if (doc.name !== undefined && doc.name !== null && typeof doc.name !== 'string') {
@@ -70,25 +516,31 @@ export function parseCase(caseDocument) {
     throw parseError('config.dropout', 'headscope computes the forward pass without dropout; ' +
       `expected 0 or null, got ${describe(cfg.dropout)}`);
   }
+  // In the native parser's order: the sizes, then the flags.
   const config = {};
-  for (const [torchName, jsName] of Object.entries(CONFIG_KEYS)) {
+  for (const torchName of ['embed_dim', 'num_heads', 'kdim', 'vdim']) {
     const v = cfg[torchName];
-    if (jsName === null || v === undefined || v === null) continue;
-    config[jsName] = v;
-  }
-  for (const [torchName, jsName] of Object.entries(CONFIG_KEYS)) {
-    if (jsName === null || config[jsName] === undefined) continue;
-    const v = config[jsName];
-    const isSize = ['embed_dim', 'num_heads', 'kdim', 'vdim'].includes(torchName);
-    if (isSize ? !(Number.isInteger(v) && v >= 1) : typeof v !== 'boolean') {
-      throw parseError(`config.${torchName}`, `expected ${isSize ? 'a positive integer'
-        : 'true or false'}, got ${describe(v)}`);
+    const required = torchName === 'embed_dim' || torchName === 'num_heads';
+    if (v === undefined || v === null) {
+      if (required) throw parseError(`config.${torchName}`, 'required');
+      continue;
     }
-  }
-  for (const required of ['embed_dim', 'num_heads']) {
-    if (cfg[required] === undefined || cfg[required] === null) {
-      throw parseError(`config.${required}`, 'required');
+    if (!(Number.isInteger(v) && v >= 1)) {
+      throw parseError(`config.${torchName}`, `expected a positive integer, got ${describe(v)}`);
     }
+    if (v > MAX_DIM) {
+      throw parseError(`config.${torchName}`, `expected a positive integer of at most ${MAX_DIM}, ` +
+        `got ${describe(v)}`);
+    }
+    config[CONFIG_KEYS[torchName]] = v;
+  }
+  for (const torchName of ['bias', 'add_bias_kv', 'add_zero_attn', 'batch_first']) {
+    const v = cfg[torchName];
+    if (v === undefined || v === null) continue;
+    if (typeof v !== 'boolean') {
+      throw parseError(`config.${torchName}`, `expected true or false, got ${describe(v)}`);
+    }
+    config[CONFIG_KEYS[torchName]] = v;
   }
   if (config.embedDim % config.numHeads !== 0) {
     throw parseError('config.num_heads', `embed_dim (${config.embedDim}) must be divisible by ` +
@@ -97,7 +549,7 @@ export function parseCase(caseDocument) {
 
   const sd = object(doc.state_dict, 'state_dict');
   const stateDict = new Map();
-  for (const [key, value] of Object.entries(sd)) stateDict.set(key, tensor(value, `state_dict.${key}`));
+  for (const key of sortedKeys(sd)) stateDict.set(key, tensor(sd[key], memberPath('state_dict', key)));
 
   const inputs = object(doc.inputs, 'inputs');
   checkKeys(inputs, INPUT_KEYS, 'inputs');
@@ -187,4 +639,58 @@ export function compareWithExpected(parsedCase, result, tolerance = 1e-4) {
   }
   out.ok = true;
   return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The size of a printed result, known from the shapes before anything is computed (the CLIs
+// refuse a case whose result could not sensibly be printed: a 65 KB case can ask for 4.5 GB of
+// weights). The same bound as the native ResultJsonBytesBound.
+
+// Most bytes a tensor of `shape` takes as JSON text: a float32 is at most 15 characters
+// ("-1.17549435e-38"; '"-inf"' is 6) plus ", ", an array 2 brackets plus ", ".
+function tensorJsonBytesBound(shape) {
+  let elements = 1;
+  let arrays = 0;
+  for (const d of shape) {
+    arrays += elements;
+    elements *= Math.max(d, 0);
+  }
+  return elements * 17 + arrays * 4;
+}
+
+/** The shape of the weights a run of the parsed case returns, or null when it returns none. */
+export function resultWeightsShape(parsedCase) {
+  const { config, query, key, options } = parsedCase;
+  const q = query.shape;
+  const k = key.shape;
+  // Only where the call can succeed; any other case fails in forward() before it has a result.
+  if (options.needWeights === false || (q.length !== 2 && q.length !== 3) || k.length !== q.length) {
+    return null;
+  }
+  const batched = q.length === 3;
+  const batchFirst = batched && config.batchFirst === true;
+  const n = batched ? q[batchFirst ? 0 : 1] : 1;
+  const l = q[batchFirst ? 1 : 0];
+  const s = k[batchFirst ? 1 : 0] + (config.addBiasKV ? 1 : 0) + (config.addZeroAttn ? 1 : 0);
+  const averaged = options.averageAttnWeights !== false;
+  if (batched) return averaged ? [n, l, s] : [n, config.numHeads, l, s];
+  return averaged ? [l, s] : [config.numHeads, l, s];
+}
+
+/** An upper bound of the bytes of {"output": ..., "weights": ...} and a newline. */
+export function resultJsonBytesBound(parsedCase) {
+  const weights = resultWeightsShape(parsedCase);
+  return 32 + tensorJsonBytesBound(parsedCase.query.shape) +
+    (weights === null ? 0 : tensorJsonBytesBound(weights));
+}
+
+/** Throws RESOURCE_EXHAUSTED when the printed result could take more than `maxBytes`. */
+export function checkResultJsonSize(parsedCase, maxBytes = MAX_RESULT_JSON_BYTES) {
+  const bound = resultJsonBytesBound(parsedCase);
+  if (bound <= maxBytes) return;
+  const weights = resultWeightsShape(parsedCase);
+  const shown = bound >= 1.8e19 ? '18446744073709551615' : String(bound);
+  throw new HeadscopeError('RESOURCE_EXHAUSTED', `result: its JSON text could take ${shown} bytes ` +
+    `(output [${parsedCase.query.shape.join(', ')}], weights ${weights === null ? 'null'
+      : `[${weights.join(', ')}]`}), more than the limit of ${maxBytes} bytes`);
 }

@@ -1,14 +1,20 @@
 #!/usr/bin/env node
 // headscope's command line (the npm package's `bin`):
 //
-//   headscope run FILE.json [--check] [--tolerance T]   run a case file, print output + weights
+//   headscope run FILE.json|- [--check] [--tolerance T] [--max-input-bytes N] [--max-output-bytes N]
+//                                                       run a case file, print output + weights
 //   headscope example                                   the seed's worked example, step by step
 //
-// Exit codes: 0 ok, 1 --check mismatch, 2 bad input (one line on stderr, "headscope: ..."),
-// 3 headscope itself failed: the WebAssembly module did not load, or an internal error (a bug);
-// one line on stderr too.
-import { parseCase } from './case.js';
-import { readFileSync } from 'node:fs';
+// Exit codes: 0 ok, 1 --check mismatch, 2 bad input (one line on stderr, "headscope: ..."): a file
+// that cannot be read (IO_ERROR), a document that is not a case (PARSE_ERROR, ...), a file over
+// --max-input-bytes or a result over --max-output-bytes (RESOURCE_EXHAUSTED, checked from the
+// shapes before anything is computed); 3 headscope itself failed: the WebAssembly module did not
+// load, or an internal error (a bug); one line on stderr too. The same codes and limits as the
+// native CLI (src/cli/main.cc).
+import {
+  MAX_CASE_BYTES, MAX_RESULT_JSON_BYTES, checkResultJsonSize, compareWithExpected, parseCase,
+} from './case.js';
+import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { HeadscopeError } from './errors.js';
 import { projectionMatrices, seedWorkedExample } from './examples.js';
 
@@ -33,12 +39,15 @@ async function headscope() {
 }
 
 const USAGE = `usage:
-  headscope run FILE.json [--check] [--tolerance T]
-      Runs one case file (the JSON case format: config, state_dict, inputs, optional expected)
-      and prints {"output": ..., "weights": ...} as JSON; weights is null when need_weights is
-      false, and non-finite numbers are written "inf", "-inf", "nan".
-      --check        compare with the file's "expected", exit 1 on mismatch
-      --tolerance T  relative error allowed by --check (default 1e-4)
+  headscope run FILE.json [--check] [--tolerance T] [--max-input-bytes N] [--max-output-bytes N]
+      Runs one case file (the JSON case format: config, state_dict, inputs, optional expected;
+      FILE '-' reads standard input) and prints {"output": ..., "weights": ...} as JSON; weights
+      is null when need_weights is false, and non-finite numbers are written "inf", "-inf", "nan".
+      --check               compare with the file's "expected", exit 1 on mismatch
+      --tolerance T         relative error allowed by --check (default 1e-4)
+      --max-input-bytes N   refuse a case file larger than N bytes (default ${MAX_CASE_BYTES})
+      --max-output-bytes N  refuse a case whose printed result could exceed N bytes
+                            (default ${MAX_RESULT_JSON_BYTES})
   headscope example
       Prints the seed's worked example (3 tokens, 4 dims, 2 heads) step by step.
   headscope --help | -h      this text
@@ -57,22 +66,40 @@ function version() {
 // ---------------------------------------------------------------------------------------------
 // run
 
+// A byte count: decimal digits only, at most 2^63 (the native CLI's range).
+function byteCount(flag, text) {
+  const n = text !== undefined && /^[0-9]+$/.test(text) ? Number(text) : NaN;
+  if (!(n <= 2 ** 63)) {
+    throw new UsageError(`${flag}: expected a number of bytes (0 to 2^63), got ${
+      text === undefined ? 'nothing' : JSON.stringify(text)}`);
+  }
+  return n;
+}
+
 function parseRunArgs(args) {
   let file = null;
   let check = false;
   let tolerance = 1e-4;
+  let maxInputBytes = MAX_CASE_BYTES;
+  let maxOutputBytes = MAX_RESULT_JSON_BYTES;
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
+    const flag = a.startsWith('--') ? a.split('=')[0] : a;
+    const value = () => (a.includes('=') ? a.slice(a.indexOf('=') + 1) : args[++i]);
     if (a === '--check') {
       check = true;
-    } else if (a === '--tolerance' || a.startsWith('--tolerance=')) {
-      const text = a === '--tolerance' ? args[++i] : a.slice('--tolerance='.length);
+    } else if (flag === '--tolerance') {
+      const text = value();
       const t = text === undefined || text.trim() === '' ? NaN : Number(text);
       if (!(t >= 0) || !Number.isFinite(t)) {
         throw new UsageError(`--tolerance: expected a non-negative number, got ${
           text === undefined ? 'nothing' : JSON.stringify(text)}`);
       }
       tolerance = t;
+    } else if (flag === '--max-input-bytes') {
+      maxInputBytes = byteCount(flag, value());
+    } else if (flag === '--max-output-bytes') {
+      maxOutputBytes = byteCount(flag, value());
     } else if ((a.startsWith('-') && a !== '-') || file !== null) {
       throw new UsageError(`run: unexpected argument '${a}'`);
     } else {
@@ -80,21 +107,57 @@ function parseRunArgs(args) {
     }
   }
   if (file === null) throw new UsageError('run: expected a case file (headscope run FILE.json)');
-  return { file, check, tolerance };
+  return { file, check, tolerance, maxInputBytes, maxOutputBytes };
 }
 
-function readCaseFile(file) {
-  let text;
+const ERRNO_TEXT = { ENOENT: 'No such file or directory', EACCES: 'Permission denied',
+  EISDIR: 'Is a directory' };
+const ioError = (file, e) => new HeadscopeError('IO_ERROR',
+  `${file}: cannot read (${ERRNO_TEXT[e.code] ?? e.message})`);
+
+// The file's bytes, read a megabyte at a time and refused as soon as they pass the limit: an
+// endless pipe or /dev/zero is never read whole (readFileSync would read until memory ran out).
+function readCaseBytes(file, maxBytes) {
+  let fd;
   try {
-    text = readFileSync(file === '-' ? 0 : file, 'utf8');
+    fd = file === '-' ? 0 : openSync(file, 'r');
   } catch (e) {
-    const why = { ENOENT: 'no such file', EACCES: 'permission denied', EISDIR: 'is a directory' };
-    throw new UsageError(`${file}: cannot read (${why[e.code] ?? e.message})`);
+    throw ioError(file, e);
   }
+  const tooLarge = (what) => new HeadscopeError('RESOURCE_EXHAUSTED',
+    `${file}: ${what}more than the limit of ${maxBytes} bytes`);
   try {
-    return JSON.parse(text);
-  } catch (e) {
-    throw new UsageError(`${file}: not valid JSON (${e.message})`);
+    let stat;
+    try {
+      stat = fstatSync(fd);
+    } catch (e) {
+      throw ioError(file, e);
+    }
+    if (stat.isDirectory()) throw ioError(file, { code: 'EISDIR' });
+    if (stat.isFile() && stat.size > maxBytes) throw tooLarge(`${stat.size} bytes, `);
+    const chunks = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(1 << 20);
+      let n;
+      try {
+        n = readSync(fd, chunk, 0, chunk.length, null);
+      } catch (e) {
+        if (e.code === 'EAGAIN') {  // a non-blocking stdin with nothing yet: wait a little
+          Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+          continue;
+        }
+        if (e.code === 'EOF') break;
+        throw ioError(file, e);
+      }
+      if (n === 0) break;
+      if (total + n > maxBytes) throw tooLarge('');
+      chunks.push(n === chunk.length ? chunk : chunk.subarray(0, n));
+      total += n;
+    }
+    return new Uint8Array(Buffer.concat(chunks, total));
+  } finally {
+    if (fd !== 0) closeSync(fd);
   }
 }
 
@@ -104,38 +167,99 @@ function formatNumber(x) {
   if (x === Infinity) return '"inf"';
   if (x === -Infinity) return '"-inf"';
   if (Object.is(x, -0)) return '-0';
-  for (let p = 1; p < 17; p++) {
+  for (let p = 1; p < 10; p++) {  // 9 significant digits always read back as the same float32
     const s = x.toPrecision(p);
     if (Math.fround(Number(s)) === x) return String(Number(s));
   }
   return String(x);
 }
 
-function toJson(value) {
-  if (value === null) return 'null';
-  if (Array.isArray(value)) return `[${value.map(toJson).join(', ')}]`;
-  return formatNumber(value);
+// Writes {"output": ..., "weights": ...} from the result's typed arrays a megabyte at a time,
+// waiting for stdout to drain, so that a large result never exists as one string (V8 cannot hold
+// a string over 2^29 characters, and nested arrays of millions of numbers exhaust its heap).
+function* resultChunks(result) {
+  let text = '{"output": ';
+  function* tensor({ data, shape }) {
+    let index = 0;
+    function* nested(axis) {
+      if (axis === shape.length) {
+        text += formatNumber(data[index++]);
+        return;
+      }
+      text += '[';
+      for (let i = 0; i < shape[axis]; i++) {
+        if (i) text += ', ';
+        if (axis + 1 === shape.length) {
+          text += formatNumber(data[index++]);
+          if (text.length >= (1 << 20)) {
+            yield text;
+            text = '';
+          }
+        } else {
+          yield* nested(axis + 1);
+        }
+      }
+      text += ']';
+    }
+    yield* nested(0);
+  }
+  yield* tensor(result.output);
+  text += ', "weights": ';
+  if (result.weights === null) text += 'null';
+  else yield* tensor(result.weights);
+  yield `${text}}\n`;
+}
+
+async function writeResult(result) {
+  for (const chunk of resultChunks(result)) {
+    if (!process.stdout.write(chunk)) await new Promise((resolve) => process.stdout.once('drain', resolve));
+  }
 }
 
 async function run(args) {
-  const { file, check, tolerance } = parseRunArgs(args);
-  const doc = readCaseFile(file);
-  const { hs } = await headscope();
-  let result;
+  const { file, check, tolerance, maxInputBytes, maxOutputBytes } = parseRunArgs(args);
+  // Errors of the document name the file: "headscope: case.json: PARSE_ERROR: config.embed_dim: ...".
+  const named = (fn) => {
+    try {
+      return fn();
+    } catch (e) {
+      if (e instanceof HeadscopeError && e.code !== 'INTERNAL') {
+        const hint = e.code === 'RESOURCE_EXHAUSTED' && e.message.startsWith('result:')
+          ? ' (--max-output-bytes raises it)' : '';
+        throw new UsageError(`${file}: ${e.code}: ${e.message}${hint}`);
+      }
+      throw e;
+    }
+  };
+  let bytes;
   try {
-    result = hs.runCase(doc);
+    bytes = readCaseBytes(file, maxInputBytes);
   } catch (e) {
-    if (e instanceof HeadscopeError && e.code !== 'INTERNAL') throw new UsageError(`${file}: ${e.message}`);
-    throw e;
+    if (!(e instanceof HeadscopeError)) throw e;
+    // The message names the file already.
+    throw new UsageError(`${e.code}: ${e.message}${e.code === 'RESOURCE_EXHAUSTED'
+      ? ' (--max-input-bytes raises it)' : ''}`);
   }
-  const output = result.output.toArray();
-  const weights = result.weights === null ? null : result.weights.toArray();
-  process.stdout.write(`{"output": ${toJson(output)}, "weights": ${toJson(weights)}}\n`);
+  const c = named(() => parseCase(bytes, { maxInputBytes }));
+  bytes = null;
+  named(() => checkResultJsonSize(c, maxOutputBytes));
+  const { hs } = await headscope();
+  const result = named(() => {
+    // What hs.runCase does, on the case already parsed.
+    const mha = hs.createMultiheadAttention(c.config);
+    try {
+      mha.loadStateDict(c.stateDict);
+      return mha.forward(c.query, c.key, c.value, c.options);
+    } finally {
+      mha.dispose();
+    }
+  });
+  await writeResult(result);
   if (!check) return 0;
-  if (doc.expected === undefined || doc.expected === null) {
+  if (c.expected === null) {
     throw new UsageError(`${file}: --check needs an "expected" member`);
   }
-  const cmp = hs.checkCase(doc, result, { tolerance });
+  const cmp = compareWithExpected(c, result, tolerance);
   const err = cmp.maxRelativeError.toPrecision(3);
   if (cmp.ok) {
     process.stderr.write(`headscope: ${file}: ok, matches expected (max relative error ${err}, ` +

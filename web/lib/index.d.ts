@@ -180,10 +180,10 @@ export interface Headscope {
   /** Threads each call may use: 1 for init(), n for init({ threads: n }). */
   readonly threads: number;
   createMultiheadAttention(config: MultiheadAttentionConfig): MultiheadAttention;
-  /** Runs one case document (object or JSON text). */
-  runCase(caseDocument: CaseDocument | string): ForwardResult;
+  /** Runs one case document (an object, JSON text, or its UTF-8 bytes; at most 256 MiB). */
+  runCase(caseDocument: CaseDocument | string | Uint8Array | ArrayBuffer): ForwardResult;
   /** Compares a result with the case's expected values (default tolerance 1e-4). */
-  checkCase(caseDocument: CaseDocument | string, result: ForwardResult, options?: { tolerance?: number }): CaseCheck;
+  checkCase(caseDocument: CaseDocument | string | Uint8Array | ArrayBuffer, result: ForwardResult, options?: { tolerance?: number }): CaseCheck;
   /** Objects created and not yet disposed. */
   liveHandles(): number;
   /** wasmBytes: WebAssembly memory size; heapInUse: bytes handed out by malloc. */
@@ -253,7 +253,7 @@ export interface RemoteHeadscope {
   readonly worker: WorkerLike;
   createMultiheadAttention(config: MultiheadAttentionConfig): Promise<RemoteMultiheadAttention>;
   runCase(caseDocument: CaseDocument | string): Promise<ForwardResult>;
-  checkCase(caseDocument: CaseDocument | string, result: ForwardResult, options?: { tolerance?: number }): Promise<CaseCheck>;
+  checkCase(caseDocument: CaseDocument | string | Uint8Array | ArrayBuffer, result: ForwardResult, options?: { tolerance?: number }): Promise<CaseCheck>;
   liveHandles(): Promise<number>;
   memory(): Promise<{ wasmBytes: number; heapInUse: number }>;
   /** Ends the worker; pending and later calls reject with DISPOSED. */
