@@ -445,3 +445,34 @@ test('a refused loadStateDict loads nothing, also when the failure comes after t
   victim.dispose();
   seedStillExact();
 });
+
+test('config getters that call back (create, forward, dispose, close another engine) during createMultiheadAttention', async () => {
+  const other = freshVictim();
+  let reads = 0;
+  const config = {
+    get embedDim() {
+      reads++;
+      // A whole module's life and a call on another module, from inside the config read.
+      const inner = hs.createMultiheadAttention(CONFIG);
+      inner.loadStateDict(STATE);
+      assertMatchesReference(inner.forward(X, X, X), X, X, X);
+      inner.dispose();
+      other.dispose();
+      return 4;
+    },
+    numHeads: 2,
+  };
+  const m = hs.createMultiheadAttention(config);
+  assert.equal(reads, 1);
+  m.loadStateDict(STATE);
+  assertMatchesReference(m.forward(X, X, X), X, X, X);
+  m.dispose();
+  expectError(() => other.forward(X, X, X), 'DISPOSED');
+  // A getter that closes the engine it is being created on: DISPOSED, and nothing is created.
+  const second = await init({ wasmBinary: await (await import('node:fs/promises')).readFile(
+    new URL('../../web/lib/headscope_core.wasm', import.meta.url)) });
+  expectError(() => second.createMultiheadAttention({ get embedDim() { second.close(); return 4; }, numHeads: 2 }),
+    'DISPOSED', 'engine was closed');
+  assert.equal(second.liveHandles(), 0);
+  seedStillExact();
+});
