@@ -21,51 +21,96 @@
 namespace headscope {
 namespace {
 
+// The protocol between this file and web/lib/index.js is defined here, once: index.js reads it
+// from protocol() when it loads the module and builds every read and write from it (and refuses
+// a module whose protocol it does not know); tests/js/protocol.test.js round-trips every slot.
+//
 // One tensor in a call or result block: 8 words.
 //   [0] byte address in wasm memory   [1] element type (0 none, 1 bool/uint8, 2 float32)
 //   [2] rank   [3..6] dims   [7] element count
 constexpr int kWordsPerTensor = 8;
+enum TensorWord : int { kAddressWord = 0, kTypeWord = 1, kRankWord = 2, kDimsWord = 3, kCountWord = 7 };
 enum : uint32_t { kNone = 0, kBool = 1, kFloat = 2 };
 
-// Call block: query, key, value, key_padding_mask, attn_mask, then one word of flags.
+// Call block: these tensors in this order, then one word of flags.
+constexpr const char* kCallSlots[] = {"query", "key", "value", "keyPaddingMask", "attnMask"};
+enum CallSlot : int { kQuery, kKey, kValue, kKeyPaddingMask, kAttnMask, kCallTensors };
+static_assert(sizeof(kCallSlots) / sizeof(kCallSlots[0]) == kCallTensors);
+// setParameter() reads its tensor from this slot.
+constexpr int kParameterSlot = kQuery;
 enum CallFlag : uint32_t {
   kNeedWeights = 1,
   kAverageWeights = 2,
   kIsCausal = 4,
 };
-constexpr int kCallTensors = 5;
-constexpr int kCallWords = kCallTensors * kWordsPerTensor + 1;
-// Result block: forward -> output, weights; trace -> q, k, v, scores, weights, head_outputs,
-// concat, output.
+constexpr int kFlagsWord = kCallTensors * kWordsPerTensor;
+constexpr int kCallWords = kFlagsWord + 1;
+// Result block: what forward() and trace() return, in this order.
+constexpr const char* kForwardResults[] = {"output", "weights"};
+constexpr const char* kTraceResults[] = {"q",       "k",           "v",      "scores",
+                                         "weights", "headOutputs", "concat", "output"};
 constexpr int kResultTensors = 8;
+static_assert(sizeof(kTraceResults) / sizeof(kTraceResults[0]) == kResultTensors);
 constexpr int kResultWords = kResultTensors * kWordsPerTensor;
+
+template <size_t n>
+std::string JsonNames(const char* const (&names)[n]) {
+  std::string out = "[";
+  for (size_t i = 0; i < n; ++i) out += std::string(i ? "," : "") + "\"" + names[i] + "\"";
+  return out + "]";
+}
+
+// The layout above as JSON, for index.js.
+std::string protocol() {
+  return std::string("{\"version\":1") + ",\"wordsPerTensor\":" + std::to_string(kWordsPerTensor) +
+         ",\"tensorWords\":{\"address\":" + std::to_string(kAddressWord) +
+         ",\"type\":" + std::to_string(kTypeWord) + ",\"rank\":" + std::to_string(kRankWord) +
+         ",\"dims\":" + std::to_string(kDimsWord) + ",\"count\":" + std::to_string(kCountWord) +
+         "},\"maxRank\":" + std::to_string(Shape::kMaxRank) +
+         ",\"types\":{\"none\":" + std::to_string(kNone) + ",\"bool\":" + std::to_string(kBool) +
+         ",\"float\":" + std::to_string(kFloat) + "},\"callSlots\":" + JsonNames(kCallSlots) +
+         ",\"parameterSlot\":\"" + kCallSlots[kParameterSlot] + "\"" +
+         ",\"flagsWord\":" + std::to_string(kFlagsWord) +
+         ",\"flags\":{\"needWeights\":" + std::to_string(kNeedWeights) +
+         ",\"averageWeights\":" + std::to_string(kAverageWeights) +
+         ",\"isCausal\":" + std::to_string(kIsCausal) + "},\"forwardResults\":" +
+         JsonNames(kForwardResults) + ",\"traceResults\":" + JsonNames(kTraceResults) + "}";
+}
 
 Shape ReadShape(const uint32_t* t) {
   Shape s;
-  s.rank = static_cast<int>(t[2]) > Shape::kMaxRank ? Shape::kMaxRank : static_cast<int>(t[2]);
-  for (int i = 0; i < s.rank; ++i) s.dims[i] = static_cast<int32_t>(t[3 + i]);
+  const int rank = static_cast<int>(t[kRankWord]);
+  s.rank = rank > Shape::kMaxRank ? Shape::kMaxRank : rank;
+  for (int i = 0; i < s.rank; ++i) s.dims[i] = static_cast<int32_t>(t[kDimsWord + i]);
   return s;
 }
 
 TensorView ReadTensor(const uint32_t* t) {
-  return {reinterpret_cast<const float*>(static_cast<uintptr_t>(t[0])), ReadShape(t), t[7]};
+  return {reinterpret_cast<const float*>(static_cast<uintptr_t>(t[kAddressWord])), ReadShape(t),
+          t[kCountWord]};
 }
 
 MaskView ReadMask(const uint32_t* t) {
-  const void* data = reinterpret_cast<const void*>(static_cast<uintptr_t>(t[0]));
-  switch (t[1]) {
-    case kBool: return MaskView::Bool(static_cast<const uint8_t*>(data), ReadShape(t), t[7]);
-    case kFloat: return MaskView::Float(static_cast<const float*>(data), ReadShape(t), t[7]);
+  const void* data = reinterpret_cast<const void*>(static_cast<uintptr_t>(t[kAddressWord]));
+  switch (t[kTypeWord]) {
+    case kBool: return MaskView::Bool(static_cast<const uint8_t*>(data), ReadShape(t), t[kCountWord]);
+    case kFloat: return MaskView::Float(static_cast<const float*>(data), ReadShape(t), t[kCountWord]);
     default: return MaskView();
   }
 }
 
+void WriteTensor(uint32_t* t, const float* data, const Shape& shape, size_t size, uint32_t type) {
+  t[kAddressWord] = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(data));
+  t[kTypeWord] = shape.rank > 0 ? type : kNone;
+  t[kRankWord] = static_cast<uint32_t>(shape.rank);
+  for (int i = 0; i < Shape::kMaxRank; ++i) {
+    t[kDimsWord + i] = i < shape.rank ? static_cast<uint32_t>(shape.dims[i]) : 0;
+  }
+  t[kCountWord] = static_cast<uint32_t>(size);
+}
+
 void WriteTensor(uint32_t* t, const float* data, const Shape& shape, size_t size) {
-  t[0] = static_cast<uint32_t>(reinterpret_cast<uintptr_t>(data));
-  t[1] = shape.rank > 0 ? kFloat : kNone;
-  t[2] = static_cast<uint32_t>(shape.rank);
-  for (int i = 0; i < 4; ++i) t[3 + i] = i < shape.rank ? static_cast<uint32_t>(shape.dims[i]) : 0;
-  t[7] = static_cast<uint32_t>(size);
+  WriteTensor(t, data, shape, size, kFloat);
 }
 
 class Handle {
@@ -126,7 +171,7 @@ class Handle {
   int setParameter(const std::string& name) {
     MultiheadAttention* target = staging_ != nullptr ? staging_.get() : mha_.get();
     if (target == nullptr) return NotInitialized();
-    return Report(target->SetParameter(name, ReadTensor(call_)));
+    return Report(target->SetParameter(name, ReadTensor(Slot(kParameterSlot))));
   }
 
   int loadCommit() {
@@ -143,8 +188,8 @@ class Handle {
     if (mha_ == nullptr) return NotInitialized();
     ForwardOptions o = Options();
     const int code =
-        Report(mha_->Forward(ReadTensor(call_), ReadTensor(call_ + kWordsPerTensor),
-                             ReadTensor(call_ + 2 * kWordsPerTensor), o, &result_store_));
+        Report(mha_->Forward(ReadTensor(Slot(kQuery)), ReadTensor(Slot(kKey)),
+                             ReadTensor(Slot(kValue)), o, &result_store_));
     // forward() returns two tensors: only their slots are written (and read by the wrapper).
     std::memset(result_, 0, 2 * kWordsPerTensor * sizeof(uint32_t));
     if (code == 0) {
@@ -161,8 +206,8 @@ class Handle {
   int trace() {
     if (mha_ == nullptr) return NotInitialized();
     const int code =
-        Report(mha_->Trace(ReadTensor(call_), ReadTensor(call_ + kWordsPerTensor),
-                           ReadTensor(call_ + 2 * kWordsPerTensor), Options(), &trace_));
+        Report(mha_->Trace(ReadTensor(Slot(kQuery)), ReadTensor(Slot(kKey)),
+                           ReadTensor(Slot(kValue)), Options(), &trace_));
     std::memset(result_, 0, sizeof(result_));
     if (code == 0) {
       TraceTensor* stages[kResultTensors] = {&trace_.q,       &trace_.k,
@@ -175,6 +220,26 @@ class Handle {
       }
     }
     return code;
+  }
+
+  // The trace's buffers, once JS has copied them out: a trace holds every intermediate of a call
+  // (L x S per head twice), which a module must not keep between calls.
+  void releaseTrace() {
+    trace_ = AttentionTrace();
+    std::memset(result_, 0, sizeof(result_));
+  }
+
+  // Protocol test (tests/js/protocol.test.js): describes the call block's tensors in the result
+  // block as this file reads them, and returns the flags word, so JS can check that both sides
+  // agree on every slot.
+  uint32_t echoCall() {
+    std::memset(result_, 0, sizeof(result_));
+    for (int i = 0; i < kCallTensors; ++i) {
+      const uint32_t* t = Slot(i);
+      const TensorView v = ReadTensor(t);
+      WriteTensor(result_ + i * kWordsPerTensor, v.data, v.shape, v.size, t[kTypeWord]);
+    }
+    return call_[kFlagsWord];
   }
 
   // Frees what the last calls kept (workspace, arena, results, trace); they regrow on demand.
@@ -208,6 +273,8 @@ class Handle {
 
   std::string lastError() const { return error_; }
   std::string lastErrorCode() const { return StatusCodeName(code_); }
+  // Both in one call: "CODE\nmessage".
+  std::string lastStatus() const { return std::string(StatusCodeName(code_)) + "\n" + error_; }
 
  private:
   int Report(const Status& s) {
@@ -223,11 +290,12 @@ class Handle {
   int NotInitialized() {
     return Report(Status(StatusCode::kInvalidArgument, "the module was not created"));
   }
+  const uint32_t* Slot(int i) const { return call_ + i * kWordsPerTensor; }
   ForwardOptions Options() const {
     ForwardOptions o;
-    o.key_padding_mask = ReadMask(call_ + 3 * kWordsPerTensor);
-    o.attn_mask = ReadMask(call_ + 4 * kWordsPerTensor);
-    const uint32_t flags = call_[kCallTensors * kWordsPerTensor];
+    o.key_padding_mask = ReadMask(Slot(kKeyPaddingMask));
+    o.attn_mask = ReadMask(Slot(kAttnMask));
+    const uint32_t flags = call_[kFlagsWord];
     o.need_weights = flags & kNeedWeights;
     o.average_attn_weights = flags & kAverageWeights;
     o.is_causal = flags & kIsCausal;
@@ -280,10 +348,14 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("forward", &Handle::forward)
       .function("trace", &Handle::trace)
       .function("trim", &Handle::trim)
+      .function("releaseTrace", &Handle::releaseTrace)
+      .function("echoCall", &Handle::echoCall)
+      .function("lastStatus", &Handle::lastStatus)
       .function("expectedParameters", &Handle::expectedParameters)
       .function("checkParameters", &Handle::checkParameters)
       .function("lastError", &Handle::lastError)
       .function("lastErrorCode", &Handle::lastErrorCode);
+  emscripten::function("protocol", &headscope::protocol);
   emscripten::function("heapInUse", &headscope::heapInUse);
   emscripten::function("kernelTarget", &headscope::kernelTarget);
   emscripten::function("maxCallBytes", &headscope::maxCallBytes);

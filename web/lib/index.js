@@ -257,7 +257,15 @@ async function loadCore({ wasmBinary, wasmUrl, timeoutMs }) {
 }
 
 // Ends a loaded module's threads (the threaded build's pthread workers); a no-op otherwise.
+// The C++ pool's threads are stopped and joined first: Emscripten's terminateAllThreads() frees a
+// running thread's stack and TLS before its worker is gone, and a pool thread still spinning or
+// waking would then run on freed memory (seen: "memory access out of bounds" in a worker).
 function closeCore(core) {
+  try {
+    if (typeof core?.setThreadCount === 'function' && core.threadCount() > 1) core.setThreadCount(1);
+  } catch {
+    // A module too broken to stop its pool: its workers are ended below all the same.
+  }
   try {
     core?.PThread?.terminateAllThreads();
   } catch {
@@ -325,11 +333,42 @@ function removeNewListeners(before) {
   });
 }
 
-// Layout of the call and result blocks shared with src/bindings/embind.cc.
-const WORDS_PER_TENSOR = 8;
-const TYPE = { none: 0, bool: 1, float: 2 };
-const FLAG = { needWeights: 1, averageWeights: 2, isCausal: 4 };
-const TRACE_STAGES = ['q', 'k', 'v', 'scores', 'weights', 'headOutputs', 'concat', 'output'];
+// The call and result blocks' layout is src/bindings/embind.cc's: read from the module
+// (core.protocol()) when it loads, never restated here. The names below are the ones this file
+// fills; a module that describes anything else is refused with LOAD_ERROR.
+const CALL_SLOTS = ['query', 'key', 'value', 'keyPaddingMask', 'attnMask'];
+const FLAG_NAMES = ['needWeights', 'averageWeights', 'isCausal'];
+const FORWARD_RESULTS = ['output', 'weights'];
+
+/** The module's protocol, with the numbers the per-call path uses precomputed. */
+export function readProtocol(core) {
+  let p;
+  try {
+    p = JSON.parse(core.protocol());
+  } catch (e) {
+    throw new HeadscopeError('LOAD_ERROR', `init: the module does not describe its call protocol (${describeThrown(e)})`);
+  }
+  const same = (a, b) => Array.isArray(a) && a.length === b.length && a.every((x, i) => x === b[i]);
+  const known = p.version === 1 && same(p.callSlots, CALL_SLOTS) && same(p.forwardResults, FORWARD_RESULTS) &&
+    FLAG_NAMES.every((f) => Number.isInteger(p.flags?.[f])) && Array.isArray(p.traceResults) &&
+    CALL_SLOTS.includes(p.parameterSlot) && p.maxRank === 4;
+  if (!known) {
+    throw new HeadscopeError('LOAD_ERROR', 'init: the WebAssembly module speaks another call protocol ' +
+      `than this index.js (${core.protocol()}); rebuild it with \`npm run build\``);
+  }
+  const w = p.tensorWords;
+  return Object.freeze({
+    wordsPerTensor: p.wordsPerTensor,
+    address: w.address, type: w.type, rank: w.rank, dims: w.dims, count: w.count,
+    none: p.types.none, bool: p.types.bool, float: p.types.float,
+    slot: Object.freeze(Object.fromEntries(p.callSlots.map((name, i) => [name, i]))),
+    callSlots: p.callSlots.length,
+    parameterSlot: p.callSlots.indexOf(p.parameterSlot),
+    flagsWord: p.flagsWord,
+    flags: Object.freeze({ ...p.flags }),
+    traceResults: Object.freeze([...p.traceResults]),
+  });
+}
 // Largest hs.maxCallBytes: the WebAssembly build's size_t is 32 bits.
 const MAX_CALL_BYTES = 2 ** 32 - 1;
 
@@ -339,6 +378,12 @@ const JS_NAMES = [
   ['is_causal', 'options.isCausal'], ['need_weights', 'options.needWeights'],
   ['embed_dim', 'embedDim'], ['num_heads', 'numHeads'], ['state_dict', 'stateDict'],
 ];
+// Throws the HeadscopeError of a core status, "CODE\nmessage" (Handle::lastStatus).
+function failWithStatus(status) {
+  const cut = status.indexOf('\n');
+  fail(status.slice(0, cut), jsMessage(status.slice(cut + 1)));
+}
+
 function jsMessage(message) {
   let m = message;
   for (const [torch, js] of JS_NAMES) m = m.replace(new RegExp(`\\b${torch}\\b`, 'g'), js);
@@ -454,6 +499,8 @@ class Headscope {
 
   constructor(core, onClose) {
     this._core = core;
+    /** The call/result block layout of this module (readProtocol). */
+    this._protocol = readProtocol(core);
     this._live = new Set();
     this._closed = false;
     this._onClose = onClose;
@@ -645,7 +692,7 @@ class MultiheadAttention {
       const code = callCore(() => handle.init(config.embedDim, config.numHeads, config.bias,
         config.addBiasKV, config.addZeroAttn, config.kdim, config.vdim, config.batchFirst));
       if (code !== 0) {
-        fail(callCore(() => handle.lastErrorCode()), jsMessage(callCore(() => handle.lastError())));
+        failWithStatus(callCore(() => handle.lastStatus()));
       }
       parameters = callCore(() => handle.expectedParameters());
     } catch (e) {
@@ -661,9 +708,10 @@ class MultiheadAttention {
     this._arenaBytes = 0;
     this._resultBlock = handle.resultBlock() >>> 2;
     // Scratch of _writeCall, reused by every call.
-    this._slots = [null, null, null, null, null];
-    this._offsets = [0, 0, 0, 0, 0];
-    this._copies = [false, false, false, false, false];
+    const slots = hs._protocol.callSlots;
+    this._slots = new Array(slots).fill(null);
+    this._offsets = new Array(slots).fill(0);
+    this._copies = new Array(slots).fill(false);
     this._parameters = new Map(JSON.parse(parameters));
     /** The constructor arguments with PyTorch's defaults filled in. */
     this.config = Object.freeze({ ...config });
@@ -737,7 +785,8 @@ class MultiheadAttention {
     this._check(this._call(() => handle.loadBegin(keepLoaded)));
     try {
       for (const [key, t] of tensors) {
-        this._writeCall(t, null, null, null, null, 0);
+        this._slots[this._hs._protocol.parameterSlot] = t;
+        this._writeCall(0);
         this._check(this._call(() => handle.setParameter(key)));
       }
       this._check(this._call(() => handle.loadCommit()));
@@ -776,9 +825,14 @@ class MultiheadAttention {
     this._handle();
     this._prepare(query, key, value, options, TRACE_OPTIONS);
     const handle = this._state.handle;
+    const stages = this._hs._protocol.traceResults;
     this._check(this._call(() => handle.trace()));
-    const tensors = this._readResults(TRACE_STAGES.length);
-    return Object.fromEntries(TRACE_STAGES.map((name, i) => [name, tensors[i]]));
+    const tensors = this._readResults(stages.length);
+    // The trace's buffers (every intermediate, L x S per head twice) are copied out: free them.
+    // (A trace that failed keeps what it had allocated until the module's next trace or
+    // dispose(), as docs/errors.md says; tests/js/limits.test.js fills the heap that way.)
+    this._call(() => handle.releaseTrace());
+    return Object.fromEntries(stages.map((name, i) => [name, tensors[i]]));
   }
 
   /** Frees this object's WebAssembly memory. Any later use throws HeadscopeError (DISPOSED). */
@@ -850,8 +904,9 @@ class MultiheadAttention {
     const v = value === query ? q : value === key ? k : toFloatTensor(value, 'value');
     const kpm = toMask(keyPaddingMask, 'options.keyPaddingMask');
     const am = toMask(attnMask, 'options.attnMask');
-    const flags = (needWeights ? FLAG.needWeights : 0) |
-      (averageAttnWeights ? FLAG.averageWeights : 0) | (isCausal ? FLAG.isCausal : 0);
+    const P = this._hs._protocol;
+    const flags = (needWeights ? P.flags.needWeights : 0) |
+      (averageAttnWeights ? P.flags.averageWeights : 0) | (isCausal ? P.flags.isCausal : 0);
     // The output has the query's shape, so `out` can be checked before any work is done; its
     // true length is read after every caller getter has run (one of them may have detached it).
     if (out !== null && typedArrayLength(out) !== q.count) {
@@ -860,20 +915,28 @@ class MultiheadAttention {
         `${typedArrayLength(out)}`);
     }
     this._handle();  // a getter may have disposed this object
-    this._writeCall(q, k, v, kpm, am, flags);
+    const slots = this._slots;
+    const at = P.slot;
+    slots[at.query] = q;
+    slots[at.key] = k;
+    slots[at.value] = v;
+    slots[at.keyPaddingMask] = kpm;
+    slots[at.attnMask] = am;
+    this._writeCall(flags);
     return out;
   }
 
-  // Copies the snapshots into the handle's arena (one copy each; data shared between arguments
-  // once) and describes them in the call block, slots in the call block's order. The bytes
-  // reserved and copied both come from each snapshot's true element count.
-  _writeCall(t0, t1, t2, t3, t4, flags) {
+  // Copies the snapshots in this._slots (null: an empty slot) into the handle's arena (one copy
+  // each; data shared between slots once) and describes them in the call block, in the protocol's
+  // slot order. The bytes reserved and copied both come from each snapshot's true element count.
+  _writeCall(flags) {
+    const P = this._hs._protocol;
     const slots = this._slots;
-    slots[0] = t0; slots[1] = t1; slots[2] = t2; slots[3] = t3; slots[4] = t4;
+    const n = P.callSlots;
     const offsets = this._offsets;
     const copies = this._copies;
     let bytes = 0;
-    for (let i = 0; i < 5; i++) {
+    for (let i = 0; i < n; i++) {
       const t = slots[i];
       copies[i] = false;
       if (t === null) continue;
@@ -894,7 +957,7 @@ class MultiheadAttention {
       const handle = this._state.handle;
       base = callCore(() => handle.reserve(bytes));
       if (base === 0 && bytes > 0) {
-        for (let i = 0; i < 5; i++) slots[i] = null;
+        for (let i = 0; i < n; i++) slots[i] = null;
         fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
       }
       this._arenaBase = base;
@@ -904,12 +967,13 @@ class MultiheadAttention {
     // 16 bytes, so float data goes through HEAPF32 without a per-call view of the caller's data.
     const heap = this._hs._heap();
     const heapU32 = heap._u32;
+    const words = P.wordsPerTensor;
     let w = this._callBlock;
-    for (let i = 0; i < 5; i++, w += WORDS_PER_TENSOR) {
+    for (let i = 0; i < n; i++, w += words) {
       const t = slots[i];
       slots[i] = null;  // keep no reference to the caller's data between calls
       if (t === null) {
-        for (let j = 0; j < WORDS_PER_TENSOR; j++) heapU32[w + j] = 0;
+        for (let j = 0; j < words; j++) heapU32[w + j] = 0;
         continue;
       }
       const at = base + offsets[i];
@@ -918,33 +982,34 @@ class MultiheadAttention {
         if (t.type === 'bool') typedArraySet(heap._u8, data, at);
         else typedArraySet(heap._f32, data, at >>> 2);
       }
-      heapU32[w] = at;
-      heapU32[w + 1] = t.type === 'bool' ? TYPE.bool : TYPE.float;
-      heapU32[w + 2] = shape.length;
-      for (let d = 0; d < 4; d++) heapU32[w + 3 + d] = d < shape.length ? shape[d] : 0;
-      heapU32[w + 7] = t.count;
+      heapU32[w + P.address] = at;
+      heapU32[w + P.type] = t.type === 'bool' ? P.bool : P.float;
+      heapU32[w + P.rank] = shape.length;
+      for (let d = 0; d < 4; d++) heapU32[w + P.dims + d] = d < shape.length ? shape[d] : 0;
+      heapU32[w + P.count] = t.count;
     }
-    heapU32[this._callBlock + 5 * WORDS_PER_TENSOR] = flags;
+    heapU32[this._callBlock + P.flagsWord] = flags;
   }
 
   // Copies the results out of wasm memory; result 0 goes into `out` when one is given. (A new
   // Float32Array of more than 16 floats costs V8 ~0.3 us, an off-heap allocation: for a
   // tutorial-sized call that is a fifth of the whole time, hence forward()'s `out` option.)
   _readResults(count, into = null) {
+    const P = this._hs._protocol;
     const heap = this._hs._heap();
     const heapU32 = heap._u32;
     const results = new Array(count);
     for (let i = 0; i < count; i++) {
-      const w = this._resultBlock + i * WORDS_PER_TENSOR;
-      if (heapU32[w + 1] === TYPE.none) {
+      const w = this._resultBlock + i * P.wordsPerTensor;
+      if (heapU32[w + P.type] === P.none) {
         results[i] = null;
         continue;
       }
-      const rank = heapU32[w + 2];
+      const rank = heapU32[w + P.rank];
       const shape = new Array(rank);
-      for (let d = 0; d < rank; d++) shape[d] = heapU32[w + 3 + d];
-      const start = heapU32[w] >>> 2;
-      const end = start + heapU32[w + 7];
+      for (let d = 0; d < rank; d++) shape[d] = heapU32[w + P.dims + d];
+      const start = heapU32[w + P.address] >>> 2;
+      const end = start + heapU32[w + P.count];
       let data;
       if (i === 0 && into !== null) {
         data = into;
@@ -964,7 +1029,7 @@ class MultiheadAttention {
   _check(code) {
     if (code !== 0) {
       const handle = this._state.handle;
-      fail(callCore(() => handle.lastErrorCode()), jsMessage(callCore(() => handle.lastError())));
+      failWithStatus(callCore(() => handle.lastStatus()));
     }
   }
 }

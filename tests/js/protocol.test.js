@@ -1,0 +1,101 @@
+// The JS/wasm protocol: src/bindings/embind.cc defines the call and result blocks' layout once
+// and exports it (core.protocol()); index.js builds every read and write from it. These tests
+// round-trip every call slot through the C++ side (Handle::echoCall describes the call block as
+// C++ reads it), check that a module speaking another protocol is refused, and that a trace's
+// buffers are released once JS has copied them.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { init, readProtocol } from '../../web/lib/index.js';
+import { seedWorkedExample as seed } from '../../web/lib/examples.js';
+
+const hs = await init();
+
+test('every call slot, its type, rank, dims, count and data, and the flags reach C++ as JS wrote them', () => {
+  const P = hs._protocol;
+  assert.deepEqual(Object.keys(P.slot), ['query', 'key', 'value', 'keyPaddingMask', 'attnMask']);
+  const mha = hs.createMultiheadAttention({ embedDim: 4, numHeads: 2 });
+  // A distinct tensor per slot: ranks 1 to 4, float and bool, different counts.
+  const tensors = [
+    { data: Float32Array.from({ length: 24 }, (_, i) => i + 0.5), shape: [2, 3, 4], count: 24, type: 'float' },
+    { data: Float32Array.from({ length: 5 }, (_, i) => -i), shape: [5], count: 5, type: 'float' },
+    { data: Float32Array.from({ length: 16 }, (_, i) => i * i), shape: [1, 2, 2, 4], count: 16, type: 'float' },
+    { data: Uint8Array.from([1, 0, 1, 1, 0, 0]), shape: [2, 3], count: 6, type: 'bool' },
+    { data: Float32Array.from({ length: 9 }, (_, i) => (i % 2 ? -Infinity : 0)), shape: [3, 3], count: 9, type: 'float' },
+  ];
+  for (const flags of [0, P.flags.needWeights, P.flags.averageWeights | P.flags.isCausal,
+    P.flags.needWeights | P.flags.averageWeights | P.flags.isCausal]) {
+    for (let empty = -1; empty < tensors.length; empty++) {
+      // Every slot filled, then each slot left empty in turn.
+      tensors.forEach((t, i) => { mha._slots[i] = i === empty ? null : t; });
+      mha._writeCall(flags);
+      const echoedFlags = mha._state.handle.echoCall();
+      assert.equal(echoedFlags, flags);
+      const heap = hs._heap();
+      for (let i = 0; i < tensors.length; i++) {
+        const w = mha._resultBlock + i * P.wordsPerTensor;
+        const words = heap._u32;
+        if (i === empty) {
+          assert.equal(words[w + P.type], P.none, `slot ${i} should be empty`);
+          continue;
+        }
+        const t = tensors[i];
+        assert.equal(words[w + P.type], t.type === 'bool' ? P.bool : P.float, `slot ${i} type`);
+        assert.equal(words[w + P.rank], t.shape.length, `slot ${i} rank`);
+        assert.deepEqual(Array.from({ length: t.shape.length }, (_, d) => words[w + P.dims + d]), t.shape);
+        assert.equal(words[w + P.count], t.count);
+        const at = words[w + P.address];
+        const got = t.type === 'bool' ? heap._u8.slice(at, at + t.count) : heap._f32.slice(at >>> 2, (at >>> 2) + t.count);
+        assert.deepEqual(got, t.data, `slot ${i} data`);
+      }
+    }
+  }
+  mha.dispose();
+});
+
+test('a module that describes another protocol is refused with LOAD_ERROR', () => {
+  const real = JSON.parse(hs._core.protocol());
+  const variants = [
+    { ...real, version: 2 },
+    { ...real, callSlots: ['key', 'query', 'value', 'keyPaddingMask', 'attnMask'] },
+    { ...real, forwardResults: ['weights', 'output'] },
+    { ...real, flags: { needWeights: 1 } },
+    { ...real, parameterSlot: 'bias' },
+  ];
+  for (const v of variants) {
+    assert.throws(() => readProtocol({ protocol: () => JSON.stringify(v) }), { code: 'LOAD_ERROR', message: /another call protocol/ });
+  }
+  assert.throws(() => readProtocol({ protocol: () => 'not json' }), { code: 'LOAD_ERROR' });
+  assert.doesNotThrow(() => readProtocol({ protocol: () => JSON.stringify(real) }));
+});
+
+test('trace() frees its buffers once they are copied out; forward and trace give the same numbers', () => {
+  const E = 64;
+  const L = 384;
+  const mha = hs.createMultiheadAttention({ embedDim: E, numHeads: 4, bias: false });
+  mha.loadStateDict({ in_proj_weight: { data: Float32Array.from({ length: 3 * E * E }, (_, i) => Math.sin(i) / 8), shape: [3 * E, E] },
+    'out_proj.weight': { data: Float32Array.from({ length: E * E }, (_, i) => Math.cos(i) / 8), shape: [E, E] } });
+  const x = { data: Float32Array.from({ length: L * E }, (_, i) => Math.sin(i * 0.37)), shape: [L, E] };
+  const first = mha.forward(x, x, x, { averageAttnWeights: false });
+  const before = hs.memory().heapInUse;
+  const trace = mha.trace(x, x, x, { averageAttnWeights: false });
+  const after = hs.memory().heapInUse;
+  // What the trace held: q, k, v, headOutputs, concat, output (L x E each) and scores, weights
+  // (H x L x L each): about 5 MB here. Kept, the heap would stay that much higher.
+  const traceBytes = 4 * (6 * L * E + 2 * 4 * L * L);
+  assert.ok(after - before < traceBytes / 10, `heap grew by ${after - before} bytes after trace() (a trace is ${traceBytes})`);
+  assert.deepEqual(trace.output.data, first.output.data);
+  assert.deepEqual(trace.weights.data, first.weights.data);
+  // And the trace can be taken again.
+  assert.deepEqual(mha.trace(x, x, x).output.data, first.output.data);
+  mha.dispose();
+});
+
+test('errors arrive as one status (code and message) and name the JS argument', () => {
+  const mha = hs.createMultiheadAttention({ embedDim: 4, numHeads: 2, bias: false });
+  mha.loadStateDict(seed.state_dict);
+  const x = seed.inputs.query;
+  assert.throws(() => mha.forward(x, x, x, { keyPaddingMask: [true, false] }),
+    { code: 'SHAPE_MISMATCH', message: 'options.keyPaddingMask: expected shape (S) = [3], got [2]' });
+  assert.equal(mha._state.handle.lastStatus(), 'SHAPE_MISMATCH\nkey_padding_mask: expected shape (S) = [3], got [2]');
+  mha.dispose();
+});
