@@ -53,28 +53,68 @@ constexpr int kResultTensors = 8;
 static_assert(sizeof(kTraceResults) / sizeof(kTraceResults[0]) == kResultTensors);
 constexpr int kResultWords = kResultTensors * kWordsPerTensor;
 
+// Appends `"key":` and a value to a JSON object under construction (kept out of line: a long
+// chain of std::string operator+ costs several KB of wasm).
+[[gnu::noinline]] void JsonKey(std::string* out, const char* key) {
+  if (out->back() != '{') *out += ',';
+  *out += '"';
+  *out += key;
+  *out += "\":";
+}
+[[gnu::noinline]] void JsonNumber(std::string* out, const char* key, int value) {
+  JsonKey(out, key);
+  *out += std::to_string(value);
+}
+[[gnu::noinline]] void JsonNames(std::string* out, const char* key, const char* const* names,
+                                 size_t n) {
+  JsonKey(out, key);
+  *out += '[';
+  for (size_t i = 0; i < n; ++i) {
+    if (i) *out += ',';
+    *out += '"';
+    *out += names[i];
+    *out += '"';
+  }
+  *out += ']';
+}
 template <size_t n>
-std::string JsonNames(const char* const (&names)[n]) {
-  std::string out = "[";
-  for (size_t i = 0; i < n; ++i) out += std::string(i ? "," : "") + "\"" + names[i] + "\"";
-  return out + "]";
+void JsonNames(std::string* out, const char* key, const char* const (&names)[n]) {
+  JsonNames(out, key, names, n);
 }
 
 // The layout above as JSON, for index.js.
 std::string protocol() {
-  return std::string("{\"version\":1") + ",\"wordsPerTensor\":" + std::to_string(kWordsPerTensor) +
-         ",\"tensorWords\":{\"address\":" + std::to_string(kAddressWord) +
-         ",\"type\":" + std::to_string(kTypeWord) + ",\"rank\":" + std::to_string(kRankWord) +
-         ",\"dims\":" + std::to_string(kDimsWord) + ",\"count\":" + std::to_string(kCountWord) +
-         "},\"maxRank\":" + std::to_string(Shape::kMaxRank) +
-         ",\"types\":{\"none\":" + std::to_string(kNone) + ",\"bool\":" + std::to_string(kBool) +
-         ",\"float\":" + std::to_string(kFloat) + "},\"callSlots\":" + JsonNames(kCallSlots) +
-         ",\"parameterSlot\":\"" + kCallSlots[kParameterSlot] + "\"" +
-         ",\"flagsWord\":" + std::to_string(kFlagsWord) +
-         ",\"flags\":{\"needWeights\":" + std::to_string(kNeedWeights) +
-         ",\"averageWeights\":" + std::to_string(kAverageWeights) +
-         ",\"isCausal\":" + std::to_string(kIsCausal) + "},\"forwardResults\":" +
-         JsonNames(kForwardResults) + ",\"traceResults\":" + JsonNames(kTraceResults) + "}";
+  std::string out = "{";
+  JsonNumber(&out, "version", 1);
+  JsonNumber(&out, "wordsPerTensor", kWordsPerTensor);
+  JsonKey(&out, "tensorWords");
+  out += '{';
+  JsonNumber(&out, "address", kAddressWord);
+  JsonNumber(&out, "type", kTypeWord);
+  JsonNumber(&out, "rank", kRankWord);
+  JsonNumber(&out, "dims", kDimsWord);
+  JsonNumber(&out, "count", kCountWord);
+  out += '}';
+  JsonNumber(&out, "maxRank", Shape::kMaxRank);
+  JsonKey(&out, "types");
+  out += '{';
+  JsonNumber(&out, "none", kNone);
+  JsonNumber(&out, "bool", kBool);
+  JsonNumber(&out, "float", kFloat);
+  out += '}';
+  JsonNames(&out, "callSlots", kCallSlots);
+  JsonKey(&out, "parameterSlot");
+  out += std::string("\"") + kCallSlots[kParameterSlot] + "\"";
+  JsonNumber(&out, "flagsWord", kFlagsWord);
+  JsonKey(&out, "flags");
+  out += '{';
+  JsonNumber(&out, "needWeights", kNeedWeights);
+  JsonNumber(&out, "averageWeights", kAverageWeights);
+  JsonNumber(&out, "isCausal", kIsCausal);
+  out += '}';
+  JsonNames(&out, "forwardResults", kForwardResults);
+  JsonNames(&out, "traceResults", kTraceResults);
+  return out + "}";
 }
 
 Shape ReadShape(const uint32_t* t) {
