@@ -12,10 +12,10 @@
 
 namespace headscope {
 
-// Weights packed for MatMulPacked (once, when loaded) and the workspace every call reuses.
-struct MultiheadAttention::Packed {
+// Weights packed for MatMulPacked, once, when loaded. Only weights: a call's buffers live in its
+// CallContext (activations.h).
+struct PackedWeights {
   AlignedBuffer wq, wk, wv, wo;  // each [ceil(E/16)][in_dim][16]
-  AlignedBuffer workspace;
 };
 
 namespace {
@@ -25,12 +25,12 @@ Status OutOfMemory(const std::string& what, size_t bytes) {
                 what + ": could not allocate " + std::to_string(bytes) + " bytes");
 }
 
-Status TooLarge(const CallPlan& p) {
+Status TooLarge(const CallPlan& p, size_t limit) {
   return Status(StatusCode::kResourceExhausted,
                 "query/key/value: buffers for this call (N=" + std::to_string(p.batch) +
                     ", L=" + std::to_string(p.q_len) + ", S=" + std::to_string(p.kv_len) +
                     ", embed_dim=" + std::to_string(p.embed) + ") would exceed the limit of " +
-                    std::to_string(MaxCallBytes()) + " bytes");
+                    std::to_string(limit) + " bytes");
 }
 
 Status Pack(const float* w, size_t rows, size_t cols, AlignedBuffer* dst, const char* name) {
@@ -67,10 +67,164 @@ bool Allocate(TraceTensor* t, Shape shape) {
   return t->data.Resize(static_cast<size_t>(shape.NumElements()));
 }
 
+// ---- The stages of one pass. Each reads and writes the call's activations; none allocates. ----
+
+// The attention stage's geometry and scale for this call, before any buffer exists (its scratch
+// size depends on them): MultiheadAttention's activations are dense [N, T, E] with one K/V head
+// per query head.
+AttentionArgs DescribeAttention(const CallPlan& p, const CallContext& context) {
+  AttentionArgs args;
+  args.shape = AttentionShape::Dense(p.batch, p.heads, p.q_len, p.kv_len, p.kv_total, p.head_dim);
+  args.sqrt_head_dim = std::sqrt(static_cast<float>(p.head_dim));
+  args.workers = static_cast<size_t>(context.pool.threads);  // a scratch slice per thread
+  return args;
+}
+
+// Sizes the context's activations for this call (AttentionActivations' buffers), refusing calls
+// over the context's byte limit before allocating. Keeps the storage's capacity across calls.
+Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallContext* context) {
+  const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
+  const uint64_t attn_floats =
+      p.attn_mask_type == MaskType::kBool
+          ? SaturatingProduct({p.attn_mask_per_head ? N * p.heads : 1, L, S})
+          : 0;
+  const uint64_t kpm_floats =
+      p.key_padding_type == MaskType::kBool ? SaturatingProduct({N, S}) : 0;
+  const uint64_t qfloats = SaturatingProduct({N, L, E});
+  const uint64_t kvfloats = SaturatingProduct({N, Sp, E});
+  // In AttentionActivations' order: q, k, v, concat, the two converted masks, the scratch.
+  const uint64_t parts[] = {qfloats, kvfloats, kvfloats, qfloats,
+                            attn_floats, kpm_floats, AttentionWorkspaceFloats(args)};
+  constexpr int kParts = sizeof(parts) / sizeof(parts[0]);
+  size_t offsets[kParts];
+  size_t total = 0, bytes = 0;
+  for (int i = 0; i < kParts; ++i) {
+    offsets[i] = total;
+    // Each part starts on a 64-byte boundary (16 floats) so kernels see aligned rows.
+    if (!AddBytes(&bytes, parts[i] + 16, context->max_call_bytes)) {
+      return TooLarge(p, context->max_call_bytes);
+    }
+    total += static_cast<size_t>((parts[i] + 15) / 16 * 16);
+  }
+  AttentionActivations& a = context->activations;
+  if (!a.storage.Resize(total + 16)) return OutOfMemory("workspace", bytes);
+  float* base = a.storage.data();
+  a.q = base + offsets[0];
+  a.k = base + offsets[1];
+  a.v = base + offsets[2];
+  a.concat = base + offsets[3];
+  a.attn_mask = base + offsets[4];
+  a.key_padding_mask = base + offsets[5];
+  a.attention_scratch = base + offsets[6];
+  return Status::Ok();
+}
+
+// q = query W_q^T + b_q, k and v likewise: one matmul per batch element (rows of an element are
+// strided in the (L, N, E) layout), into rows 0..S-1 of k and v. The loop runs over N only where
+// an element has rows, so an empty sequence with a huge batch returns at once.
+void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const MhaWeights& w,
+                const TensorView& query, const TensorView& key, const TensorView& value,
+                AttentionActivations* a) {
+  const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
+  for (size_t n = 0; n < N && (L > 0 || S > 0); ++n) {
+    // (Empty sequences skip the call: their data pointer may be null, even offset by 0.)
+    if (L > 0) {
+      MatMulPacked(query.data + p.query.Row(n, 0), p.query.seq, packed.wq.data(), w.q_bias(), L,
+                   E, E, 1.0f, a->q + n * L * E, E);
+    }
+    if (S > 0) {
+      MatMulPacked(key.data + p.key.Row(n, 0), p.key.seq, packed.wk.data(), w.k_bias(), S, E,
+                   p.kdim, 1.0f, a->k + n * Sp * E, E);
+      MatMulPacked(value.data + p.value.Row(n, 0), p.value.seq, packed.wv.data(), w.v_bias(), S,
+                   E, p.vdim, 1.0f, a->v + n * Sp * E, E);
+    }
+  }
+}
+
+// The extra keys after the projected ones, as torch appends them after the projection: bias_k /
+// bias_v (add_bias_kv) at row S, then a zero key and value (add_zero_attn). They have no
+// position, which is why a positional stage runs on rows 0..S-1 only.
+void AppendExtraKeys(const CallPlan& p, const MhaConfig& config, const MhaWeights& w,
+                     AttentionActivations* a) {
+  const size_t N = p.batch, S = p.kv_len, Sp = p.kv_total, E = p.embed;
+  for (size_t n = 0; n < N && Sp > S; ++n) {
+    size_t row = S;
+    if (config.add_bias_kv) {
+      std::memcpy(a->k + (n * Sp + row) * E, w.bias_k(), E * sizeof(float));
+      std::memcpy(a->v + (n * Sp + row) * E, w.bias_v(), E * sizeof(float));
+      ++row;
+    }
+    if (config.add_zero_attn) {
+      std::memset(a->k + (n * Sp + row) * E, 0, E * sizeof(float));
+      std::memset(a->v + (n * Sp + row) * E, 0, E * sizeof(float));
+    }
+  }
+}
+
+// The call's masks as the attention stage's ScoreModifiers: float masks are used as given, bool
+// masks become additive floats in the activations (true -> -inf, as torch converts them).
+void PrepareMasks(const CallPlan& p, const ForwardOptions& options, AttentionActivations* a,
+                  ScoreModifiers* mods) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const size_t N = p.batch, L = p.q_len, S = p.kv_len;
+  if (p.attn_mask_type == MaskType::kBool) {
+    const size_t count = (p.attn_mask_per_head ? N * p.heads : 1) * L * S;
+    const uint8_t* src = static_cast<const uint8_t*>(options.attn_mask.data);
+    for (size_t i = 0; i < count; ++i) a->attn_mask[i] = src[i] ? kNegInf : 0.0f;
+    mods->attn_mask = a->attn_mask;
+  } else if (p.attn_mask_type == MaskType::kFloat) {
+    mods->attn_mask = static_cast<const float*>(options.attn_mask.data);
+  }
+  mods->attn_mask_per_head = p.attn_mask_per_head;
+  if (p.key_padding_type == MaskType::kBool) {
+    const uint8_t* src = static_cast<const uint8_t*>(options.key_padding_mask.data);
+    for (size_t i = 0; i < N * S; ++i) a->key_padding_mask[i] = src[i] ? kNegInf : 0.0f;
+    mods->key_padding_mask = a->key_padding_mask;
+  } else if (p.key_padding_type == MaskType::kFloat) {
+    mods->key_padding_mask = static_cast<const float*>(options.key_padding_mask.data);
+  }
+  mods->causal = p.causal;
+}
+
+// Every head's scores, softmax and weights x V into the concatenation (kernels/attention.h);
+// per-head or averaged weights and the trace's scores where asked for.
+void AttendHeads(const CallPlan& p, const AttentionActivations& a, float* weights,
+                 bool average_weights, float* trace_scores, AttentionArgs* args) {
+  args->q = a.q;
+  args->k = a.k;
+  args->v = a.v;
+  args->out.concat = a.concat;
+  args->out.weights = weights;
+  args->out.average_weights = average_weights;
+  args->out.scores = trace_scores;
+  if (p.q_len > 0) Attention(*args, a.attention_scratch);
+}
+
+// output = concat W_O^T + b_O, written in the query's layout.
+void ProjectOutput(const CallPlan& p, const PackedWeights& packed, const MhaWeights& w,
+                   const AttentionActivations& a, float* output) {
+  const size_t N = p.batch, L = p.q_len, E = p.embed;
+  for (size_t n = 0; n < N && L > 0; ++n) {
+    MatMulPacked(a.concat + n * L * E, E, packed.wo.data(), w.out_bias(), L, E, E, 1.0f,
+                 output + p.output.Row(n, 0), p.output.seq);
+  }
+}
+
+// The trace keeps what the stages left in the activations, split into heads for a reader (its
+// scores and weights were written by AttendHeads, its output by ProjectOutput).
+void FillTrace(const CallPlan& p, const AttentionActivations& a, AttentionTrace* trace) {
+  const size_t N = p.batch, L = p.q_len, Sp = p.kv_total, E = p.embed;
+  SplitHeads(a.q, N, L, p.heads, p.head_dim, trace->q.data.data());
+  SplitHeads(a.k, N, Sp, p.heads, p.head_dim, trace->k.data.data());
+  SplitHeads(a.v, N, Sp, p.heads, p.head_dim, trace->v.data.data());
+  SplitHeads(a.concat, N, L, p.heads, p.head_dim, trace->head_outputs.data.data());
+  if (N * L * E > 0) std::memcpy(trace->concat.data.data(), a.concat, N * L * E * sizeof(float));
+}
+
 }  // namespace
 
 MultiheadAttention::MultiheadAttention(const MhaConfig& config)
-    : weights_(config), packed_(new (std::nothrow) Packed) {}
+    : weights_(config), packed_(new (std::nothrow) PackedWeights) {}
 
 MultiheadAttention::~MultiheadAttention() = default;
 
@@ -79,7 +233,7 @@ Status MultiheadAttention::Create(const MhaConfig& config,
   HEADSCOPE_RETURN_IF_ERROR(ValidateConfig(config));
   std::unique_ptr<MultiheadAttention> mha(new (std::nothrow) MultiheadAttention(config));
   if (mha == nullptr || mha->packed_ == nullptr) {
-    return OutOfMemory("MultiheadAttention", sizeof(MultiheadAttention) + sizeof(Packed));
+    return OutOfMemory("MultiheadAttention", sizeof(MultiheadAttention) + sizeof(PackedWeights));
   }
   *out = std::move(mha);
   return Status::Ok();
@@ -110,24 +264,29 @@ Status MultiheadAttention::SetParameter(std::string_view name, const TensorView&
   }
 }
 
-void MultiheadAttention::ReleaseWorkspace() { packed_->workspace.Release(); }
+void MultiheadAttention::ReleaseWorkspace() { own_context_.activations.Release(); }
 
-size_t MultiheadAttention::workspace_bytes() const {
-  return packed_->workspace.capacity() * sizeof(float);
-}
+size_t MultiheadAttention::workspace_bytes() const { return own_context_.activations.bytes(); }
 
 Status MultiheadAttention::Forward(const TensorView& query, const TensorView& key,
                                    const TensorView& value, const ForwardOptions& options,
                                    ForwardResult* result) {
+  own_context_.UseProcessDefaults();
+  return Forward(query, key, value, options, result, &own_context_);
+}
+
+Status MultiheadAttention::Forward(const TensorView& query, const TensorView& key,
+                                   const TensorView& value, const ForwardOptions& options,
+                                   ForwardResult* result, CallContext* context) {
   CallPlan plan;
   HEADSCOPE_RETURN_IF_ERROR(PlanCall(config(), query, key, value, options, &plan));
+  const size_t limit = context->max_call_bytes;
   size_t bytes = 0;
   const uint64_t output_floats = plan.output_floats();
   const uint64_t weights_floats =
       options.need_weights ? plan.weights_floats(options.average_attn_weights) : 0;
-  if (!AddBytes(&bytes, output_floats, MaxCallBytes()) ||
-      !AddBytes(&bytes, weights_floats, MaxCallBytes())) {
-    return TooLarge(plan);
+  if (!AddBytes(&bytes, output_floats, limit) || !AddBytes(&bytes, weights_floats, limit)) {
+    return TooLarge(plan, limit);
   }
   // Both counts are now known to fit the limit, hence size_t.
   if (!result->output.Resize(static_cast<size_t>(output_floats)) ||
@@ -136,26 +295,36 @@ Status MultiheadAttention::Forward(const TensorView& query, const TensorView& ke
   }
   result->output_shape = plan.output_shape;
   result->weights_shape = plan.weights_shape;
-  return Run(plan, query, key, value, options, result->output.data(),
-             options.need_weights ? result->weights.data() : nullptr,
-             options.average_attn_weights, nullptr);
+  PassOutputs out;
+  out.output = result->output.data();
+  out.weights = options.need_weights ? result->weights.data() : nullptr;
+  out.average_weights = options.average_attn_weights;
+  return Run(plan, query, key, value, options, out, context);
 }
 
 Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
                                  const TensorView& value, const ForwardOptions& options,
                                  AttentionTrace* trace) {
+  own_context_.UseProcessDefaults();
+  return Trace(query, key, value, options, trace, &own_context_);
+}
+
+Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
+                                 const TensorView& value, const ForwardOptions& options,
+                                 AttentionTrace* trace, CallContext* context) {
   CallPlan plan;
   HEADSCOPE_RETURN_IF_ERROR(PlanCall(config(), query, key, value, options, &plan));
   const int64_t H = static_cast<int64_t>(plan.heads), hd = static_cast<int64_t>(plan.head_dim);
   const int64_t L = static_cast<int64_t>(plan.q_len), Sp = static_cast<int64_t>(plan.kv_total);
   const int64_t E = static_cast<int64_t>(plan.embed);
+  const size_t limit = context->max_call_bytes;
   size_t bytes = 0;
   const uint64_t qfloats = plan.output_floats();
   const uint64_t kvfloats = SaturatingProduct({plan.batch, plan.kv_total, plan.embed});
   const uint64_t wfloats = plan.weights_floats(/*average=*/false);
   // q, head_outputs, concat, output: L x E each; k, v: S' x E; scores, weights: H x L x S'.
   for (uint64_t f : {qfloats, qfloats, qfloats, qfloats, kvfloats, kvfloats, wfloats, wfloats}) {
-    if (!AddBytes(&bytes, f, MaxCallBytes())) return TooLarge(plan);
+    if (!AddBytes(&bytes, f, limit)) return TooLarge(plan, limit);
   }
   const bool ok = Allocate(&trace->q, TraceShape(plan, {H, L, hd})) &&
                   Allocate(&trace->k, TraceShape(plan, {H, Sp, hd})) &&
@@ -166,123 +335,33 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
                   Allocate(&trace->concat, TraceShape(plan, {L, E})) &&
                   Allocate(&trace->output, plan.output_shape);
   if (!ok) return OutOfMemory("trace", bytes);
-  return Run(plan, query, key, value, options, trace->output.data.data(),
-             trace->weights.data.data(), /*average_weights=*/false, trace);
+  PassOutputs out;
+  out.output = trace->output.data.data();
+  out.weights = trace->weights.data.data();
+  out.average_weights = false;
+  out.trace = trace;
+  return Run(plan, query, key, value, options, out, context);
 }
 
+// One pass: the same stages for Forward and Trace, fast and small-head paths, one thread or many
+// (the kernels choose; every choice gives the same bits).
 Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const TensorView& key,
                                const TensorView& value, const ForwardOptions& options,
-                               float* output, float* weights, bool average_weights,
-                               AttentionTrace* trace) {
+                               const PassOutputs& out, CallContext* context) {
   HEADSCOPE_RETURN_IF_ERROR(weights_.CheckComplete());
-  const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
-  const bool bool_attn = p.attn_mask_type == MaskType::kBool;
-  const bool bool_kpm = p.key_padding_type == MaskType::kBool;
-  const uint64_t attn_floats =
-      bool_attn ? SaturatingProduct({p.attn_mask_per_head ? N * p.heads : 1, L, S}) : 0;
-  const uint64_t kpm_floats = bool_kpm ? SaturatingProduct({N, S}) : 0;
+  AttentionArgs args = DescribeAttention(p, *context);
+  HEADSCOPE_RETURN_IF_ERROR(ReserveActivations(p, args, context));
+  AttentionActivations& a = context->activations;
 
-  AttentionArgs args;
-  args.batch = N;
-  args.heads = p.heads;
-  args.q_len = L;
-  args.kv_len = S;
-  args.kv_total = Sp;
-  args.head_dim = p.head_dim;
-  args.embed = E;
-  args.sqrt_head_dim = std::sqrt(static_cast<float>(p.head_dim));
-  args.workers = static_cast<size_t>(ThreadCount());  // a scratch slice per thread
-  const uint64_t qfloats = SaturatingProduct({N, L, E});
-  const uint64_t kvfloats = SaturatingProduct({N, Sp, E});
-
-  // Workspace: [N, L, E] q | [N, S', E] k | [N, S', E] v | [N, L, E] concat | bool masks as
-  // additive floats | attention scratch. Sized per call shape, kept across calls.
-  const uint64_t parts[] = {qfloats, kvfloats, kvfloats, qfloats,
-                            attn_floats, kpm_floats, AttentionWorkspaceFloats(args)};
-  size_t offsets[7];
-  size_t total = 0, bytes = 0;
-  for (int i = 0; i < 7; ++i) {
-    offsets[i] = total;
-    // Each part starts on a 64-byte boundary (16 floats) so kernels see aligned rows.
-    if (!AddBytes(&bytes, parts[i] + 16, MaxCallBytes())) return TooLarge(p);
-    total += static_cast<size_t>((parts[i] + 15) / 16 * 16);
-  }
-  AlignedBuffer& ws = packed_->workspace;
-  if (!ws.Resize(total + 16)) return OutOfMemory("workspace", bytes);
-  float* qp = ws.data() + offsets[0];
-  float* kp = ws.data() + offsets[1];
-  float* vp = ws.data() + offsets[2];
-  float* concat = ws.data() + offsets[3];
-
-  // Input projections, one matmul per batch element (rows of an element are strided in the
-  // (L, N, E) layout). K and V get room for the extra keys at rows S, S+1 of each element.
-  // Loops below run over N (x heads) only where each iteration has rows to compute, so an empty
-  // sequence with a huge batch returns at once instead of spinning.
-  for (size_t n = 0; n < N && (L > 0 || Sp > 0); ++n) {
-    // (Empty sequences skip the call: their data pointer may be null, even offset by 0.)
-    if (L > 0) {
-      MatMulPacked(query.data + p.query.Row(n, 0), p.query.seq, packed_->wq.data(),
-                   weights_.q_bias(), L, E, E, 1.0f, qp + n * L * E, E);
-    }
-    if (S > 0) {
-      MatMulPacked(key.data + p.key.Row(n, 0), p.key.seq, packed_->wk.data(), weights_.k_bias(),
-                   S, E, p.kdim, 1.0f, kp + n * Sp * E, E);
-      MatMulPacked(value.data + p.value.Row(n, 0), p.value.seq, packed_->wv.data(),
-                   weights_.v_bias(), S, E, p.vdim, 1.0f, vp + n * Sp * E, E);
-    }
-    size_t row = S;
-    if (config().add_bias_kv) {  // torch appends bias_k / bias_v after the projection
-      std::memcpy(kp + (n * Sp + row) * E, weights_.bias_k(), E * sizeof(float));
-      std::memcpy(vp + (n * Sp + row) * E, weights_.bias_v(), E * sizeof(float));
-      ++row;
-    }
-    if (config().add_zero_attn) {  // then a zero key and value
-      std::memset(kp + (n * Sp + row) * E, 0, E * sizeof(float));
-      std::memset(vp + (n * Sp + row) * E, 0, E * sizeof(float));
-    }
-  }
-
-  // Masks become additive floats: bool true -> -inf, as torch converts them.
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-  if (bool_attn) {
-    float* dst = ws.data() + offsets[4];
-    const uint8_t* src = static_cast<const uint8_t*>(options.attn_mask.data);
-    for (size_t i = 0; i < attn_floats; ++i) dst[i] = src[i] ? kNegInf : 0.0f;
-    args.attn_mask = dst;
-  } else if (p.attn_mask_type == MaskType::kFloat) {
-    args.attn_mask = static_cast<const float*>(options.attn_mask.data);
-  }
-  args.attn_mask_per_head = p.attn_mask_per_head;
-  if (bool_kpm) {
-    float* dst = ws.data() + offsets[5];
-    const uint8_t* src = static_cast<const uint8_t*>(options.key_padding_mask.data);
-    for (size_t i = 0; i < kpm_floats; ++i) dst[i] = src[i] ? kNegInf : 0.0f;
-    args.key_padding_mask = dst;
-  } else if (p.key_padding_type == MaskType::kFloat) {
-    args.key_padding_mask = static_cast<const float*>(options.key_padding_mask.data);
-  }
-  args.causal = p.causal;
-  args.q = qp;
-  args.k = kp;
-  args.v = vp;
-  args.concat = concat;
-  args.weights = weights;
-  args.average_weights = average_weights;
-  args.scores = trace != nullptr ? trace->scores.data.data() : nullptr;
-  if (L > 0) Attention(args, ws.data() + offsets[6]);
-
-  for (size_t n = 0; n < N && L > 0; ++n) {
-    MatMulPacked(concat + n * L * E, E, packed_->wo.data(), weights_.out_bias(), L, E, E, 1.0f,
-                 output + p.output.Row(n, 0), p.output.seq);
-  }
-
-  if (trace != nullptr) {
-    SplitHeads(qp, N, L, p.heads, p.head_dim, trace->q.data.data());
-    SplitHeads(kp, N, Sp, p.heads, p.head_dim, trace->k.data.data());
-    SplitHeads(vp, N, Sp, p.heads, p.head_dim, trace->v.data.data());
-    SplitHeads(concat, N, L, p.heads, p.head_dim, trace->head_outputs.data.data());
-    if (N * L * E > 0) std::memcpy(trace->concat.data.data(), concat, N * L * E * sizeof(float));
-  }
+  ProjectQkv(p, *packed_, weights_, query, key, value, &a);
+  // Positional stage (not built): rotary embeddings would rotate rows 0..L-1 of a.q and 0..S-1 of
+  // a.k here, per head, by position; additive position biases (ALiBi) belong in ScoreModifiers.
+  AppendExtraKeys(p, config(), weights_, &a);
+  PrepareMasks(p, options, &a, &args.modifiers);
+  AttendHeads(p, a, out.weights, out.average_weights,
+              out.trace != nullptr ? out.trace->scores.data.data() : nullptr, &args);
+  ProjectOutput(p, *packed_, weights_, a, out.output);
+  if (out.trace != nullptr) FillTrace(p, a, out.trace);
   return Status::Ok();
 }
 

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string_view>
 
+#include "headscope/activations.h"
 #include "headscope/config.h"
 #include "headscope/plan.h"
 #include "headscope/status.h"
@@ -21,6 +22,8 @@
 #include "headscope/weights.h"
 
 namespace headscope {
+
+struct PackedWeights;  // mha.cc: the weights packed for the matmul kernel
 
 // Output of one forward call. Reuse one ForwardResult across calls of a shape: its buffers keep
 // their capacity, so the steady state allocates nothing.
@@ -61,27 +64,42 @@ class MultiheadAttention {
   // Loads one state_dict entry by PyTorch's key name and packs it for the kernels.
   Status SetParameter(std::string_view name, const TensorView& value);
 
+  // Runs in this object's own CallContext, with the process's thread count and byte limit.
   Status Forward(const TensorView& query, const TensorView& key, const TensorView& value,
                  const ForwardOptions& options, ForwardResult* result);
+  // The same in a caller's context: its activations, thread pool and byte limit (e.g. one
+  // context shared by the layers of a model). Results are the same bits either way.
+  Status Forward(const TensorView& query, const TensorView& key, const TensorView& value,
+                 const ForwardOptions& options, ForwardResult* result, CallContext* context);
 
   // Same semantics as Forward; fills every stage. The returned output and per-head weights are
   // the ones Forward computes (the trace shares its kernels and only keeps what they produce).
   Status Trace(const TensorView& query, const TensorView& key, const TensorView& value,
                const ForwardOptions& options, AttentionTrace* trace);
+  Status Trace(const TensorView& query, const TensorView& key, const TensorView& value,
+               const ForwardOptions& options, AttentionTrace* trace, CallContext* context);
 
-  // Releases the workspace (it regrows on the next call).
+  // Releases the own context's activations (they regrow on the next call).
   void ReleaseWorkspace();
   size_t workspace_bytes() const;
 
  private:
   explicit MultiheadAttention(const MhaConfig& config);
+  // Where a pass writes: Forward's result buffers, or the trace's (which also keeps the stages).
+  struct PassOutputs {
+    float* output = nullptr;   // query's layout
+    float* weights = nullptr;  // optional
+    bool average_weights = false;
+    AttentionTrace* trace = nullptr;  // optional
+  };
+  // The stages of one pass, in order (mha.cc).
   Status Run(const CallPlan& plan, const TensorView& query, const TensorView& key,
-             const TensorView& value, const ForwardOptions& options, float* output,
-             float* weights, bool average_weights, AttentionTrace* trace);
+             const TensorView& value, const ForwardOptions& options, const PassOutputs& out,
+             CallContext* context);
 
   MhaWeights weights_;
-  struct Packed;
-  std::unique_ptr<Packed> packed_;  // weights packed for the matmul kernel, plus the workspace
+  std::unique_ptr<PackedWeights> packed_;
+  CallContext own_context_;  // Forward/Trace without a context of the caller's
 };
 
 }  // namespace headscope

@@ -60,6 +60,20 @@ inline void ParallelFor(size_t n, const F& f) {
 
 #endif  // HEADSCOPE_THREADS
 
+// The thread pool as one call sees it, carried in its CallContext (activations.h) instead of
+// read from ThreadCount() inside the stages. There is one pool per process (in the browser its
+// threads are Emscripten's pthread workers, started with the module), so the handle says how
+// many threads the call planned for: per-thread scratch is sized for `threads`, and a stage runs
+// on the pool only when `threads` covers every pool thread (ParallelFor hands out worker
+// indices < ThreadCount()); otherwise it stays on the calling thread, with the same results.
+// (MatMulPacked, behind the projections, still asks ThreadCount() itself: its scratch-free split
+// needs no handle, and passing one through kernels/matmul is a change of its own.)
+struct ThreadPoolHandle {
+  int threads = 1;
+  // The pool as SetThreadCount left it.
+  static ThreadPoolHandle Process() { return ThreadPoolHandle{ThreadCount()}; }
+};
+
 }  // namespace headscope
 
 #endif  // HEADSCOPE_PARALLEL_H_

@@ -1,5 +1,7 @@
 // Per-target code of the attention stage (see attention.h): QDotK, MaskScores, Softmax and
-// WeightedSumV as named stages over tiles of query rows, built on the packed matmul.
+// WeightedSumV as named stages over tiles of query rows, built on the packed matmul. Operands are
+// addressed only through AttentionShape (strides, KvHead) and the visible keys only through
+// VisibleKeys, so the geometry lives in attention.h, not in these loops.
 
 #if defined(HEADSCOPE_KERNELS_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef HEADSCOPE_KERNELS_ATTENTION_INL_H_
@@ -30,10 +32,10 @@ namespace HWY_NAMESPACE {
 HWY_INLINE void ScaleQueries(const AttentionArgs& a, const float* HWY_RESTRICT q_rows, size_t rows,
                              float* HWY_RESTRICT q_tile) {
   const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d), hd = a.head_dim;
+  const size_t N = hn::Lanes(d), hd = a.shape.head_dim;
   const auto vdiv = hn::Set(d, a.sqrt_head_dim);
   for (size_t r = 0; r < rows; ++r) {
-    const float* HWY_RESTRICT src = q_rows + r * a.embed;
+    const float* HWY_RESTRICT src = q_rows + r * a.shape.q_row_stride;
     float* HWY_RESTRICT dst = q_tile + r * hd;
     size_t x = 0;
     for (; x + N <= hd; x += N) hn::StoreU(hn::Div(hn::LoadU(d, src + x), vdiv), d, dst + x);
@@ -45,28 +47,53 @@ HWY_INLINE void ScaleQueries(const AttentionArgs& a, const float* HWY_RESTRICT q
 // keys; K packed as the matmul's right operand.
 HWY_INLINE void QDotK(const AttentionArgs& a, const float* q_tile, const float* packed_k,
                       size_t rows, size_t keys, float* scores, size_t ld_scores) {
-  MatMulPackedImpl(q_tile, a.head_dim, packed_k, nullptr, rows, keys, a.head_dim, 1.0f, scores,
-                   ld_scores);
+  MatMulPackedImpl(q_tile, a.shape.head_dim, packed_k, nullptr, rows, keys, a.shape.head_dim, 1.0f,
+                   scores, ld_scores);
 }
 
-// Adds attn_mask and key_padding_mask and applies causality to the first `keys` entries of one
-// score row (query `i`).
+// Applies the ScoreModifiers to the first `keys` entries of one score row (query `i`): adds
+// attn_mask and key_padding_mask, and sets the keys outside VisibleKeys to -inf. The one place
+// the scores are modified (ALiBi and soft-capping would go here too, see ScoreModifiers).
 HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i, float* row,
                            size_t keys) {
-  const size_t masked = keys < a.kv_len ? keys : a.kv_len;  // the extra keys are never masked
-  if (a.attn_mask != nullptr) {
-    const size_t slice = a.attn_mask_per_head ? n * a.heads + h : 0;
-    AddInPlaceImpl(row, a.attn_mask + (slice * a.q_len + i) * a.kv_len, masked);
+  const AttentionShape& s = a.shape;
+  const ScoreModifiers& m = a.modifiers;
+  const size_t masked = keys < s.kv_len ? keys : s.kv_len;  // the extra keys are never masked
+  if (m.attn_mask != nullptr) {
+    const size_t slice = m.attn_mask_per_head ? n * s.heads + h : 0;
+    AddInPlaceImpl(row, m.attn_mask + (slice * s.q_len + i) * s.kv_len, masked);
   }
-  if (a.key_padding_mask != nullptr) {
-    AddInPlaceImpl(row, a.key_padding_mask + n * a.kv_len, masked);
+  if (m.key_padding_mask != nullptr) {
+    AddInPlaceImpl(row, m.key_padding_mask + n * s.kv_len, masked);
   }
-  if (a.causal) {
-    for (size_t j = i + 1; j < masked; ++j) row[j] = -std::numeric_limits<float>::infinity();
+  if (m.LimitsKeys()) {
+    // Blocked outright rather than added: a NaN in an invisible key must not reach the row
+    // (docs/errors.md, the causal rule), which -inf + NaN would.
+    const KeyRange visible = VisibleKeys(s, m, i);
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    for (size_t j = 0; j < visible.begin && j < masked; ++j) row[j] = kNegInf;
+    for (size_t j = visible.end; j < masked; ++j) row[j] = kNegInf;
   }
 }
 HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i, float* row) {
-  MaskScores(a, n, h, i, row, a.kv_total);
+  MaskScores(a, n, h, i, row, a.shape.kv_total);
+}
+
+// The sinks of one softmax row (query i of head h, batch element n), from its first `keys`
+// weights (the rest, skipped keys, are 0, or NaN in a NaN row whose first entry is NaN too).
+HWY_INLINE void WriteRowSinks(const AttentionArgs& a, size_t n, size_t h, size_t i,
+                              const float* HWY_RESTRICT weights, size_t keys) {
+  const RowSinks& sinks = a.out.sinks;
+  if (sinks.max_weight == nullptr) return;
+  float max = 0.0f;  // weights are >= 0; a fully masked row (all 0, or no keys) gives 0
+  for (size_t j = 0; j < keys; ++j) {
+    if (weights[j] != weights[j]) {
+      max = weights[j];
+      break;
+    }
+    if (weights[j] > max) max = weights[j];
+  }
+  sinks.max_weight[(n * a.shape.heads + h) * a.shape.q_len + i] = max;
 }
 
 // head_out[r, :] = weights[r, :keys] x V[:keys], V packed transposed (all S' keys); rows that
@@ -74,12 +101,15 @@ HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i,
 HWY_INLINE void WeightedSumV(const AttentionArgs& a, const float* weights, size_t ld_weights,
                              const float* packed_vt, size_t rows, size_t keys,
                              const bool* fully_masked, float* head_out) {
-  MatMulPackedImpl(weights, ld_weights, packed_vt, nullptr, rows, a.head_dim, keys, 1.0f,
-                   head_out, a.embed, /*packed_k=*/a.kv_total);
+  const AttentionShape& s = a.shape;
+  MatMulPackedImpl(weights, ld_weights, packed_vt, nullptr, rows, s.head_dim, keys, 1.0f,
+                   head_out, s.q_row_stride, /*packed_k=*/s.kv_total);
   for (size_t r = 0; r < rows; ++r) {
     // The softmax row is already 0; zeroing the output too keeps NaN/inf in V from leaking
     // into a row the policy defines as 0.
-    if (fully_masked[r]) std::memset(head_out + r * a.embed, 0, a.head_dim * sizeof(float));
+    if (fully_masked[r]) {
+      std::memset(head_out + r * s.q_row_stride, 0, s.head_dim * sizeof(float));
+    }
   }
 }
 
@@ -87,18 +117,20 @@ HWY_INLINE void WeightedSumV(const AttentionArgs& a, const float* weights, size_
 // torch's mean does.
 HWY_INLINE void AccumulateAverage(const AttentionArgs& a, size_t n, size_t h, size_t i0,
                                   size_t rows, const float* weights) {
-  float* avg = a.weights + (n * a.q_len + i0) * a.kv_total;
+  const size_t S = a.shape.kv_total;
+  float* avg = a.out.weights + (n * a.shape.q_len + i0) * S;
   if (h == 0) {
-    std::memcpy(avg, weights, rows * a.kv_total * sizeof(float));
+    std::memcpy(avg, weights, rows * S * sizeof(float));
   } else {
-    AddInPlaceImpl(avg, weights, rows * a.kv_total);
+    AddInPlaceImpl(avg, weights, rows * S);
   }
 }
 
 HWY_INLINE void FinishAverage(const AttentionArgs& a, size_t n) {
-  const float inv_heads = 1.0f / static_cast<float>(a.heads);
-  float* avg = a.weights + n * a.q_len * a.kv_total;
-  for (size_t x = 0; x < a.q_len * a.kv_total; ++x) avg[x] *= inv_heads;
+  const float inv_heads = 1.0f / static_cast<float>(a.shape.heads);
+  const size_t count = a.shape.q_len * a.shape.kv_total;
+  float* avg = a.out.weights + n * count;
+  for (size_t x = 0; x < count; ++x) avg[x] *= inv_heads;
 }
 
 // kt[x * S' + j] = k_j[x]: one head's keys transposed (lanes run over keys), so a score row is
@@ -154,47 +186,54 @@ HWY_INLINE void SmallWeightedSum(const float* HWY_RESTRICT w, size_t keys,
 // zero-row policy as the packed path; only the order of additions inside a dot product or a sum
 // differs (both stay within float rounding of PyTorch).
 HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
-  const size_t L = a.q_len, S = a.kv_total, E = a.embed, hd = a.head_dim;
+  const AttentionShape& s = a.shape;
+  const size_t L = s.q_len, S = s.kv_total, hd = s.head_dim;
   const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
   float* score_tile = workspace;                                    // [tile, S']
   // The workspace is sized for the packed path (AttentionWorkspaceFloats); this uses less of it.
   float* kt = score_tile + tile * S;                                // [hd, S']
   uint8_t* row_state = reinterpret_cast<uint8_t*>(kt + hd * S);     // [tile]
-  const bool per_head_weights = a.weights != nullptr && !a.average_weights;
-  for (size_t n = 0; n < a.batch; ++n) {
-    const float* k_base = a.k + n * S * E;
-    const float* v_base = a.v + n * S * E;
-    for (size_t h = 0; h < a.heads; ++h) {
+  float* const weights = a.out.weights;
+  const bool per_head_weights = weights != nullptr && !a.out.average_weights;
+  for (size_t n = 0; n < s.batch; ++n) {
+    const float* k_base = a.k + n * s.kv_batch_stride;
+    const float* v_base = a.v + n * s.kv_batch_stride;
+    const float* q_base = a.q + n * s.q_batch_stride;
+    float* concat_base = a.out.concat + n * s.q_batch_stride;
+    for (size_t h = 0; h < s.heads; ++h) {
+      const size_t kv_col = s.KvHead(h) * hd;
       for (size_t i0 = 0; i0 < L; i0 += tile) {
         const size_t rows = (L - i0 < tile) ? L - i0 : tile;
         // Per-head weights are computed in place in the caller's output; averaged weights
         // start in the first head's slot and later heads add to it.
-        float* scores = per_head_weights ? a.weights + ((n * a.heads + h) * L + i0) * S
-                        : (a.weights != nullptr && h == 0) ? a.weights + (n * L + i0) * S
-                                                           : score_tile;
-        if (i0 == 0) SmallTransposeK(k_base + h * hd, E, S, hd, kt);
+        float* scores = per_head_weights ? weights + ((n * s.heads + h) * L + i0) * S
+                        : (weights != nullptr && h == 0) ? weights + (n * L + i0) * S
+                                                         : score_tile;
+        if (i0 == 0) SmallTransposeK(k_base + kv_col, s.kv_row_stride, S, hd, kt);
         for (size_t r = 0; r < rows; ++r) {
           float* HWY_RESTRICT row = scores + r * S;
           HWY_ALIGN float q_scaled[kSmallMaxHeadDim];  // q_r / sqrt(hd), as ScaleQueries
-          ScaleQueries(a, a.q + (n * L + i0 + r) * E + h * hd, 1, q_scaled);
+          ScaleQueries(a, q_base + (i0 + r) * s.q_row_stride + h * hd, 1, q_scaled);
           SmallScores(q_scaled, kt, S, hd, row);
           MaskScores(a, n, h, i0 + r, row);
         }
-        if (a.scores != nullptr) {
-          std::memcpy(a.scores + ((n * a.heads + h) * L + i0) * S, scores, rows * S * sizeof(float));
+        if (a.out.scores != nullptr) {
+          std::memcpy(a.out.scores + ((n * s.heads + h) * L + i0) * S, scores,
+                      rows * S * sizeof(float));
         }
         SoftmaxRowsImpl(scores, rows, S, row_state);
         for (size_t r = 0; r < rows; ++r) {
           // A fully masked row's output is 0 whatever V holds (NaN/inf in V must not leak in).
-          SmallWeightedSum(scores + r * S, row_state[r] == kRowMasked ? 0 : S, v_base + h * hd, E, hd,
-                           a.concat + (n * L + i0 + r) * E + h * hd);
+          SmallWeightedSum(scores + r * S, row_state[r] == kRowMasked ? 0 : S, v_base + kv_col,
+                           s.kv_row_stride, hd, concat_base + (i0 + r) * s.q_row_stride + h * hd);
+          WriteRowSinks(a, n, h, i0 + r, scores + r * S, S);
         }
-        if (a.weights != nullptr && a.average_weights && h > 0) {
-          AddInPlaceImpl(a.weights + (n * L + i0) * S, scores, rows * S);
+        if (weights != nullptr && a.out.average_weights && h > 0) {
+          AddInPlaceImpl(weights + (n * L + i0) * S, scores, rows * S);
         }
       }
     }
-    if (a.weights != nullptr && a.average_weights) FinishAverage(a, n);
+    if (weights != nullptr && a.out.average_weights) FinishAverage(a, n);
   }
 }
 
@@ -222,96 +261,107 @@ HWY_INLINE size_t RowsThroughLastNonFinite(const float* HWY_RESTRICT m, size_t r
 // weights. `workspace` is one thread's scratch (AttentionWorkspaceFloats for one worker).
 HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size_t t_begin,
                                 size_t t_end, float* workspace) {
-  const size_t L = a.q_len, S = a.kv_total, E = a.embed, hd = a.head_dim;
+  const AttentionShape& s = a.shape;
+  const size_t L = s.q_len, S = s.kv_total, hd = s.head_dim;
   const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
   float* packed_k = workspace;                                   // [ceil(S/16)][hd][16]
   float* packed_vt = packed_k + PackedFloats(S, hd);             // [ceil(hd/16)][S][16]
   float* score_tile = packed_vt + PackedFloats(hd, S);           // [tile, S']
   float* q_tile = score_tile + tile * S;                         // [tile, hd]
   bool* fully_masked = reinterpret_cast<bool*>(q_tile + tile * hd);  // [tile]
-  const bool per_head_weights = a.weights != nullptr && !a.average_weights;
-  PackB(a.k + n * S * E + h * hd, S, hd, E, 1, packed_k);   // rows of stride E
-  PackB(a.v + n * S * E + h * hd, hd, S, 1, E, packed_vt);
-  // Causal calls skip future keys (below), but PyTorch multiplies their 0 weights by V all the
-  // same, and 0 * NaN or 0 * inf is NaN: keys up to the last V row holding one are never skipped.
-  const bool causal_skip = a.causal && S == a.kv_len;
-  const size_t v_keys = causal_skip ? RowsThroughLastNonFinite(a.v + n * S * E + h * hd, S, hd, E) : 0;
+  float* const weights = a.out.weights;
+  const bool per_head_weights = weights != nullptr && !a.out.average_weights;
+  const float* k_head = a.k + n * s.kv_batch_stride + s.KvHead(h) * hd;  // [S', hd], rows strided
+  const float* v_head = a.v + n * s.kv_batch_stride + s.KvHead(h) * hd;
+  PackB(k_head, S, hd, s.kv_row_stride, 1, packed_k);
+  PackB(v_head, hd, S, 1, s.kv_row_stride, packed_vt);
+  // Tiles skip the keys no row of theirs sees (past the last row's VisibleKeys end), which is
+  // about half the QK^T and weights x V work of a causal call. Only without extra keys: those sit
+  // after the skipped ones and every row sees them. PyTorch multiplies the skipped keys' 0
+  // weights by V all the same, and 0 * NaN or 0 * inf is NaN: keys up to the last V row holding
+  // one are never skipped.
+  const bool range_skip = a.modifiers.LimitsKeys() && S == s.kv_len;
+  const size_t v_keys = range_skip ? RowsThroughLastNonFinite(v_head, S, hd, s.kv_row_stride) : 0;
   for (size_t t = t_begin; t < t_end; ++t) {
     const size_t i0 = t * tile;
     const size_t rows = (L - i0 < tile) ? L - i0 : tile;
     // Per-head weights are computed in place in the caller's output: no copy.
-    float* scores = per_head_weights ? a.weights + ((n * a.heads + h) * L + i0) * S : score_tile;
-    // Causal, without extra keys: no row of this tile sees a key past its last query, so the
-    // products with those keys are skipped (about half the QK^T and weights x V work of a causal
-    // call); their weights are 0 and their trace scores -inf, as computed ones would be.
-    const size_t keys = causal_skip ? std::min(S, std::max(i0 + rows, v_keys)) : S;
-    ScaleQueries(a, a.q + (n * L + i0) * E + h * hd, rows, q_tile);
+    float* scores = per_head_weights ? weights + ((n * s.heads + h) * L + i0) * S : score_tile;
+    // The skipped keys' weights are 0 and their trace scores -inf, as computed ones would be.
+    const size_t keys =
+        range_skip ? std::min(S, std::max(VisibleKeys(s, a.modifiers, i0 + rows - 1).end, v_keys))
+                   : S;
+    ScaleQueries(a, a.q + n * s.q_batch_stride + i0 * s.q_row_stride + h * hd, rows, q_tile);
     QDotK(a, q_tile, packed_k, rows, keys, scores, S);
     for (size_t r = 0; r < rows; ++r) {
       float* row = scores + r * S;
       MaskScores(a, n, h, i0 + r, row, keys);
-      if (a.scores != nullptr) {
-        float* trace_row = a.scores + ((n * a.heads + h) * L + i0 + r) * S;
+      if (a.out.scores != nullptr) {
+        float* trace_row = a.out.scores + ((n * s.heads + h) * L + i0 + r) * S;
         std::memcpy(trace_row, row, keys * sizeof(float));
         for (size_t j = keys; j < S; ++j) trace_row[j] = -std::numeric_limits<float>::infinity();
       }
       fully_masked[r] = SoftmaxImpl(row, keys);
+      WriteRowSinks(a, n, h, i0 + r, row, keys);
       // The skipped keys' weights: 0, or NaN in a row the NaN policy made all NaN (a NaN query
       // poisons every score of its row, the causally masked ones too: NaN + -inf is NaN).
-      if (a.weights != nullptr && keys < S) {
+      if (weights != nullptr && keys < S) {
         std::fill(row + keys, row + S, row[0] != row[0] ? row[0] : 0.0f);
       }
     }
     WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked,
-                 a.concat + (n * L + i0) * E + h * hd);
-    if (a.weights != nullptr && a.average_weights) AccumulateAverage(a, n, h, i0, rows, scores);
+                 a.out.concat + n * s.q_batch_stride + i0 * s.q_row_stride + h * hd);
+    if (weights != nullptr && a.out.average_weights) AccumulateAverage(a, n, h, i0, rows, scores);
   }
 }
 
 // The multi-threaded stage (HEADSCOPE_THREADS, ThreadCount() > 1): tasks are whole
 // (batch element, head) pairs, each computed exactly as the serial loop computes it, in its own
 // scratch; they write disjoint columns of the concatenation and disjoint slices of the per-head
-// weights and trace scores. Averaged weights add the heads in order 0..H-1 into shared rows, so
-// there a task is (batch element, query tile) running every head in order (repacking K_h and V_h
-// per tile, a few percent more work) and then scaling its own rows. Either way each output float
-// sees the same operations in the same order as in the serial build: bit-identical results.
+// weights, trace scores and sinks. Averaged weights add the heads in order 0..H-1 into shared
+// rows, so there a task is (batch element, query tile) running every head in order (repacking
+// K_h and V_h per tile, a few percent more work) and then scaling its own rows. Either way each
+// output float sees the same operations in the same order as in the serial build: bit-identical
+// results.
 HWY_INLINE void ParallelAttention(const AttentionArgs& a, float* workspace) {
-  const size_t L = a.q_len, S = a.kv_total, hd = a.head_dim;
+  const AttentionShape& s = a.shape;
+  const size_t L = s.q_len, S = s.kv_total, hd = s.head_dim, H = s.heads;
   const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
   const size_t tiles = (L + tile - 1) / tile;
   // One worker's slice, rounded to 64 bytes as in AttentionWorkspaceFloats.
   const size_t stride =
       (PackedFloats(S, hd) + PackedFloats(hd, S) + tile * S + tile * hd + tile + 15) / 16 * 16;
-  if (a.weights != nullptr && a.average_weights) {
-    const float inv_heads = 1.0f / static_cast<float>(a.heads);
-    ParallelFor(a.batch * tiles, [&](size_t task, size_t worker) {
+  if (a.out.weights != nullptr && a.out.average_weights) {
+    const float inv_heads = 1.0f / static_cast<float>(H);
+    ParallelFor(s.batch * tiles, [&](size_t task, size_t worker) {
       const size_t n = task / tiles, t = task % tiles;
       float* ws = workspace + worker * stride;
-      for (size_t h = 0; h < a.heads; ++h) PackedHeadTiles(a, n, h, t, t + 1, ws);
+      for (size_t h = 0; h < H; ++h) PackedHeadTiles(a, n, h, t, t + 1, ws);
       const size_t i0 = t * tile, rows = (L - i0 < tile) ? L - i0 : tile;
-      float* avg = a.weights + (n * L + i0) * S;
+      float* avg = a.out.weights + (n * L + i0) * S;
       for (size_t x = 0; x < rows * S; ++x) avg[x] *= inv_heads;  // as FinishAverage
     });
   } else {
-    ParallelFor(a.batch * a.heads, [&](size_t task, size_t worker) {
-      PackedHeadTiles(a, task / a.heads, task % a.heads, 0, tiles, workspace + worker * stride);
+    ParallelFor(s.batch * H, [&](size_t task, size_t worker) {
+      PackedHeadTiles(a, task / H, task % H, 0, tiles, workspace + worker * stride);
     });
   }
 }
 
 HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
   if (SmallAttention(a)) return SmallAttentionImpl(a, workspace);
-  const size_t L = a.q_len, S = a.kv_total, E = a.embed;
+  const AttentionShape& s = a.shape;
+  const size_t L = s.q_len, S = s.kv_total, E = s.heads * s.head_dim;
   // Threads only where the workspace has a slice for each of them and the stage is big enough
   // (QK^T and weights x V: 2 L S' E multiply-adds) to pay for waking them.
   if (ThreadCount() > 1 && static_cast<size_t>(ThreadCount()) <= a.workers &&
-      2.0 * static_cast<double>(a.batch) * L * S * E >= kParallelMinMacs) {
+      2.0 * static_cast<double>(s.batch) * L * S * E >= kParallelMinMacs) {
     return ParallelAttention(a, workspace);
   }
   const size_t tiles = (L + kAttentionQueryTile - 1) / kAttentionQueryTile;
-  for (size_t n = 0; n < a.batch; ++n) {
-    for (size_t h = 0; h < a.heads; ++h) PackedHeadTiles(a, n, h, 0, tiles, workspace);
-    if (a.weights != nullptr && a.average_weights) FinishAverage(a, n);
+  for (size_t n = 0; n < s.batch; ++n) {
+    for (size_t h = 0; h < s.heads; ++h) PackedHeadTiles(a, n, h, 0, tiles, workspace);
+    if (a.out.weights != nullptr && a.out.average_weights) FinishAverage(a, n);
   }
 }
 

@@ -31,7 +31,8 @@ HEADSCOPE_EXPORT(AttentionTarget);
 HEADSCOPE_EXPORT(TargetNameTarget);
 
 // One worker's scratch.
-static uint64_t WorkerFloats(const AttentionArgs& a) {
+static uint64_t WorkerFloats(const AttentionArgs& args) {
+  const AttentionShape& a = args.shape;
   const uint64_t tile = a.q_len < kAttentionQueryTile ? a.q_len : kAttentionQueryTile;
   const uint64_t parts[] = {
       SaturatingProduct({(a.kv_total + kPanel - 1) / kPanel * kPanel, a.head_dim}),  // K_h

@@ -1,6 +1,13 @@
 // The attention stage of multi-head attention, after the input projections and before the output
 // projection: for every batch element and head, scores = (Q / sqrt(hd)) K^T + masks, weights =
 // softmax(scores), head output = weights x V, written into the concatenation.
+//
+// Its arguments name their geometry instead of assuming it: AttentionShape (sizes, strides and
+// which K/V head a query head reads), VisibleKeys (the keys a query row may see, as a range),
+// ScoreModifiers (everything applied to the scores between q . k and the softmax) and
+// AttentionOutputs (what the stage writes, including per-row statistics). The kernels read
+// operands only through them, so grouped-query attention, sliding windows or another activation
+// layout are changes to these values, not to the kernels.
 #ifndef HEADSCOPE_KERNELS_ATTENTION_H_
 #define HEADSCOPE_KERNELS_ATTENTION_H_
 
@@ -9,42 +16,115 @@
 
 namespace headscope {
 
-struct AttentionArgs {
+// Sizes and strides (in floats) of the stage's operands. Query head h reads columns
+// [h * hd, (h + 1) * hd) of its rows of q; it reads K and V head KvHead(h) (columns
+// [KvHead(h) * hd, ...) of the K/V rows). The concatenation has the queries' geometry.
+struct AttentionShape {
   size_t batch = 0;      // N
-  size_t heads = 0;      // H
+  size_t heads = 0;      // H, query heads
+  size_t kv_heads = 0;   // H_kv, K/V heads; H_kv divides H (today always H_kv = H)
   size_t q_len = 0;      // L
-  size_t kv_len = 0;     // S: keys the masks and causality apply to
-  size_t kv_total = 0;   // S' >= S: the extra keys (bias_k, zero attention) are never masked
+  size_t kv_len = 0;     // S: keys the masks and visibility apply to
+  size_t kv_total = 0;   // S' >= S: the extra keys (bias_k, zero attention) are always visible
   size_t head_dim = 0;   // hd
-  size_t embed = 0;      // E = H * hd
+
+  // Row (n, i) of q and of the concatenation starts at n * q_batch_stride + i * q_row_stride;
+  // row (n, j) of k and v at n * kv_batch_stride + j * kv_row_stride.
+  size_t q_batch_stride = 0;
+  size_t q_row_stride = 0;
+  size_t kv_batch_stride = 0;
+  size_t kv_row_stride = 0;
+
+  // The one head-to-K/V-head mapping every path uses: consecutive query heads share a K/V head,
+  // as in grouped-query attention (heads / kv_heads query heads per group).
+  size_t KvHead(size_t h) const { return h / (heads / kv_heads); }
+
+  // Contiguous [N, T, H * hd] activations with H_kv = H: how MultiheadAttention lays them out.
+  static AttentionShape Dense(size_t batch, size_t heads, size_t q_len, size_t kv_len,
+                              size_t kv_total, size_t head_dim) {
+    AttentionShape s;
+    s.batch = batch;
+    s.heads = heads;
+    s.kv_heads = heads;
+    s.q_len = q_len;
+    s.kv_len = kv_len;
+    s.kv_total = kv_total;
+    s.head_dim = head_dim;
+    s.q_row_stride = s.kv_row_stride = heads * head_dim;
+    s.q_batch_stride = q_len * heads * head_dim;
+    s.kv_batch_stride = kv_total * heads * head_dim;
+    return s;
+  }
+};
+
+// Everything applied to a score row between q . k and the softmax, in one place: MaskScores
+// consumes it (and VisibleKeys the visibility part).
+struct ScoreModifiers {
+  // Additive masks, -inf where blocked (bool masks are converted before the stage). They cover
+  // the first S keys; the extra keys are never masked.
+  const float* attn_mask = nullptr;  // [L, S], or [N*H, L, S] when attn_mask_per_head
+  bool attn_mask_per_head = false;
+  const float* key_padding_mask = nullptr;  // [N, S]
+  bool causal = false;                      // query i sees keys j <= i (of the first S)
+
+  // Slots for what comes next, not implemented (nothing reads them yet, so they are not fields):
+  // - ALiBi: `const float* alibi_slopes` [H], adding -slope_h * (i - j) where the masks are added.
+  // - sliding window: `size_t window`, setting VisibleKeys' begin to i + 1 - window; the packed
+  //   path can then skip keys below the tile's first begin as it skips keys past its last end.
+  // - soft-capping: `float soft_cap`, scores = cap * tanh(scores / cap) before the masks (Gemma 2).
+
+  // True if some query rows see fewer than all S keys, so a tile may skip keys no row sees.
+  bool LimitsKeys() const { return causal; }
+};
+
+// The keys [begin, end) of the first S that query row i may see; keys outside it get -inf.
+// The extra keys (S <= j < S') are visible to every row.
+struct KeyRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+inline KeyRange VisibleKeys(const AttentionShape& shape, const ScoreModifiers& mods, size_t i) {
+  KeyRange r{0, shape.kv_len};
+  if (mods.causal && i + 1 < r.end) r.end = i + 1;
+  return r;
+}
+
+// Per-row outputs ("sinks"): one value per (batch element, head, query row), [N, H, L], written
+// where the stage has the row at hand, so statistics need no second pass over the weights and no
+// [N, H, L, S'] buffer. Each pointer is optional (null: not computed, no cost).
+struct RowSinks {
+  // The row's largest softmax weight: 0 for a fully masked row, NaN for a NaN row.
+  float* max_weight = nullptr;
+  // Next: entropy (-sum w log w) and mean distance (sum w |i - j|) for head statistics.
+};
+
+// What the stage writes. concat has the queries' geometry (AttentionShape's q strides).
+struct AttentionOutputs {
+  float* concat = nullptr;   // [N, L, H * hd]
+  float* weights = nullptr;  // optional: [N, H, L, S'], or averaged [N, L, S']
+  bool average_weights = false;
+  float* scores = nullptr;   // optional (trace): [N, H, L, S'] masked, pre-softmax
+  RowSinks sinks;
+};
+
+struct AttentionArgs {
+  AttentionShape shape;
   // Queries are divided by this before q . k, in that order, as torch 1.13's
   // _scaled_dot_product_attention does (`q / math.sqrt(hd)`, a float32 division by the rounded
   // root): scaling the product instead overflows where torch's scores are finite (q . k near
   // FLT_MAX * sqrt(hd)), and a multiply by 1 / sqrt(hd) would differ from torch by an ulp.
   float sqrt_head_dim = 1.0f;
 
-  const float* q = nullptr;  // [N, L, E]  projected queries, head h in columns h*hd ..
-  const float* k = nullptr;  // [N, S', E] projected keys
-  const float* v = nullptr;  // [N, S', E] projected values
+  const float* q = nullptr;  // projected queries, AttentionShape's q geometry
+  const float* k = nullptr;  // projected keys,    its kv geometry (H_kv heads)
+  const float* v = nullptr;  // projected values,  its kv geometry
 
-  // Additive masks, -inf where blocked (bool masks are converted before this stage).
-  const float* attn_mask = nullptr;  // [L, S], or [N*H, L, S] when attn_mask_per_head
-  bool attn_mask_per_head = false;
-  const float* key_padding_mask = nullptr;  // [N, S]
-  bool causal = false;                      // key j > query i blocked, for j < S
+  ScoreModifiers modifiers;
+  AttentionOutputs out;
 
-  float* concat = nullptr;           // out: [N, L, E]
-  float* weights = nullptr;          // optional out: [N, H, L, S'], or averaged [N, L, S']
-  bool average_weights = false;
-  float* scores = nullptr;           // optional out (trace): [N, H, L, S'] masked, pre-softmax
-
-  // Threads that may run the stage at once (the multi-threaded build's ThreadCount() when the
-  // caller sized the workspace): each needs its own scratch (packed K/V, score tile).
+  // Threads the caller sized the workspace for (its CallContext's pool): each needs its own
+  // scratch (packed K/V, score tile). The stage uses the pool only if that covers all of it.
   size_t workers = 1;
-
-  // Extension point: positional biases (ALiBi, relative) and per-head gates are further
-  // additive terms / multipliers applied where the masks are; grouped-query attention maps head
-  // h to K/V head h / group. Neither changes the stage's shape.
 };
 
 // Query rows per tile: bounds the score scratch to kAttentionQueryTile x S' whatever L is.
@@ -57,7 +137,7 @@ inline constexpr size_t kAttentionQueryTile = 64;
 inline constexpr size_t kSmallMaxHeadDim = 16;
 inline constexpr size_t kSmallMaxKeys = 12;
 inline bool SmallAttention(const AttentionArgs& a) {
-  return a.head_dim <= kSmallMaxHeadDim && a.kv_total <= kSmallMaxKeys;
+  return a.shape.head_dim <= kSmallMaxHeadDim && a.shape.kv_total <= kSmallMaxKeys;
 }
 
 // Floats of scratch Attention() needs for these sizes and args.workers threads (saturating at

@@ -1,0 +1,440 @@
+// The attention stage (kernels/attention.h) on raw arguments, against a plain scalar stage written
+// from the definitions: scores = (q / sqrt(hd)) . k + masks, -inf outside the visible keys,
+// softmax with the zero-row and NaN-row policies, weights x V. Operands sit in padded, strided
+// buffers whose padding is NaN (a kernel that ignores a stride reads NaN), outputs in buffers
+// whose padding must survive, and K/V may have fewer heads than the queries (grouped-query
+// attention through AttentionShape::KvHead), so every geometry field the kernels take is checked.
+// Both the packed and the small-head path, on every SIMD target; with the thread pool
+// (HEADSCOPE_THREADS) also 2 and 3 threads, bit for bit against 1.
+#include "headscope/kernels/attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "headscope/parallel.h"
+#include "headscope/tensor.h"
+#include "test_util.h"
+
+namespace headscope {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kSentinel = 12345.0f;  // output padding: the stage must leave it alone
+
+// One drawn call of the stage, owning its buffers.
+struct StageCall {
+  AttentionShape shape;
+  size_t out_pad = 0;  // floats between the concat's rows beyond H * hd (same strides as q)
+  std::vector<float> q, k, v, attn_mask, kpm;
+  bool causal = false, mask_per_head = false, has_attn_mask = false, has_kpm = false;
+  bool want_weights = false, average = false, want_scores = false, want_sinks = false;
+  std::string description;
+};
+
+// The stage's results, as the scalar reference and the kernel each produce them.
+struct StageResult {
+  std::vector<float> concat;      // q geometry (padding included)
+  std::vector<float> weights;     // [N, H, L, S'] or averaged [N, L, S'] (empty if not asked)
+  std::vector<float> scores;      // [N, H, L, S'] (empty if not asked)
+  std::vector<float> max_weight;  // [N, H, L] (empty if not asked)
+};
+
+size_t QFloats(const AttentionShape& s) { return s.batch * s.q_batch_stride; }
+size_t KvFloats(const AttentionShape& s) { return s.batch * s.kv_batch_stride; }
+
+// Written from the definitions, in double, without the kernels' helpers (no VisibleKeys, no
+// KvHead): query i sees keys j < S with j <= i when causal, and every extra key.
+StageResult ScalarStage(const StageCall& c) {
+  const AttentionShape& s = c.shape;
+  const size_t N = s.batch, H = s.heads, L = s.q_len, S = s.kv_len, Sp = s.kv_total;
+  const size_t hd = s.head_dim, group = s.heads / s.kv_heads;
+  const float sqrt_hd = std::sqrt(static_cast<float>(hd));
+  StageResult r;
+  r.concat.assign(QFloats(s), kSentinel);
+  std::vector<float> per_head(N * H * L * Sp), scores(N * H * L * Sp);
+  r.max_weight.assign(N * H * L, 0.0f);
+  for (size_t n = 0; n < N; ++n) {
+    for (size_t h = 0; h < H; ++h) {
+      const size_t g = h / group;
+      for (size_t i = 0; i < L; ++i) {
+        const float* q = c.q.data() + n * s.q_batch_stride + i * s.q_row_stride + h * hd;
+        float* srow = scores.data() + ((n * H + h) * L + i) * Sp;
+        for (size_t j = 0; j < Sp; ++j) {
+          const float* k = c.k.data() + n * s.kv_batch_stride + j * s.kv_row_stride + g * hd;
+          double dot = 0.0;
+          for (size_t x = 0; x < hd; ++x) dot += static_cast<double>(q[x] / sqrt_hd) * k[x];
+          float score = static_cast<float>(dot);
+          if (j < S) {
+            if (c.has_attn_mask) {
+              const size_t slice = c.mask_per_head ? n * H + h : 0;
+              score += c.attn_mask[(slice * L + i) * S + j];
+            }
+            if (c.has_kpm) score += c.kpm[n * S + j];
+            if (c.causal && j > i) score = -kInf;
+          }
+          srow[j] = score;
+        }
+        // Softmax: NaN or +inf anywhere -> NaN row; all -inf (or no keys) -> zero row.
+        float* wrow = per_head.data() + ((n * H + h) * L + i) * Sp;
+        bool nan = false;
+        double max = -kInf;
+        for (size_t j = 0; j < Sp; ++j) {
+          if (std::isnan(srow[j]) || srow[j] == kInf) nan = true;
+          if (srow[j] > max) max = srow[j];
+        }
+        bool masked = false;
+        if (nan) {
+          for (size_t j = 0; j < Sp; ++j) wrow[j] = kNaN;
+        } else if (max == -kInf) {
+          masked = true;
+          for (size_t j = 0; j < Sp; ++j) wrow[j] = 0.0f;
+        } else {
+          double sum = 0.0;
+          for (size_t j = 0; j < Sp; ++j) sum += std::exp(srow[j] - max);
+          for (size_t j = 0; j < Sp; ++j)
+            wrow[j] = static_cast<float>(std::exp(srow[j] - max) / sum);
+        }
+        float best = 0.0f;
+        for (size_t j = 0; j < Sp; ++j) {
+          if (std::isnan(wrow[j])) best = kNaN;
+          if (!std::isnan(best) && wrow[j] > best) best = wrow[j];
+        }
+        r.max_weight[(n * H + h) * L + i] = best;
+        float* out = r.concat.data() + n * s.q_batch_stride + i * s.q_row_stride + h * hd;
+        for (size_t x = 0; x < hd; ++x) {
+          double acc = 0.0;
+          for (size_t j = 0; j < Sp; ++j) {
+            acc += static_cast<double>(wrow[j]) *
+                   c.v[n * s.kv_batch_stride + j * s.kv_row_stride + g * hd + x];
+          }
+          out[x] = masked ? 0.0f : static_cast<float>(acc);  // even where V holds NaN
+        }
+      }
+    }
+  }
+  if (c.want_weights && !c.average) r.weights = per_head;
+  if (c.want_weights && c.average) {
+    r.weights.assign(N * L * Sp, 0.0f);
+    for (size_t n = 0; n < N; ++n) {
+      for (size_t x = 0; x < L * Sp; ++x) {
+        double sum = 0.0;
+        for (size_t h = 0; h < H; ++h) sum += per_head[(n * H + h) * L * Sp + x];
+        r.weights[n * L * Sp + x] = static_cast<float>(sum / H);
+      }
+    }
+  }
+  if (c.want_scores) r.scores = scores;
+  if (!c.want_sinks) r.max_weight.clear();
+  return r;
+}
+
+StageResult RunStage(const StageCall& c, size_t workers) {
+  const AttentionShape& s = c.shape;
+  StageResult r;
+  r.concat.assign(QFloats(s), kSentinel);
+  if (c.want_weights)
+    r.weights.assign(s.batch * (c.average ? 1 : s.heads) * s.q_len * s.kv_total, kSentinel);
+  if (c.want_scores) r.scores.assign(s.batch * s.heads * s.q_len * s.kv_total, kSentinel);
+  if (c.want_sinks) r.max_weight.assign(s.batch * s.heads * s.q_len, kSentinel);
+  AttentionArgs a;
+  a.shape = s;
+  a.sqrt_head_dim = std::sqrt(static_cast<float>(s.head_dim));
+  a.q = c.q.data();
+  a.k = c.k.data();
+  a.v = c.v.data();
+  a.modifiers.attn_mask = c.has_attn_mask ? c.attn_mask.data() : nullptr;
+  a.modifiers.attn_mask_per_head = c.mask_per_head;
+  a.modifiers.key_padding_mask = c.has_kpm ? c.kpm.data() : nullptr;
+  a.modifiers.causal = c.causal;
+  a.out.concat = r.concat.data();
+  a.out.weights = c.want_weights ? r.weights.data() : nullptr;
+  a.out.average_weights = c.average;
+  a.out.scores = c.want_scores ? r.scores.data() : nullptr;
+  a.out.sinks.max_weight = c.want_sinks ? r.max_weight.data() : nullptr;
+  a.workers = workers;
+  AlignedBuffer workspace;
+  EXPECT_TRUE(workspace.Resize(static_cast<size_t>(AttentionWorkspaceFloats(a)) + 1));
+  Attention(a, workspace.data());
+  return r;
+}
+
+// Draws a call: sizes on both sides of SmallAttention's bounds and of the 64-row query tile,
+// K/V heads dividing the heads, padded strides, masks with -inf, fully masked rows, NaN rows.
+StageCall Draw(std::mt19937& rng) {
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  auto coin = [&](double p) { return std::bernoulli_distribution(p)(rng); };
+  StageCall c;
+  AttentionShape& s = c.shape;
+  const int hds[] = {1, 2, 3, 5, 8, 16, 17, 24, 33};
+  s.head_dim = static_cast<size_t>(hds[pick(0, 8)]);
+  s.heads = static_cast<size_t>(pick(1, 4));
+  std::vector<size_t> divisors;
+  for (size_t d = 1; d <= s.heads; ++d) {
+    if (s.heads % d == 0) divisors.push_back(d);
+  }
+  s.kv_heads = divisors[static_cast<size_t>(pick(0, static_cast<int>(divisors.size()) - 1))];
+  s.batch = static_cast<size_t>(pick(1, 3));
+  s.q_len = static_cast<size_t>(coin(0.03) ? 0 : coin(0.2) ? pick(60, 140) : pick(1, 12));
+  s.kv_len = static_cast<size_t>(coin(0.05) ? 0 : coin(0.3) ? pick(13, 90) : pick(1, 12));
+  s.kv_total = s.kv_len + static_cast<size_t>(coin(0.3) ? pick(1, 2) : 0);
+  const bool padded = coin(0.5);
+  s.q_row_stride = s.heads * s.head_dim + (padded ? static_cast<size_t>(pick(1, 5)) : 0);
+  s.q_batch_stride = s.q_len * s.q_row_stride + (padded ? static_cast<size_t>(pick(0, 7)) : 0);
+  s.kv_row_stride = s.kv_heads * s.head_dim + (padded ? static_cast<size_t>(pick(1, 5)) : 0);
+  s.kv_batch_stride = s.kv_total * s.kv_row_stride + (padded ? static_cast<size_t>(pick(0, 7)) : 0);
+
+  const size_t N = s.batch, H = s.heads, L = s.q_len, S = s.kv_len;
+  // Operands: NaN everywhere a kernel must not read, then the values. One float more, so an
+  // empty operand is still a real pointer, as MultiheadAttention's activations always are.
+  c.q.assign(QFloats(s) + 1, kNaN);
+  c.k.assign(KvFloats(s) + 1, kNaN);
+  c.v.assign(KvFloats(s) + 1, kNaN);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  for (size_t n = 0; n < N; ++n) {
+    for (size_t i = 0; i < L; ++i) {
+      for (size_t x = 0; x < H * s.head_dim; ++x) {
+        c.q[n * s.q_batch_stride + i * s.q_row_stride + x] = value(rng);
+      }
+    }
+    for (size_t j = 0; j < s.kv_total; ++j) {
+      for (size_t x = 0; x < s.kv_heads * s.head_dim; ++x) {
+        c.k[n * s.kv_batch_stride + j * s.kv_row_stride + x] = value(rng);
+        c.v[n * s.kv_batch_stride + j * s.kv_row_stride + x] = value(rng);
+      }
+    }
+  }
+  // NaN rows: a NaN query element poisons its row of one head; a NaN value reaches every row.
+  if (L > 0 && coin(0.1)) {
+    c.q[pick(0, static_cast<int>(N) - 1) * s.q_batch_stride +
+        pick(0, static_cast<int>(L) - 1) * s.q_row_stride +
+        pick(0, static_cast<int>(H * s.head_dim) - 1)] = kNaN;
+  }
+  if (s.kv_total > 0 && coin(0.07)) {
+    c.v[pick(0, static_cast<int>(N) - 1) * s.kv_batch_stride +
+        pick(0, static_cast<int>(s.kv_total) - 1) * s.kv_row_stride +
+        pick(0, static_cast<int>(s.kv_heads * s.head_dim) - 1)] = kNaN;
+  }
+
+  c.causal = coin(0.3);
+  c.has_attn_mask = coin(0.4);
+  c.mask_per_head = coin(0.5);
+  c.attn_mask.resize((c.mask_per_head ? N * H : 1) * L * S);
+  for (float& x : c.attn_mask) x = coin(0.2) ? -kInf : value(rng);
+  c.has_kpm = coin(0.4);
+  c.kpm.resize(N * S);
+  for (float& x : c.kpm) x = coin(0.2) ? -kInf : value(rng);
+  // A fully blocked key_padding_mask row: every row of that batch element is fully masked
+  // unless extra keys rescue it.
+  if (c.has_kpm && S > 0 && coin(0.3)) {
+    const size_t n = static_cast<size_t>(pick(0, static_cast<int>(N) - 1));
+    for (size_t j = 0; j < S; ++j) c.kpm[n * S + j] = -kInf;
+  }
+  c.want_weights = coin(0.7);
+  c.average = coin(0.5);
+  c.want_scores = coin(0.5);
+  c.want_sinks = coin(0.6);
+  c.description = "N=" + std::to_string(N) + " H=" + std::to_string(H) +
+                  " H_kv=" + std::to_string(s.kv_heads) + " L=" + std::to_string(L) +
+                  " S=" + std::to_string(S) + " S'=" + std::to_string(s.kv_total) +
+                  " hd=" + std::to_string(s.head_dim) + (padded ? " padded" : "") +
+                  (c.causal ? " causal" : "") + (c.has_attn_mask ? " attn_mask" : "") +
+                  (c.mask_per_head ? "(per head)" : "") + (c.has_kpm ? " kpm" : "") +
+                  (c.want_weights ? (c.average ? " avg-weights" : " weights") : "") +
+                  (c.want_scores ? " scores" : "") + (c.want_sinks ? " sinks" : "");
+  return c;
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, const char* what,
+                 const std::string& description) {
+  ASSERT_EQ(got.size(), want.size()) << what << " " << description;
+  EXPECT_LE(test::RelativeError(got.data(), want.data(), got.size()), 2e-5)
+      << what << " " << description;
+}
+
+void ExpectMatchesScalar(const StageCall& c, const StageResult& got) {
+  const StageResult want = ScalarStage(c);
+  ExpectClose(got.concat, want.concat, "concat", c.description);
+  ExpectClose(got.weights, want.weights, "weights", c.description);
+  ExpectClose(got.scores, want.scores, "scores", c.description);
+  ExpectClose(got.max_weight, want.max_weight, "max_weight", c.description);
+}
+
+void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  if (!a.empty()) {
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+  }
+}
+
+// The thread counts to run with: the pool's sizes in the threaded library, else one.
+std::vector<int> ThreadCounts() {
+#if defined(HEADSCOPE_THREADS)
+  return {1, 2, 3};
+#else
+  return {1};
+#endif
+}
+
+TEST(AttentionStage, MatchesScalarStageOnRandomArguments) {
+  test::ForEachTarget([](const char*) {
+    std::mt19937 rng(17);
+    for (int draw = 0; draw < 250; ++draw) {
+      const StageCall c = Draw(rng);
+      StageResult first;
+      for (int threads : ThreadCounts()) {
+        SetThreadCount(threads);
+        const StageResult got = RunStage(c, static_cast<size_t>(threads));
+        if (threads == 1) {
+          ExpectMatchesScalar(c, got);
+          first = got;
+        } else {
+          SCOPED_TRACE(c.description + " threads=" + std::to_string(threads));
+          ExpectSameBits(got.concat, first.concat, "concat");
+          ExpectSameBits(got.weights, first.weights, "weights");
+          ExpectSameBits(got.scores, first.scores, "scores");
+          ExpectSameBits(got.max_weight, first.max_weight, "max_weight");
+        }
+      }
+      SetThreadCount(1);
+      if (::testing::Test::HasFailure()) return;  // one drawn call's report is enough
+    }
+  });
+}
+
+// A dense call of given sizes with values in every operand, no masks.
+StageCall DenseCall(size_t N, size_t H, size_t kv_heads, size_t L, size_t S, size_t hd,
+                    std::mt19937& rng) {
+  StageCall c;
+  c.shape = AttentionShape::Dense(N, H, L, S, S, hd);
+  c.shape.kv_heads = kv_heads;
+  c.shape.kv_row_stride = kv_heads * hd;
+  c.shape.kv_batch_stride = S * kv_heads * hd;
+  c.q = test::RandomVector(&rng, QFloats(c.shape), 2.0f);
+  c.k = test::RandomVector(&rng, KvFloats(c.shape), 2.0f);
+  c.v = test::RandomVector(&rng, KvFloats(c.shape), 2.0f);
+  c.description = "dense N=" + std::to_string(N) + " H=" + std::to_string(H) +
+                  " H_kv=" + std::to_string(kv_heads) + " L=" + std::to_string(L) +
+                  " S=" + std::to_string(S) + " hd=" + std::to_string(hd);
+  return c;
+}
+
+// Causal calls over several query tiles skip the keys past each tile's last visible key: the
+// skipped keys still get weight 0 and score -inf, and the kept ones match the scalar stage.
+TEST(AttentionStage, CausalTilesSkipInvisibleKeys) {
+  std::mt19937 rng(3);
+  for (size_t L : {63, 64, 65, 130, 200}) {
+    StageCall c = DenseCall(2, 3, 3, L, L, 24, rng);
+    c.causal = true;
+    c.want_weights = true;
+    c.want_scores = true;
+    c.want_sinks = true;
+    c.description += " causal";
+    const StageResult got = RunStage(c, 1);
+    ExpectMatchesScalar(c, got);
+    const size_t Sp = c.shape.kv_total;
+    for (size_t n = 0; n < 2; ++n) {
+      for (size_t h = 0; h < 3; ++h) {
+        for (size_t i = 0; i < L; ++i) {
+          for (size_t j = i + 1; j < Sp; ++j) {
+            const size_t at = ((n * 3 + h) * L + i) * Sp + j;
+            ASSERT_EQ(got.weights[at], 0.0f) << c.description << " i=" << i << " j=" << j;
+            ASSERT_EQ(got.scores[at], -kInf) << c.description << " i=" << i << " j=" << j;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Grouped-query attention is a change of AttentionShape: with H_kv < H, head h reads K/V head
+// h / (H / H_kv), which must equal the dense call whose K/V heads are repeated per query head.
+TEST(AttentionStage, KvHeadMappingEqualsRepeatedKvHeads) {
+  std::mt19937 rng(9);
+  for (size_t kv_heads : {1, 2}) {
+    for (size_t hd : {4, 24}) {  // small-head and packed paths
+      const size_t N = 2, H = 4, L = 9, S = hd == 4 ? 7 : 30;
+      StageCall grouped = DenseCall(N, H, kv_heads, L, S, hd, rng);
+      grouped.want_weights = true;
+      StageCall repeated = grouped;
+      repeated.shape = AttentionShape::Dense(N, H, L, S, S, hd);
+      repeated.k.assign(KvFloats(repeated.shape), 0.0f);
+      repeated.v.assign(KvFloats(repeated.shape), 0.0f);
+      for (size_t n = 0; n < N; ++n) {
+        for (size_t j = 0; j < S; ++j) {
+          for (size_t h = 0; h < H; ++h) {
+            const size_t g = h / (H / kv_heads);
+            for (size_t x = 0; x < hd; ++x) {
+              const size_t to = n * repeated.shape.kv_batch_stride +
+                                j * repeated.shape.kv_row_stride + h * hd + x;
+              const size_t from =
+                  n * grouped.shape.kv_batch_stride + j * grouped.shape.kv_row_stride + g * hd + x;
+              repeated.k[to] = grouped.k[from];
+              repeated.v[to] = grouped.v[from];
+            }
+          }
+        }
+      }
+      const StageResult a = RunStage(grouped, 1), b = RunStage(repeated, 1);
+      SCOPED_TRACE(grouped.description);
+      ExpectSameBits(a.concat, b.concat, "concat");
+      ExpectSameBits(a.weights, b.weights, "weights");
+      ExpectMatchesScalar(grouped, a);
+    }
+  }
+}
+
+// The policies, exactly: a fully masked row is 0 (weights, output and its max weight) even where
+// V holds NaN; a NaN query element makes its row's weights, output and max weight NaN, and no
+// other head's; extra keys are never masked, so they rescue a fully masked row.
+TEST(AttentionStage, FullyMaskedAndNaNRows) {
+  std::mt19937 rng(4);
+  for (size_t hd : {4, 24}) {
+    for (size_t extra : {0, 1}) {
+      const size_t N = 1, H = 2, L = 3, S = hd == 4 ? 5 : 20, Sp = S + extra;
+      StageCall c;
+      c.shape = AttentionShape::Dense(N, H, L, S, Sp, hd);
+      c.q = test::RandomVector(&rng, QFloats(c.shape), 2.0f);
+      c.k = test::RandomVector(&rng, KvFloats(c.shape), 2.0f);
+      c.v = test::RandomVector(&rng, KvFloats(c.shape), 2.0f);
+      c.v[0] = kNaN;  // key 0, head 0: reaches every row of head 0 that is not fully masked
+      c.has_attn_mask = true;
+      c.attn_mask.assign(L * S, 0.0f);
+      for (size_t j = 0; j < S; ++j) c.attn_mask[1 * S + j] = -kInf;  // query 1 sees nothing
+      c.q[2 * c.shape.q_row_stride + 1 * hd] = kNaN;                  // query 2, head 1
+      c.want_weights = true;
+      c.want_sinks = true;
+      c.description = "policies hd=" + std::to_string(hd) + " extra=" + std::to_string(extra);
+      const StageResult got = RunStage(c, 1);
+      ExpectMatchesScalar(c, got);
+      SCOPED_TRACE(c.description);
+      auto w = [&](size_t h, size_t i, size_t j) { return got.weights[((h * L) + i) * Sp + j]; };
+      auto out = [&](size_t h, size_t i, size_t x) {
+        return got.concat[i * c.shape.q_row_stride + h * hd + x];
+      };
+      for (size_t h = 0; h < H; ++h) {
+        if (extra == 0) {
+          for (size_t j = 0; j < Sp; ++j) EXPECT_EQ(w(h, 1, j), 0.0f);
+          for (size_t x = 0; x < hd; ++x) EXPECT_EQ(out(h, 1, x), 0.0f);
+          EXPECT_EQ(got.max_weight[h * L + 1], 0.0f);
+        } else {
+          EXPECT_EQ(w(h, 1, S), 1.0f);  // the extra key takes all the weight
+        }
+      }
+      for (size_t j = 0; j < Sp; ++j) EXPECT_TRUE(std::isnan(w(1, 2, j)));
+      for (size_t x = 0; x < hd; ++x) EXPECT_TRUE(std::isnan(out(1, 2, x)));
+      EXPECT_TRUE(std::isnan(got.max_weight[1 * L + 2]));
+      EXPECT_FALSE(std::isnan(w(0, 2, 0)));   // head 0 of the same query is not a NaN row
+      EXPECT_TRUE(std::isnan(out(0, 0, 0)));  // but V's NaN reaches head 0's outputs
+    }
+  }
+}
+
+}  // namespace
+}  // namespace headscope
