@@ -8,7 +8,7 @@
 //
 // Mountable several times per page and inside a shadow root: every element is created here and
 // found through `root`, never through document-level ids.
-import { initWorker } from '../lib/index.js';
+import { pageWorker } from './page-worker.js';
 import { parseCase } from '../lib/case.js';
 import { colorFor, formatNumber, makeScale, renderLegend } from './matrix.js';
 import * as T from './transforms.js';
@@ -838,7 +838,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
     batch: 0,
   };
   const local = new Engine(hs);
-  let remote = null;        // Engine over initWorker(), started for the first large case
+  let remote = null;        // Engine over the page's worker (page-worker.js), for large cases
   let loaded = null;        // { parsed, dims, big, trace, name }
   let data = null;
   let tokens = [];
@@ -1189,7 +1189,9 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
       let engine = local;
       if (big) {
         try {
-          remote ??= new Engine(await initWorker());
+          // The page's one worker; if the loader ended it (a cancelled job), a new one.
+          const worker = await pageWorker();
+          if (remote?.hs !== worker) remote = new Engine(worker);
           engine = remote;
         } catch (e) {
           onStatus(`Heads: the Web Worker could not start (${e.message}); computing in the page.`);
@@ -1314,10 +1316,8 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
       generation++;
       if (frame) cancelAnimationFrame(frame);
       local.dispose().catch(() => {});
-      if (remote) {
-        const r = remote;
-        r.dispose().finally(() => r.hs.terminate());
-      }
+      // The page's worker is shared: free this view's objects in it, leave it running.
+      remote?.dispose().catch(() => {});
       root.replaceChildren();
     },
   };

@@ -6,7 +6,8 @@
 // A load is a job of stages (reading, parsing, loading the weights, computing, checking), shown
 // with the elapsed time while it runs and cancellable at any stage. Only the newest job may show
 // anything: a new load cancels the running one, and a cancelled job's late results are dropped.
-import { HeadscopeError, initWorker } from '../lib/index.js';
+import { HeadscopeError } from '../lib/index.js';
+import { endPageWorker, pageWorker, pageWorkerStarted } from './page-worker.js';
 import { compareWithExpected, parseCase } from '../lib/case.js';
 import { seedWorkedExample } from '../lib/examples.js';
 import { stateFromCase } from './walkthrough-model.js';
@@ -118,7 +119,6 @@ function nextPaint() {
 export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }) {
   // The Web Worker for large cases, started on first use. A cancelled job terminates it (the only
   // way to stop a forward pass in progress); the next large case starts a fresh one.
-  let workerPromise = null;
   let job = null;  // the running job, or null
   let ticker = 0;
 
@@ -178,20 +178,6 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
   const controls = el('div', 'hs-controls');
   controls.append(exampleButton, download);
   root.replaceChildren(intro, drop, controls, progress, error, summary, actions);
-
-  function getWorker() {
-    workerPromise ??= initWorker().catch((e) => {
-      workerPromise = null;  // a failed start is not kept: the next large case tries again
-      throw e;
-    });
-    return workerPromise;
-  }
-
-  function endWorker() {
-    const w = workerPromise;
-    workerPromise = null;
-    w?.then((remote) => remote.terminate(), () => {});
-  }
 
   function showElapsed() {
     if (job) elapsed.textContent = formatSeconds(performance.now() - job.started);
@@ -255,7 +241,7 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
     job = null;
     clearInterval(ticker);
     // A forward pass in the worker cannot be interrupted, only ended with its worker.
-    if (current.usesWorker) endWorker();
+    if (current.usesWorker) endPageWorker();
     if (replaced) return;
     const after = formatSeconds(performance.now() - current.started);
     const stage = STAGES.find((s) => s.id === current.stage)?.label.toLowerCase() ?? 'starting';
@@ -276,8 +262,8 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
     let engine = hs;
     if (!onMain) {
       current.usesWorker = true;
-      if (workerPromise === null) await enter(current, 'weights', ' (starting the worker)');
-      engine = await getWorker();
+      if (!pageWorkerStarted()) await enter(current, 'weights', ' (starting the worker)');
+      engine = await pageWorker();
     }
     await enter(current, 'weights');
     const mha = await engine.createMultiheadAttention(c.config);
@@ -316,8 +302,9 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
           : `Differs from the file's expected values: ${check.detail}`);
       }
       // The walkthrough's own rule decides (stateFromCase), so this offer and what the
-      // walkthrough accepts never disagree.
-      const walkthrough = stateFromCase(text);
+      // walkthrough accepts never disagree. The case is parsed once: parseCase, stateFromCase and
+      // the views' loadCase take the parsed case as it is.
+      const walkthrough = stateFromCase(c);
       if (current !== job) throw CANCELLED;
       endStage(current);
       lines.push(`Time: ${current.times.map(([id, t]) => `${STAGES.find((s) => s.id === id).label.toLowerCase()} ` +
@@ -326,12 +313,12 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
       for (const line of lines) summary.append(el('p', '', line));
       const toHeads = el('button', 'hs-primary', 'Show in the Heads view');
       toHeads.type = 'button';
-      toHeads.addEventListener('click', () => onCase(text, { target: 'heads' }));
+      toHeads.addEventListener('click', () => onCase(c, { target: 'heads' }));
       actions.append(toHeads);
       if (walkthrough.state) {
         const toWalk = el('button', '', 'Show in the Walkthrough');
         toWalk.type = 'button';
-        toWalk.addEventListener('click', () => onCase(text, { target: 'walkthrough' }));
+        toWalk.addEventListener('click', () => onCase(c, { target: 'walkthrough' }));
         actions.append(toWalk);
       } else {
         actions.append(el('span', 'hs-note', walkthrough.reason));
@@ -341,7 +328,7 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
       // A cancelled job's failures (DISPOSED from the ended worker, say) are not news.
       if (e === CANCELLED || current !== job) return;
       // INTERNAL from the worker means it died (out of memory, say): the next case gets a new one.
-      if (current.usesWorker && e?.code === 'INTERNAL') endWorker();
+      if (current.usesWorker && e?.code === 'INTERNAL') endPageWorker();
       const message = e instanceof HeadscopeError ? `${e.code}: ${e.message}` : String(e?.message ?? e);
       error.textContent = `Could not load ${fileName}: ${message}`;
       onStatus(`Could not load ${fileName}.`);
@@ -413,7 +400,7 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
     destroy() {
       if (job) cancel({ replaced: true });
       URL.revokeObjectURL(download.href);
-      endWorker();
+      endPageWorker();
     },
   };
 }

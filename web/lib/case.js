@@ -500,7 +500,15 @@ const mask = (value, path) => asParseError(() => toMask(value, path, { nonFinite
  * Parses a case document (an object or JSON text) into the arguments of createMultiheadAttention,
  * loadStateDict and forward, plus `expected` ({ output, weights } tensors, or null).
  */
+// parseCase's own results, so that a parsed case handed on (the page parses a loaded file
+// once and gives the result to every view) is not parsed again. Private to this module: nothing
+// else can mark an object, and a marked object is only what this function returned.
+const parsedCases = new WeakSet();
+
 export function parseCase(caseDocument, { maxInputBytes = MAX_CASE_BYTES } = {}) {
+  if (caseDocument !== null && typeof caseDocument === 'object' && parsedCases.has(caseDocument)) {
+    return caseDocument;
+  }
   let doc = caseDocument;
   if (typeof doc === 'string' || doc instanceof Uint8Array || doc instanceof ArrayBuffer) {
     doc = parseJsonText(doc, maxInputBytes);
@@ -578,7 +586,9 @@ export function parseCase(caseDocument, { maxInputBytes = MAX_CASE_BYTES } = {})
       weights: e.weights == null ? null : tensor(e.weights, 'expected.weights'),
     };
   }
-  return { name: doc.name ?? null, config, stateDict, query, key, value, options, expected };
+  const parsed = { name: doc.name ?? null, config, stateDict, query, key, value, options, expected };
+  parsedCases.add(parsed);
+  return parsed;
 }
 
 function compareTensor(name, got, want, tolerance, result) {
