@@ -1,6 +1,6 @@
 // libFuzzer harness for the C++ API: MultiheadAttention::Create / SetParameter / Forward / Trace
-// against ReferenceForward (Eigen) on configs, state_dicts, shapes, masks and options decoded from
-// the fuzzer's bytes, valid and invalid alike.
+// against ReferenceForward (Eigen) on configs, state_dicts, shapes, masks and options (head_gates
+// included) decoded from the fuzzer's bytes, valid and invalid alike.
 //
 // Invariants (a violation aborts, so libFuzzer reports it with the input):
 //   - nothing crashes, leaks or hits undefined behaviour (ASan, LSan, UBSan);
@@ -102,6 +102,17 @@ class Values {
       x = static_cast<float>(static_cast<int8_t>(b) >> 2) * 0.25f;  // [-8, 8)
     }
     mag_->Mask(x);
+    return x;
+  }
+  // A head gate: a multiple of 1/64 in [-2, 2), or 0, 0.5, 1 (and NaN, +-inf with specials).
+  // Noted like a bias (a mask entry's -inf would not count): a non-finite gate makes non-finite
+  // outputs legitimate, and a gate's size enters the bound on the output like a bias's.
+  float Gate() {
+    const uint8_t b = fdp_->ConsumeIntegral<uint8_t>();
+    static const float kGates[] = {0.0f, 0.5f, 1.0f, kNaN, kInf, -kInf};
+    const float x = b >= 250 ? kGates[(b - 250) % (specials_ ? 6 : 3)]
+                             : static_cast<float>(static_cast<int8_t>(b)) / 64.0f;
+    mag_->Bias(x);
     return x;
   }
   uint8_t BoolMask() {  // odd bytes block, with their own value (nonzero = true, not just 1)
@@ -361,6 +372,7 @@ bool LoadStateDict(FuzzedDataProvider& fdp, Values& values, const Loader& loader
 struct Call {
   std::vector<float> q, k, v, kpm_f, attn_f;
   std::vector<uint8_t> kpm_b, attn_b;
+  std::vector<float> gates;  // head_gates (not in the case format: CaseJson leaves them out)
   TensorView query, key, value;
   ForwardOptions options;
   bool valid = true;          // every argument valid by construction
@@ -640,6 +652,29 @@ void DrawCall(FuzzedDataProvider& fdp, Values& values, const MhaConfig& c, Call*
       call->valid = false;
       call->definitely_invalid = true;
       call->description += " attn_mask one entry not causal";
+    }
+  }
+
+  // head_gates: mostly none; else one per head (Values::Gate), or a wrong count, a wrong rank or
+  // null data (refused by both paths).
+  const int gates_kind = fdp.ConsumeIntegralInRange<int>(0, 11);
+  if (gates_kind >= 8) {
+    const bool fits = H <= kMaxFilled;
+    const int broken = gates_kind == 11 ? fdp.ConsumeIntegralInRange<int>(0, 2) : -1;
+    Shape shape{H};
+    if (broken == 0) shape = Shape{H + (fdp.ConsumeBool() ? 1 : -1)};
+    if (broken == 1) shape = Shape{1, H};
+    const int64_t n = shape.NumElements();
+    call->gates.resize(fits && n > 0 ? static_cast<size_t>(n) : 0);
+    for (float& g : call->gates) g = values.Gate();
+    const bool null_data = broken == 2 && !call->gates.empty();
+    o.head_gates = {null_data ? nullptr : call->gates.data(), shape, call->gates.size()};
+    if (broken >= 0 || !fits) {
+      call->valid = false;
+      call->definitely_invalid = true;
+      call->description += " head_gates broken " + Str(broken);
+    } else {
+      call->description += " head_gates";
     }
   }
 

@@ -869,6 +869,78 @@ CASES = [
 
 
 # ----------------------------------------------------------------------------------------------
+# Per-head gates (headscope's ForwardOptions::head_gates / options.headGates; not a torch argument)
+# ----------------------------------------------------------------------------------------------
+# Each case is a plain case document (the parsers know no gates) with the module's own
+# state_dict; its expected values are what real PyTorch gives for the SAME module with head h's
+# columns of out_proj.weight multiplied by gate h (0: zeroed, 0.5: halved), which is what a gate
+# means. The gates are listed in gates/head_gates.txt beside the files ("name g_0 ... g_H-1");
+# golden_test.cc and tests/js/gates.test.js run each file with them. Finite data, no masks that
+# fully mask a row (torch's NaN rows would hide what the gate does).
+
+GATE_CASES = [
+    dict(name="gates-zero-head1-batched-cross", E=6, H=2, N=2, L=4, S=5, cross=True,
+         gates=[1.0, 0.0], note="gate 0 on head 1 = its out_proj columns zeroed; batched, bias"),
+    dict(name="gates-half-head0-unbatched-no-bias", E=6, H=2, N=None, L=4, bias=False,
+         average=False, gates=[0.5, 1.0],
+         note="gate 0.5 on head 0 = its out_proj columns halved; unbatched, no bias, per-head weights"),
+    dict(name="gates-zero-and-half-batch-first-no-bias", E=6, H=3, N=2, L=3, S=4, cross=True,
+         batch_first=True, bias=False, gates=[0.0, 0.5, 1.0],
+         note="3 heads gated 0, 0.5, 1; batched (batch_first), no bias"),
+    dict(name="gates-half-head1-unbatched-cross", E=8, H=2, N=None, L=3, S=5, cross=True,
+         gates=[1.0, 0.5], note="gate 0.5 on head 1; unbatched cross-attention, bias"),
+    dict(name="gates-zero-head0-causal-kpm", E=8, H=4, N=2, L=5, causal=True, kpm="bool",
+         gates=[0.0, 1.0, 1.0, 0.5], note="gates 0 and 0.5 with causal + padding masks; batched"),
+]
+
+
+def build_gated_case(spec):
+    gates = spec["gates"]
+    case = build_case({k: v for k, v in spec.items() if k != "gates"})
+    cfg, sd, inp = case["config"], case["state_dict"], case["inputs"]
+    H, E = cfg["num_heads"], cfg["embed_dim"]
+    hd = E // H
+    assert len(gates) == H, case["name"]
+    assert not case["_full"].any(), f"{case['name']}: a fully masked row (torch NaN)"
+    edited = dict(sd)
+    w = np.array(sd["out_proj.weight"], dtype=np.float64)
+    for h, g in enumerate(gates):
+        w[:, h * hd:(h + 1) * hd] *= g  # exact: gates are 0, 0.5 or 1
+    edited["out_proj.weight"] = w
+    t_out, t_w, _ = torch_forward(cfg, edited, inp)
+    assert np.isfinite(t_out).all(), case["name"]
+    # The manual forward of the edited module agrees; the gates changed the output but not the
+    # weights (torch's weights of the edited module are the original case's).
+    m_out, m_w, _, _ = manual_forward(cfg, edited, inp)
+    assert np.abs(t_out - m_out).max() <= TOL, case["name"]
+    assert np.abs(t_out - case["_out"]).max() > 1e-3, f"{case['name']}: gates changed nothing"
+    if t_w is not None:
+        assert np.abs(t_w - case["_weights"]).max() <= TOL, case["name"]
+    clean = lambda a: None if a is None else a + 0.0
+    case["expected"] = {"output": clean(t_out), "weights": clean(t_w)}
+    return case, gates
+
+
+def write_gated_cases(out):
+    gdir = os.path.join(out, "gates")
+    os.makedirs(gdir, exist_ok=True)
+    lines = ["# Per-head gates of the cases in this folder (tools/make_golden.py): "
+             "file name, then one gate per head."]
+    rows = []
+    for spec in GATE_CASES:
+        case, gates = build_gated_case(spec)
+        text = render_case(case)
+        json.loads(text)
+        with open(os.path.join(gdir, case["name"] + ".json"), "w", encoding="utf-8",
+                  newline="\n") as f:
+            f.write(text)
+        lines.append(" ".join([case["name"] + ".json"] + [repr(float(g)) for g in gates]))
+        rows.append((case["name"], spec.get("note", ""), gates))
+        print(f"gates/{case['name']:38s} {len(text):7d} B  gates={gates}")
+    with open(os.path.join(gdir, "head_gates.txt"), "w", encoding="utf-8", newline="\n") as f:
+        f.write("\n".join(lines) + "\n")
+    return rows
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -901,13 +973,17 @@ def main():
         print(f"{case['name']:45s} {len(text):7d} B  |out-torch|={diff:.1e} |w-torch|={wdiff:.1e}"
               f"  full rows={n_full}  max|score|={case['_max_score']:.4g}" + ("  (folded)" if folded else ""))
 
-    write_readme(args.out, rows)
+    gate_rows = write_gated_cases(args.out)
+    write_readme(args.out, rows, gate_rows)
     stale = sorted(set(f for f in os.listdir(args.out) if f.endswith(".json"))
                    - {n + ".json" for n in names})
     if stale:
         print("warning: JSON files in", args.out, "that this script did not write:", ", ".join(stale))
     digest = hashlib.sha256()
-    for fn in sorted(os.listdir(args.out)):
+    for fn in sorted(os.listdir(args.out)) + sorted("gates/" + g for g in
+                                                    os.listdir(os.path.join(args.out, "gates"))):
+        if os.path.isdir(os.path.join(args.out, fn)):
+            continue
         with open(os.path.join(args.out, fn), "rb") as f:
             digest.update(fn.encode() + b"\0" + f.read())
     print(f"\n{len(CASES)} cases, {total} bytes of JSON; worst |manual - torch| = {worst:.2e}")
@@ -915,7 +991,7 @@ def main():
     print(f"sha256 of {args.out}: {digest.hexdigest()}")
 
 
-def write_readme(out, rows):
+def write_readme(out, rows, gate_rows):
     lines = [
         "# Golden attention cases",
         "",
@@ -972,6 +1048,23 @@ def write_readme(out, rows):
     ]
     for name, note, n_full in rows:
         lines.append(f"| `{name}` | {note} | {n_full or ''} |")
+    lines += [
+        "",
+        "## Per-head gates (`gates/`)",
+        "",
+        "headscope's `head_gates` (`options.headGates`) is not a torch argument, and the case format",
+        "has no field for it: the files in `gates/` are plain case documents holding the module's own",
+        "`state_dict`, whose `expected` values are real PyTorch's for the same module with head h's",
+        "columns of `out_proj.weight` multiplied by gate h (0 zeroes them, 0.5 halves them).",
+        "`gates/head_gates.txt` lists each file's gates (one per head); `tests/cpp/golden_test.cc`",
+        "and `tests/js/gates.test.js` run every file with them. They sit in a folder of their own",
+        "because without their gates they would not match.",
+        "",
+        "| case | covers | gates |",
+        "| --- | --- | --- |",
+    ]
+    for name, note, gates in gate_rows:
+        lines.append(f"| `gates/{name}` | {note} | {', '.join(repr(float(g)) for g in gates)} |")
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8", newline="\n") as f:
         f.write("\n".join(lines) + "\n")
 

@@ -33,8 +33,9 @@ enum TensorWord : int { kAddressWord = 0, kTypeWord = 1, kRankWord = 2, kDimsWor
 enum : uint32_t { kNone = 0, kBool = 1, kFloat = 2 };
 
 // Call block: these tensors in this order, then one word of flags.
-constexpr const char* kCallSlots[] = {"query", "key", "value", "keyPaddingMask", "attnMask"};
-enum CallSlot : int { kQuery, kKey, kValue, kKeyPaddingMask, kAttnMask, kCallTensors };
+constexpr const char* kCallSlots[] = {"query",    "key",      "value",
+                                      "keyPaddingMask", "attnMask", "headGates"};
+enum CallSlot : int { kQuery, kKey, kValue, kKeyPaddingMask, kAttnMask, kHeadGates, kCallTensors };
 static_assert(sizeof(kCallSlots) / sizeof(kCallSlots[0]) == kCallTensors);
 // setParameter() reads its tensor from this slot.
 constexpr int kParameterSlot = kQuery;
@@ -335,6 +336,8 @@ class Handle {
     ForwardOptions o;
     o.key_padding_mask = ReadMask(Slot(kKeyPaddingMask));
     o.attn_mask = ReadMask(Slot(kAttnMask));
+    // An empty slot reads as an empty view: no gates, no multiply.
+    if (Slot(kHeadGates)[kTypeWord] != kNone) o.head_gates = ReadTensor(Slot(kHeadGates));
     const uint32_t flags = call_[kFlagsWord];
     o.need_weights = flags & kNeedWeights;
     o.average_attn_weights = flags & kAverageWeights;

@@ -21,7 +21,8 @@ struct MhaConfig {
   bool batch_first = false;
   // Room to grow without a rewrite: grouped-query attention adds `num_kv_heads` (K/V projections
   // of num_kv_heads * head_dim rows, head h reading K/V head h / (num_heads / num_kv_heads));
-  // positional biases and per-head gates are ForwardOptions, applied where masks are.
+  // positional biases are ForwardOptions, applied where masks are (per-head gates, also a
+  // ForwardOptions, where each head's output is written).
 
   int64_t key_dim() const { return kdim > 0 ? kdim : embed_dim; }
   int64_t value_dim() const { return vdim > 0 ? vdim : embed_dim; }
@@ -44,6 +45,11 @@ struct ForwardOptions {
   bool is_causal = false;  // causal mask (key j > query i blocked); attn_mask, if given, must be it
   bool need_weights = true;
   bool average_attn_weights = true;  // (N, L, S') averaged, else (N, num_heads, L, S')
+  // (num_heads) or empty (every gate 1). Not a PyTorch argument: head h's output (weights x V,
+  // its columns of the concatenation) is multiplied by head_gates[h] before out_proj, which is
+  // what zeroing (gate 0) or scaling head h's columns of out_proj.weight computes. The attention
+  // weights are not gated. One gate per head for every batch element.
+  TensorView head_gates;
 };
 
 }  // namespace headscope

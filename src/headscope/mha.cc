@@ -186,8 +186,9 @@ void PrepareMasks(const CallPlan& p, const ForwardOptions& options, AttentionAct
   mods->causal = p.causal;
 }
 
-// Every head's scores, softmax and weights x V into the concatenation (kernels/attention.h);
-// per-head or averaged weights and the trace's scores where asked for.
+// Every head's scores, softmax and weights x V into the concatenation (kernels/attention.h),
+// times the head's gate when gates were given; per-head or averaged weights and the trace's
+// scores where asked for.
 void AttendHeads(const CallPlan& p, const AttentionActivations& a, float* weights,
                  bool average_weights, float* trace_scores, AttentionArgs* args) {
   args->q = a.q;
@@ -197,6 +198,7 @@ void AttendHeads(const CallPlan& p, const AttentionActivations& a, float* weight
   args->out.weights = weights;
   args->out.average_weights = average_weights;
   args->out.scores = trace_scores;
+  args->out.head_gates = p.head_gates;
   if (p.q_len > 0) Attention(*args, a.attention_scratch);
 }
 

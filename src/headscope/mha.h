@@ -48,8 +48,8 @@ struct AttentionTrace {
   TraceTensor v;             // [N, H, S', hd]
   TraceTensor scores;        // [N, H, L, S']   QK^T / sqrt(hd) + masks; -inf where blocked
   TraceTensor weights;       // [N, H, L, S']   softmax(scores); zero rows where fully masked
-  TraceTensor head_outputs;  // [N, H, L, hd]   weights x V
-  TraceTensor concat;        // [N, L, E]       heads side by side
+  TraceTensor head_outputs;  // [N, H, L, hd]   weights x V, times head_gates[h] if given
+  TraceTensor concat;        // [N, L, E]       heads side by side (gated: what out_proj sees)
   TraceTensor output;        // query's layout  concat x W_O^T + b_O
 };
 

@@ -255,6 +255,22 @@ Status PlanCall(const MhaConfig& c, const TensorView& query, const TensorView& k
   }
   p.causal = opt.is_causal;
 
+  // head_gates: (num_heads), one per head, the same for every batch element.
+  const TensorView& gates = opt.head_gates;
+  if (gates.present()) {
+    if (gates.shape.rank != 1) {
+      return ShapeMismatch("head_gates: expected a 1-D tensor of " + Str(H) +
+                           " numbers (one per head, shape (num_heads) = [" + Str(H) +
+                           "]), got shape " + gates.shape.ToString());
+    }
+    HEADSCOPE_RETURN_IF_ERROR(CheckData("head_gates", gates.shape, gates.data, gates.size));
+    if (gates.shape[0] != H) {
+      return ShapeMismatch("head_gates: expected " + Str(H) + " numbers (one per head), got " +
+                           Str(gates.shape[0]));
+    }
+    p.head_gates = gates.data;
+  }
+
   if (opt.need_weights) {
     const int64_t Sp = static_cast<int64_t>(p.kv_total);
     if (opt.average_attn_weights) {

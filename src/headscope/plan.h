@@ -39,6 +39,7 @@ struct CallPlan {
   bool attn_mask_per_head = false;
   MaskType key_padding_type = MaskType::kNone;
   bool causal = false;
+  const float* head_gates = nullptr;  // [H] after validation; null when not given (all 1)
 
   // Buffer sizes in floats, saturating at UINT64_MAX: pass them through AddBytes (which refuses
   // anything over the call limit) before using them as size_t.

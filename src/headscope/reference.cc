@@ -142,6 +142,11 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
       }
     }
 
+    // Gates scale the finished concatenation, as torch's `concat * gates` would: after the
+    // zero-row policy and also when there are no keys at all (0 * NaN gate is NaN there too).
+    for (size_t h = 0; h < H && p.head_gates != nullptr; ++h) {
+      concat.middleCols(h * hd, hd) *= p.head_gates[h];
+    }
     const Matrix y = Linear(concat, w.out_weight(), E, E, w.out_bias());
     for (size_t i = 0; i < L; ++i) {
       for (size_t j = 0; j < E; ++j) result->output[p.output.Row(n, i) + j] = y(i, j);

@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -35,6 +36,7 @@ struct StageCall {
   std::vector<float> q, k, v, attn_mask, kpm;
   bool causal = false, mask_per_head = false, has_attn_mask = false, has_kpm = false;
   bool want_weights = false, average = false, want_scores = false, want_sinks = false;
+  std::vector<float> gates;  // [H] head gates; empty: none (AttentionOutputs::head_gates null)
   std::string description;
 };
 
@@ -115,6 +117,8 @@ StageResult ScalarStage(const StageCall& c) {
                    c.v[n * s.kv_batch_stride + j * s.kv_row_stride + g * hd + x];
           }
           out[x] = masked ? 0.0f : static_cast<float>(acc);  // even where V holds NaN
+          // The gate multiplies the finished output, the zero of a masked row too (NaN gate: NaN).
+          if (!c.gates.empty()) out[x] *= c.gates[h];
         }
       }
     }
@@ -158,6 +162,7 @@ StageResult RunStage(const StageCall& c, size_t workers) {
   a.out.average_weights = c.average;
   a.out.scores = c.want_scores ? r.scores.data() : nullptr;
   a.out.sinks.max_weight = c.want_sinks ? r.max_weight.data() : nullptr;
+  a.out.head_gates = c.gates.empty() ? nullptr : c.gates.data();
   a.workers = workers;
   AlignedBuffer workspace;
   EXPECT_TRUE(workspace.Resize(static_cast<size_t>(AttentionWorkspaceFloats(a)) + 1));
@@ -327,6 +332,44 @@ StageCall DenseCall(size_t N, size_t H, size_t kv_heads, size_t L, size_t S, siz
 
 // Causal calls over several query tiles skip the keys past each tile's last visible key: the
 // skipped keys still get weight 0 and score -inf, and the kept ones match the scalar stage.
+// Gates on every path (small-head, packed, causal tiles, threads): each head's output times its
+// gate, as the scalar stage computes it; weights, scores and sinks exactly the ungated bits.
+TEST(AttentionStage, HeadGatesScaleEachHeadsOutput) {
+  test::ForEachTarget([](const char*) {
+    std::mt19937 rng(29);
+    std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+    for (int draw = 0; draw < 150; ++draw) {
+      StageCall c = Draw(rng);
+      const StageResult ungated = RunStage(c, 1);
+      const float special[] = {0.0f, 0.5f, 1.0f, -1.0f, kInf, kNaN};
+      c.gates.resize(c.shape.heads);
+      for (float& g : c.gates) {
+        g = std::bernoulli_distribution(0.5)(rng) ? special[std::uniform_int_distribution<int>(0, 5)(rng)]
+                                                    : value(rng);
+      }
+      SCOPED_TRACE(c.description + " gated");
+      StageResult first;
+      for (int threads : ThreadCounts()) {
+        SetThreadCount(threads);
+        const StageResult got = RunStage(c, static_cast<size_t>(threads));
+        if (threads == 1) {
+          ExpectMatchesScalar(c, got);
+          ExpectSameBits(got.weights, ungated.weights, "weights (gates must not change them)");
+          ExpectSameBits(got.scores, ungated.scores, "scores");
+          ExpectSameBits(got.max_weight, ungated.max_weight, "max_weight");
+          first = got;
+        } else {
+          ExpectSameBits(got.concat, first.concat, "concat");
+        }
+      }
+      SetThreadCount(1);
+      // All-one gates are a multiply by 1: the ungated bits exactly.
+      std::fill(c.gates.begin(), c.gates.end(), 1.0f);
+      ExpectSameBits(RunStage(c, 1).concat, ungated.concat, "concat with gates of 1");
+    }
+  });
+}
+
 TEST(AttentionStage, CausalTilesSkipInvisibleKeys) {
   std::mt19937 rng(3);
   for (size_t L : {63, 64, 65, 130, 200}) {

@@ -469,6 +469,46 @@ TEST_F(ErrorsTest, KeyPaddingMaskWrongShape) {
   ExpectStillWorks(mha.get());
 }
 
+TEST_F(ErrorsTest, HeadGatesWrongShape) {
+  auto mha = NewModule(BaseConfig());
+  const int64_t H = mha->config().num_heads;
+  const Call batched = MakeCall(mha->config(), &rng_, 2, 3, 5);
+  const std::vector<float> gates(64, 1.0f);
+  ForwardOptions opt;
+  // One too many: the count is what a caller gets wrong, so the message says "one per head".
+  opt.head_gates = {gates.data(), {H + 1}, static_cast<size_t>(H + 1)};
+  Status s = Refuse(mha.get(), batched.query(), batched.key(), batched.value(), opt);
+  EXPECT_EQ(s.code(), StatusCode::kShapeMismatch) << s.ToString();
+  EXPECT_EQ(s.message(), "head_gates: expected " + std::to_string(H) +
+                             " numbers (one per head), got " + std::to_string(H + 1));
+
+  // (N, H) is not a form headscope takes: one gate per head for every batch element.
+  opt.head_gates = {gates.data(), {2, H}, static_cast<size_t>(2 * H)};
+  s = Refuse(mha.get(), batched.query(), batched.key(), batched.value(), opt);
+  EXPECT_EQ(s.code(), StatusCode::kShapeMismatch) << s.ToString();
+  EXPECT_MSG_HAS(s, "head_gates: expected a 1-D tensor of " + std::to_string(H) +
+                        " numbers (one per head, shape (num_heads) = [" + std::to_string(H) +
+                        "]), got shape [2, " + std::to_string(H) + "]");
+
+  // A shape without its data, and data of the wrong size, are refused before anything is read.
+  opt.head_gates = {nullptr, {H}, static_cast<size_t>(H)};
+  s = Refuse(mha.get(), batched.query(), batched.key(), batched.value(), opt);
+  EXPECT_EQ(s.code(), StatusCode::kShapeMismatch) << s.ToString();
+  EXPECT_MSG_HAS(s, "head_gates: data is null");
+  opt.head_gates = {gates.data(), {H}, static_cast<size_t>(H - 1)};
+  s = Refuse(mha.get(), batched.query(), batched.key(), batched.value(), opt);
+  EXPECT_EQ(s.code(), StatusCode::kShapeMismatch) << s.ToString();
+  EXPECT_MSG_HAS(s, "head_gates: shape");
+
+  // The trace validates the same way.
+  AttentionTrace trace;
+  opt.head_gates = {gates.data(), {H + 1}, static_cast<size_t>(H + 1)};
+  s = mha->Trace(batched.query(), batched.key(), batched.value(), opt, &trace);
+  EXPECT_EQ(s.code(), StatusCode::kShapeMismatch) << s.ToString();
+  EXPECT_MSG_HAS(s, "head_gates: expected");
+  ExpectStillWorks(mha.get());
+}
+
 TEST_F(ErrorsTest, AttnMaskWrongShape) {
   auto mha = NewModule(BaseConfig());  // H = 2
   const Call batched = MakeCall(mha->config(), &rng_, 2, 3, 5);

@@ -6,11 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "headscope/case_file.h"
+#include "headscope/reference.h"
 
 namespace headscope {
 namespace {
@@ -117,6 +120,70 @@ TEST(Golden, CoverEveryOption) {
             }),
             0)
       << "a fully masked row";
+}
+
+// Per-head gates (tests/golden/README.md, "Per-head gates"): the case format has no field for
+// them, so gates/ holds plain case documents (the module's own state_dict, expected values from
+// PyTorch with the heads' out_proj columns scaled) and gates/head_gates.txt their gates. Loading
+// the list here keeps both case parsers unaware of an option that is not torch's.
+struct GatedCase {
+  AttentionCase c;
+  std::vector<float> gates;
+};
+
+std::vector<GatedCase> LoadGated() {
+  const std::string dir = std::string(HEADSCOPE_GOLDEN_DIR) + "/gates/";
+  std::ifstream list(dir + "head_gates.txt");
+  EXPECT_TRUE(list.good()) << dir << "head_gates.txt";
+  std::vector<GatedCase> cases;
+  for (std::string line; std::getline(list, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream fields(line);
+    std::string file;
+    fields >> file;
+    GatedCase g;
+    for (float x; fields >> x;) g.gates.push_back(x);
+    std::string text;
+    Status s = ReadTextFile(dir + file, &text);
+    if (s.ok()) s = ParseCase(text, &g.c);
+    EXPECT_TRUE(s.ok()) << file << ": " << s.ToString();
+    EXPECT_EQ(g.gates.size(), static_cast<size_t>(g.c.config.num_heads)) << file;
+    cases.push_back(std::move(g));
+  }
+  return cases;
+}
+
+TEST(Golden, HeadGatesEqualPyTorchWithScaledOutProjColumns) {
+  const std::vector<GatedCase> cases = LoadGated();
+  ASSERT_GE(cases.size(), 5u);
+  bool zero = false, half = false, batched = false, unbatched = false, bias = false,
+       no_bias = false;
+  for (const GatedCase& g : cases) {
+    SCOPED_TRACE(g.c.name);
+    std::unique_ptr<MultiheadAttention> mha;
+    ASSERT_TRUE(BuildModule(g.c, &mha).ok());
+    ForwardOptions opt = g.c.options();
+    opt.head_gates = {g.gates.data(), {g.c.config.num_heads}, g.gates.size()};
+    ForwardResult fast, ref, ungated;
+    ASSERT_TRUE(mha->Forward(g.c.query.view(), g.c.key.view(), g.c.value.view(), opt, &fast).ok());
+    ASSERT_TRUE(ReferenceForward(mha->weights(), g.c.query.view(), g.c.key.view(),
+                                 g.c.value.view(), opt, &ref).ok());
+    for (const ForwardResult* r : {&fast, &ref}) {
+      const CaseComparison cmp = CompareWithExpected(g.c, *r, kTolerance);
+      EXPECT_TRUE(cmp.ok) << (r == &fast ? "fast: " : "reference: ") << cmp.detail;
+    }
+    // Without the gates the case must not match: otherwise it would not test them.
+    ASSERT_TRUE(RunCase(g.c, CasePath::kFast, &ungated).ok());
+    EXPECT_FALSE(CompareWithExpected(g.c, ungated, kTolerance).ok) << "gates change nothing";
+    for (float x : g.gates) {
+      zero |= x == 0.0f;
+      half |= x == 0.5f;
+    }
+    (g.c.query.shape.rank == 3 ? batched : unbatched) = true;
+    (g.c.config.bias ? bias : no_bias) = true;
+  }
+  EXPECT_TRUE(zero && half && batched && unbatched && bias && no_bias)
+      << "the gated cases cover gate 0, gate 0.5, batched, unbatched, with and without bias";
 }
 
 }  // namespace

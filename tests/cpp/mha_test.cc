@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <new>
 #include <random>
@@ -458,6 +459,143 @@ TEST(FastPath, NoAllocationPerCallOnceWarm) {
   EXPECT_EQ(result.output.data(), out);
   EXPECT_EQ(result.weights.data(), weights);
   EXPECT_EQ(mha->workspace_bytes(), workspace);
+}
+
+// ---- Per-head gates (ForwardOptions::head_gates) ----
+
+// Gates drawn after a RandomCall (Draw's stream stays as it was): 0, 0.5, 1, -1, inf, NaN or a
+// random value per head.
+std::vector<float> DrawGates(std::mt19937& rng, size_t heads) {
+  const float special[] = {0.0f, 0.5f, 1.0f, -1.0f, kInf, std::numeric_limits<float>::quiet_NaN()};
+  std::vector<float> gates(heads);
+  for (float& g : gates) {
+    g = std::bernoulli_distribution(0.5)(rng)
+            ? special[std::uniform_int_distribution<int>(0, 5)(rng)]
+            : std::uniform_real_distribution<float>(-2.0f, 2.0f)(rng);
+  }
+  return gates;
+}
+
+TEST(HeadGates, FastPathMatchesReferenceAndLeavesWeightsAlone) {
+  std::mt19937 rng(2027);
+  for (int iteration = 0; iteration < 300; ++iteration) {
+    RandomCall c;
+    Draw(rng, &c);
+    const std::vector<float> gates = DrawGates(rng, static_cast<size_t>(c.config.num_heads));
+    SCOPED_TRACE("iteration " + std::to_string(iteration) + ": " + c.description);
+    ForwardResult ungated;
+    ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), c.options, &ungated).ok());
+    c.options.head_gates = {gates.data(), {c.config.num_heads}, gates.size()};
+    ForwardResult fast, ref;
+    Status s = c.mha->Forward(c.q(), c.k(), c.v(), c.options, &fast);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    s = ReferenceForward(c.mha->weights(), c.q(), c.k(), c.v(), c.options, &ref);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ExpectSameResult(fast, ref, 2e-5, c.description);
+    // Gates scale the heads' outputs, never the attention weights.
+    ASSERT_EQ(fast.weights.size(), ungated.weights.size());
+    if (fast.has_weights() && fast.weights.size() > 0) {
+      EXPECT_EQ(std::memcmp(fast.weights.data(), ungated.weights.data(),
+                            fast.weights.size() * sizeof(float)), 0);
+    }
+  }
+}
+
+TEST(HeadGates, OnesAreBitIdenticalToNoGates) {
+  std::mt19937 rng(2028);
+  for (int iteration = 0; iteration < 100; ++iteration) {
+    RandomCall c;
+    Draw(rng, &c);
+    SCOPED_TRACE(c.description);
+    ForwardResult ungated, gated;
+    ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), c.options, &ungated).ok());
+    const std::vector<float> ones(static_cast<size_t>(c.config.num_heads), 1.0f);
+    c.options.head_gates = {ones.data(), {c.config.num_heads}, ones.size()};
+    ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), c.options, &gated).ok());
+    ASSERT_EQ(gated.output.size(), ungated.output.size());
+    if (gated.output.size() > 0) {
+      EXPECT_EQ(std::memcmp(gated.output.data(), ungated.output.data(),
+                            gated.output.size() * sizeof(float)), 0);
+    }
+  }
+}
+
+// What the gate means: 0 is head h's columns of out_proj.weight zeroed, 0.5 those columns
+// halved, in one module instead of a weight-edited second one. On the small-head path, the packed
+// path (hd 24, 40 keys) and, in the threaded build, threads (a call big enough to use them).
+TEST(HeadGates, EqualScalingTheHeadsColumnsOfOutProj) {
+  struct Case { int64_t heads, hd, L, S, N; };
+  for (const Case& k : {Case{2, 2, 3, 3, 1}, Case{3, 24, 9, 40, 2}, Case{4, 32, 70, 70, 2}}) {
+    for (float gate : {0.0f, 0.5f}) {
+      for (int64_t head = 0; head < k.heads; ++head) {
+        SCOPED_TRACE("H=" + std::to_string(k.heads) + " hd=" + std::to_string(k.hd) + " gate " +
+                     std::to_string(gate) + " on head " + std::to_string(head));
+        std::mt19937 rng(31);
+        MhaConfig cfg;
+        cfg.num_heads = k.heads;
+        cfg.embed_dim = k.heads * k.hd;
+        const int64_t E = cfg.embed_dim;
+        std::unique_ptr<MultiheadAttention> gated, edited;
+        ASSERT_TRUE(MultiheadAttention::Create(cfg, &gated).ok());
+        ASSERT_TRUE(MultiheadAttention::Create(cfg, &edited).ok());
+        std::mt19937 rng_copy = rng;
+        test::LoadRandomWeights(gated.get(), &rng);
+        test::LoadRandomWeights(edited.get(), &rng_copy);
+        std::vector<float> wo(gated->weights().out_weight(),
+                              gated->weights().out_weight() + E * E);
+        for (int64_t row = 0; row < E; ++row) {
+          for (int64_t col = head * k.hd; col < (head + 1) * k.hd; ++col) wo[row * E + col] *= gate;
+        }
+        ASSERT_TRUE(edited->SetParameter("out_proj.weight", {wo.data(), {E, E}, wo.size()}).ok());
+        const std::vector<float> x = test::RandomVector(&rng, k.L * k.N * E);
+        const std::vector<float> y = test::RandomVector(&rng, k.S * k.N * E);
+        const TensorView q{x.data(), {k.L, k.N, E}, x.size()}, kv{y.data(), {k.S, k.N, E}, y.size()};
+        std::vector<float> gates(k.heads, 1.0f);
+        gates[head] = gate;
+        ForwardOptions opt;
+        ForwardResult want, got;
+        ASSERT_TRUE(edited->Forward(q, kv, kv, opt, &want).ok());
+        opt.head_gates = {gates.data(), {k.heads}, gates.size()};
+        ASSERT_TRUE(gated->Forward(q, kv, kv, opt, &got).ok());
+        ExpectSameResult(got, want, 1e-6, "gated vs edited out_proj");
+      }
+    }
+  }
+}
+
+// The trace shows what out_proj sees: head_outputs and concat are gated, scores and weights not.
+TEST(HeadGates, TraceHoldsGatedHeadOutputs) {
+  std::mt19937 rng(2029);
+  for (int iteration = 0; iteration < 40; ++iteration) {
+    RandomCall c;
+    Draw(rng, &c);
+    SCOPED_TRACE(c.description);
+    const size_t H = static_cast<size_t>(c.config.num_heads);
+    const std::vector<float> gates = DrawGates(rng, H);
+    AttentionTrace plain, gated;
+    ASSERT_TRUE(c.mha->Trace(c.q(), c.k(), c.v(), c.options, &plain).ok());
+    c.options.head_gates = {gates.data(), {c.config.num_heads}, gates.size()};
+    ASSERT_TRUE(c.mha->Trace(c.q(), c.k(), c.v(), c.options, &gated).ok());
+    ForwardResult f;
+    ForwardOptions per_head = c.options;
+    per_head.need_weights = true;
+    per_head.average_attn_weights = false;
+    ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), per_head, &f).ok());
+    EXPECT_EQ(test::RelativeError(gated.output.data.data(), f.output.data(), f.output.size()), 0.0);
+    EXPECT_EQ(test::RelativeError(gated.weights.data.data(), plain.weights.data.data(),
+                                  plain.weights.data.size()), 0.0);
+    EXPECT_EQ(test::RelativeError(gated.scores.data.data(), plain.scores.data.data(),
+                                  plain.scores.data.size()), 0.0);
+    const Shape& shape = plain.head_outputs.shape;  // [N,] H, L, hd
+    const size_t per_head_floats =
+        static_cast<size_t>(shape[shape.rank - 2] * shape[shape.rank - 1]);
+    for (size_t x = 0; x < plain.head_outputs.data.size(); ++x) {
+      const size_t h = (x / per_head_floats) % H;  // the head element x belongs to
+      const float want = plain.head_outputs.data[x] * gates[h];
+      const float got = gated.head_outputs.data[x];
+      EXPECT_TRUE(got == want || (std::isnan(got) && std::isnan(want))) << x;
+    }
+  }
 }
 
 // Recomputes each stage of a trace from the previous one with plain loops.

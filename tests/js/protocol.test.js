@@ -12,7 +12,7 @@ const hs = await init();
 
 test('every call slot, its type, rank, dims, count and data, and the flags reach C++ as JS wrote them', () => {
   const P = hs._protocol;
-  assert.deepEqual(Object.keys(P.slot), ['query', 'key', 'value', 'keyPaddingMask', 'attnMask']);
+  assert.deepEqual(Object.keys(P.slot), ['query', 'key', 'value', 'keyPaddingMask', 'attnMask', 'headGates']);
   const mha = hs.createMultiheadAttention({ embedDim: 4, numHeads: 2 });
   // A distinct tensor per slot: ranks 1 to 4, float and bool, different counts.
   const tensors = [
@@ -21,7 +21,10 @@ test('every call slot, its type, rank, dims, count and data, and the flags reach
     { data: Float32Array.from({ length: 16 }, (_, i) => i * i), shape: [1, 2, 2, 4], count: 16, type: 'float' },
     { data: Uint8Array.from([1, 0, 1, 1, 0, 0]), shape: [2, 3], count: 6, type: 'bool' },
     { data: Float32Array.from({ length: 9 }, (_, i) => (i % 2 ? -Infinity : 0)), shape: [3, 3], count: 9, type: 'float' },
+    // headGates: one float per head.
+    { data: Float32Array.from([0.5, NaN, 0]), shape: [3], count: 3, type: 'float' },
   ];
+  assert.equal(tensors.length, P.callSlots, 'a tensor for every slot');
   for (const flags of [0, P.flags.needWeights, P.flags.averageWeights | P.flags.isCausal,
     P.flags.needWeights | P.flags.averageWeights | P.flags.isCausal]) {
     for (let empty = -1; empty < tensors.length; empty++) {
@@ -57,6 +60,8 @@ test('a module that describes another protocol is refused with LOAD_ERROR', () =
   const variants = [
     { ...real, version: 2 },
     { ...real, callSlots: ['key', 'query', 'value', 'keyPaddingMask', 'attnMask'] },
+    // A module without the headGates slot (built before gates) is refused, not given gates it ignores.
+    { ...real, callSlots: ['query', 'key', 'value', 'keyPaddingMask', 'attnMask'] },
     { ...real, forwardResults: ['weights', 'output'] },
     { ...real, flags: { needWeights: 1 } },
     { ...real, parameterSlot: 'bias' },

@@ -44,7 +44,11 @@ export async function example(doc: CaseDocument): Promise<number> {
   const reused = new Float32Array(12);
   const into: Float32Array = mha.forward(x, x, x, { out: reused, needWeights: false }).output.data;
   void into;
-  const trace: AttentionTrace = mha.trace(x, x, x);
+  const trace: AttentionTrace = mha.trace(x, x, x, { headGates: [1, 0] });
+  mha.forward(x, x, x, { headGates: new Float32Array([0.5, 1]) });
+  mha.forward(x, x, x, { headGates: { data: new Float32Array(2), shape: [2] }, needWeights: false });
+  // @ts-expect-error gates are numbers
+  mha.forward(x, x, x, { headGates: [true, false] });
   const scores: Tensor = trace.scores;
   const headOutputs: Float32Array = trace.headOutputs.data;
   const config = mha.config;

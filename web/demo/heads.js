@@ -1,8 +1,9 @@
 // The Heads view: what many heads see in a real sentence or log line.
 //
 // Text -> tokens -> deterministic features -> a layer whose heads were built to mean something
-// (transforms.js), run by the engine: mha.trace() gives every head's weights, forward() on a copy
-// with some heads' output columns zeroed gives the ablated output and PyTorch's averaged weights.
+// (transforms.js), run by the engine: mha.trace() gives every head's weights, forward() of the same
+// module with the switched-off heads' gates at 0 (options.headGates) gives the ablated output and
+// PyTorch's averaged weights.
 // Nothing here computes attention. The views are render(data, state, root) functions over one
 // state object; user text reaches the page only through textContent.
 //
@@ -106,14 +107,15 @@ class Engine {
   }
 
   /**
-   * trace() of the full layer and forward() of the ablated one (same weights, switched-off heads'
-   * out_proj columns zeroed): every head's weights, the output both ways, PyTorch's average.
+   * trace() of the layer and forward() of the same module with `headGates` (0 for a switched-off
+   * head, which is its out_proj columns zeroed; null: every head on): every head's weights, the
+   * output both ways, PyTorch's average (gates do not change the weights).
    */
-  async run({ config, stateDict, ablatedStateDict, query, key, value, options, trace = null }) {
-    const full = trace ?? await (await this.module('full', config, stateDict)).trace(query, key, value, options);
-    const ablated = await this.module('ablated', config, ablatedStateDict);
-    const averaged = await ablated.forward(query, key, value,
-      { ...options, needWeights: true, averageAttnWeights: true });
+  async run({ config, stateDict, headGates = null, query, key, value, options, trace = null }) {
+    const mha = await this.module('full', config, stateDict);
+    const full = trace ?? await mha.trace(query, key, value, options);
+    const averaged = await mha.forward(query, key, value,
+      { ...options, headGates, needWeights: true, averageAttnWeights: true });
     return { trace: full, ablatedOutput: averaged.output, average: averaged.weights };
   }
 
@@ -1126,15 +1128,10 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
     return { key, sd };
   }
 
-  function ablatedFor(key, sd, embedDim, numHeads) {
-    if (state.ablated.size === 0) return sd;
-    const k = `${key}|off:${[...state.ablated].sort((a, b) => a - b)}`;
-    let off = stateDicts.get(k);
-    if (off === undefined) {
-      off = T.ablateStateDict(sd, { embedDim, numHeads, ablated: state.ablated });
-      stateDicts.set(k, off);
-    }
-    return off;
+  // One gate per head: 0 for the switched-off ones; null when every head is on.
+  function headGatesFor(numHeads) {
+    if (state.ablated.size === 0) return null;
+    return Array.from({ length: numHeads }, (_, h) => (state.ablated.has(h) ? 0 : 1));
   }
 
   async function update() {
@@ -1166,13 +1163,13 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
     const x = T.embed(tokens, { embedDim: EMBED_DIM });
     layout = x.layout;
     const L = tokens.length;
-    const { key, sd } = stateDictFor();
+    const { sd } = stateDictFor();
     const options = {
       keyPaddingMask: state.padded.size ? T.keyPaddingMask(L, state.padded) : null,
       attnMask: state.causal ? T.causalMask(L) : null,
     };
     const config = { embedDim: EMBED_DIM, numHeads: state.numHeads };
-    const run = await local.run({ config, stateDict: sd, ablatedStateDict: ablatedFor(key, sd, EMBED_DIM, state.numHeads),
+    const run = await local.run({ config, stateDict: sd, headGates: headGatesFor(state.numHeads),
       query: x, key: x, value: x, options });
     const presets = state.source === 'random' ? Array(state.numHeads).fill('random (PyTorch init)') : state.presets;
     let note = '';
@@ -1200,7 +1197,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
       const sd = parsed.stateDict;
       const run = await engine.run({
         config: parsed.config, stateDict: sd,
-        ablatedStateDict: ablatedFor(`case:${loaded.id}`, sd, dims.E, dims.H),
+        headGates: headGatesFor(dims.H),
         query: parsed.query, key: parsed.key, value: parsed.value,
         options: { keyPaddingMask: parsed.options.keyPaddingMask, attnMask: parsed.options.attnMask,
           isCausal: parsed.options.isCausal ?? false },

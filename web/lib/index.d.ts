@@ -79,6 +79,14 @@ export interface TraceOptions {
   averageAttnWeights?: boolean;
   /** Default false. With attnMask given, it must be the causal mask. */
   isCausal?: boolean;
+  /**
+   * (numHeads): one gate per head, the same for every batch item (default: all 1, no change).
+   * Head h's output (weights x V, its columns of the concatenation) is multiplied by gate h before
+   * out_proj: 0 switches the head off (as zeroing its columns of out_proj.weight would), 0.5
+   * halves it. The attention weights are not gated. NaN/Infinity propagate as in `concat * gates`
+   * (a gate of 0 times a NaN head output is NaN).
+   */
+  headGates?: readonly number[] | Float32Array | { data: Float32Array; shape: readonly number[] } | null;
 }
 
 /** forward()'s keyword arguments. */
@@ -109,9 +117,9 @@ export interface AttentionTrace {
   scores: Tensor;
   /** ([N,] H, L, S): softmax(scores); all-zero rows where every key is masked. */
   weights: Tensor;
-  /** ([N,] H, L, headDim): weights x V. */
+  /** ([N,] H, L, headDim): weights x V, times the head's gate when headGates was given. */
   headOutputs: Tensor;
-  /** ([N,] L, E): the heads side by side. */
+  /** ([N,] L, E): the heads side by side (gated: what out_proj sees). */
   concat: Tensor;
   /** The query's layout: concat x W_O^T + b_O. */
   output: Tensor;

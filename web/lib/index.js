@@ -336,7 +336,7 @@ function removeNewListeners(before) {
 // The call and result blocks' layout is src/bindings/embind.cc's: read from the module
 // (core.protocol()) when it loads, never restated here. The names below are the ones this file
 // fills; a module that describes anything else is refused with LOAD_ERROR.
-const CALL_SLOTS = ['query', 'key', 'value', 'keyPaddingMask', 'attnMask'];
+const CALL_SLOTS = ['query', 'key', 'value', 'keyPaddingMask', 'attnMask', 'headGates'];
 const FLAG_NAMES = ['needWeights', 'averageWeights', 'isCausal'];
 const FORWARD_RESULTS = ['output', 'weights'];
 
@@ -376,6 +376,7 @@ const MAX_CALL_BYTES = 2 ** 32 - 1;
 const JS_NAMES = [
   ['key_padding_mask', 'options.keyPaddingMask'], ['attn_mask', 'options.attnMask'],
   ['is_causal', 'options.isCausal'], ['need_weights', 'options.needWeights'],
+  ['head_gates', 'options.headGates'],
   ['embed_dim', 'embedDim'], ['num_heads', 'numHeads'], ['state_dict', 'stateDict'],
 ];
 // Throws the HeadscopeError of a core status, "CODE\nmessage" (Handle::lastStatus).
@@ -396,7 +397,7 @@ const CONFIG_DEFAULTS = Object.freeze({
 });
 const FORWARD_DEFAULTS = Object.freeze({
   keyPaddingMask: null, attnMask: null, needWeights: true, averageAttnWeights: true,
-  isCausal: false, out: null,
+  isCausal: false, headGates: null, out: null,
 });
 // trace() takes forward()'s options except `out`.
 const TRACE_OPTIONS = Object.freeze(Object.fromEntries(
@@ -431,6 +432,27 @@ function readOptions(options, allowed, name = 'options') {
     }
     return out;
   });
+}
+
+/**
+ * options.headGates read once: null (no gates), or a float snapshot of shape [H] from an array of
+ * numbers, a Float32Array or { data, shape }. JS checks only the kind; the shape (one gate per
+ * head) is C++'s rule (PlanCall), whose message arrives as `options.headGates: expected 2 numbers
+ * (one per head), got 3`.
+ */
+function toHeadGates(value) {
+  if (value === null || value === undefined) return null;
+  const name = 'options.headGates';
+  if (typedArrayName(value) !== undefined) {
+    if (typedArrayName(value) !== 'Float32Array') {
+      fail('INVALID_ARGUMENT', `${name}: expected an array of numbers or a Float32Array (one gate ` +
+        `per head), got ${describe(value)}`);
+    }
+    // As a 1-D { data, shape } tensor: its length is read once, and the snapshot is the fixed
+    // view toFloatTensor takes of any Float32Array (copied into wasm memory by _writeCall).
+    return toFloatTensor({ data: value, shape: [typedArrayLength(value)] }, name);
+  }
+  return toFloatTensor(value, name);
 }
 
 function checkSize(value, name, { optional = false } = {}) {
@@ -818,7 +840,8 @@ class MultiheadAttention {
   /**
    * Every intermediate of one forward pass, per head: q, k, v ([N,] H, L|S, hd), scores (scaled,
    * masked, -inf where blocked), weights (softmax), headOutputs (weights x V), concat ([N,] L, E)
-   * and output. The leading N appears only for batched input.
+   * and output. The leading N appears only for batched input. With options.headGates, headOutputs
+   * and concat are the gated outputs (what out_proj sees); scores and weights are never gated.
    */
   trace(query, key, value, options = {}) {
     MultiheadAttention.check(this, 'trace');
@@ -873,6 +896,7 @@ class MultiheadAttention {
     let isCausal = false;
     let keyPaddingMask = null;
     let attnMask = null;
+    let headGates = null;
     let out = null;
     if (options !== undefined) {
       const given = readOptions(options, allowed);
@@ -885,6 +909,7 @@ class MultiheadAttention {
           case 'isCausal': isCausal = checkBool(v, 'options.isCausal'); break;
           case 'keyPaddingMask': keyPaddingMask = v; break;
           case 'attnMask': attnMask = v; break;
+          case 'headGates': headGates = v; break;
           case 'out':
             if (v !== null) {
               if (typedArrayName(v) !== 'Float32Array') {
@@ -904,6 +929,7 @@ class MultiheadAttention {
     const v = value === query ? q : value === key ? k : toFloatTensor(value, 'value');
     const kpm = toMask(keyPaddingMask, 'options.keyPaddingMask');
     const am = toMask(attnMask, 'options.attnMask');
+    const gates = toHeadGates(headGates);
     const P = this._hs._protocol;
     const flags = (needWeights ? P.flags.needWeights : 0) |
       (averageAttnWeights ? P.flags.averageWeights : 0) | (isCausal ? P.flags.isCausal : 0);
@@ -922,6 +948,7 @@ class MultiheadAttention {
     slots[at.value] = v;
     slots[at.keyPaddingMask] = kpm;
     slots[at.attnMask] = am;
+    slots[at.headGates] = gates;
     this._writeCall(flags);
     return out;
   }

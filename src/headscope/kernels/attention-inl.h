@@ -113,6 +113,18 @@ HWY_INLINE void WeightedSumV(const AttentionArgs& a, const float* weights, size_
   }
 }
 
+// head_out[r, :] *= head_gates[h] for `rows` rows of one head's output (stride q_row_stride): a
+// per-head gate, applied where the head's output is written so nothing downstream changes.
+HWY_INLINE void GateHeadRows(const AttentionArgs& a, size_t h, size_t rows,
+                             float* HWY_RESTRICT head_out) {
+  if (a.out.head_gates == nullptr) return;
+  const float gate = a.out.head_gates[h];
+  for (size_t r = 0; r < rows; ++r) {
+    float* HWY_RESTRICT row = head_out + r * a.shape.q_row_stride;
+    for (size_t x = 0; x < a.shape.head_dim; ++x) row[x] *= gate;
+  }
+}
+
 // Averaged weights: sum over heads as each head finishes, divide once after the last head, as
 // torch's mean does.
 HWY_INLINE void AccumulateAverage(const AttentionArgs& a, size_t n, size_t h, size_t i0,
@@ -226,6 +238,7 @@ HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
           // A fully masked row's output is 0 whatever V holds (NaN/inf in V must not leak in).
           SmallWeightedSum(scores + r * S, row_state[r] == kRowMasked ? 0 : S, v_base + kv_col,
                            s.kv_row_stride, hd, concat_base + (i0 + r) * s.q_row_stride + h * hd);
+          GateHeadRows(a, h, 1, concat_base + (i0 + r) * s.q_row_stride + h * hd);
           WriteRowSinks(a, n, h, i0 + r, scores + r * S, S);
         }
         if (weights != nullptr && a.out.average_weights && h > 0) {
@@ -309,8 +322,9 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
         std::fill(row + keys, row + S, row[0] != row[0] ? row[0] : 0.0f);
       }
     }
-    WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked,
-                 a.out.concat + n * s.q_batch_stride + i0 * s.q_row_stride + h * hd);
+    float* head_out = a.out.concat + n * s.q_batch_stride + i0 * s.q_row_stride + h * hd;
+    WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked, head_out);
+    GateHeadRows(a, h, rows, head_out);
     if (weights != nullptr && a.out.average_weights) AccumulateAverage(a, n, h, i0, rows, scores);
   }
 }

@@ -104,6 +104,10 @@ struct AttentionOutputs {
   float* weights = nullptr;  // optional: [N, H, L, S'], or averaged [N, L, S']
   bool average_weights = false;
   float* scores = nullptr;   // optional (trace): [N, H, L, S'] masked, pre-softmax
+  // Optional [H]: head h's rows of the concatenation are multiplied by head_gates[h] as they are
+  // written (after the zero-row policy, so a gate of NaN makes even a fully masked row NaN, as
+  // torch's `concat * gates` would). null: no multiply at all, the bits of an ungated call.
+  const float* head_gates = nullptr;
   RowSinks sinks;
 };
 
