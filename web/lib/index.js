@@ -734,6 +734,10 @@ class MultiheadAttention {
     this._slots = new Array(slots).fill(null);
     this._offsets = new Array(slots).fill(0);
     this._copies = new Array(slots).fill(false);
+    // Which call-block slots hold a tensor from the last call: an empty slot is cleared only if
+    // it was not empty already (C++ never writes the call block), which saves most calls the
+    // clearing of the mask and gate slots.
+    this._filled = new Array(slots).fill(true);
     this._parameters = new Map(JSON.parse(parameters));
     /** The constructor arguments with PyTorch's defaults filled in. */
     this.config = Object.freeze({ ...config });
@@ -1000,9 +1004,13 @@ class MultiheadAttention {
       const t = slots[i];
       slots[i] = null;  // keep no reference to the caller's data between calls
       if (t === null) {
-        for (let j = 0; j < words; j++) heapU32[w + j] = 0;
+        if (this._filled[i]) {
+          for (let j = 0; j < words; j++) heapU32[w + j] = 0;
+          this._filled[i] = false;
+        }
         continue;
       }
+      this._filled[i] = true;
       const at = base + offsets[i];
       const { data, shape } = t;
       if (copies[i]) {
