@@ -170,18 +170,25 @@ void ExpectSameResult(const ForwardResult& got, const ForwardResult& want, doubl
   }
 }
 
+// One drawn call on the fast path and on the Eigen reference, compared; the fast path's result
+// stays in *fast for further checks.
+void ExpectFastMatchesReference(RandomCall& c, ForwardResult* fast) {
+  ForwardResult ref;
+  Status s = c.mha->Forward(c.q(), c.k(), c.v(), c.options, fast);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  s = ReferenceForward(c.mha->weights(), c.q(), c.k(), c.v(), c.options, &ref);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ExpectSameResult(*fast, ref, 2e-5, c.description);
+}
+
 TEST(FastPathVsReference, RandomShapesAndOptions) {
   std::mt19937 rng(2026);
   for (int iteration = 0; iteration < 400; ++iteration) {
     RandomCall c;
     Draw(rng, &c);
     SCOPED_TRACE("iteration " + std::to_string(iteration) + ": " + c.description);
-    ForwardResult fast, ref;
-    Status s = c.mha->Forward(c.q(), c.k(), c.v(), c.options, &fast);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    s = ReferenceForward(c.mha->weights(), c.q(), c.k(), c.v(), c.options, &ref);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    ExpectSameResult(fast, ref, 2e-5, c.description);
+    ForwardResult fast;
+    ASSERT_NO_FATAL_FAILURE(ExpectFastMatchesReference(c, &fast));
   }
 }
 
@@ -486,12 +493,8 @@ TEST(HeadGates, FastPathMatchesReferenceAndLeavesWeightsAlone) {
     ForwardResult ungated;
     ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), c.options, &ungated).ok());
     c.options.head_gates = {gates.data(), {c.config.num_heads}, gates.size()};
-    ForwardResult fast, ref;
-    Status s = c.mha->Forward(c.q(), c.k(), c.v(), c.options, &fast);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    s = ReferenceForward(c.mha->weights(), c.q(), c.k(), c.v(), c.options, &ref);
-    ASSERT_TRUE(s.ok()) << s.ToString();
-    ExpectSameResult(fast, ref, 2e-5, c.description);
+    ForwardResult fast;
+    ASSERT_NO_FATAL_FAILURE(ExpectFastMatchesReference(c, &fast));
     // Gates scale the heads' outputs, never the attention weights.
     ASSERT_EQ(fast.weights.size(), ungated.weights.size());
     if (fast.has_weights() && fast.weights.size() > 0) {

@@ -244,16 +244,8 @@ async function run(args) {
   bytes = null;
   named(() => checkResultJsonSize(c, maxOutputBytes));
   const { hs } = await headscope();
-  const result = named(() => {
-    // What hs.runCase does, on the case already parsed.
-    const mha = hs.createMultiheadAttention(c.config);
-    try {
-      mha.loadStateDict(c.stateDict);
-      return mha.forward(c.query, c.key, c.value, c.options);
-    } finally {
-      mha.dispose();
-    }
-  });
+  // runCase takes the parsed case as it is (parseCase returns its own results unchanged).
+  const result = named(() => hs.runCase(c));
   await writeResult(result);
   if (!check) return 0;
   if (c.expected === null) {

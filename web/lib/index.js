@@ -13,8 +13,8 @@
 import createHeadscopeCore from './headscope_core.js';
 import { HeadscopeError } from './errors.js';
 import {
-  MAX_DIM, Tensor, describe, describeThrown, readArgument, toFloatTensor, toMask, typedArrayLength,
-  typedArrayName, typedArraySet,
+  MAX_DIM, Tensor, checkTimeoutMs, describe, describeThrown, readArgument, toFloatTensor, toMask,
+  typedArrayLength, typedArrayName, typedArraySet,
 } from './tensor.js';
 import { parseCase, compareWithExpected } from './case.js';
 
@@ -125,11 +125,7 @@ function checkInitOptions(options) {
           break;
         case 'timeoutMs':
           if (v === undefined) break;
-          if (typeof v !== 'number' || !(v > 0) || v > 2 ** 31 - 1) {
-            fail('INVALID_ARGUMENT', `init: options.timeoutMs: expected a number of milliseconds in ` +
-              `(0, ${2 ** 31 - 1}], got ${describe(v)}`);
-          }
-          o.timeoutMs = v;
+          o.timeoutMs = checkTimeoutMs(v, 'init: options.timeoutMs');
           break;
         default:
           fail('INVALID_ARGUMENT', `init: options.${name}: unknown option (expected one of ` +

@@ -121,6 +121,18 @@ export function argumentError(e, name) {
     `(${describeThrown(e)}); expected a plain value`, { cause: e });
 }
 
+// The longest delay setTimeout honours (a larger one fires at once).
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** A timeout option (init's and initWorker's `timeoutMs`): a number of ms in (0, 2^31 - 1]. */
+export function checkTimeoutMs(value, name) {
+  if (typeof value !== 'number' || !(value > 0) || value > MAX_TIMEOUT_MS) {
+    fail('INVALID_ARGUMENT', `${name}: expected a number of milliseconds in (0, ${MAX_TIMEOUT_MS}], ` +
+      `got ${describe(value)}`);
+  }
+  return value;
+}
+
 function fail(code, message) {
   throw new HeadscopeError(code, message);
 }

@@ -13,7 +13,7 @@
 // back as Tensor objects whose buffers were transferred, not copied. Failures reject with the
 // HeadscopeError (same code and message) the call would throw in the calling thread.
 import { HeadscopeError } from './errors.js';
-import { Tensor, describe } from './tensor.js';
+import { Tensor, checkTimeoutMs, describe } from './tensor.js';
 
 const hasGlobalWorker = typeof Worker === 'function';
 
@@ -59,11 +59,7 @@ export async function initWorker(worker, options = {}) {
           '(expected one of timeoutMs)');
       }
       if (v === undefined) continue;
-      if (typeof v !== 'number' || !(v > 0) || v > 2 ** 31 - 1) {
-        throw new HeadscopeError('INVALID_ARGUMENT', 'initWorker: options.timeoutMs: expected a ' +
-          `number of milliseconds in (0, ${2 ** 31 - 1}], got ${describe(v)}`);
-      }
-      timeoutMs = v;
+      timeoutMs = checkTimeoutMs(v, 'initWorker: options.timeoutMs');
     }
   } catch (e) {
     if (e instanceof HeadscopeError) throw e;
