@@ -24,6 +24,7 @@
 // limit (lowered to 64 MiB here, sometimes to a few KiB).
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
@@ -356,11 +357,14 @@ bool LoadStateDict(FuzzedDataProvider& fdp, Values& values, const Loader& loader
           kNames[fdp.ConsumeIntegralInRange<size_t>(0, std::size(kNames) - 1)];
       bool expected = false;
       for (const ParamSpec& s : specs) expected |= name == s.name;
+      // q/k/v_proj_weight are aliases of in_proj_weight's blocks where that exists (loaded
+      // through them, they would change the weights this harness compares with).
+      for (const ParamSpec& s : AliasParams(loader.mha->config())) expected |= name == s.name;
       if (!expected) {
         std::vector<float> data(n, 0.125f);
         loader.ExpectRefused(loader.mha->SetParameter(name, {data.data(), spec.shape, n}),
                              StatusCode::kUnknownParameter,
-                             "unknown key '" + std::string(name) + "'");
+                             "['" + std::string(name) + "']: unknown key for this config");
       }
     }
   }
@@ -549,6 +553,13 @@ void DrawCall(FuzzedDataProvider& fdp, Values& values, const MhaConfig& c, Call*
   ForwardOptions& o = call->options;
   o.need_weights = fdp.ConsumeBool();
   o.average_attn_weights = fdp.ConsumeBool();
+  o.head_stats = fdp.ConsumeIntegralInRange<int>(0, 2) == 0;
+  // Head statistics are (N, H) x 3 floats, whatever L and S: with a huge batch or head count they
+  // can exceed the byte limit on their own (refused before the weights are checked, as outputs).
+  if (o.head_stats && SaturatingProduct({static_cast<uint64_t>(N), static_cast<uint64_t>(H)}) >
+                          static_cast<uint64_t>(kMaxFilled)) {
+    call->absurd = true;
+  }
   o.is_causal = fdp.ConsumeIntegralInRange<int>(0, 4) == 0;
 
   // key_padding_mask: none, bool or float, (N, S) or (S); sometimes broken.
@@ -691,7 +702,55 @@ void DrawCall(FuzzedDataProvider& fdp, Values& values, const MhaConfig& c, Call*
                       (self ? " self" : "") + " kpm=" + Str(kpm_kind) + " attn=" +
                       Str(attn_kind) + " causal=" + Str(o.is_causal) + " need_weights=" +
                       Str(o.need_weights) + " avg=" + Str(o.average_attn_weights) +
-                      (call->absurd ? " absurd" : "") + broken + call->description;
+                      (o.head_stats ? " head_stats" : "") + (call->absurd ? " absurd" : "") + broken + call->description;
+}
+
+// Head statistics of a fast-path call that also returned per-head weights: they must be the
+// statistics of those very weights (mha.h's definitions) computed here in double, to 1e-6 relative
+// plus float32's absolute resolution. Returns what differs, or "".
+std::string HeadStatsMismatch(const ForwardResult& r, const MhaConfig& c) {
+  const HeadStats& s = r.head_stats;
+  const Shape& ws = r.weights_shape;
+  if (!s.present() || ws.rank < 3) return "";
+  const size_t Sp = static_cast<size_t>(ws[ws.rank - 1]), L = static_cast<size_t>(ws[ws.rank - 2]);
+  const size_t S = Sp - (c.add_bias_kv ? 1 : 0) - (c.add_zero_attn ? 1 : 0);
+  const size_t heads = static_cast<size_t>(s.shape.NumElements());
+  if (s.entropy.size() != heads || heads * L * Sp != r.weights.size()) return "head_stats sizes";
+  for (size_t nh = 0; nh < heads; ++nh) {
+    double e = 0, d = 0, m = 0;
+    size_t rows = 0;
+    for (size_t i = 0; i < L; ++i) {
+      const float* w = r.weights.data() + (nh * L + i) * Sp;
+      bool zero = true, nan = false;
+      double re = 0, rd = 0, rm = 0;
+      for (size_t j = 0; j < Sp; ++j) {
+        zero = zero && w[j] == 0.0f;
+        nan = nan || std::isnan(w[j]);
+        if (w[j] > 0) re -= static_cast<double>(w[j]) * std::log(static_cast<double>(w[j]));
+        if (j < S) rd += static_cast<double>(w[j]) * (i > j ? i - j : j - i);
+        rm = std::max(rm, static_cast<double>(w[j]));
+      }
+      if (zero) continue;
+      if (nan) re = rd = rm = std::numeric_limits<double>::quiet_NaN();
+      e += re;
+      d += rd;
+      m += rm;
+      ++rows;
+    }
+    const double want[3] = {rows ? e / rows : NAN, rows ? d / rows : NAN, rows ? m / rows : NAN};
+    const float got[3] = {s.entropy.data()[nh], s.distance.data()[nh], s.max_weight.data()[nh]};
+    const char* names[3] = {"entropy", "distance", "max_weight"};
+    for (int k = 0; k < 3; ++k) {
+      const bool ok = std::isnan(want[k])
+                          ? std::isnan(got[k])
+                          : std::fabs(got[k] - want[k]) <= 1e-6 * std::fabs(want[k]) + 0x1p-147;
+      if (!ok) {
+        return std::string("head_stats.") + names[k] + "[" + std::to_string(nh) + "]: " +
+               std::to_string(got[k]) + " vs float64 " + std::to_string(want[k]);
+      }
+    }
+  }
+  return "";
 }
 
 std::string MaskJson(const MaskView& m) {
@@ -934,6 +993,14 @@ int Run(const uint8_t* data, size_t size) {
       }
       if (fast.has_weights() != call.options.need_weights) {
         fuzz::Fail("mha_fuzzer", "weights returned iff need_weights", ctx);
+      }
+      if (fast.head_stats.present() != call.options.head_stats ||
+          ref.head_stats.shape != fast.head_stats.shape) {
+        fuzz::Fail("mha_fuzzer", "head_stats returned iff asked, in the reference's shape", ctx);
+      }
+      if (call.options.need_weights && !call.options.average_attn_weights) {
+        const std::string stats = HeadStatsMismatch(fast, c);
+        if (!stats.empty()) fuzz::Fail("mha_fuzzer", stats, ctx);
       }
     }
     if (fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {

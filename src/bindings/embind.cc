@@ -9,8 +9,10 @@
 #include <emscripten/emscripten.h>
 #include <malloc.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -43,15 +45,22 @@ enum CallFlag : uint32_t {
   kNeedWeights = 1,
   kAverageWeights = 2,
   kIsCausal = 4,
+  kHeadStats = 8,
 };
 constexpr int kFlagsWord = kCallTensors * kWordsPerTensor;
 constexpr int kCallWords = kFlagsWord + 1;
-// Result block: what forward() and trace() return, in this order.
+// Result block: what forward() and trace() return, in this order; with the kHeadStats flag the
+// three HeadStats tensors follow (forward: slots 2..4, trace: 8..10). A call without it writes
+// only its own slots (forward leaves slots 2..4 as they were): the wrapper reads what it asked for.
 constexpr const char* kForwardResults[] = {"output", "weights"};
 constexpr const char* kTraceResults[] = {"q",       "k",           "v",      "scores",
                                          "weights", "headOutputs", "concat", "output"};
-constexpr int kResultTensors = 8;
-static_assert(sizeof(kTraceResults) / sizeof(kTraceResults[0]) == kResultTensors);
+constexpr const char* kHeadStatsResults[] = {"entropy", "distance", "maxWeight"};
+constexpr int kForwardTensors = 2, kTraceTensors = 8, kHeadStatsTensors = 3;
+static_assert(sizeof(kForwardResults) / sizeof(kForwardResults[0]) == kForwardTensors);
+static_assert(sizeof(kTraceResults) / sizeof(kTraceResults[0]) == kTraceTensors);
+static_assert(sizeof(kHeadStatsResults) / sizeof(kHeadStatsResults[0]) == kHeadStatsTensors);
+constexpr int kResultTensors = kTraceTensors + kHeadStatsTensors;
 constexpr int kResultWords = kResultTensors * kWordsPerTensor;
 
 // Appends `"key":` and a value to a JSON object under construction (kept out of line: a long
@@ -112,9 +121,11 @@ std::string protocol() {
   JsonNumber(&out, "needWeights", kNeedWeights);
   JsonNumber(&out, "averageWeights", kAverageWeights);
   JsonNumber(&out, "isCausal", kIsCausal);
+  JsonNumber(&out, "headStats", kHeadStats);
   out += '}';
   JsonNames(&out, "forwardResults", kForwardResults);
   JsonNames(&out, "traceResults", kTraceResults);
+  JsonNames(&out, "headStatsResults", kHeadStatsResults);
   return out + "}";
 }
 
@@ -154,19 +165,61 @@ void WriteTensor(uint32_t* t, const float* data, const Shape& shape, size_t size
   WriteTensor(t, data, shape, size, kFloat);
 }
 
+// A number as JS prints the ones a config size can be given as (3, -1, 2.5, 0.1, NaN, Infinity),
+// for the message refusing it. Written out rather than with printf/strtod, which would add about
+// 35 KB to the module for this one message: integers below 2^63 exactly, fractions to 9 decimals
+// (trailing zeros cut), larger magnitudes as such.
+std::string JsNumber(double x) {
+  if (x != x) return "NaN";
+  if (x == std::numeric_limits<double>::infinity()) return "Infinity";
+  if (x == -std::numeric_limits<double>::infinity()) return "-Infinity";
+  const double magnitude = x < 0 ? -x : x;
+  if (magnitude >= 9.2e18) return x < 0 ? "a negative number beyond -9.2e18" : "beyond 9.2e18";
+  const int64_t whole = static_cast<int64_t>(x);  // toward zero
+  std::string out = (x < 0 && whole == 0) ? "-0" : std::to_string(whole);
+  double fraction = magnitude - static_cast<double>(whole < 0 ? -whole : whole);
+  if (fraction > 0 && magnitude < 1e15) {
+    int64_t digits = static_cast<int64_t>(std::llround(fraction * 1e9));
+    if (digits > 0 && digits < 1000000000) {
+      std::string text = std::to_string(digits);
+      text.insert(0, 9 - text.size(), '0');
+      while (!text.empty() && text.back() == '0') text.pop_back();
+      out += "." + text;
+    }
+  }
+  return out;
+}
+
+// A config size from JS, any number: C++ owns the rule (an integer in [1, kMaxDim], ValidateConfig),
+// so JS checks only that it is a number. Values ValidateConfig cannot see as int64 (fractions,
+// NaN, infinities, beyond kMaxDim) are refused here with the same words.
+Status ConfigSize(double x, Arg arg, bool optional, int64_t* out) {
+  if (!(x >= 1 && x <= static_cast<double>(kMaxDim) && x == std::floor(x))) {
+    return ArgError(StatusCode::kInvalidArgument, arg,
+                    std::string("expected ") + (optional ? "null (= " : "") +
+                        (optional ? ArgName(Arg::kEmbedDim) : "") + (optional ? ") or " : "") +
+                        "an integer in [1, " + std::to_string(kMaxDim) + "], got number " +
+                        JsNumber(x));
+  }
+  *out = static_cast<int64_t>(x);
+  return Status::Ok();
+}
+
 class Handle {
  public:
-  // Returns 0 or a StatusCode; the message is in lastError().
-  int init(int embed_dim, int num_heads, bool bias, bool add_bias_kv, bool add_zero_attn,
-           int kdim, int vdim, bool batch_first) {
+  // Returns 0 or a StatusCode; the message is in lastStatus(). kdim / vdim only when given
+  // (null means embed_dim).
+  int init(double embed_dim, double num_heads, bool bias, bool add_bias_kv, bool add_zero_attn,
+           bool kdim_given, double kdim, bool vdim_given, double vdim, bool batch_first) {
     MhaConfig c;
-    c.embed_dim = embed_dim;
-    c.num_heads = num_heads;
+    int code = Report(ConfigSize(embed_dim, Arg::kEmbedDim, false, &c.embed_dim));
+    if (code == 0) code = Report(ConfigSize(num_heads, Arg::kNumHeads, false, &c.num_heads));
+    if (code == 0 && kdim_given) code = Report(ConfigSize(kdim, Arg::kKdim, true, &c.kdim));
+    if (code == 0 && vdim_given) code = Report(ConfigSize(vdim, Arg::kVdim, true, &c.vdim));
+    if (code != 0) return code;
     c.bias = bias;
     c.add_bias_kv = add_bias_kv;
     c.add_zero_attn = add_zero_attn;
-    c.kdim = kdim;
-    c.vdim = vdim;
     c.batch_first = batch_first;
     return Report(MultiheadAttention::Create(c, &mha_));
   }
@@ -195,13 +248,8 @@ class Handle {
     int code = Report(MultiheadAttention::Create(mha_->config(), &stage));
     if (code != 0) return code;
     if (keep_loaded) {
-      for (const ParamSpec& p : ExpectedParams(mha_->config())) {
-        if (!mha_->weights().Has(p.param)) continue;
-        const TensorView loaded{mha_->weights().Get(p.param), p.shape,
-                                static_cast<size_t>(p.shape.NumElements())};
-        code = Report(stage->SetParameter(p.name, loaded));
-        if (code != 0) return code;
-      }
+      code = Report(stage->CopyLoadedFrom(*mha_));
+      if (code != 0) return code;
     }
     staging_ = std::move(stage);
     return 0;
@@ -215,9 +263,24 @@ class Handle {
     return Report(target->SetParameter(name, ReadTensor(Slot(kParameterSlot))));
   }
 
-  int loadCommit() {
+  // strict: every key of the config must be loaded (as torch's load_state_dict(strict=True)).
+  int loadCommit(bool strict) {
     if (staging_ == nullptr) {
       return Report(Status(StatusCode::kInvalidArgument, "loadCommit: no load in progress"));
+    }
+    if (strict && !staging_->weights().complete()) {
+      const int code = Report(staging_->weights().CheckComplete());
+      staging_.reset();
+      return code;
+    }
+    // A complete module packs its weights here, so an allocation failure refuses the load (the
+    // live module stays) instead of surfacing at the next forward.
+    if (staging_->weights().complete()) {
+      const int code = Report(staging_->Prepare());
+      if (code != 0) {
+        staging_.reset();
+        return code;
+      }
     }
     mha_ = std::move(staging_);
     return Report(Status::Ok());
@@ -231,8 +294,14 @@ class Handle {
     const int code =
         Report(mha_->Forward(ReadTensor(Slot(kQuery)), ReadTensor(Slot(kKey)),
                              ReadTensor(Slot(kValue)), o, &result_store_));
-    // forward() returns two tensors: only their slots are written (and read by the wrapper).
-    std::memset(result_, 0, 2 * kWordsPerTensor * sizeof(uint32_t));
+    // forward() returns two tensors, and three more with head statistics: only their slots
+    // are written (and read by the wrapper).
+    // (A constant-size clear: inline stores, not a call to memset, on every forward.)
+    std::memset(result_, 0, kForwardTensors * kWordsPerTensor * sizeof(uint32_t));
+    if (o.head_stats) {
+      std::memset(result_ + kForwardTensors * kWordsPerTensor, 0,
+                  kHeadStatsTensors * kWordsPerTensor * sizeof(uint32_t));
+    }
     if (code == 0) {
       WriteTensor(result_, result_store_.output.data(), result_store_.output_shape,
                   result_store_.output.size());
@@ -240,6 +309,7 @@ class Handle {
         WriteTensor(result_ + kWordsPerTensor, result_store_.weights.data(),
                     result_store_.weights_shape, result_store_.weights.size());
       }
+      WriteHeadStats(result_store_.head_stats, result_ + kForwardTensors * kWordsPerTensor);
     }
     return code;
   }
@@ -251,14 +321,15 @@ class Handle {
                            ReadTensor(Slot(kValue)), Options(), &trace_));
     std::memset(result_, 0, sizeof(result_));
     if (code == 0) {
-      TraceTensor* stages[kResultTensors] = {&trace_.q,       &trace_.k,
+      TraceTensor* stages[kTraceTensors] = {&trace_.q,       &trace_.k,
                                              &trace_.v,       &trace_.scores,
                                              &trace_.weights, &trace_.head_outputs,
                                              &trace_.concat,  &trace_.output};
-      for (int i = 0; i < kResultTensors; ++i) {
+      for (int i = 0; i < kTraceTensors; ++i) {
         WriteTensor(result_ + i * kWordsPerTensor, stages[i]->data.data(), stages[i]->shape,
                     stages[i]->data.size());
       }
+      WriteHeadStats(trace_.head_stats, result_ + kTraceTensors * kWordsPerTensor);
     }
     return code;
   }
@@ -314,12 +385,16 @@ class Handle {
 
   std::string lastError() const { return error_; }
   std::string lastErrorCode() const { return StatusCodeName(code_); }
-  // Both in one call: "CODE\nmessage".
-  std::string lastStatus() const { return std::string(StatusCodeName(code_)) + "\n" + error_; }
+  // All of it in one call: "CODE\nargument\nmessage", the argument as the JS API names it
+  // (ArgPath; empty when the failure is not one argument's).
+  std::string lastStatus() const {
+    return std::string(StatusCodeName(code_)) + "\n" + ArgPath(argument_) + "\n" + error_;
+  }
 
  private:
   int Report(const Status& s) {
     code_ = s.code();
+    argument_ = s.argument();
     // Success leaves the message empty without copying a string: this runs on every call.
     if (code_ == StatusCode::kOk) {
       error_.clear();
@@ -332,6 +407,14 @@ class Handle {
     return Report(Status(StatusCode::kInvalidArgument, "the module was not created"));
   }
   const uint32_t* Slot(int i) const { return call_ + i * kWordsPerTensor; }
+  // The three HeadStats tensors into consecutive result slots (left empty when not asked for).
+  static void WriteHeadStats(const HeadStats& s, uint32_t* slots) {
+    if (!s.present()) return;
+    const AlignedBuffer* parts[kHeadStatsTensors] = {&s.entropy, &s.distance, &s.max_weight};
+    for (int i = 0; i < kHeadStatsTensors; ++i) {
+      WriteTensor(slots + i * kWordsPerTensor, parts[i]->data(), s.shape, parts[i]->size());
+    }
+  }
   ForwardOptions Options() const {
     ForwardOptions o;
     o.key_padding_mask = ReadMask(Slot(kKeyPaddingMask));
@@ -342,9 +425,11 @@ class Handle {
     o.need_weights = flags & kNeedWeights;
     o.average_attn_weights = flags & kAverageWeights;
     o.is_causal = flags & kIsCausal;
+    o.head_stats = flags & kHeadStats;
     return o;
   }
 
+  Arg argument_ = Arg::kNone;
   std::unique_ptr<MultiheadAttention> mha_;
   std::unique_ptr<MultiheadAttention> staging_;  // between loadBegin() and loadCommit()
   AlignedBuffer arena_;
@@ -377,6 +462,8 @@ extern "C" EMSCRIPTEN_KEEPALIVE int headscope_forward(uintptr_t handle) {
 
 EMSCRIPTEN_BINDINGS(headscope) {
   using headscope::Handle;
+  // This module serves the JS API: every message names arguments as that API does.
+  headscope::SetNaming(headscope::Naming::kJs);
   emscripten::class_<Handle>("Handle")
       .constructor<>()
       .function("init", &Handle::init)

@@ -1,23 +1,31 @@
 // headscope (native): runs one case file of the JSON case format.
 //
-//   headscope run FILE.json|- [--check] [--reference] [--tolerance T]
-//                 [--max-input-bytes N] [--max-output-bytes N]
+//   headscope run FILE.json|- [--check] [--reference] [--tolerance T] [--head-gates G0,G1,...]
+//                 [--head-stats] [--max-input-bytes N] [--max-output-bytes N]
 //
-// Prints {"output": ..., "weights": ...} as JSON. --check compares with the file's `expected`
-// (relative error <= T, default 1e-4) and exits 1 on mismatch. Bad input exits 2 with one line
-// on stderr naming what is wrong: a file that cannot be read (IO_ERROR), a document that is not a
-// case (PARSE_ERROR, ...), a file over --max-input-bytes or a result over --max-output-bytes
-// (RESOURCE_EXHAUSTED; checked from the shapes before anything is computed). The same codes and
-// limits as the npm package's CLI (web/lib/cli.js).
+// Prints {"output": ..., "weights": ...} as JSON (and "head_stats" with --head-stats).
+// --head-gates scales each head's output before out_proj (ForwardOptions::head_gates).
+// --check compares with the file's `expected` (relative error <= T, default 1e-4; with gates, the
+// gated result) and exits 1 on mismatch. Bad input exits 2 with one line on stderr naming what is
+// wrong: a file that cannot be read (IO_ERROR), a document that is not a case (PARSE_ERROR, ...),
+// a file over --max-input-bytes or a result over --max-output-bytes (RESOURCE_EXHAUSTED; checked
+// from the shapes before anything is computed). The same codes and limits as the npm package's
+// CLI (web/lib/cli.js).
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "headscope/case_file.h"
 #include "headscope/kernels/dispatch.h"
+#include "headscope/reference.h"
 
 namespace {
 
@@ -25,11 +33,21 @@ int Usage(const char* why) {
   if (why != nullptr) std::fprintf(stderr, "headscope: %s\n", why);
   std::fprintf(stderr,
                "usage: headscope run FILE.json|- [--check] [--reference] [--tolerance T]\n"
+               "                     [--head-gates G0,G1,...] [--head-stats]\n"
                "                     [--max-input-bytes N] [--max-output-bytes N]\n"
                "  --check              compare with the file's expected values, exit 1 on\n"
-               "                       mismatch\n"
+               "                       mismatch (with --head-gates: the gated result)\n"
                "  --reference          use the Eigen reference path, not the Highway kernels\n"
                "  --tolerance T        relative error allowed by --check (default 1e-4)\n"
+               "  --head-gates G0,G1,...\n"
+               "                       scale head h's output by G_h before out_proj: one number\n"
+               "                       per head, comma-separated (inf, -inf, nan allowed); 0\n"
+               "                       switches a head off\n"
+               "  --head-stats         also print \"head_stats\": {\"entropy\", \"distance\",\n"
+               "                       \"max_weight\"}, each ([N,] H): per batch item and head,\n"
+               "                       the mean over its query rows of the row's entropy (nats),\n"
+               "                       attention distance (sum w |i - j|) and largest weight;\n"
+               "                       fully masked rows left out, \"nan\" when none is left\n"
                "  --max-input-bytes N  refuse a case file larger than N bytes (default %llu)\n"
                "  --max-output-bytes N refuse a case whose printed result could exceed N bytes\n"
                "                       (default %llu)\n"
@@ -51,6 +69,154 @@ bool ParseByteCount(const char* text, uint64_t* out) {
   return true;
 }
 
+// One number of --head-gates: a decimal (optional sign, digits with an optional fraction, or a
+// fraction alone, optional exponent) or inf, +inf, -inf, nan; exactly what web/lib/cli.js accepts
+// (strtod alone would also take hex, "infinity", "nan(...)" and leading spaces).
+bool ParseGate(const std::string& item, float* out) {
+  if (item == "inf" || item == "+inf") {
+    *out = std::numeric_limits<float>::infinity();
+    return true;
+  }
+  if (item == "-inf") {
+    *out = -std::numeric_limits<float>::infinity();
+    return true;
+  }
+  if (item == "nan") {
+    *out = std::numeric_limits<float>::quiet_NaN();
+    return true;
+  }
+  size_t i = 0;
+  const auto digits = [&] {
+    const size_t start = i;
+    while (i < item.size() && item[i] >= '0' && item[i] <= '9') ++i;
+    return i - start;
+  };
+  if (i < item.size() && (item[i] == '+' || item[i] == '-')) ++i;
+  size_t mantissa = digits();
+  if (i < item.size() && item[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < item.size() && (item[i] == 'e' || item[i] == 'E')) {
+    ++i;
+    if (i < item.size() && (item[i] == '+' || item[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  if (i != item.size()) return false;
+  // Decimal to double to float, as JavaScript's Number() and Float32Array do (beyond float32 is
+  // +-inf, below its smallest subnormal 0).
+  *out = static_cast<float>(std::strtod(item.c_str(), nullptr));
+  return true;
+}
+
+// JSON text of a string, for messages: the characters a gate list can hold need no escapes
+// except quotes and backslashes (control characters are shown as \u00XX).
+std::string Quoted(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char ch : s) {
+    if (ch == '"' || ch == '\\') {
+      out += '\\';
+      out += static_cast<char>(ch);
+    } else if (ch < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", ch);
+      out += buf;
+    } else {
+      out += static_cast<char>(ch);
+    }
+  }
+  return out + "\"";
+}
+
+// --head-gates' comma-separated list; false with the message naming the flag.
+bool ParseGates(const char* text, std::vector<float>* gates, std::string* why) {
+  const std::string got = text == nullptr ? "nothing" : Quoted(text);
+  const std::string what =
+      "--head-gates: expected comma-separated numbers, one per head (inf, -inf, nan allowed), "
+      "got " + got;
+  if (text == nullptr || *text == '\0') {
+    *why = what;
+    return false;
+  }
+  const std::string list = text;
+  size_t start = 0;
+  for (int index = 1;; ++index) {
+    const size_t comma = list.find(',', start);
+    const std::string item =
+        list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    float g = 0;
+    if (!ParseGate(item, &g)) {
+      *why = what + " (item " + std::to_string(index) + ", " + Quoted(item) + ", is not a number)";
+      return false;
+    }
+    gates->push_back(g);
+    if (comma == std::string::npos) return true;
+    start = comma + 1;
+  }
+}
+
+// The shape of each head statistic a run of `c` returns: (N, H), (H) unbatched, rank 0 where the
+// call fails before it has a result (the ranks of the query and key).
+headscope::Shape HeadStatsShape(const headscope::AttentionCase& c) {
+  const headscope::Shape& q = c.query.shape;
+  if ((q.rank != 2 && q.rank != 3) || c.key.shape.rank != q.rank) return headscope::Shape();
+  const int64_t h = c.config.num_heads;
+  if (q.rank == 2) return headscope::Shape({h});
+  return headscope::Shape({q.dims[c.config.batch_first ? 0 : 1], h});
+}
+
+// CheckResultJsonSize with the head statistics counted (three ([N,] H) tensors and their keys,
+// ', "head_stats": {"entropy": , "distance": , "max_weight": }' is 59 bytes): the bound and the
+// message of web/lib/cli.js's checkPrintedSize.
+headscope::Status CheckPrintedSize(const headscope::AttentionCase& c, uint64_t max_bytes,
+                                   bool head_stats) {
+  if (!head_stats) return headscope::CheckResultJsonSize(c, max_bytes);
+  const headscope::Shape stats = HeadStatsShape(c);
+  double bytes = static_cast<double>(headscope::ResultJsonBytesBound(c));
+  if (stats.rank > 0) {
+    double elements = 1, arrays = 0;  // case_file.cc's TensorJsonBytesBound
+    for (int a = 0; a < stats.rank; ++a) {
+      arrays += elements;
+      elements *= static_cast<double>(std::max<int64_t>(stats.dims[a], 0));
+    }
+    bytes += 64 + 3 * (elements * 17 + arrays * 4);
+  }
+  const uint64_t bound =
+      bytes >= 1.8e19 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(bytes);
+  if (bound <= max_bytes) return headscope::Status::Ok();
+  const headscope::Shape weights = headscope::ResultWeightsShape(c);
+  return headscope::Status(
+      headscope::StatusCode::kResourceExhausted,
+      "result: its JSON text could take " + std::to_string(bound) + " bytes (output " +
+          c.query.shape.ToString() + ", weights " +
+          (weights.rank > 0 ? weights.ToString() : std::string("null")) + ", head_stats " +
+          (stats.rank > 0 ? "3 x " + stats.ToString() : std::string("null")) +
+          "), more than the limit of " + std::to_string(max_bytes) + " bytes");
+}
+
+// RunCase with ForwardOptions::head_gates and head_stats (RunCase takes the case's options only).
+headscope::Status RunCaseWith(const headscope::AttentionCase& c, bool reference,
+                              const std::vector<float>* gates, bool head_stats,
+                              headscope::ForwardResult* result) {
+  const headscope::CasePath path =
+      reference ? headscope::CasePath::kReference : headscope::CasePath::kFast;
+  if (gates == nullptr && !head_stats) return headscope::RunCase(c, path, result);
+  std::unique_ptr<headscope::MultiheadAttention> mha;
+  HEADSCOPE_RETURN_IF_ERROR(headscope::BuildModule(c, &mha));
+  headscope::ForwardOptions options = c.options();
+  if (gates != nullptr) {
+    options.head_gates = headscope::TensorView(
+        gates->data(), headscope::Shape({static_cast<int64_t>(gates->size())}), gates->size());
+  }
+  options.head_stats = head_stats;
+  if (reference) {
+    return headscope::ReferenceForward(mha->weights(), c.query.view(), c.key.view(),
+                                       c.value.view(), options, result);
+  }
+  return mha->Forward(c.query.view(), c.key.view(), c.value.view(), options, result);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -60,7 +226,9 @@ int main(int argc, char** argv) {
   }
   if (argc < 3 || std::strcmp(argv[1], "run") != 0) return Usage("expected: run FILE.json");
   std::string file;
-  bool check = false, reference = false;
+  bool check = false, reference = false, head_stats = false;
+  std::vector<float> gates;
+  bool has_gates = false;
   double tolerance = 1e-4;
   uint64_t max_input = headscope::kMaxCaseBytes, max_output = headscope::kMaxResultJsonBytes;
   for (int i = 2; i < argc; ++i) {
@@ -69,6 +237,15 @@ int main(int argc, char** argv) {
       check = true;
     } else if (!std::strcmp(a, "--reference")) {
       reference = true;
+    } else if (!std::strcmp(a, "--head-stats")) {
+      head_stats = true;
+    } else if (!std::strcmp(a, "--head-gates") || !std::strncmp(a, "--head-gates=", 13)) {
+      // The list as the next argument or after '=' (as web/lib/cli.js takes it).
+      const char* list = a[12] == '=' ? a + 13 : (i + 1 < argc ? argv[++i] : nullptr);
+      std::string why;
+      gates.clear();
+      if (!ParseGates(list, &gates, &why)) return Usage(why.c_str());
+      has_gates = true;
     } else if (!std::strcmp(a, "--tolerance")) {
       char* end = nullptr;
       tolerance = i + 1 < argc ? std::strtod(argv[++i], &end) : -1;
@@ -102,19 +279,25 @@ int main(int argc, char** argv) {
   s = headscope::ParseCase(text, &c, max_input);
   std::string().swap(text);  // the document is parsed; its text can go
   const char* hint = "";
+  if (s.ok() && has_gates && gates.size() != static_cast<size_t>(c.config.num_heads)) {
+    std::fprintf(stderr,
+                 "headscope: %s: --head-gates: expected %lld numbers (one per head), "
+                 "got %zu\n",
+                 file.c_str(), static_cast<long long>(c.config.num_heads), gates.size());
+    return 2;
+  }
   if (s.ok()) {
-    s = headscope::CheckResultJsonSize(c, max_output);
+    s = CheckPrintedSize(c, max_output, head_stats);
     if (!s.ok()) hint = " (--max-output-bytes raises it)";
   }
-  if (s.ok()) {
-    s = headscope::RunCase(c, reference ? headscope::CasePath::kReference
-                                        : headscope::CasePath::kFast, &result);
-  }
+  if (s.ok()) s = RunCaseWith(c, reference, has_gates ? &gates : nullptr, head_stats, &result);
   if (!s.ok()) {
     std::fprintf(stderr, "headscope: %s: %s%s\n", file.c_str(), s.ToString().c_str(), hint);
     return 2;
   }
-  if (!headscope::WriteResultJson(result, stdout)) {
+  // WriteResultJson adds "head_stats" when the result has them (--head-stats).
+  const bool written = headscope::WriteResultJson(result, stdout);
+  if (!written) {
     std::fprintf(stderr, "headscope: cannot write the output (%s)\n", std::strerror(errno));
     return 2;
   }

@@ -32,10 +32,15 @@ struct AttentionActivations {
   float* attn_mask = nullptr;          // [N*H or 1, L, S] a bool attn_mask as 0 / -inf
   float* key_padding_mask = nullptr;   // [N, S]      a bool key_padding_mask as 0 / -inf
   float* attention_scratch = nullptr;  // AttentionWorkspaceFloats: per-thread packed K/V, tiles
+  // Per-row statistics of the softmax rows (RowSinks), [N, H, L] each; only for head_stats calls.
+  float* row_max_weight = nullptr;
+  float* row_entropy = nullptr;
+  float* row_distance = nullptr;
 
   void Release() {
     storage.Release();
     q = k = v = concat = attn_mask = key_padding_mask = attention_scratch = nullptr;
+    row_max_weight = row_entropy = row_distance = nullptr;
   }
   size_t bytes() const { return storage.capacity() * sizeof(float); }
 };

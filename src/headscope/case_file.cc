@@ -514,6 +514,21 @@ void AppendResult(const ForwardResult& result, std::string* out, std::FILE* file
   } else {
     *out += "null";
   }
+  // Only a call that asked for them (the CLIs' --head-stats) has statistics: other results are
+  // written byte for byte as before.
+  const HeadStats& s = result.head_stats;
+  if (s.present()) {
+    *out += ", \"head_stats\": {\"entropy\": ";
+    index = 0;
+    AppendNested(s.entropy.data(), s.shape, 0, &index, out, file);
+    *out += ", \"distance\": ";
+    index = 0;
+    AppendNested(s.distance.data(), s.shape, 0, &index, out, file);
+    *out += ", \"max_weight\": ";
+    index = 0;
+    AppendNested(s.max_weight.data(), s.shape, 0, &index, out, file);
+    *out += '}';
+  }
   *out += '}';
 }
 

@@ -50,6 +50,10 @@ struct ForwardOptions {
   // what zeroing (gate 0) or scaling head h's columns of out_proj.weight computes. The attention
   // weights are not gated. One gate per head for every batch element.
   TensorView head_gates;
+  // Not a PyTorch argument: also return, per batch element and head, the attention entropy, mean
+  // distance and mean maximum weight (HeadStats in mha.h), computed in the pass from each
+  // softmax row (the weights need not be returned for it).
+  bool head_stats = false;
 };
 
 }  // namespace headscope

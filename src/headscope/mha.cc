@@ -12,10 +12,19 @@
 
 namespace headscope {
 
-// Weights packed for MatMulPacked, once, when loaded. Only weights: a call's buffers live in its
-// CallContext (activations.h).
+// The weights packed for MatMulPacked: a cache of the parameter store, each matrix stamped with
+// the version of the tensor it was packed from (MhaWeights::version) and repacked before a pass
+// when that changed. Only weights: a call's buffers live in its CallContext (activations.h).
 struct PackedWeights {
-  AlignedBuffer wq, wk, wv, wo;  // each [ceil(E/16)][in_dim][16]
+  struct Matrix {
+    AlignedBuffer panels;   // [ceil(E/16)][in_dim][16]
+    uint64_t version = 0;   // of the source tensor when packed; 0: never packed
+  };
+  Matrix wq, wk, wv, wo;
+  // The vectors the stages read as loaded, looked up in the store once per Prepare() rather than
+  // per call (null where the config has none).
+  const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
+  const float *bias_k = nullptr, *bias_v = nullptr;
 };
 
 namespace {
@@ -33,11 +42,19 @@ Status TooLarge(const CallPlan& p, size_t limit) {
                     std::to_string(limit) + " bytes");
 }
 
-Status Pack(const float* w, size_t rows, size_t cols, AlignedBuffer* dst, const char* name) {
+// Repacks one matrix if its source tensor changed since it was packed (a no-op per call once
+// packed: one comparison).
+Status Pack(const MhaWeights& w, Param source, const float* data, size_t rows, size_t cols,
+            PackedWeights::Matrix* dst) {
+  const uint64_t version = w.version(source);
+  if (dst->version == version) return Status::Ok();
   const size_t floats = PackedFloats(rows, cols);
-  if (!dst->Resize(floats)) return OutOfMemory(std::string("state_dict['") + name + "']",
-                                               floats * sizeof(float));
-  PackB(w, rows, cols, cols, 1, dst->data());
+  if (!dst->panels.Resize(floats)) {
+    return OutOfMemory(std::string(ArgName(Arg::kStateDict)) + "['" + ParamName(source) + "']",
+                       floats * sizeof(float));
+  }
+  PackB(data, rows, cols, cols, 1, dst->panels.data());
+  dst->version = version;
   return Status::Ok();
 }
 
@@ -92,11 +109,15 @@ Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallCont
       p.key_padding_type == MaskType::kBool ? SaturatingProduct({N, S}) : 0;
   const uint64_t qfloats = SaturatingProduct({N, L, E});
   const uint64_t kvfloats = SaturatingProduct({N, Sp, E});
-  // In AttentionActivations' order: q, k, v, concat, the two converted masks, the scratch.
-  const uint64_t parts[] = {qfloats, kvfloats, kvfloats, qfloats,
-                            attn_floats, kpm_floats, AttentionWorkspaceFloats(args)};
-  constexpr int kParts = sizeof(parts) / sizeof(parts[0]);
-  size_t offsets[kParts];
+  const uint64_t row_floats = p.head_stats ? SaturatingProduct({N, p.heads, L}) : 0;
+  // In AttentionActivations' order: q, k, v, concat, the two converted masks, the scratch, the
+  // three row statistics.
+  const uint64_t parts[] = {qfloats,    kvfloats,   kvfloats,  qfloats,
+                            attn_floats, kpm_floats, AttentionWorkspaceFloats(args),
+                            row_floats, row_floats, row_floats};
+  // Calls without statistics stop before the three row buffers.
+  const int kParts = p.head_stats ? 10 : 7;
+  size_t offsets[10] = {};
   size_t total = 0, bytes = 0;
   for (int i = 0; i < kParts; ++i) {
     offsets[i] = total;
@@ -116,27 +137,29 @@ Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallCont
   a.attn_mask = base + offsets[4];
   a.key_padding_mask = base + offsets[5];
   a.attention_scratch = base + offsets[6];
+  a.row_max_weight = p.head_stats ? base + offsets[7] : nullptr;
+  a.row_entropy = p.head_stats ? base + offsets[8] : nullptr;
+  a.row_distance = p.head_stats ? base + offsets[9] : nullptr;
   return Status::Ok();
 }
 
 // q = query W_q^T + b_q, k and v likewise: one matmul per batch element (rows of an element are
 // strided in the (L, N, E) layout), into rows 0..S-1 of k and v. The loop runs over N only where
 // an element has rows, so an empty sequence with a huge batch returns at once.
-void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const MhaWeights& w,
-                const TensorView& query, const TensorView& key, const TensorView& value,
-                AttentionActivations* a) {
+void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView& query, const TensorView& key, const TensorView& value,
+                int threads, AttentionActivations* a) {
   const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
   for (size_t n = 0; n < N && (L > 0 || S > 0); ++n) {
     // (Empty sequences skip the call: their data pointer may be null, even offset by 0.)
     if (L > 0) {
-      MatMulPacked(query.data + p.query.Row(n, 0), p.query.seq, packed.wq.data(), w.q_bias(), L,
-                   E, E, 1.0f, a->q + n * L * E, E);
+      MatMulPacked(query.data + p.query.Row(n, 0), p.query.seq, packed.wq.panels.data(), packed.bq, L,
+                   E, E, 1.0f, a->q + n * L * E, E, threads);
     }
     if (S > 0) {
-      MatMulPacked(key.data + p.key.Row(n, 0), p.key.seq, packed.wk.data(), w.k_bias(), S, E,
-                   p.kdim, 1.0f, a->k + n * Sp * E, E);
-      MatMulPacked(value.data + p.value.Row(n, 0), p.value.seq, packed.wv.data(), w.v_bias(), S,
-                   E, p.vdim, 1.0f, a->v + n * Sp * E, E);
+      MatMulPacked(key.data + p.key.Row(n, 0), p.key.seq, packed.wk.panels.data(), packed.bk, S, E,
+                   p.kdim, 1.0f, a->k + n * Sp * E, E, threads);
+      MatMulPacked(value.data + p.value.Row(n, 0), p.value.seq, packed.wv.panels.data(), packed.bv, S,
+                   E, p.vdim, 1.0f, a->v + n * Sp * E, E, threads);
     }
   }
 }
@@ -144,14 +167,14 @@ void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const MhaWeights
 // The extra keys after the projected ones, as torch appends them after the projection: bias_k /
 // bias_v (add_bias_kv) at row S, then a zero key and value (add_zero_attn). They have no
 // position, which is why a positional stage runs on rows 0..S-1 only.
-void AppendExtraKeys(const CallPlan& p, const MhaConfig& config, const MhaWeights& w,
+void AppendExtraKeys(const CallPlan& p, const MhaConfig& config, const PackedWeights& packed,
                      AttentionActivations* a) {
   const size_t N = p.batch, S = p.kv_len, Sp = p.kv_total, E = p.embed;
   for (size_t n = 0; n < N && Sp > S; ++n) {
     size_t row = S;
     if (config.add_bias_kv) {
-      std::memcpy(a->k + (n * Sp + row) * E, w.bias_k(), E * sizeof(float));
-      std::memcpy(a->v + (n * Sp + row) * E, w.bias_v(), E * sizeof(float));
+      std::memcpy(a->k + (n * Sp + row) * E, packed.bias_k, E * sizeof(float));
+      std::memcpy(a->v + (n * Sp + row) * E, packed.bias_v, E * sizeof(float));
       ++row;
     }
     if (config.add_zero_attn) {
@@ -199,16 +222,57 @@ void AttendHeads(const CallPlan& p, const AttentionActivations& a, float* weight
   args->out.average_weights = average_weights;
   args->out.scores = trace_scores;
   args->out.head_gates = p.head_gates;
+  args->out.sinks.max_weight = a.row_max_weight;
+  args->out.sinks.entropy = a.row_entropy;
+  args->out.sinks.distance = a.row_distance;
   if (p.q_len > 0) Attention(*args, a.attention_scratch);
 }
 
+// HeadStats from the row statistics AttendHeads left in the activations: per (batch element,
+// head), the mean over the query rows that have a distribution (a fully masked row's max weight
+// is 0, every other row's at least 1/S' or NaN), in double, in row order.
+void SummarizeHeads(const CallPlan& p, const AttentionActivations& a, HeadStats* stats) {
+  const size_t L = p.q_len;
+  for (size_t nh = 0; nh < p.batch * p.heads; ++nh) {
+    double entropy = 0.0, distance = 0.0, max_weight = 0.0;
+    size_t rows = 0;
+    for (size_t i = nh * L; i < (nh + 1) * L; ++i) {
+      if (a.row_max_weight[i] == 0.0f) continue;  // fully masked
+      entropy += a.row_entropy[i];
+      distance += a.row_distance[i];
+      max_weight += a.row_max_weight[i];
+      ++rows;
+    }
+    const double inv = rows > 0 ? 1.0 / static_cast<double>(rows)
+                                : std::numeric_limits<double>::quiet_NaN();
+    stats->entropy.data()[nh] = static_cast<float>(entropy * inv);
+    stats->distance.data()[nh] = static_cast<float>(distance * inv);
+    stats->max_weight.data()[nh] = static_cast<float>(max_weight * inv);
+  }
+}
+
+// Sizes `stats` for the plan (nothing when head_stats is false), counting its bytes.
+Status AllocateHeadStats(const CallPlan& p, size_t* bytes, size_t limit, HeadStats* stats) {
+  stats->shape = p.head_stats_shape;
+  if (!p.head_stats) return Status::Ok();  // (the buffers keep their capacity for the next call)
+  const uint64_t floats = p.head_stats ? SaturatingProduct({p.batch, p.heads}) : 0;
+  for (int i = 0; i < 3; ++i) {
+    if (!AddBytes(bytes, floats, limit)) return TooLarge(p, limit);
+  }
+  if (!stats->entropy.Resize(static_cast<size_t>(floats)) ||
+      !stats->distance.Resize(static_cast<size_t>(floats)) ||
+      !stats->max_weight.Resize(static_cast<size_t>(floats))) {
+    return OutOfMemory("head statistics", *bytes);
+  }
+  return Status::Ok();
+}
+
 // output = concat W_O^T + b_O, written in the query's layout.
-void ProjectOutput(const CallPlan& p, const PackedWeights& packed, const MhaWeights& w,
-                   const AttentionActivations& a, float* output) {
+void ProjectOutput(const CallPlan& p, const PackedWeights& packed, const AttentionActivations& a, int threads, float* output) {
   const size_t N = p.batch, L = p.q_len, E = p.embed;
   for (size_t n = 0; n < N && L > 0; ++n) {
-    MatMulPacked(a.concat + n * L * E, E, packed.wo.data(), w.out_bias(), L, E, E, 1.0f,
-                 output + p.output.Row(n, 0), p.output.seq);
+    MatMulPacked(a.concat + n * L * E, E, packed.wo.panels.data(), packed.bo, L, E, E, 1.0f,
+                 output + p.output.Row(n, 0), p.output.seq, threads);
   }
 }
 
@@ -242,28 +306,39 @@ Status MultiheadAttention::Create(const MhaConfig& config,
 }
 
 Status MultiheadAttention::SetParameter(std::string_view name, const TensorView& value) {
-  Param which;
-  HEADSCOPE_RETURN_IF_ERROR(weights_.Set(name, value, &which));
+  return weights_.Set(name, value);
+}
+
+Status MultiheadAttention::CopyLoadedFrom(const MultiheadAttention& other) {
+  return weights_.CopyLoadedFrom(other.weights_);
+}
+
+Status MultiheadAttention::Prepare() {
+  // The per-call cost once prepared: one comparison (the store's version moves on every write).
+  if (prepared_version_ == weights_.version() && prepared_version_ != 0) return Status::Ok();
+  HEADSCOPE_RETURN_IF_ERROR(weights_.CheckComplete());
   const MhaConfig& c = config();
   const size_t E = static_cast<size_t>(c.embed_dim);
-  switch (which) {
-    case Param::kInProjWeight:
-      HEADSCOPE_RETURN_IF_ERROR(Pack(weights_.q_weight(), E, E, &packed_->wq, "in_proj_weight"));
-      HEADSCOPE_RETURN_IF_ERROR(Pack(weights_.k_weight(), E, E, &packed_->wk, "in_proj_weight"));
-      return Pack(weights_.v_weight(), E, E, &packed_->wv, "in_proj_weight");
-    case Param::kQProjWeight:
-      return Pack(weights_.q_weight(), E, E, &packed_->wq, "q_proj_weight");
-    case Param::kKProjWeight:
-      return Pack(weights_.k_weight(), E, static_cast<size_t>(c.key_dim()), &packed_->wk,
-                  "k_proj_weight");
-    case Param::kVProjWeight:
-      return Pack(weights_.v_weight(), E, static_cast<size_t>(c.value_dim()), &packed_->wv,
-                  "v_proj_weight");
-    case Param::kOutProjWeight:
-      return Pack(weights_.out_weight(), E, E, &packed_->wo, "out_proj.weight");
-    default:
-      return Status::Ok();  // biases are used as loaded
-  }
+  // The projections by their split names (aliases of in_proj_weight's row blocks when packed):
+  // the store's version of in_proj_weight stamps all three then.
+  const Param q = c.same_qkv_dim() ? Param::kInProjWeight : Param::kQProjWeight;
+  const Param k = c.same_qkv_dim() ? Param::kInProjWeight : Param::kKProjWeight;
+  const Param v = c.same_qkv_dim() ? Param::kInProjWeight : Param::kVProjWeight;
+  HEADSCOPE_RETURN_IF_ERROR(Pack(weights_, q, weights_.q_weight(), E, E, &packed_->wq));
+  HEADSCOPE_RETURN_IF_ERROR(
+      Pack(weights_, k, weights_.k_weight(), E, static_cast<size_t>(c.key_dim()), &packed_->wk));
+  HEADSCOPE_RETURN_IF_ERROR(
+      Pack(weights_, v, weights_.v_weight(), E, static_cast<size_t>(c.value_dim()), &packed_->wv));
+  HEADSCOPE_RETURN_IF_ERROR(
+      Pack(weights_, Param::kOutProjWeight, weights_.out_weight(), E, E, &packed_->wo));
+  packed_->bq = weights_.q_bias();
+  packed_->bk = weights_.k_bias();
+  packed_->bv = weights_.v_bias();
+  packed_->bo = weights_.out_bias();
+  packed_->bias_k = weights_.bias_k();
+  packed_->bias_v = weights_.bias_v();
+  prepared_version_ = weights_.version();
+  return Status::Ok();
 }
 
 void MultiheadAttention::ReleaseWorkspace() { own_context_.activations.Release(); }
@@ -297,7 +372,9 @@ Status MultiheadAttention::Forward(const TensorView& query, const TensorView& ke
   }
   result->output_shape = plan.output_shape;
   result->weights_shape = plan.weights_shape;
+  HEADSCOPE_RETURN_IF_ERROR(AllocateHeadStats(plan, &bytes, limit, &result->head_stats));
   PassOutputs out;
+  out.head_stats = plan.head_stats ? &result->head_stats : nullptr;
   out.output = result->output.data();
   out.weights = options.need_weights ? result->weights.data() : nullptr;
   out.average_weights = options.average_attn_weights;
@@ -337,7 +414,9 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
                   Allocate(&trace->concat, TraceShape(plan, {L, E})) &&
                   Allocate(&trace->output, plan.output_shape);
   if (!ok) return OutOfMemory("trace", bytes);
+  HEADSCOPE_RETURN_IF_ERROR(AllocateHeadStats(plan, &bytes, limit, &trace->head_stats));
   PassOutputs out;
+  out.head_stats = plan.head_stats ? &trace->head_stats : nullptr;
   out.output = trace->output.data.data();
   out.weights = trace->weights.data.data();
   out.average_weights = false;
@@ -350,19 +429,23 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
 Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const TensorView& key,
                                const TensorView& value, const ForwardOptions& options,
                                const PassOutputs& out, CallContext* context) {
-  HEADSCOPE_RETURN_IF_ERROR(weights_.CheckComplete());
+  // Complete, and the packed panels current (Prepare itself; skipped while nothing changed).
+  if (prepared_version_ == 0 || prepared_version_ != weights_.version()) {
+    HEADSCOPE_RETURN_IF_ERROR(Prepare());
+  }
   AttentionArgs args = DescribeAttention(p, *context);
   HEADSCOPE_RETURN_IF_ERROR(ReserveActivations(p, args, context));
   AttentionActivations& a = context->activations;
 
-  ProjectQkv(p, *packed_, weights_, query, key, value, &a);
+  ProjectQkv(p, *packed_, query, key, value, context->pool.threads, &a);
   // Positional stage (not built): rotary embeddings would rotate rows 0..L-1 of a.q and 0..S-1 of
   // a.k here, per head, by position; additive position biases (ALiBi) belong in ScoreModifiers.
-  AppendExtraKeys(p, config(), weights_, &a);
+  AppendExtraKeys(p, config(), *packed_, &a);
   PrepareMasks(p, options, &a, &args.modifiers);
   AttendHeads(p, a, out.weights, out.average_weights,
               out.trace != nullptr ? out.trace->scores.data.data() : nullptr, &args);
-  ProjectOutput(p, *packed_, weights_, a, out.output);
+  ProjectOutput(p, *packed_, a, context->pool.threads, out.output);
+  if (out.head_stats != nullptr) SummarizeHeads(p, a, out.head_stats);
   if (out.trace != nullptr) FillTrace(p, a, out.trace);
   return Status::Ok();
 }

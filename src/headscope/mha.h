@@ -11,6 +11,7 @@
 #ifndef HEADSCOPE_MHA_H_
 #define HEADSCOPE_MHA_H_
 
+#include <cstdint>
 #include <memory>
 #include <string_view>
 
@@ -25,6 +26,22 @@ namespace headscope {
 
 struct PackedWeights;  // mha.cc: the weights packed for the matmul kernel
 
+// Per-head statistics of one call's attention (ForwardOptions::head_stats), each of `shape`
+// (N, H), or (H) unbatched: for batch element n and head h, the mean over its query rows of
+//   entropy     -sum_j w_ij ln w_ij over all S' keys, in nats (0: one key; ln S': uniform)
+//   distance    sum_j w_ij |i - j| over the first S keys, in positions (extra keys add none)
+//   max_weight  max_j w_ij, the head's confidence (1: one key; 1/S': uniform)
+// Fully masked rows (all weights 0, the zero-row policy) have no distribution and are left out
+// of the means; a head whose rows are all fully masked (or L = 0) gets NaN, and so does a head
+// with a NaN row. The row statistics are summed in double and the means taken in double in row
+// order, so a float64 computation over the returned weights agrees to about 1e-7 relative (to
+// float32's absolute resolution, 2^-149, for statistics below its normal range, ~1.2e-38).
+struct HeadStats {
+  AlignedBuffer entropy, distance, max_weight;
+  Shape shape;  // rank 0 when not asked for
+  bool present() const { return shape.rank > 0; }
+};
+
 // Output of one forward call. Reuse one ForwardResult across calls of a shape: its buffers keep
 // their capacity, so the steady state allocates nothing.
 struct ForwardResult {
@@ -32,6 +49,7 @@ struct ForwardResult {
   Shape output_shape;
   AlignedBuffer weights;  // empty when need_weights is false
   Shape weights_shape;    // rank 0 when need_weights is false
+  HeadStats head_stats;   // present only when ForwardOptions::head_stats
   bool has_weights() const { return weights_shape.rank > 0; }
 };
 
@@ -51,6 +69,7 @@ struct AttentionTrace {
   TraceTensor head_outputs;  // [N, H, L, hd]   weights x V, times head_gates[h] if given
   TraceTensor concat;        // [N, L, E]       heads side by side (gated: what out_proj sees)
   TraceTensor output;        // query's layout  concat x W_O^T + b_O
+  HeadStats head_stats;      // [N, H] each, when ForwardOptions::head_stats
 };
 
 class MultiheadAttention {
@@ -61,8 +80,15 @@ class MultiheadAttention {
   const MhaConfig& config() const { return weights_.config(); }
   const MhaWeights& weights() const { return weights_; }
 
-  // Loads one state_dict entry by PyTorch's key name and packs it for the kernels.
+  // Loads one state_dict entry by PyTorch's key name (or an alias, AliasParams) into the
+  // parameter store. The kernels' packed copies follow on the next pass (or Prepare()).
   Status SetParameter(std::string_view name, const TensorView& value);
+  // Copies every entry `other` (same config) has loaded.
+  Status CopyLoadedFrom(const MultiheadAttention& other);
+  // Checks that every parameter is loaded and brings the packed panels up to date with the store
+  // (each repacked only if its tensor changed since). Every pass calls it; call it after loading
+  // to get allocation failures there rather than at the first forward.
+  Status Prepare();
 
   // Runs in this object's own CallContext, with the process's thread count and byte limit.
   Status Forward(const TensorView& query, const TensorView& key, const TensorView& value,
@@ -91,6 +117,7 @@ class MultiheadAttention {
     float* weights = nullptr;  // optional
     bool average_weights = false;
     AttentionTrace* trace = nullptr;  // optional
+    HeadStats* head_stats = nullptr;  // optional, sized by the caller
   };
   // The stages of one pass, in order (mha.cc).
   Status Run(const CallPlan& plan, const TensorView& query, const TensorView& key,
@@ -99,6 +126,7 @@ class MultiheadAttention {
 
   MhaWeights weights_;
   std::unique_ptr<PackedWeights> packed_;
+  uint64_t prepared_version_ = 0;  // the store's version Prepare() last found complete and packed
   CallContext own_context_;  // Forward/Trace without a context of the caller's
 };
 

@@ -66,8 +66,8 @@ inline void ParallelFor(size_t n, const F& f) {
 // many threads the call planned for: per-thread scratch is sized for `threads`, and a stage runs
 // on the pool only when `threads` covers every pool thread (ParallelFor hands out worker
 // indices < ThreadCount()); otherwise it stays on the calling thread, with the same results.
-// (MatMulPacked, behind the projections, still asks ThreadCount() itself: its scratch-free split
-// needs no handle, and passing one through kernels/matmul is a change of its own.)
+// The projections (MatMulPacked's `threads`) and the attention stage (AttentionArgs::workers)
+// both take it from the call's context.
 struct ThreadPoolHandle {
   int threads = 1;
   // The pool as SetThreadCount left it.

@@ -16,32 +16,36 @@ size_t g_max_call_bytes = size_t{16} << 30;
 std::string Str(int64_t v) { return std::to_string(v); }
 
 // Checks that a tensor's data holds exactly the values its shape needs.
-Status CheckData(const char* arg, const Shape& shape, const void* data, size_t size) {
+// (Runs for every input of every call: the argument's name is only spelled out on failure.)
+Status CheckData(Arg arg, const Shape& shape, const void* data, size_t size) {
+  const char* name = ArgPath(arg);
   for (int i = 0; i < shape.rank; ++i) {
     if (shape.dims[i] < 0) {
-      return ShapeMismatch(std::string(arg) + ": shape " + shape.ToString() +
-                           " has a negative dimension");
+      return {StatusCode::kShapeMismatch, arg,
+              std::string(name) + ": shape " + shape.ToString() + " has a negative dimension"};
     }
   }
   for (int i = 0; i < shape.rank; ++i) {
     if (shape.dims[i] > kMaxDim) {
-      return Status(StatusCode::kResourceExhausted,
-                    std::string(arg) + ": dimension " + std::to_string(i) + " of shape " +
+      return Status(StatusCode::kResourceExhausted, arg,
+                    std::string(name) + ": dimension " + std::to_string(i) + " of shape " +
                         shape.ToString() + " exceeds the maximum size " + Str(kMaxDim));
     }
   }
   const int64_t n = shape.NumElements();
   if (n < 0) {
-    return Status(StatusCode::kResourceExhausted,
-                  std::string(arg) + ": shape " + shape.ToString() + " has too many elements");
+    return Status(StatusCode::kResourceExhausted, arg,
+                  std::string(name) + ": shape " + shape.ToString() + " has too many elements");
   }
   if (n > 0 && data == nullptr) {
-    return ShapeMismatch(std::string(arg) + ": data is null, but shape " + shape.ToString() +
-                         " needs " + Str(n) + " values");
+    return {StatusCode::kShapeMismatch, arg,
+            std::string(name) + ": data is null, but shape " + shape.ToString() + " needs " + Str(n) +
+                " values"};
   }
   if (static_cast<uint64_t>(n) != size) {
-    return ShapeMismatch(std::string(arg) + ": shape " + shape.ToString() + " needs " + Str(n) +
-                         " values, got " + std::to_string(size));
+    return {StatusCode::kShapeMismatch, arg,
+            std::string(name) + ": shape " + shape.ToString() + " needs " + Str(n) + " values, got " +
+                std::to_string(size)};
   }
   return Status::Ok();
 }
@@ -64,10 +68,12 @@ Status CheckCausalMask(const MaskView& m, size_t slices, size_t L, size_t S) {
         if (!ok) {
           std::string where = m.shape.rank == 3 ? "[" + std::to_string(b) + ", " : "[";
           where += std::to_string(i) + ", " + std::to_string(j) + "]";
-          return InvalidArgument(
-              "attn_mask: with is_causal=true it must be null or the causal mask (blocked "
-              "exactly where key > query: true / -inf above the diagonal, false / 0 elsewhere); "
-              "entry " + where + " differs");
+          return ArgError(
+              StatusCode::kInvalidArgument, Arg::kAttnMask,
+              std::string("with ") + ArgName(Arg::kIsCausal) +
+                  "=true it must be null or the causal mask (blocked exactly where key > query: "
+                  "true / -inf above the diagonal, false / 0 elsewhere); entry " + where +
+                  " differs");
         }
       }
     }
@@ -111,24 +117,28 @@ bool AddBytes(size_t* total, uint64_t floats, size_t limit) {
 Status ValidateConfig(const MhaConfig& c) {
   auto in_range = [](int64_t v) { return v >= 1 && v <= kMaxDim; };
   if (!in_range(c.embed_dim)) {
-    return InvalidArgument("embed_dim: expected an integer in [1, " + Str(kMaxDim) + "], got " +
-                           Str(c.embed_dim));
+    return ArgError(StatusCode::kInvalidArgument, Arg::kEmbedDim,
+                    "expected an integer in [1, " + Str(kMaxDim) + "], got " + Str(c.embed_dim));
   }
   if (!in_range(c.num_heads)) {
-    return InvalidArgument("num_heads: expected an integer in [1, " + Str(kMaxDim) + "], got " +
-                           Str(c.num_heads));
+    return ArgError(StatusCode::kInvalidArgument, Arg::kNumHeads,
+                    "expected an integer in [1, " + Str(kMaxDim) + "], got " + Str(c.num_heads));
   }
   if (c.embed_dim % c.num_heads != 0) {
-    return InvalidArgument("num_heads: embed_dim (" + Str(c.embed_dim) +
-                           ") must be divisible by num_heads (" + Str(c.num_heads) + ")");
+    return ArgError(StatusCode::kInvalidArgument, Arg::kNumHeads,
+                    std::string(ArgName(Arg::kEmbedDim)) + " (" + Str(c.embed_dim) +
+                        ") must be divisible by " + ArgName(Arg::kNumHeads) + " (" +
+                        Str(c.num_heads) + ")");
   }
   if (c.kdim != 0 && !in_range(c.kdim)) {
-    return InvalidArgument("kdim: expected null (= embed_dim) or an integer in [1, " +
-                           Str(kMaxDim) + "], got " + Str(c.kdim));
+    return ArgError(StatusCode::kInvalidArgument, Arg::kKdim,
+                    std::string("expected null (= ") + ArgName(Arg::kEmbedDim) +
+                        ") or an integer in [1, " + Str(kMaxDim) + "], got " + Str(c.kdim));
   }
   if (c.vdim != 0 && !in_range(c.vdim)) {
-    return InvalidArgument("vdim: expected null (= embed_dim) or an integer in [1, " +
-                           Str(kMaxDim) + "], got " + Str(c.vdim));
+    return ArgError(StatusCode::kInvalidArgument, Arg::kVdim,
+                    std::string("expected null (= ") + ArgName(Arg::kEmbedDim) +
+                        ") or an integer in [1, " + Str(kMaxDim) + "], got " + Str(c.vdim));
   }
   return Status::Ok();
 }
@@ -141,52 +151,58 @@ Status PlanCall(const MhaConfig& c, const TensorView& query, const TensorView& k
 
   // Ranks: 2-D unbatched or 3-D batched, the same for all three.
   if (query.shape.rank != 2 && query.shape.rank != 3) {
-    return ShapeMismatch(std::string("query: expected a 2-D (L, E) unbatched or 3-D ") + q_names +
-                         " batched tensor, got shape " + query.shape.ToString());
+    return ArgError(StatusCode::kShapeMismatch, Arg::kQuery,
+                    std::string("expected a 2-D (L, E) unbatched or 3-D ") + q_names +
+                        " batched tensor, got shape " + query.shape.ToString());
   }
   p.batched = query.shape.rank == 3;
   const char* kind = p.batched ? "3-D (batched" : "2-D (unbatched";
   if (key.shape.rank != query.shape.rank) {
-    return ShapeMismatch(std::string("key: expected a ") + kind + ", like query), got shape " +
-                         key.shape.ToString());
+    return ArgError(StatusCode::kShapeMismatch, Arg::kKey,
+                    std::string("expected a ") + kind + ", like query), got shape " +
+                        key.shape.ToString());
   }
   if (value.shape.rank != query.shape.rank) {
-    return ShapeMismatch(std::string("value: expected a ") + kind + ", like query), got shape " +
-                         value.shape.ToString());
+    return ArgError(StatusCode::kShapeMismatch, Arg::kValue,
+                    std::string("expected a ") + kind + ", like query), got shape " +
+                        value.shape.ToString());
   }
-  HEADSCOPE_RETURN_IF_ERROR(CheckData("query", query.shape, query.data, query.size));
-  HEADSCOPE_RETURN_IF_ERROR(CheckData("key", key.shape, key.data, key.size));
-  HEADSCOPE_RETURN_IF_ERROR(CheckData("value", value.shape, value.data, value.size));
+  HEADSCOPE_RETURN_IF_ERROR(CheckData(Arg::kQuery, query.shape, query.data, query.size));
+  HEADSCOPE_RETURN_IF_ERROR(CheckData(Arg::kKey, key.shape, key.data, key.size));
+  HEADSCOPE_RETURN_IF_ERROR(CheckData(Arg::kValue, value.shape, value.data, value.size));
 
   const int last = query.shape.rank - 1;
   const int seq_axis = (p.batched && c.batch_first) ? 1 : 0;
   const int batch_axis = p.batched ? (c.batch_first ? 0 : 1) : -1;
   if (query.shape[last] != c.embed_dim) {
-    return ShapeMismatch("query: expected last dimension embed_dim = " + Str(c.embed_dim) +
-                         ", got shape " + query.shape.ToString());
+    return ArgError(StatusCode::kShapeMismatch, Arg::kQuery,
+                    std::string("expected last dimension ") + ArgName(Arg::kEmbedDim) + " = " +
+                        Str(c.embed_dim) + ", got shape " + query.shape.ToString());
   }
   if (key.shape[last] != c.key_dim()) {
-    return ShapeMismatch("key: expected last dimension kdim = " + Str(c.key_dim()) +
-                         ", got shape " + key.shape.ToString());
+    return ArgError(StatusCode::kShapeMismatch, Arg::kKey,
+                    std::string("expected last dimension ") + ArgName(Arg::kKdim) + " = " +
+                        Str(c.key_dim()) + ", got shape " + key.shape.ToString());
   }
   if (value.shape[last] != c.value_dim()) {
-    return ShapeMismatch("value: expected last dimension vdim = " + Str(c.value_dim()) +
-                         ", got shape " + value.shape.ToString());
+    return ArgError(StatusCode::kShapeMismatch, Arg::kValue,
+                    std::string("expected last dimension ") + ArgName(Arg::kVdim) + " = " +
+                        Str(c.value_dim()) + ", got shape " + value.shape.ToString());
   }
   const int64_t N = p.batched ? query.shape[batch_axis] : 1;
   if (p.batched && key.shape[batch_axis] != N) {
-    return ShapeMismatch("key: batch size " + Str(key.shape[batch_axis]) +
+    return ArgError(StatusCode::kShapeMismatch, Arg::kKey, "batch size " + Str(key.shape[batch_axis]) +
                          " does not match query's " + Str(N) + " (key shape " +
                          key.shape.ToString() + ", query shape " + query.shape.ToString() + ")");
   }
   if (p.batched && value.shape[batch_axis] != N) {
-    return ShapeMismatch("value: batch size " + Str(value.shape[batch_axis]) +
+    return ArgError(StatusCode::kShapeMismatch, Arg::kValue, "batch size " + Str(value.shape[batch_axis]) +
                          " does not match query's " + Str(N) + " (value shape " +
                          value.shape.ToString() + ", query shape " + query.shape.ToString() +
                          ")");
   }
   if (value.shape[seq_axis] != key.shape[seq_axis]) {
-    return ShapeMismatch("value: sequence length " + Str(value.shape[seq_axis]) +
+    return ArgError(StatusCode::kShapeMismatch, Arg::kValue, "sequence length " + Str(value.shape[seq_axis]) +
                          " does not match key's " + Str(key.shape[seq_axis]) + " (value shape " +
                          value.shape.ToString() + ", key shape " + key.shape.ToString() + ")");
   }
@@ -227,11 +243,11 @@ Status PlanCall(const MhaConfig& c, const TensorView& query, const TensorView& k
   if (kpm.present()) {
     const Shape want = p.batched ? Shape{N, S} : Shape{S};
     if (kpm.shape != want) {
-      return ShapeMismatch("key_padding_mask: expected shape " +
+      return ArgError(StatusCode::kShapeMismatch, Arg::kKeyPaddingMask, "expected shape " +
                            Expect(p.batched ? "(N, S)" : "(S)", want) + ", got " +
                            kpm.shape.ToString());
     }
-    HEADSCOPE_RETURN_IF_ERROR(CheckData("key_padding_mask", kpm.shape, kpm.data, kpm.size));
+    HEADSCOPE_RETURN_IF_ERROR(CheckData(Arg::kKeyPaddingMask, kpm.shape, kpm.data, kpm.size));
     p.key_padding_type = kpm.type;
   }
 
@@ -240,12 +256,15 @@ Status PlanCall(const MhaConfig& c, const TensorView& query, const TensorView& k
   if (am.present()) {
     const Shape two{L, S};
     const Shape three{N * H, L, S};
-    const char* three_names = p.batched ? "(N * num_heads, L, S)" : "(num_heads, L, S)";
+    const std::string three_names = p.batched
+                                        ? std::string("(N * ") + ArgName(Arg::kNumHeads) + ", L, S)"
+                                        : std::string("(") + ArgName(Arg::kNumHeads) + ", L, S)";
     if (am.shape != two && am.shape != three) {
-      return ShapeMismatch("attn_mask: expected shape " + Expect("(L, S)", two) + " or " +
-                           Expect(three_names, three) + ", got " + am.shape.ToString());
+      return ArgError(StatusCode::kShapeMismatch, Arg::kAttnMask,
+                      "expected shape " + Expect("(L, S)", two) + " or " +
+                          Expect(three_names.c_str(), three) + ", got " + am.shape.ToString());
     }
-    HEADSCOPE_RETURN_IF_ERROR(CheckData("attn_mask", am.shape, am.data, am.size));
+    HEADSCOPE_RETURN_IF_ERROR(CheckData(Arg::kAttnMask, am.shape, am.data, am.size));
     p.attn_mask_type = am.type;
     p.attn_mask_per_head = am.shape.rank == 3;
     if (opt.is_causal) {
@@ -259,17 +278,21 @@ Status PlanCall(const MhaConfig& c, const TensorView& query, const TensorView& k
   const TensorView& gates = opt.head_gates;
   if (gates.present()) {
     if (gates.shape.rank != 1) {
-      return ShapeMismatch("head_gates: expected a 1-D tensor of " + Str(H) +
-                           " numbers (one per head, shape (num_heads) = [" + Str(H) +
-                           "]), got shape " + gates.shape.ToString());
+      return ArgError(StatusCode::kShapeMismatch, Arg::kHeadGates,
+                      "expected a 1-D tensor of " + Str(H) + " numbers (one per head, shape (" +
+                          ArgName(Arg::kNumHeads) + ") = [" + Str(H) + "]), got shape " +
+                          gates.shape.ToString());
     }
-    HEADSCOPE_RETURN_IF_ERROR(CheckData("head_gates", gates.shape, gates.data, gates.size));
+    HEADSCOPE_RETURN_IF_ERROR(CheckData(Arg::kHeadGates, gates.shape, gates.data, gates.size));
     if (gates.shape[0] != H) {
-      return ShapeMismatch("head_gates: expected " + Str(H) + " numbers (one per head), got " +
+      return ArgError(StatusCode::kShapeMismatch, Arg::kHeadGates, "expected " + Str(H) + " numbers (one per head), got " +
                            Str(gates.shape[0]));
     }
     p.head_gates = gates.data;
   }
+
+  p.head_stats = opt.head_stats;
+  if (opt.head_stats) p.head_stats_shape = p.batched ? Shape{N, H} : Shape{H};
 
   if (opt.need_weights) {
     const int64_t Sp = static_cast<int64_t>(p.kv_total);

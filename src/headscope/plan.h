@@ -40,6 +40,8 @@ struct CallPlan {
   MaskType key_padding_type = MaskType::kNone;
   bool causal = false;
   const float* head_gates = nullptr;  // [H] after validation; null when not given (all 1)
+  bool head_stats = false;
+  Shape head_stats_shape;  // (N, H), or (H) unbatched; rank 0 when head_stats is false
 
   // Buffer sizes in floats, saturating at UINT64_MAX: pass them through AddBytes (which refuses
   // anything over the call limit) before using them as size_t.

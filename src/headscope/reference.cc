@@ -1,6 +1,7 @@
 #include "headscope/reference.h"
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -58,6 +59,32 @@ bool SoftmaxRow(Eigen::Ref<Vector> row) {
   return false;
 }
 
+// HeadStats of one head's (L, S') weights, in double, straight from the definitions (mha.h):
+// means over the rows that are not fully masked.
+void HeadStatsOf(const Matrix& weights, const Eigen::Array<bool, Eigen::Dynamic, 1>& fully_masked,
+                 size_t S, size_t at, HeadStats* stats) {
+  double entropy = 0.0, distance = 0.0, max_weight = 0.0;
+  size_t rows = 0;
+  for (Eigen::Index i = 0; i < weights.rows(); ++i) {
+    if (fully_masked(i)) continue;
+    double row_max = 0.0;
+    for (Eigen::Index j = 0; j < weights.cols(); ++j) {
+      const double w = weights(i, j);
+      if (std::isnan(w)) row_max = w;
+      if (!std::isnan(row_max)) row_max = std::max(row_max, w);
+      if (w > 0.0 || std::isnan(w)) entropy -= w * std::log(w);
+      if (static_cast<size_t>(j) < S) distance += w * std::abs(static_cast<double>(i - j));
+      if (std::isnan(w)) distance += w;
+    }
+    max_weight += row_max;
+    ++rows;
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  stats->entropy.data()[at] = static_cast<float>(rows ? entropy / rows : nan);
+  stats->distance.data()[at] = static_cast<float>(rows ? distance / rows : nan);
+  stats->max_weight.data()[at] = static_cast<float>(rows ? max_weight / rows : nan);
+}
+
 }  // namespace
 
 Status ReferenceForward(const MhaWeights& w, const TensorView& query, const TensorView& key,
@@ -76,6 +103,17 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
   }
   result->output_shape = p.output_shape;
   result->weights_shape = p.weights_shape;
+  HeadStats& stats = result->head_stats;
+  stats.shape = p.head_stats_shape;
+  const size_t stats_floats = p.head_stats ? N * H : 0;
+  if (!stats.entropy.Resize(stats_floats) || !stats.distance.Resize(stats_floats) ||
+      !stats.max_weight.Resize(stats_floats)) {
+    return Status(StatusCode::kResourceExhausted, "reference: out of memory");
+  }
+  // Heads with no query rows or no keys at all keep NaN (no row has a distribution).
+  for (float* s : {stats.entropy.data(), stats.distance.data(), stats.max_weight.data()}) {
+    std::fill_n(s, stats_floats, std::numeric_limits<float>::quiet_NaN());
+  }
   if (opt.need_weights && p.weights_floats(average) > 0) {
     std::fill_n(result->weights.data(), p.weights_floats(average), 0.0f);
   }
@@ -130,6 +168,7 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
         if (fully_masked(i)) head.row(i).setZero();
       }
       concat.middleCols(h * hd, hd) = head;
+      if (p.head_stats) HeadStatsOf(scores, fully_masked, S, n * H + h, &stats);
 
       if (opt.need_weights) {
         float* dst = result->weights.data() + (average ? n * L * Sp : (n * H + h) * L * Sp);

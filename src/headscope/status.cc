@@ -16,6 +16,49 @@ const char* StatusCodeName(StatusCode code) {
   return "UNKNOWN";
 }
 
+namespace {
+
+Naming g_naming = Naming::kTorch;
+
+struct ArgNames {
+  const char* torch;
+  const char* js_name;  // inside a sentence
+  const char* js_path;  // as the argument a message is about
+};
+// In Arg's order.
+constexpr ArgNames kArgNames[] = {
+    {"", "", ""},
+    {"query", "query", "query"},
+    {"key", "key", "key"},
+    {"value", "value", "value"},
+    {"key_padding_mask", "options.keyPaddingMask", "options.keyPaddingMask"},
+    {"attn_mask", "options.attnMask", "options.attnMask"},
+    {"is_causal", "options.isCausal", "options.isCausal"},
+    {"need_weights", "options.needWeights", "options.needWeights"},
+    {"head_gates", "options.headGates", "options.headGates"},
+    {"embed_dim", "embedDim", "config.embedDim"},
+    {"num_heads", "numHeads", "config.numHeads"},
+    {"kdim", "kdim", "config.kdim"},
+    {"vdim", "vdim", "config.vdim"},
+    {"state_dict", "stateDict", "stateDict"},
+};
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kStateDict) + 1);
+
+}  // namespace
+
+void SetNaming(Naming naming) { g_naming = naming; }
+Naming CurrentNaming() { return g_naming; }
+
+const char* ArgName(Arg arg) {
+  const ArgNames& n = kArgNames[static_cast<int>(arg)];
+  return g_naming == Naming::kJs ? n.js_name : n.torch;
+}
+
+const char* ArgPath(Arg arg) {
+  const ArgNames& n = kArgNames[static_cast<int>(arg)];
+  return g_naming == Naming::kJs ? n.js_path : n.torch;
+}
+
 std::string Status::ToString() const {
   if (ok()) return "OK";
   return std::string(StatusCodeName(code_)) + ": " + message_;

@@ -23,25 +23,55 @@ enum class StatusCode {
 // Stable upper-case name of a code ("SHAPE_MISMATCH"); the JS wrapper uses it as error.code.
 const char* StatusCodeName(StatusCode code);
 
+// The argument a Status is about, as a stable id. Messages spell arguments through ArgName and
+// ArgPath in the process's naming: PyTorch's (key_padding_mask, embed_dim; the C++ API, the CLI)
+// or the JS API's (options.keyPaddingMask, config.embedDim; set once by the WebAssembly binding),
+// so each message is written once, in C++, and reaches JS already in JS's words, with the id
+// beside it (error.argument) instead of being renamed by patterns in JS.
+enum class Arg {
+  kNone,
+  kQuery, kKey, kValue,
+  kKeyPaddingMask, kAttnMask, kIsCausal, kNeedWeights, kHeadGates,
+  kEmbedDim, kNumHeads, kKdim, kVdim,
+  kStateDict,
+};
+enum class Naming { kTorch, kJs };
+void SetNaming(Naming naming);
+Naming CurrentNaming();
+// How a message refers to the argument inside a sentence ("embedDim", "options.attnMask").
+const char* ArgName(Arg arg);
+// How a message names the argument it is about, as its first word ("config.embedDim").
+const char* ArgPath(Arg arg);
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(StatusCode code, Arg argument, std::string message)
+      : code_(code), argument_(argument), message_(std::move(message)) {}
   static Status Ok() { return Status(); }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
+  // The argument the message is about (Arg::kNone for failures that are not one argument's:
+  // memory, I/O, a case document's JSON path).
+  Arg argument() const { return argument_; }
   const std::string& message() const { return message_; }
   // "SHAPE_MISMATCH: query: ..." for logs and the CLI.
   std::string ToString() const;
 
  private:
   StatusCode code_ = StatusCode::kOk;
+  Arg argument_ = Arg::kNone;
   std::string message_;
 };
 
 inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
 inline Status ShapeMismatch(std::string m) { return {StatusCode::kShapeMismatch, std::move(m)}; }
+// "<ArgPath(arg)>: <detail>", carrying the id.
+inline Status ArgError(StatusCode code, Arg arg, const std::string& detail) {
+  return {code, arg, std::string(ArgPath(arg)) + ": " + detail};
+}
 
 #define HEADSCOPE_RETURN_IF_ERROR(expr)           \
   do {                                            \

@@ -47,68 +47,71 @@ std::vector<ParamSpec> ExpectedParams(const MhaConfig& c) {
   return specs;
 }
 
-Status MhaWeights::Set(std::string_view name, const TensorView& value, Param* which) {
-  const std::vector<ParamSpec> specs = ExpectedParams(config_);
-  const ParamSpec* spec = nullptr;
-  for (const ParamSpec& s : specs) {
-    if (name == s.name) spec = &s;
+std::vector<ParamSpec> AliasParams(const MhaConfig& c) {
+  if (!c.same_qkv_dim()) return {};
+  const int64_t E = c.embed_dim;
+  return {{Param::kQProjWeight, ParamName(Param::kQProjWeight), {E, E}},
+          {Param::kKProjWeight, ParamName(Param::kKProjWeight), {E, E}},
+          {Param::kVProjWeight, ParamName(Param::kVProjWeight), {E, E}}};
+}
+
+MhaWeights::MhaWeights(const MhaConfig& config) : config_(config) {
+  for (int& i : index_) i = -1;
+  // An invalid config (which Create refuses; the reference and tests may still hold one) has no
+  // entries: its sizes need not even be representable.
+  if (!ValidateConfig(config_).ok()) return;
+  for (const ParamSpec& p : ExpectedParams(config_)) {
+    index_[static_cast<int>(p.param)] = store_.Add(p.name, p.shape);
   }
-  if (spec == nullptr) {
-    return Status(StatusCode::kUnknownParameter,
-                  "state_dict: unexpected key '" + std::string(name) +
-                      "' for this config (expected keys: " + KeyList(specs) + ")");
+  // The three row blocks of in_proj_weight, in the order [Wq; Wk; Wv].
+  const int packed = index_[static_cast<int>(Param::kInProjWeight)];
+  size_t offset = 0;
+  for (const ParamSpec& p : AliasParams(config_)) {
+    index_[static_cast<int>(p.param)] = store_.AddAlias(p.name, packed, offset, p.shape);
+    offset += static_cast<size_t>(p.shape.NumElements());
   }
-  const std::string arg = "state_dict['" + std::string(name) + "']";
-  if (value.shape != spec->shape) {
-    return ShapeMismatch(arg + ": expected shape " + spec->shape.ToString() + ", got " +
-                         value.shape.ToString());
+}
+
+Status MhaWeights::Set(std::string_view name, const TensorView& value) {
+  const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + std::string(name) + "']";
+  const int i = store_.Find(name);
+  if (i < 0) {
+    const std::vector<ParamSpec> aliases = AliasParams(config_);
+    return Status(StatusCode::kUnknownParameter, Arg::kStateDict,
+                  arg + ": unknown key for this config (expected keys: " +
+                      KeyList(ExpectedParams(config_)) +
+                      (aliases.empty() ? "" : "; or, for in_proj_weight, " + KeyList(aliases)) +
+                      ")");
   }
-  const size_t n = static_cast<size_t>(spec->shape.NumElements());
-  if (n > 0 && value.data == nullptr) {
-    return ShapeMismatch(arg + ": data is null, but shape " + value.shape.ToString() +
-                         " needs " + std::to_string(n) + " values");
+  const Status s = store_.Set(i, value, arg);
+  return s.ok() ? s : Status(s.code(), Arg::kStateDict, s.message());
+}
+
+// Called by every forward: no allocation, a pass over the entries of the config.
+bool MhaWeights::complete() const {
+  for (const int i : index_) {
+    if (i >= 0 && !store_.is_alias(i) && !store_.loaded(i)) return false;
   }
-  if (value.size != n) {
-    return ShapeMismatch(arg + ": shape " + value.shape.ToString() + " needs " +
-                         std::to_string(n) + " values, got " + std::to_string(value.size));
-  }
-  AlignedBuffer& dst = values_[static_cast<int>(spec->param)];
-  if (!dst.Resize(n)) {
-    return Status(StatusCode::kResourceExhausted,
-                  arg + ": out of memory copying " + std::to_string(n) + " floats");
-  }
-  if (n > 0) std::memcpy(dst.data(), value.data, n * sizeof(float));
-  present_[static_cast<int>(spec->param)] = true;
-  complete_ = true;
-  for (const ParamSpec& s : specs) complete_ = complete_ && Has(s.param);
-  if (which != nullptr) *which = spec->param;
-  return Status::Ok();
+  return true;
 }
 
 Status MhaWeights::CheckComplete() const {
-  if (complete_) return Status::Ok();
+  if (complete()) return Status::Ok();
   std::string missing;
   for (const ParamSpec& s : ExpectedParams(config_)) {
     if (Has(s.param)) continue;
     if (!missing.empty()) missing += ", ";
     missing += std::string(s.name) + " " + s.shape.ToString();
   }
-  if (missing.empty()) return Status::Ok();
-  return Status(StatusCode::kMissingParameter, "state_dict: missing " + missing);
+  return Status(StatusCode::kMissingParameter, Arg::kStateDict,
+                std::string(ArgName(Arg::kStateDict)) + ": missing " + missing);
 }
 
-const float* MhaWeights::q_weight() const {
-  return config_.same_qkv_dim() ? Get(Param::kInProjWeight) : Get(Param::kQProjWeight);
-}
-const float* MhaWeights::k_weight() const {
-  const size_t E = static_cast<size_t>(config_.embed_dim);
-  return config_.same_qkv_dim() ? Get(Param::kInProjWeight) + E * E : Get(Param::kKProjWeight);
-}
-const float* MhaWeights::v_weight() const {
-  const size_t E = static_cast<size_t>(config_.embed_dim);
-  return config_.same_qkv_dim() ? Get(Param::kInProjWeight) + 2 * E * E
-                                : Get(Param::kVProjWeight);
-}
+// The projections by their split names under every config: with in_proj_weight those are
+// aliases of its row blocks (AliasParams).
+const float* MhaWeights::q_weight() const { return Get(Param::kQProjWeight); }
+const float* MhaWeights::k_weight() const { return Get(Param::kKProjWeight); }
+const float* MhaWeights::v_weight() const { return Get(Param::kVProjWeight); }
 const float* MhaWeights::q_bias() const {
   return config_.bias ? Get(Param::kInProjBias) : nullptr;
 }

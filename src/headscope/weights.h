@@ -1,5 +1,10 @@
 // MhaWeights: the state_dict of one torch.nn.MultiheadAttention, addressed by PyTorch's key names
-// and checked against the config's shapes as each entry is loaded.
+// and checked against the config's shapes as each entry is loaded, held in a ParameterStore.
+//
+// With kdim = vdim = embed_dim, torch stores one packed in_proj_weight (3E, E); the store also
+// answers to q_proj_weight / k_proj_weight / v_proj_weight there, as aliases of its three row
+// blocks, so a state_dict with split projections (as many exported models have) loads too, and
+// the computation reads the three projections by the same names under every config.
 #ifndef HEADSCOPE_WEIGHTS_H_
 #define HEADSCOPE_WEIGHTS_H_
 
@@ -8,6 +13,7 @@
 #include <vector>
 
 #include "headscope/config.h"
+#include "headscope/parameters.h"
 #include "headscope/status.h"
 #include "headscope/tensor.h"
 
@@ -37,17 +43,27 @@ struct ParamSpec {
 // The keys module.state_dict() yields for `config`, in PyTorch's order, with their shapes.
 std::vector<ParamSpec> ExpectedParams(const MhaConfig& config);
 
+// Keys a config also accepts beyond ExpectedParams: q/k/v_proj_weight as parts of in_proj_weight
+// when kdim = vdim = embed_dim; none otherwise.
+std::vector<ParamSpec> AliasParams(const MhaConfig& config);
+
 class MhaWeights {
  public:
-  explicit MhaWeights(const MhaConfig& config) : config_(config) {}
+  explicit MhaWeights(const MhaConfig& config);
 
-  // Copies one state_dict entry. Rejects unknown keys, keys this config does not use and wrong
-  // shapes. NaN and infinity inside weights are accepted: they propagate as in PyTorch.
-  Status Set(std::string_view name, const TensorView& value, Param* which = nullptr);
-  bool Has(Param p) const { return present_[static_cast<int>(p)]; }
+  // Copies one state_dict entry (or an alias of one). Rejects unknown keys, keys this config does
+  // not use and wrong shapes. NaN and infinity inside weights are accepted: they propagate as in
+  // PyTorch.
+  Status Set(std::string_view name, const TensorView& value);
+  // Copies every entry `other` (same config) has loaded.
+  Status CopyLoadedFrom(const MhaWeights& other) { return store_.CopyLoadedFrom(other.store_); }
+  bool Has(Param p) const {
+    const int i = index_[static_cast<int>(p)];
+    return i >= 0 && store_.loaded(i);
+  }
   // kMissingParameter naming every key still missing. Cheap once complete (called per forward).
   Status CheckComplete() const;
-  bool complete() const { return complete_; }
+  bool complete() const;
 
   // Views the computation uses, independent of how the weights arrived: the three input
   // projections as separate (E, in_dim) matrices and their (E) biases (null without bias).
@@ -61,14 +77,25 @@ class MhaWeights {
   const float* out_bias() const { return config_.bias ? Get(Param::kOutProjBias) : nullptr; }
   const float* bias_k() const { return config_.add_bias_kv ? Get(Param::kBiasK) : nullptr; }
   const float* bias_v() const { return config_.add_bias_kv ? Get(Param::kBiasV) : nullptr; }
-  const float* Get(Param p) const { return values_[static_cast<int>(p)].data(); }
+  const float* Get(Param p) const {
+    const int i = index_[static_cast<int>(p)];
+    return i >= 0 ? store_.data(i) : nullptr;
+  }
   const MhaConfig& config() const { return config_; }
+
+  // The store's version, and the version of the tensor behind parameter p (packed caches are
+  // stamped with it; an alias reports its target's).
+  uint64_t version() const { return store_.version(); }
+  uint64_t version(Param p) const {
+    const int i = index_[static_cast<int>(p)];
+    return i >= 0 ? store_.version(i) : 0;
+  }
+  const ParameterStore& store() const { return store_; }
 
  private:
   MhaConfig config_;
-  AlignedBuffer values_[static_cast<int>(Param::kCount)];
-  bool present_[static_cast<int>(Param::kCount)] = {};
-  bool complete_ = false;  // every key of ExpectedParams(config_) present
+  ParameterStore store_;
+  int index_[static_cast<int>(Param::kCount)];  // store entry per Param; -1 if not in the config
 };
 
 }  // namespace headscope

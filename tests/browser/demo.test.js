@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openPage, screenshot } from './harness.js';
 import { init } from '../../web/lib/index.js';
+import { parseCase } from '../../web/lib/case.js';
 import { seedWorkedExample } from '../../web/lib/examples.js';
 
 const golden = (name) => fileURLToPath(new URL(`../golden/${name}`, import.meta.url));
@@ -87,6 +88,183 @@ test('the heads view: head count changes the grid, hiding a head changes the out
     }, [`${root} .hs-ablation-diff`, d0]);
     assert.ok((await diff()) > 0, 'switching head 1 off changes the output');
     await screenshot(p.page, 'heads-ablation');
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+// The engine's head statistics of a case document, computed in Node the way the Heads view asks
+// for them (trace with headStats): { entropy, distance, maxWeight }, N rows of H numbers each.
+function engineHeadStats(hs, doc) {
+  const c = parseCase(doc);
+  const mha = hs.createMultiheadAttention(c.config);
+  try {
+    mha.loadStateDict(c.stateDict);
+    const { headStats } = mha.trace(c.query, c.key, c.value, {
+      keyPaddingMask: c.options.keyPaddingMask, attnMask: c.options.attnMask,
+      isCausal: c.options.isCausal ?? false, headStats: true,
+    });
+    const rows = (t) => {
+      const H = t.shape.at(-1);
+      return Array.from({ length: t.data.length / H }, (_, n) => Array.from(t.data.subarray(n * H, (n + 1) * H)));
+    };
+    return { entropy: rows(headStats.entropy), distance: rows(headStats.distance), maxWeight: rows(headStats.maxWeight) };
+  } finally {
+    mha.dispose();
+  }
+}
+
+// A statistic as the cards show it: fixed decimals (no "-0.00"), an em dash for NaN.
+const fixed = (v, decimals) => (Number.isNaN(v) ? '—' : v.toFixed(decimals).replace(/^-(0\.0+)$/, '$1'));
+const cardTexts = ({ entropy, distance, maxWeight }) =>
+  [`${fixed(entropy, 2)} nats`, `${fixed(distance, 1)} tokens`, fixed(maxWeight, 2)];
+const meanOverHeads = (values) => {
+  const kept = values.filter((v) => !Number.isNaN(v));
+  return kept.length ? kept.reduce((a, b) => a + b, 0) / kept.length : NaN;
+};
+
+// What every head's card shows for batch element n, and the averaged card: its mean over heads.
+function expectedCards(stats, n) {
+  const H = stats.entropy[n].length;
+  const pick = (h) => ({ entropy: stats.entropy[n][h], distance: stats.distance[n][h], maxWeight: stats.maxWeight[n][h] });
+  return {
+    heads: Array.from({ length: H }, (_, h) => cardTexts(pick(h))),
+    average: cardTexts({ entropy: meanOverHeads(stats.entropy[n]), distance: meanOverHeads(stats.distance[n]),
+      maxWeight: meanOverHeads(stats.maxWeight[n]) }),
+  };
+}
+
+const STAT_NAMES = ['entropy', 'distance', 'maxWeight'];
+
+// The Heads view's numbers as shown: per head card (in head order), then the averaged card.
+async function shownCards(page) {
+  return page.evaluate((names) => {
+    const texts = (card) => names.map((s) => card.querySelector(`[data-stat="${s}"] strong`)?.textContent ?? null);
+    const grid = [...document.querySelectorAll('#panel-heads .hs-head-grid [data-head]')];
+    const average = document.querySelector('#panel-heads .hs-heads-average .hs-head-card');
+    return { heads: grid.map(texts), average: average ? texts(average) : null };
+  }, STAT_NAMES);
+}
+
+// Waits until the per-head cards (or, view 'average', the averaged card) show `want`, then checks.
+async function assertCards(page, want, view = 'heads') {
+  const pick = (cards) => (view === 'heads' ? cards.heads : cards.average);
+  await page.waitForFunction(([names, w, v]) => {
+    const texts = (card) => names.map((s) => card.querySelector(`[data-stat="${s}"] strong`)?.textContent ?? null);
+    const shown = v === 'heads'
+      ? [...document.querySelectorAll('#panel-heads .hs-head-grid [data-head]')].map(texts)
+      : [...document.querySelectorAll('#panel-heads .hs-heads-average .hs-head-card')].map(texts)[0];
+    return JSON.stringify(shown) === JSON.stringify(w);
+  }, [STAT_NAMES, pick(want), view], { timeout: 5000 }).catch(() => {});
+  assert.deepEqual(pick(await shownCards(page)), pick(want), `the ${view} cards show the engine's headStats`);
+}
+
+async function showInHeads(page, file) {
+  await page.click('#tab-load');
+  await page.setInputFiles('#panel-load input[type="file"]', file);
+  const name = typeof file === 'string' ? file.split('/').at(-1) : file.name;
+  await page.waitForFunction((n) => document.querySelector('.hs-status')?.textContent.includes(`Loaded ${n}`), name);
+  await page.click('#panel-load button:has-text("Show in the Heads view")');
+  assert.equal(await page.getAttribute('#tab-heads', 'aria-selected'), 'true');
+}
+
+// Self-attention of N batch elements (sequence first) of L tokens, E dims, H heads, numbers from
+// a fixed generator: N * H * L * L above the 50k weights that send a case to the Web Worker.
+function workerCaseFile({ N = 2, L = 80, E = 8, H = 4 } = {}) {
+  let s = 7;
+  const next = () => {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    return Math.round((s / 2 ** 32 * 2 - 1) * 1000) / 1000;
+  };
+  const matrix = (rows, cols) => Array.from({ length: rows }, () => Array.from({ length: cols }, next));
+  const doc = {
+    name: 'worker heads',
+    config: { embed_dim: E, num_heads: H, add_bias_kv: true },
+    state_dict: {
+      in_proj_weight: matrix(3 * E, E), in_proj_bias: matrix(1, 3 * E)[0],
+      'out_proj.weight': matrix(E, E), 'out_proj.bias': matrix(1, E)[0],
+      bias_k: [[matrix(1, E)[0]]], bias_v: [[matrix(1, E)[0]]],
+    },
+    inputs: { query: Array.from({ length: L }, () => matrix(N, E)), is_causal: false,
+      // Causal over the L keys; bias_k (appended by the layer) stays open to every query.
+      attn_mask: Array.from({ length: L }, (_, i) => Array.from({ length: L }, (_, j) => j > i)) },
+  };
+  return { doc, file: { name: 'worker-heads.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(doc)) } };
+}
+
+test('the Heads view shows the engine\'s head statistics: per head, per batch element, mean over heads', async () => {
+  const p = await openPage('/demo/#load');
+  try {
+    const { page } = p;
+    const hs = await init();
+
+    // The seed worked example: 2 heads, unbatched.
+    const seed = JSON.parse(readFileSync(golden('seed-worked-example.json'), 'utf8'));
+    const seedStats = engineHeadStats(hs, seed);
+    assert.equal(seedStats.entropy.length, 1);
+    await showInHeads(page, golden('seed-worked-example.json'));
+    const seedWant = expectedCards(seedStats, 0);
+    await assertCards(page, seedWant);
+    assert.deepEqual(seedWant.heads, [['0.92 nats', '0.7 tokens', '0.52'], ['0.84 nats', '0.7 tokens', '0.61']],
+      'the seed\'s numbers, written out');
+    const titles = await page.$$eval('#panel-heads .hs-head-grid [data-head="1"] [data-stat]',
+      (items) => items.map((i) => [i.dataset.stat, i.textContent, i.title]));
+    assert.deepEqual(titles.map(([stat]) => stat), STAT_NAMES);
+    assert.match(titles[0][1], /^entropy /);
+    assert.match(titles[1][1], /^mean distance /);
+    assert.match(titles[2][1], /^confidence /);
+    assert.match(titles[0][2], /1\.10 nats \(ln 3\) would be uniform attention/);
+    assert.match(titles[1][2], /Σ_j w_ij · \|i − j\|$/);
+    assert.match(titles[2][2], /largest weight.*0\.33 \(1\/3\) would be uniform attention/);
+
+    // The averaged card: the heads' numbers averaged, labelled so.
+    await page.check('#panel-heads [name="view"][value="average"]');
+    await assertCards(page, seedWant, 'average');
+    const caption = await page.textContent('#panel-heads .hs-heads-average .hs-head-stats');
+    assert.match(caption, /^Mean over heads:/);
+    assert.match(await page.getAttribute('#panel-heads .hs-heads-average [data-stat="entropy"]', 'title'),
+      /^Mean over the 2 heads of each head's entropy/);
+    await page.check('#panel-heads [name="view"][value="heads"]');
+
+    // Batched, batch first, bias_k and the zero key, masks: each batch element's row of (N, H).
+    const biasFile = golden('bias-kv-zero-attn-batch-first-kpm-mask.json');
+    const biasStats = engineHeadStats(hs, JSON.parse(readFileSync(biasFile, 'utf8')));
+    await showInHeads(page, biasFile);
+    assert.equal(await page.isVisible('#panel-heads [name="batch"]'), true, 'the batch picker shows');
+    for (let n = 0; n < biasStats.entropy.length; n++) {
+      await page.selectOption('#panel-heads [name="batch"]', String(n + 1));
+      await assertCards(page, expectedCards(biasStats, n));
+    }
+    assert.notDeepEqual(expectedCards(biasStats, 0).heads, expectedCards(biasStats, 1).heads,
+      'the batch elements differ');
+    // Its 3 keys, then bias_k and the zero key: 5 columns, of which the distance covers 3.
+    assert.match(await page.getAttribute('#panel-heads [data-head="1"] [data-stat="distance"]', 'title'),
+      /over the 3 keys with a position \(bias_k and the zero key add nothing\)/);
+    assert.match(await page.getAttribute('#panel-heads [data-head="1"] [data-stat="entropy"]', 'title'), /\(ln 5\)/);
+
+    // A batch element whose every key is padded: no rows left, a dash for every number.
+    const fullFile = golden('full-kpm-batch-element.json');
+    const fullStats = engineHeadStats(hs, JSON.parse(readFileSync(fullFile, 'utf8')));
+    const empty = fullStats.entropy.findIndex((row) => row.every(Number.isNaN));
+    assert.ok(empty >= 0, 'the case has a fully masked batch element');
+    await showInHeads(page, fullFile);
+    for (const n of [empty, (empty + 1) % fullStats.entropy.length]) {
+      await page.selectOption('#panel-heads [name="batch"]', String(n + 1));
+      await assertCards(page, expectedCards(fullStats, n));
+    }
+    assert.deepEqual(expectedCards(fullStats, empty).heads[0], ['— nats', '— tokens', '—']);
+
+    // A case large enough for the page's Web Worker: headStats come back through it.
+    const big = workerCaseFile();
+    const bigStats = engineHeadStats(hs, big.doc);
+    await showInHeads(page, big.file);
+    await page.selectOption('#panel-heads [name="batch"]', '2');
+    await assertCards(page, expectedCards(bigStats, 1));
+    assert.ok(page.workers().some((w) => w.url().endsWith('/lib/worker.js')), 'the Heads view ran it in the worker');
+    await page.check('#panel-heads [name="view"][value="average"]');
+    await assertCards(page, expectedCards(bigStats, 1), 'average');
+    await screenshot(page, 'heads-stats');
     assertClean(p);
   } finally {
     await p.close();

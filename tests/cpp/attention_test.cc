@@ -45,8 +45,26 @@ struct StageResult {
   std::vector<float> concat;      // q geometry (padding included)
   std::vector<float> weights;     // [N, H, L, S'] or averaged [N, L, S'] (empty if not asked)
   std::vector<float> scores;      // [N, H, L, S'] (empty if not asked)
-  std::vector<float> max_weight;  // [N, H, L] (empty if not asked)
+  std::vector<float> max_weight;  // [N, H, L] sinks (each empty if not asked)
+  std::vector<float> entropy;
+  std::vector<float> distance;
 };
+
+// The row statistics of RowSinks from one row of weights, in double, from their definitions.
+void RowStats(const float* w, size_t Sp, size_t S, size_t i, float* max_weight, double* entropy,
+              double* distance) {
+  float best = 0.0f;
+  double e = 0.0, d = 0.0;
+  for (size_t j = 0; j < Sp; ++j) {
+    if (std::isnan(w[j])) best = kNaN;
+    if (!std::isnan(best) && w[j] > best) best = w[j];
+    if (w[j] > 0.0f || std::isnan(w[j])) e -= static_cast<double>(w[j]) * std::log(static_cast<double>(w[j]));
+    if (j < S) d += static_cast<double>(w[j]) * std::fabs(static_cast<double>(i) - static_cast<double>(j));
+  }
+  *max_weight = best;
+  *entropy = e;
+  *distance = std::isnan(best) ? kNaN : d;  // a NaN row is NaN throughout, extra keys or not
+}
 
 size_t QFloats(const AttentionShape& s) { return s.batch * s.q_batch_stride; }
 size_t KvFloats(const AttentionShape& s) { return s.batch * s.kv_batch_stride; }
@@ -62,6 +80,8 @@ StageResult ScalarStage(const StageCall& c) {
   r.concat.assign(QFloats(s), kSentinel);
   std::vector<float> per_head(N * H * L * Sp), scores(N * H * L * Sp);
   r.max_weight.assign(N * H * L, 0.0f);
+  r.entropy.assign(N * H * L, 0.0f);
+  r.distance.assign(N * H * L, 0.0f);
   for (size_t n = 0; n < N; ++n) {
     for (size_t h = 0; h < H; ++h) {
       const size_t g = h / group;
@@ -103,12 +123,11 @@ StageResult ScalarStage(const StageCall& c) {
           for (size_t j = 0; j < Sp; ++j)
             wrow[j] = static_cast<float>(std::exp(srow[j] - max) / sum);
         }
-        float best = 0.0f;
-        for (size_t j = 0; j < Sp; ++j) {
-          if (std::isnan(wrow[j])) best = kNaN;
-          if (!std::isnan(best) && wrow[j] > best) best = wrow[j];
-        }
-        r.max_weight[(n * H + h) * L + i] = best;
+        double entropy, distance;
+        const size_t row = (n * H + h) * L + i;
+        RowStats(wrow, Sp, S, i, &r.max_weight[row], &entropy, &distance);
+        r.entropy[row] = static_cast<float>(entropy);
+        r.distance[row] = static_cast<float>(distance);
         float* out = r.concat.data() + n * s.q_batch_stride + i * s.q_row_stride + h * hd;
         for (size_t x = 0; x < hd; ++x) {
           double acc = 0.0;
@@ -135,7 +154,11 @@ StageResult ScalarStage(const StageCall& c) {
     }
   }
   if (c.want_scores) r.scores = scores;
-  if (!c.want_sinks) r.max_weight.clear();
+  if (!c.want_sinks) {
+    r.max_weight.clear();
+    r.entropy.clear();
+    r.distance.clear();
+  }
   return r;
 }
 
@@ -146,7 +169,11 @@ StageResult RunStage(const StageCall& c, size_t workers) {
   if (c.want_weights)
     r.weights.assign(s.batch * (c.average ? 1 : s.heads) * s.q_len * s.kv_total, kSentinel);
   if (c.want_scores) r.scores.assign(s.batch * s.heads * s.q_len * s.kv_total, kSentinel);
-  if (c.want_sinks) r.max_weight.assign(s.batch * s.heads * s.q_len, kSentinel);
+  if (c.want_sinks) {
+    r.max_weight.assign(s.batch * s.heads * s.q_len, kSentinel);
+    r.entropy.assign(s.batch * s.heads * s.q_len, kSentinel);
+    r.distance.assign(s.batch * s.heads * s.q_len, kSentinel);
+  }
   AttentionArgs a;
   a.shape = s;
   a.sqrt_head_dim = std::sqrt(static_cast<float>(s.head_dim));
@@ -162,6 +189,8 @@ StageResult RunStage(const StageCall& c, size_t workers) {
   a.out.average_weights = c.average;
   a.out.scores = c.want_scores ? r.scores.data() : nullptr;
   a.out.sinks.max_weight = c.want_sinks ? r.max_weight.data() : nullptr;
+  a.out.sinks.entropy = c.want_sinks ? r.entropy.data() : nullptr;
+  a.out.sinks.distance = c.want_sinks ? r.distance.data() : nullptr;
   a.out.head_gates = c.gates.empty() ? nullptr : c.gates.data();
   a.workers = workers;
   AlignedBuffer workspace;
@@ -263,12 +292,39 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
       << what << " " << description;
 }
 
+// The float64 reference of the statistics: the sinks must be the row statistics of the stage's
+// own per-head weights computed in double, to 1e-6 relative per row (the kernel sums in double
+// too, so what is left is the final float rounding).
+void ExpectSinksMatchOwnWeights(const StageCall& c, const StageResult& got) {
+  if (!c.want_sinks || !c.want_weights || c.average) return;
+  const AttentionShape& s = c.shape;
+  const size_t rows = s.batch * s.heads * s.q_len;
+  for (size_t row = 0; row < rows; ++row) {
+    float max_weight;
+    double entropy, distance;
+    RowStats(got.weights.data() + row * s.kv_total, s.kv_total, s.kv_len, row % s.q_len,
+             &max_weight, &entropy, &distance);
+    const auto close = [](float x, double want) {
+      return (std::isnan(x) && std::isnan(want)) ||
+             std::fabs(static_cast<double>(x) - want) <= 1e-6 * std::fabs(want) + 1e-30;
+    };
+    ASSERT_TRUE(close(got.max_weight[row], max_weight)) << c.description << " row " << row;
+    ASSERT_TRUE(close(got.entropy[row], entropy))
+        << c.description << " row " << row << ": " << got.entropy[row] << " vs " << entropy;
+    ASSERT_TRUE(close(got.distance[row], distance))
+        << c.description << " row " << row << ": " << got.distance[row] << " vs " << distance;
+  }
+}
+
 void ExpectMatchesScalar(const StageCall& c, const StageResult& got) {
   const StageResult want = ScalarStage(c);
   ExpectClose(got.concat, want.concat, "concat", c.description);
   ExpectClose(got.weights, want.weights, "weights", c.description);
   ExpectClose(got.scores, want.scores, "scores", c.description);
   ExpectClose(got.max_weight, want.max_weight, "max_weight", c.description);
+  ExpectClose(got.entropy, want.entropy, "entropy", c.description);
+  ExpectClose(got.distance, want.distance, "distance", c.description);
+  ExpectSinksMatchOwnWeights(c, got);
 }
 
 void ExpectSameBits(const std::vector<float>& a, const std::vector<float>& b, const char* what) {
@@ -305,6 +361,8 @@ TEST(AttentionStage, MatchesScalarStageOnRandomArguments) {
           ExpectSameBits(got.weights, first.weights, "weights");
           ExpectSameBits(got.scores, first.scores, "scores");
           ExpectSameBits(got.max_weight, first.max_weight, "max_weight");
+          ExpectSameBits(got.entropy, first.entropy, "entropy");
+          ExpectSameBits(got.distance, first.distance, "distance");
         }
       }
       SetThreadCount(1);
@@ -357,6 +415,8 @@ TEST(AttentionStage, HeadGatesScaleEachHeadsOutput) {
           ExpectSameBits(got.weights, ungated.weights, "weights (gates must not change them)");
           ExpectSameBits(got.scores, ungated.scores, "scores");
           ExpectSameBits(got.max_weight, ungated.max_weight, "max_weight");
+          ExpectSameBits(got.entropy, ungated.entropy, "entropy");
+          ExpectSameBits(got.distance, ungated.distance, "distance");
           first = got;
         } else {
           ExpectSameBits(got.concat, first.concat, "concat");
@@ -466,6 +526,8 @@ TEST(AttentionStage, FullyMaskedAndNaNRows) {
           for (size_t j = 0; j < Sp; ++j) EXPECT_EQ(w(h, 1, j), 0.0f);
           for (size_t x = 0; x < hd; ++x) EXPECT_EQ(out(h, 1, x), 0.0f);
           EXPECT_EQ(got.max_weight[h * L + 1], 0.0f);
+          EXPECT_EQ(got.entropy[h * L + 1], 0.0f);
+          EXPECT_EQ(got.distance[h * L + 1], 0.0f);
         } else {
           EXPECT_EQ(w(h, 1, S), 1.0f);  // the extra key takes all the weight
         }
@@ -473,6 +535,8 @@ TEST(AttentionStage, FullyMaskedAndNaNRows) {
       for (size_t j = 0; j < Sp; ++j) EXPECT_TRUE(std::isnan(w(1, 2, j)));
       for (size_t x = 0; x < hd; ++x) EXPECT_TRUE(std::isnan(out(1, 2, x)));
       EXPECT_TRUE(std::isnan(got.max_weight[1 * L + 2]));
+      EXPECT_TRUE(std::isnan(got.entropy[1 * L + 2]));
+      EXPECT_TRUE(std::isnan(got.distance[1 * L + 2]));
       EXPECT_FALSE(std::isnan(w(0, 2, 0)));   // head 0 of the same query is not a NaN row
       EXPECT_TRUE(std::isnan(out(0, 0, 0)));  // but V's NaN reaches head 0's outputs
     }

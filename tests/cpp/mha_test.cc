@@ -601,6 +601,173 @@ TEST(HeadGates, TraceHoldsGatedHeadOutputs) {
   }
 }
 
+// Head statistics (ForwardOptions::head_stats) from their definitions in float64 over the
+// returned per-head weights: (N*H) values each; fully masked rows (all 0) are left out, NaN with
+// no row left. `S` is the keys with a position (the extra keys add no distance).
+struct Float64Stats {
+  std::vector<double> entropy, distance, max_weight;
+};
+Float64Stats StatsOfWeights(const float* w, size_t NH, size_t L, size_t Sp, size_t S) {
+  Float64Stats r;
+  for (size_t nh = 0; nh < NH; ++nh) {
+    double e = 0, d = 0, m = 0;
+    size_t rows = 0;
+    for (size_t i = 0; i < L; ++i) {
+      const float* row = w + (nh * L + i) * Sp;
+      bool zero = true;
+      for (size_t j = 0; j < Sp; ++j) zero = zero && row[j] == 0.0f;
+      if (zero) continue;
+      double re = 0, rd = 0, rm = 0;
+      for (size_t j = 0; j < Sp; ++j) {
+        const double x = row[j];
+        if (x > 0 || std::isnan(x)) re -= x * std::log(x);
+        if (j < S || std::isnan(x)) rd += x * std::fabs(double(i) - double(j));
+        rm = std::isnan(x) || std::isnan(rm) ? std::nan("") : std::max(rm, x);
+      }
+      e += re;
+      d += rd;
+      m += rm;
+      ++rows;
+    }
+    const double nan = std::nan("");
+    r.entropy.push_back(rows ? e / rows : nan);
+    r.distance.push_back(rows ? d / rows : nan);
+    r.max_weight.push_back(rows ? m / rows : nan);
+  }
+  return r;
+}
+
+void ExpectStatsNear(const HeadStats& got, const Float64Stats& want, double rel,
+                     const std::string& what, double abs = 1e-30) {
+  ASSERT_EQ(got.entropy.size(), want.entropy.size()) << what;
+  const std::pair<const AlignedBuffer*, const std::vector<double>*> pairs[] = {
+      {&got.entropy, &want.entropy}, {&got.distance, &want.distance},
+      {&got.max_weight, &want.max_weight}};
+  const char* names[] = {"entropy", "distance", "max_weight"};
+  for (int k = 0; k < 3; ++k) {
+    for (size_t i = 0; i < want.entropy.size(); ++i) {
+      const double g = pairs[k].first->data()[i], w = (*pairs[k].second)[i];
+      if (std::isnan(w)) {
+        EXPECT_TRUE(std::isnan(g)) << what << " " << names[k] << "[" << i << "]";
+      } else {
+        EXPECT_LE(std::fabs(g - w), rel * std::fabs(w) + abs)
+            << what << " " << names[k] << "[" << i << "] " << g << " vs " << w;
+      }
+    }
+  }
+}
+
+// Float32 results as doubles, for comparing one engine's statistics with another's.
+Float64Stats AsDoubles(const HeadStats& s) {
+  Float64Stats r;
+  for (size_t i = 0; i < s.entropy.size(); ++i) {
+    r.entropy.push_back(s.entropy.data()[i]);
+    r.distance.push_back(s.distance.data()[i]);
+    r.max_weight.push_back(s.max_weight.data()[i]);
+  }
+  return r;
+}
+
+TEST(HeadStatistics, MatchFloat64OverTheWeightsOnEveryPathAndOption) {
+  std::mt19937 rng(2030);
+  for (int iteration = 0; iteration < 300; ++iteration) {
+    RandomCall c;
+    Draw(rng, &c);
+    SCOPED_TRACE(c.description);
+    const bool need_weights = c.options.need_weights;
+    c.options.head_stats = true;
+    ForwardResult stats_only;
+    ASSERT_NO_FATAL_FAILURE(ExpectFastMatchesReference(c, &stats_only));
+    const bool batched = c.q_shape.rank == 3;
+    const int64_t N = batched ? c.q_shape[c.config.batch_first ? 0 : 1] : 1;
+    const int64_t H = c.config.num_heads;
+    ASSERT_EQ(stats_only.head_stats.shape, batched ? Shape({N, H}) : Shape({H}));
+
+    // The same call with per-head weights: the statistics are those weights' statistics.
+    c.options.need_weights = true;
+    c.options.average_attn_weights = false;
+    ForwardResult with_weights;
+    ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), c.options, &with_weights).ok());
+    const Shape& ws = with_weights.weights_shape;
+    const size_t L = static_cast<size_t>(ws[ws.rank - 2]), Sp = static_cast<size_t>(ws[ws.rank - 1]);
+    const size_t S = Sp - c.config.add_bias_kv - c.config.add_zero_attn;
+    const Float64Stats want =
+        StatsOfWeights(with_weights.weights.data(), static_cast<size_t>(N * H), L, Sp, S);
+    ExpectStatsNear(with_weights.head_stats, want, 1e-6, "per-head weights call");
+    // Asking for weights (or not, or averaged) changes nothing in the statistics.
+    ExpectStatsNear(stats_only.head_stats, AsDoubles(with_weights.head_stats), 0.0,
+                    need_weights ? "weights call vs drawn call" : "need_weights=false call");
+    // The Eigen reference's float64 statistics over its own weights.
+    ForwardResult ref;
+    ASSERT_TRUE(ReferenceForward(c.mha->weights(), c.q(), c.k(), c.v(), c.options, &ref).ok());
+    // (Another engine's weights differ by float rounding: a near-one-hot row's entropy, near 0,
+    // differs by a large fraction of itself, hence an absolute floor too.)
+    ExpectStatsNear(with_weights.head_stats, AsDoubles(ref.head_stats), 1e-4, "vs reference",
+                    1e-5);
+    // The trace computes the same statistics.
+    AttentionTrace t;
+    ASSERT_TRUE(c.mha->Trace(c.q(), c.k(), c.v(), c.options, &t).ok());
+    ExpectStatsNear(t.head_stats, AsDoubles(with_weights.head_stats), 0.0, "trace");
+    // Without head_stats there are none.
+    c.options.head_stats = false;
+    ForwardResult none;
+    ASSERT_TRUE(c.mha->Forward(c.q(), c.k(), c.v(), c.options, &none).ok());
+    EXPECT_FALSE(none.head_stats.present());
+    EXPECT_EQ(none.head_stats.entropy.size(), 0u);
+  }
+}
+
+// Known values: one-hot heads have entropy 0 and max weight 1; a uniform head over S keys has
+// entropy ln S, max weight 1/S and, for query i, distance sum_j |i - j| / S.
+TEST(HeadStatistics, OneHotAndUniformHeads) {
+  MhaConfig cfg;
+  cfg.embed_dim = 2;
+  cfg.num_heads = 2;
+  cfg.bias = false;
+  std::unique_ptr<MultiheadAttention> mha;
+  ASSERT_TRUE(MultiheadAttention::Create(cfg, &mha).ok());
+  // Head 0 (column 0): q = 30 x0, k = x0, so scores are 90 x0_i x0_j (hd = 1): query 0 (x0 = 3)
+  // and query 1 (x0 = -3) put all their weight on their own key (exp(-540) is 0 in float),
+  // query 2 (x0 = 0) sees three equal scores. Head 1 (column 1): q = 0, uniform for every query.
+  const float in_proj[] = {30, 0, 0, 0, /*k*/ 1, 0, 0, 1, /*v*/ 1, 0, 0, 1};
+  const float out_proj[] = {1, 0, 0, 1};
+  ASSERT_TRUE(mha->SetParameter("in_proj_weight", {in_proj, {6, 2}, 12}).ok());
+  ASSERT_TRUE(mha->SetParameter("out_proj.weight", {out_proj, {2, 2}, 4}).ok());
+  const float x[] = {3, 0, -3, 0, 0, 0};  // L = S = 3
+  ForwardOptions opt;
+  opt.head_stats = true;
+  opt.need_weights = false;
+  ForwardResult r;
+  ASSERT_TRUE(mha->Forward({x, {3, 2}, 6}, {x, {3, 2}, 6}, {x, {3, 2}, 6}, opt, &r).ok());
+  ASSERT_EQ(r.head_stats.shape, Shape({2}));
+  const double ln3 = std::log(3.0);
+  // Head 0: max weights 1, 1, 1/3; entropies 0, 0, ln 3; distances 0, 0, (2 + 1 + 0) / 3.
+  EXPECT_NEAR(r.head_stats.max_weight.data()[0], 7.0 / 9.0, 1e-7);
+  EXPECT_NEAR(r.head_stats.entropy.data()[0], ln3 / 3.0, 1e-7);
+  EXPECT_NEAR(r.head_stats.distance.data()[0], 1.0 / 3.0, 1e-7);
+  // Head 1: uniform; distances (0+1+2)/3, (1+0+1)/3, (2+1+0)/3 -> mean 8/9.
+  EXPECT_EQ(r.head_stats.max_weight.data()[1], 1.0f / 3.0f);
+  EXPECT_NEAR(r.head_stats.entropy.data()[1], ln3, 1e-6);
+  EXPECT_NEAR(r.head_stats.distance.data()[1], 8.0 / 9.0, 1e-6);
+
+  // A fully masked query row is left out of the means; all rows masked gives NaN.
+  const uint8_t kpm_all[] = {1, 1, 1};
+  opt.key_padding_mask = MaskView::Bool(kpm_all, {3}, 3);
+  ASSERT_TRUE(mha->Forward({x, {3, 2}, 6}, {x, {3, 2}, 6}, {x, {3, 2}, 6}, opt, &r).ok());
+  for (int h = 0; h < 2; ++h) {
+    EXPECT_TRUE(std::isnan(r.head_stats.entropy.data()[h]));
+    EXPECT_TRUE(std::isnan(r.head_stats.distance.data()[h]));
+    EXPECT_TRUE(std::isnan(r.head_stats.max_weight.data()[h]));
+  }
+  const uint8_t row_masked[] = {0, 0, 0, /*query 1 sees nothing*/ 1, 1, 1, 0, 0, 0};
+  opt.key_padding_mask = {};
+  opt.attn_mask = MaskView::Bool(row_masked, {3, 3}, 9);
+  ASSERT_TRUE(mha->Forward({x, {3, 2}, 6}, {x, {3, 2}, 6}, {x, {3, 2}, 6}, opt, &r).ok());
+  // Uniform head over queries 0 and 2 only: distances 1 and 1 -> 1.
+  EXPECT_NEAR(r.head_stats.distance.data()[1], 1.0, 1e-6);
+  EXPECT_NEAR(r.head_stats.entropy.data()[1], std::log(3.0), 1e-6);
+}
+
 // Recomputes each stage of a trace from the previous one with plain loops.
 TEST(Trace, StagesRecombineToTheOutput) {
   std::mt19937 rng(13);

@@ -303,14 +303,20 @@ test('a small case asking for gigabytes of output is refused from its shapes, qu
   }
 });
 
+// A case of E = 1 whose (400, 400) weights print as about 2 MB of JSON, in `dir`.
+function writeBigWeightsCase(dir) {
+  const doc = { config: { embed_dim: 1, num_heads: 1, bias: false },
+    state_dict: { in_proj_weight: [[1], [1], [1]], 'out_proj.weight': [[1]] },
+    inputs: { query: Array.from({ length: 400 }, (_, i) => [i / 400]) } };
+  const file = join(dir, 'big-weights.json');
+  writeFileSync(file, JSON.stringify(doc));
+  return file;
+}
+
 test('a large result is written in chunks: 2 MB of JSON, valid and complete', () => {
   const dir = mkdtempSync(join(tmpdir(), 'headscope-cli-'));
   try {
-    const doc = { config: { embed_dim: 1, num_heads: 1, bias: false },
-      state_dict: { in_proj_weight: [[1], [1], [1]], 'out_proj.weight': [[1]] },
-      inputs: { query: Array.from({ length: 400 }, (_, i) => [i / 400]) } };
-    const file = join(dir, 'big-weights.json');
-    writeFileSync(file, JSON.stringify(doc));
+    const file = writeBigWeightsCase(dir);
     const r = headscope('run', file);
     assert.equal(r.status, 0, r.stderr);
     assert.ok(r.stdout.length > (1 << 20), `${r.stdout.length} bytes`);
@@ -319,5 +325,317 @@ test('a large result is written in chunks: 2 MB of JSON, valid and complete', ()
     for (const row of got.weights) assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 1e-5);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// --- --head-gates and --head-stats, in both CLIs -------------------------------------------------
+//
+// The native CLI (src/cli/main.cc) is run from HEADSCOPE_NATIVE_CLI, or build/native/headscope
+// (cmake --preset native); these tests are skipped, saying why, when it is missing or was built
+// before the flags.
+
+const nativeCli = process.env.HEADSCOPE_NATIVE_CLI ?? join(root, 'build/native/headscope');
+const nativeMissing = (() => {
+  if (!existsSync(nativeCli)) return `${nativeCli} not built (HEADSCOPE_NATIVE_CLI names another)`;
+  const r = spawnSync(nativeCli, ['--help'], { encoding: 'utf8' });
+  if (!`${r.stdout}${r.stderr}`.includes('--head-stats')) return `${nativeCli} predates --head-stats: rebuild it`;
+  return false;
+})();
+
+function native(...args) {
+  const r = spawnSync(nativeCli, args, { encoding: 'utf8', cwd: root, maxBuffer: 64 << 20 });
+  if (r.error) throw r.error;
+  return r;
+}
+
+// The CLIs to run: the npm one always, the native one when it is built.
+const clis = () => [['npm', headscope], ...(nativeMissing ? [] : [['native', native]])];
+
+const gatesDir = join(goldenDir, 'gates');
+// tests/golden/gates/head_gates.txt: "file g_0 ... g_H-1" per line.
+const gatedCases = readFileSync(join(gatesDir, 'head_gates.txt'), 'utf8').split('\n')
+  .filter((line) => line.trim() !== '' && !line.startsWith('#'))
+  .map((line) => {
+    const [file, ...gates] = line.trim().split(/\s+/);
+    return { file: join(gatesDir, file), name: file, gates: gates.join(',') };
+  });
+
+// Stats as the JS API returns them, to compare the CLIs' printed ones with.
+const hsApi = await import('../../web/lib/index.js').then((m) => m.init());
+const { parseCase } = await import('../../web/lib/case.js');
+function apiResult(file, options) {
+  const c = parseCase(readFileSync(file));
+  const mha = hsApi.createMultiheadAttention(c.config);
+  try {
+    mha.loadStateDict(c.stateDict);
+    return mha.forward(c.query, c.key, c.value, { ...c.options, ...options });
+  } finally {
+    mha.dispose();
+  }
+}
+const nested = ({ data, shape }) => {
+  let i = 0;
+  const build = (axis) => (axis === shape.length ? data[i++] : Array.from({ length: shape[axis] }, () => build(axis + 1)));
+  return build(0);
+};
+
+// Float32 values of a printed tensor (the strings "nan", "inf", "-inf" as numbers).
+const values = (a) => flat(a).map(fromCaseNumber);
+
+// got within `tolerance` of want relative to max(1, max |want|), shapes equal, non-finite at the same places.
+function assertNear(got, want, tolerance, what) {
+  assert.deepEqual(shapeOf(got), shapeOf(want), `${what}: shape`);
+  const g = values(got);
+  const w = values(want);
+  const scale = Math.max(1, ...w.filter(Number.isFinite).map(Math.abs));
+  g.forEach((x, i) => {
+    if (Number.isFinite(w[i]) && Number.isFinite(x)) {
+      assert.ok(Math.abs(x - w[i]) <= tolerance * scale, `${what}[${i}]: got ${x}, expected ${w[i]}`);
+    } else {
+      assert.ok(Object.is(x, w[i]), `${what}[${i}]: got ${x}, expected ${w[i]}`);
+    }
+  });
+}
+
+test('--head-gates with --check: every gated golden case matches PyTorch\'s gated output, and only with its gates', () => {
+  assert.ok(gatedCases.length >= 5, `${gatedCases.length} gated cases`);
+  for (const [which, cli] of clis()) {
+    for (const { file, name, gates } of gatedCases) {
+      for (const args of [['--head-gates', gates], [`--head-gates=${gates}`, '--head-stats']]) {
+        const r = cli('run', file, '--check', ...args);
+        assert.equal(r.status, 0, `${which} ${name} ${args.join(' ')}: ${r.stderr}`);
+        assert.match(r.stderr, /matches expected/, `${which} ${name}`);
+        JSON.parse(r.stdout);
+      }
+      const ungated = cli('run', file, '--check');
+      assert.equal(ungated.status, 1, `${which} ${name}: matches without its gates, so it tests nothing`);
+      assert.match(ungated.stderr, /MISMATCH/);
+    }
+  }
+});
+
+test('--head-stats prints "head_stats" after the weights: the API\'s statistics, ([N,] H) each', () => {
+  const files = ['seed-worked-example.json', 'batched-seq-first-self.json', 'need-weights-false-batched.json',
+    'full-kpm-batch-element.json', 'bias-kv-zero-attn-batch-first-kpm-mask.json', 'causal-batched-self.json']
+    .map((f) => join(goldenDir, f));
+  let nanHeads = 0;
+  for (const [which, cli] of clis()) {
+    for (const file of [...files, ...gatedCases.map((g) => g.file)]) {
+      const gates = gatedCases.find((g) => g.file === file)?.gates;
+      const args = gates === undefined ? [] : ['--head-gates', gates];
+      const r = cli('run', file, '--head-stats', ...args);
+      assert.equal(r.status, 0, `${which} ${file}: ${r.stderr}`);
+      const got = JSON.parse(r.stdout);
+      assert.deepEqual(Object.keys(got), ['output', 'weights', 'head_stats'], `${which} ${file}`);
+      assert.deepEqual(Object.keys(got.head_stats), ['entropy', 'distance', 'max_weight']);
+      const want = apiResult(file, { headStats: true, headGates: gates === undefined ? null : gates.split(',').map(Number) });
+      assert.equal(got.weights === null, want.weights === null, `${which} ${file}: weights`);
+      for (const [json, api] of [['entropy', 'entropy'], ['distance', 'distance'], ['max_weight', 'maxWeight']]) {
+        const t = want.headStats[api];
+        assert.deepEqual(shapeOf(got.head_stats[json]), t.shape, `${which} ${file} ${json}: shape`);
+        if (which === 'npm') {
+          // The same engine: the same float32s, printed so that they read back exactly.
+          assert.deepEqual(values(got.head_stats[json]).map(Math.fround), Array.from(t.data), `${file} ${json}`);
+        } else {
+          assertNear(got.head_stats[json], nested(t), 1e-5, `native ${file} ${json}`);
+        }
+        nanHeads += values(got.head_stats[json]).filter(Number.isNaN).length;
+      }
+      assertNear(got.output, nested(want.output), 1e-5, `${which} ${file} output`);
+    }
+  }
+  // full-kpm-batch-element pads every key of one batch element: its heads have no row, "nan".
+  assert.ok(nanHeads > 0, 'a head with every row fully masked prints "nan"');
+  // The seed's statistics (tests/js/stats.test.js works them out from its weights).
+  const seed = JSON.parse(headscope('run', seedFile, '--head-stats').stdout).head_stats;
+  assert.deepEqual(shapeOf(seed.entropy), [2]);
+  assert.ok(Math.abs(seed.entropy[0] - 0.92106694) < 1e-6 && Math.abs(seed.max_weight[1] - 0.60842633) < 1e-6, JSON.stringify(seed));
+});
+
+test('--head-stats adds its key and changes nothing else: output and weights print byte for byte as without it', () => {
+  const tail = /^, "head_stats": \{"entropy": [^{}]*, "distance": [^{}]*, "max_weight": [^{}]*\}\}\n$/;
+  for (const [which, cli] of clis()) {
+    for (const file of [seedFile, join(goldenDir, 'need-weights-false-batched.json'), join(goldenDir, 'full-kpm-batch-element.json'),
+      join(goldenDir, 'realistic-e64-h4-self-kpm.json')]) {
+      const plain = cli('run', file);
+      const stats = cli('run', file, '--head-stats');
+      assert.equal(plain.status, 0, plain.stderr);
+      assert.equal(stats.status, 0, stats.stderr);
+      const head = plain.stdout.slice(0, -2);  // without '}\n'
+      assert.ok(plain.stdout.endsWith('}\n') && stats.stdout.startsWith(head), `${which} ${file}`);
+      assert.match(stats.stdout.slice(head.length), tail, `${which} ${file}`);
+    }
+    // All-ones gates are no gates.
+    assert.equal(cli('run', seedFile, '--head-gates', '1,1').stdout, cli('run', seedFile).stdout, which);
+  }
+});
+
+test('both CLIs print the same JSON for the same case and flags (the same keys, shapes, non-finite places; numbers within float rounding)', (t) => {
+  if (nativeMissing) {
+    t.skip(nativeMissing);
+    return;
+  }
+  // Not the same bytes: the native CLI prints %.9g ("0.197775811"), the npm CLI the shortest
+  // decimal that reads back as the same float32 ("0.19777581"), and the native kernels (AVX2,
+  // AVX-512) and WebAssembly SIMD128 sum in different orders, a few float32 ulps apart. Read back
+  // as float32 the two agree within 1e-5 of each tensor's scale.
+  const files = readdirSync(goldenDir).filter((f) => f.endsWith('.json')).map((f) => join(goldenDir, f));
+  const runs = [];
+  for (const file of files) runs.push([file, []], [file, ['--head-stats']]);
+  for (const { file, gates } of gatedCases) runs.push([file, ['--head-gates', gates]], [file, ['--head-stats', '--head-gates', gates]]);
+  runs.push([seedFile, ['--head-gates', 'nan,1', '--head-stats']], [seedFile, ['--head-gates', '-inf,0', '--head-stats']]);
+  for (const [file, args] of runs) {
+    const a = headscope('run', file, ...args);
+    const b = native('run', file, ...args);
+    assert.equal(a.status, 0, `npm ${file} ${args}: ${a.stderr}`);
+    assert.equal(b.status, 0, `native ${file} ${args}: ${b.stderr}`);
+    const ja = JSON.parse(a.stdout);
+    const jb = JSON.parse(b.stdout);
+    assert.deepEqual(Object.keys(jb), Object.keys(ja), `${file} ${args}: keys`);
+    assertNear(jb.output, ja.output, 1e-5, `${file} ${args}: output`);
+    if (ja.weights === null) assert.equal(jb.weights, null);
+    else assertNear(jb.weights, ja.weights, 1e-5, `${file} ${args}: weights`);
+    if (ja.head_stats !== undefined) {
+      assert.deepEqual(Object.keys(jb.head_stats), Object.keys(ja.head_stats));
+      for (const k of Object.keys(ja.head_stats)) {
+        assertNear(jb.head_stats[k], ja.head_stats[k], 1e-5, `${file} ${args}: head_stats.${k}`);
+      }
+    }
+  }
+});
+
+test('--head-gates spellings: numbers in any decimal form, inf, -inf, nan; = or a separate argument', () => {
+  const api = (gates) => apiResult(seedFile, { headGates: gates }).output;
+  for (const [which, cli] of clis()) {
+    const out = (...args) => {
+      const r = cli('run', seedFile, ...args);
+      assert.equal(r.status, 0, `${which} ${args}: ${r.stderr}`);
+      return JSON.parse(r.stdout).output;
+    };
+    const half = out('--head-gates', '1,0.5');
+    for (const spelling of ['1.,.5', '+1,5e-1', '1E0,0.50', '10e-1,5.0E-01', '1.0e+0,.5e0']) {
+      assert.deepEqual(out('--head-gates', spelling), half, `${which} ${spelling}`);
+    }
+    assert.deepEqual(out('--head-gates=1,0.5'), half, which);
+    if (which === 'npm') assert.deepEqual(values(half).map(Math.fround), Array.from(api([1, 0.5]).data));
+    else assertNear(half, nested(api([1, 0.5])), 1e-5, 'native');
+    // Non-finite gates propagate as concat * gates does (out_proj mixes head 0 into every column).
+    for (const [spelling, gates] of [['nan,1', [NaN, 1]], ['inf,1', [Infinity, 1]], ['-inf,1', [-Infinity, 1]], ['+inf,0', [Infinity, 0]]]) {
+      const got = out('--head-gates', spelling);
+      const want = nested(apiResult(seedFile, { headGates: gates }).output);
+      assert.deepEqual(values(got).map((x) => (Number.isFinite(x) ? 'finite' : x)),
+        flat(want).map((x) => (Number.isFinite(x) ? 'finite' : x)), `${which} ${spelling}`);
+      assert.ok(values(got).some((x) => !Number.isFinite(x)), `${which} ${spelling}`);
+    }
+    // A gate beyond float32 is inf, as Float32Array makes it; below its smallest subnormal, 0.
+    assert.deepEqual(out('--head-gates', '1e39,1'), out('--head-gates', 'inf,1'), which);
+    assert.deepEqual(out('--head-gates', '1e-50,1'), out('--head-gates', '0,1'), which);
+  }
+});
+
+test('bad --head-gates lists exit 2 with a message naming --head-gates (the same in both CLIs)', () => {
+  const lists = [
+    ['', 'got ""'], ['x', '(item 1, "x", is not a number)'], ['1,', '(item 2, "", is not a number)'],
+    [',1', '(item 1, "", is not a number)'], ['1,,2', '(item 2, "", is not a number)'], ['1;2', '"1;2"'],
+    [' 1,2', '(item 1, " 1", is not a number)'], ['1, 2', '(item 2, " 2", is not a number)'],
+    ['0x10,1', '"0x10"'], ['infinity,1', '"infinity"'], ['NaN,1', '"NaN"'], ['Inf,1', '"Inf"'],
+    ['1e,2', '"1e"'], ['.,1', '"."'], ['1_000,1', '"1_000"'], ['--check', '"--check"'],
+  ];
+  for (const [which, cli] of clis()) {
+    const firstLine = (r) => r.stderr.split('\n')[0];
+    for (const [list, mention] of lists) {
+      for (const args of [['--head-gates', list], [`--head-gates=${list}`]]) {
+        const r = cli('run', seedFile, ...args);
+        if (which === 'npm') assertBadInput(r, '--head-gates: expected comma-separated numbers', mention);
+        assert.equal(r.status, 2, `${which} ${args}`);
+        assert.equal(r.stdout, '', `${which} ${args}`);
+        assert.ok(firstLine(r).startsWith('headscope: --head-gates: expected comma-separated numbers, one per head ' +
+          '(inf, -inf, nan allowed), got ') && firstLine(r).includes(mention), `${which} ${args}: ${firstLine(r)}`);
+        if (which === 'native') assert.equal(firstLine(r), firstLine(headscope('run', seedFile, ...args)), `${args}`);
+      }
+    }
+    const nothing = cli('run', seedFile, '--head-gates');
+    assert.equal(nothing.status, 2);
+    assert.ok(firstLine(nothing).endsWith('got nothing'), `${which}: ${nothing.stderr}`);
+    // One number per head of the case: its num_heads, checked before anything runs.
+    for (const [list, n] of [['1', 1], ['1,0,1', 3]]) {
+      const r = cli('run', seedFile, '--head-gates', list, '--head-stats');
+      assertBadInput(r, `${seedFile}: --head-gates: expected 2 numbers (one per head), got ${n}`);
+    }
+    assertBadInput(cli('run', join(gatesDir, 'gates-zero-head0-causal-kpm.json'), '--head-gates', '0,1'),
+      '--head-gates: expected 4 numbers (one per head), got 2');
+    // --head-stats takes no value.
+    assert.equal(cli('run', seedFile, '--head-stats=true').status, 2, which);
+  }
+});
+
+test('--max-output-bytes counts the head statistics: 3 x ([N,] H) numbers and their keys, the same bound in both CLIs', () => {
+  const bound = (cli, file, ...args) => {
+    const r = cli('run', file, '--max-output-bytes', '0', ...args);
+    assert.equal(r.status, 2, r.stderr);
+    const m = /its JSON text could take (\d+) bytes \(([^)]*)\)/.exec(r.stderr);
+    assert.ok(m, r.stderr);
+    return { bytes: Number(m[1]), shapes: m[2], line: r.stderr.split('\n')[0] };
+  };
+  const batched = join(goldenDir, 'batched-seq-first-self.json');
+  const N = shapeOf(JSON.parse(readFileSync(batched, 'utf8')).inputs.query)[1];
+  const H = JSON.parse(readFileSync(batched, 'utf8')).config.num_heads;
+  for (const [which, cli] of clis()) {
+    // The seed: unbatched, 2 heads: 64 bytes of keys, three arrays of 2 numbers (17 bytes each, 4 an array).
+    const plain = bound(cli, seedFile);
+    const stats = bound(cli, seedFile, '--head-stats');
+    assert.equal(stats.bytes, plain.bytes + 64 + 3 * (2 * 17 + 4), which);
+    assert.equal(stats.shapes, `${plain.shapes}, head_stats 3 x [2]`, which);
+    assertBadInput(headscope('run', seedFile, '--head-stats', '--max-output-bytes', String(stats.bytes - 1)),
+      `RESOURCE_EXHAUSTED: result: its JSON text could take ${stats.bytes} bytes`, '(--max-output-bytes raises it)');
+    assert.equal(cli('run', seedFile, '--head-stats', '--max-output-bytes', String(stats.bytes - 1)).status, 2, which);
+    assert.equal(cli('run', seedFile, '--head-stats', '--max-output-bytes', String(stats.bytes)).status, 0, which);
+    assert.equal(cli('run', seedFile, '--max-output-bytes', String(stats.bytes - 1)).status, 0, which);
+    // Batched: (N, H) each.
+    const b0 = bound(cli, batched);
+    const b1 = bound(cli, batched, '--head-stats');
+    assert.equal(b1.bytes, b0.bytes + 64 + 3 * (N * H * 17 + (1 + N) * 4), which);
+    assert.ok(b1.shapes.endsWith(`head_stats 3 x [${N}, ${H}]`), b1.shapes);
+    if (which === 'native') {
+      assert.equal(stats.line, bound(headscope, seedFile, '--head-stats').line);
+      assert.equal(b1.line, bound(headscope, batched, '--head-stats').line);
+    }
+    // The bound holds: no printed result with statistics is longer.
+    for (const f of readdirSync(goldenDir).filter((x) => x.endsWith('.json')).slice(0, 30)) {
+      const file = join(goldenDir, f);
+      const r = cli('run', file, '--head-stats');
+      assert.equal(r.status, 0, r.stderr);
+      assert.ok(Buffer.byteLength(r.stdout) <= bound(cli, file, '--head-stats').bytes, `${which} ${f}`);
+    }
+  }
+});
+
+test('a large result with --head-stats is written in chunks, valid and complete, in both CLIs', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'headscope-cli-'));
+  try {
+    const file = writeBigWeightsCase(dir);
+    for (const [which, cli] of clis()) {
+      const r = cli('run', file, '--head-stats');
+      assert.equal(r.status, 0, r.stderr);
+      assert.ok(r.stdout.length > (1 << 20), `${which}: ${r.stdout.length} bytes`);
+      const got = JSON.parse(r.stdout);
+      assert.deepEqual(shapeOf(got.weights), [400, 400]);
+      // Nearly uniform rows over 400 keys: entropy near ln 400, max weight near 1/400.
+      assert.ok(Math.abs(got.head_stats.entropy[0] - Math.log(400)) < 0.05, `${which}: ${got.head_stats.entropy}`);
+      assert.ok(Math.abs(got.head_stats.max_weight[0] - 1 / 400) < 1e-3, `${which}: ${got.head_stats.max_weight}`);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('--help of both CLIs describes --head-gates and --head-stats', () => {
+  const texts = [['npm', headscope('--help').stdout]];
+  if (!nativeMissing) texts.push(['native', native('--help').stderr]);
+  for (const [which, text] of texts) {
+    assert.match(text, /--head-gates G0,G1,\.\.\./, which);
+    assert.match(text, /--head-stats/, which);
+    assert.match(text, /"head_stats": \{"entropy", "distance",\s+"max_weight"\}/, which);
+    assert.match(text, /inf, -inf, nan allowed/, which);
   }
 });

@@ -55,11 +55,18 @@ function refuseAll(m, cases) {
 const X = [[1, 0, 1, 2], [0, 2, 1, 0], [1, 1, 0, 1]];  // (L=3, E=4)
 
 test('sizes: zero, negative, fractional, NaN, infinite, absurd or non-numbers in the config', () => {
-  const bad = [0, -1, 2.5, NaN, Infinity, -Infinity, 2 ** 24 + 1, 2 ** 53, '4', true, {}, [4]];
+  // Numbers that are no size get the core's rule (it owns the range); other types JS's type check.
+  const bad = [0, -1, 2.5, NaN, Infinity, -Infinity, 2 ** 24 + 1, 2 ** 53];
+  const shown = ['0', '-1', '2.5', 'NaN', 'Infinity', '-Infinity', '16777217', '9007199254740992'];
   for (const name of ['embedDim', 'numHeads', 'kdim', 'vdim']) {
-    for (const value of bad) {
+    bad.forEach((value, i) => {
+      const e = expectError(() => hs.createMultiheadAttention({ embedDim: 4, numHeads: 2, [name]: value }),
+        'INVALID_ARGUMENT', `config.${name}: expected`, `an integer in [1, 16777216], got number ${shown[i]}`);
+      assert.equal(e.argument, `config.${name}`);
+    });
+    for (const value of ['4', true, {}, [4]]) {
       expectError(() => hs.createMultiheadAttention({ embedDim: 4, numHeads: 2, [name]: value }),
-        'INVALID_ARGUMENT', `config.${name}: expected`, 'an integer in [1, 16777216], got');
+        'INVALID_ARGUMENT', `config.${name}: expected`, 'a number');
     }
   }
   expectError(() => hs.createMultiheadAttention({ numHeads: 2 }), 'INVALID_ARGUMENT', 'config.embedDim', 'got undefined');
@@ -213,9 +220,11 @@ test('state_dict entries missing, unknown, mis-shaped, of the wrong type or leng
   const other = module({ embedDim: 4, numHeads: 2, kdim: 3, bias: false });
   const sd = same.stateDict;
   refuseAll(same, [
-    [() => same.mha.loadStateDict({ ...sd, q_proj_weight: fill([4, 4]) }), 'UNKNOWN_PARAMETER',
-      "stateDict['q_proj_weight']: unknown key for this config (expected keys: in_proj_weight, in_proj_bias, bias_k, bias_v, out_proj.weight, out_proj.bias)"],
-    [() => same.mha.loadStateDict({ ...sd, 'out_proj.Weight': fill([4, 4]) }), 'UNKNOWN_PARAMETER', "stateDict['out_proj.Weight']"],
+    // q_proj_weight is in_proj_weight's first block in this config (an alias), in its own shape.
+    [() => same.mha.loadStateDict({ ...sd, q_proj_weight: fill([4, 3]) }), 'SHAPE_MISMATCH',
+      "stateDict['q_proj_weight']: expected shape [4, 4], got [4, 3]"],
+    [() => same.mha.loadStateDict({ ...sd, 'out_proj.Weight': fill([4, 4]) }), 'UNKNOWN_PARAMETER',
+      "stateDict['out_proj.Weight']: unknown key for this config (expected keys: in_proj_weight, in_proj_bias, bias_k, bias_v, out_proj.weight, out_proj.bias; or, for in_proj_weight, q_proj_weight, k_proj_weight, v_proj_weight)"],
     [() => same.mha.loadStateDict(new Map([['bias_q', fill([1, 1, 4])]])), 'UNKNOWN_PARAMETER', "stateDict['bias_q']"],
     [() => same.mha.loadStateDict({ ...sd, bias_k: fill([4]) }), 'SHAPE_MISMATCH', "stateDict['bias_k']: expected shape [1, 1, 4], got [4]"],
     [() => same.mha.loadStateDict({ ...sd, in_proj_weight: fill([4, 12]) }), 'SHAPE_MISMATCH', "stateDict['in_proj_weight']: expected shape [12, 4], got [4, 12]"],
@@ -317,9 +326,9 @@ test('unknown option names, non-boolean flags, options that are not objects', ()
   }
   cases.push(
     [() => m.mha.forward(X, X, X, { need_weights: false }), 'INVALID_ARGUMENT',
-      'options.need_weights: unknown option (expected one of keyPaddingMask, attnMask, needWeights, averageAttnWeights, isCausal, headGates, out)'],
+      'options.need_weights: unknown option (expected one of keyPaddingMask, attnMask, needWeights, averageAttnWeights, isCausal, headGates, headStats, out)'],
     [() => m.mha.trace(X, X, X, { need_weights: false }), 'INVALID_ARGUMENT',
-      'options.need_weights: unknown option (expected one of keyPaddingMask, attnMask, needWeights, averageAttnWeights, isCausal, headGates)'],
+      'options.need_weights: unknown option (expected one of keyPaddingMask, attnMask, needWeights, averageAttnWeights, isCausal, headGates, headStats)'],
     [() => m.mha.forward(X, X, X, { out: new Float32Array(3) }), 'SHAPE_MISMATCH',
       'options.out: expected a Float32Array of 12 elements (the output has the query\'s shape [3, 4]), got length 3'],
     [() => m.mha.forward(X, X, X, { dropout: 0 }), 'INVALID_ARGUMENT', 'options.dropout: unknown option'],

@@ -43,7 +43,7 @@ test('npm pack produces an installable package with a working API and bin', { ti
   const files = info.files.map((f) => f.path).sort();
   for (const f of ['package.json', 'README.md', 'web/lib/index.js', 'web/lib/index.d.ts',
     'web/lib/headscope_core.js', 'web/lib/headscope_core.wasm', 'web/lib/cli.js',
-    'web/lib/examples.js', 'web/lib/tensor.js', 'web/lib/case.js', 'web/lib/errors.js',
+    'web/lib/examples.js', 'web/lib/tensor.js', 'web/lib/case.js', 'web/lib/shapes.js', 'web/lib/errors.js',
     'web/lib/mt/headscope_core_mt.mjs', 'web/lib/mt/headscope_core_mt.worker.js',
     'web/lib/mt/headscope_core_mt.wasm', 'web/lib/mt/package.json']) {
     assert.ok(files.includes(f), `${f} in the tarball: ${files.join(', ')}`);

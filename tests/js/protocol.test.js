@@ -25,8 +25,13 @@ test('every call slot, its type, rank, dims, count and data, and the flags reach
     { data: Float32Array.from([0.5, NaN, 0]), shape: [3], count: 3, type: 'float' },
   ];
   assert.equal(tensors.length, P.callSlots, 'a tensor for every slot');
+  assert.deepEqual(Object.keys(P.flags), ['needWeights', 'averageWeights', 'isCausal', 'headStats']);
+  const everyFlag = Object.values(P.flags).reduce((a, b) => a | b, 0);
+  assert.equal(new Set(Object.values(P.flags)).size, 4, 'distinct flags');
+  assert.ok(Object.values(P.flags).every((f) => f > 0 && (f & (f - 1)) === 0), 'one bit each');
   for (const flags of [0, P.flags.needWeights, P.flags.averageWeights | P.flags.isCausal,
-    P.flags.needWeights | P.flags.averageWeights | P.flags.isCausal]) {
+    P.flags.needWeights | P.flags.averageWeights | P.flags.isCausal, P.flags.headStats,
+    P.flags.headStats | P.flags.isCausal, everyFlag]) {
     for (let empty = -1; empty < tensors.length; empty++) {
       // Every slot filled, then each slot left empty in turn.
       tensors.forEach((t, i) => { mha._slots[i] = i === empty ? null : t; });
@@ -65,12 +70,45 @@ test('a module that describes another protocol is refused with LOAD_ERROR', () =
     { ...real, forwardResults: ['weights', 'output'] },
     { ...real, flags: { needWeights: 1 } },
     { ...real, parameterSlot: 'bias' },
+    // A module without head statistics (built before them), or naming them otherwise.
+    { ...real, flags: { needWeights: 1, averageWeights: 2, isCausal: 4 } },
+    (({ headStatsResults, ...rest }) => rest)(real),
+    { ...real, headStatsResults: ['entropy', 'maxWeight', 'distance'] },
+    { ...real, headStatsResults: ['entropy', 'distance'] },
   ];
   for (const v of variants) {
     assert.throws(() => readProtocol({ protocol: () => JSON.stringify(v) }), { code: 'LOAD_ERROR', message: /another call protocol/ });
   }
   assert.throws(() => readProtocol({ protocol: () => 'not json' }), { code: 'LOAD_ERROR' });
   assert.doesNotThrow(() => readProtocol({ protocol: () => JSON.stringify(real) }));
+  const read = readProtocol({ protocol: () => JSON.stringify(real) });
+  assert.deepEqual(read.headStatsResults, ['entropy', 'distance', 'maxWeight']);
+  assert.equal(read.flags.headStats, real.flags.headStats);
+  assert.ok(Object.isFrozen(read.headStatsResults));
+});
+
+test('the headStats flag reaches C++: forward() and trace() fill the three statistics slots when it is set', () => {
+  const P = hs._protocol;
+  const mha = hs.createMultiheadAttention({ embedDim: 4, numHeads: 2, bias: false });
+  mha.loadStateDict(seed.state_dict);
+  const x = seed.inputs.query;
+  const slots = (first, n) => {
+    const words = hs._heap()._u32;
+    return Array.from({ length: n }, (_, i) => words[mha._resultBlock + (first + i) * P.wordsPerTensor + P.type]);
+  };
+  mha.forward(x, x, x, { headStats: true });
+  assert.deepEqual(slots(0, 5), [P.float, P.float, P.float, P.float, P.float], 'forward: output, weights, 3 statistics');
+  // (forward() without headStats writes only its two slots: the three after them keep what the
+  // last call left, which the wrapper does not read.)
+  assert.deepEqual(Object.keys(mha.forward(x, x, x)), ['output', 'weights']);
+  const stages = P.traceResults.length;
+  const t = mha.trace(x, x, x, { headStats: true });
+  assert.deepEqual(Object.keys(t), [...P.traceResults, 'headStats']);
+  assert.deepEqual(Object.keys(t.headStats), P.headStatsResults);
+  for (const name of P.headStatsResults) assert.deepEqual(t.headStats[name].shape, [2]);
+  mha.trace(x, x, x);
+  assert.deepEqual(slots(stages, 3), [P.none, P.none, P.none], 'trace without headStats');
+  mha.dispose();
 });
 
 test('trace() frees its buffers once they are copied out; forward and trace give the same numbers', () => {
@@ -100,7 +138,17 @@ test('errors arrive as one status (code and message) and name the JS argument', 
   mha.loadStateDict(seed.state_dict);
   const x = seed.inputs.query;
   assert.throws(() => mha.forward(x, x, x, { keyPaddingMask: [true, false] }),
-    { code: 'SHAPE_MISMATCH', message: 'options.keyPaddingMask: expected shape (S) = [3], got [2]' });
-  assert.equal(mha._state.handle.lastStatus(), 'SHAPE_MISMATCH\nkey_padding_mask: expected shape (S) = [3], got [2]');
+    { code: 'SHAPE_MISMATCH', message: 'options.keyPaddingMask: expected shape (S) = [3], got [2]',
+      argument: 'options.keyPaddingMask' });
+  // Code, the argument's id and the message, written by the core in the JS API's names.
+  assert.equal(mha._state.handle.lastStatus(),
+    'SHAPE_MISMATCH\noptions.keyPaddingMask\noptions.keyPaddingMask: expected shape (S) = [3], got [2]');
+  assert.throws(() => mha.forward(x, x, x, { headGates: [1, 1, 1] }),
+    { code: 'SHAPE_MISMATCH', argument: 'options.headGates' });
+  assert.throws(() => hs.createMultiheadAttention({ embedDim: 4, numHeads: 3 }),
+    { code: 'INVALID_ARGUMENT', argument: 'config.numHeads',
+      message: 'config.numHeads: embedDim (4) must be divisible by numHeads (3)' });
+  assert.throws(() => mha.loadStateDict({ bogus: [1] }, { strict: false }),
+    { code: 'UNKNOWN_PARAMETER', argument: 'stateDict' });
   mha.dispose();
 });

@@ -262,39 +262,35 @@ describe('masks', () => {
 });
 
 describe('summaries', () => {
-  test('entropy in nats: 0 for one-hot, ln S for uniform, NaN for an all-zero row', () => {
-    assert.equal(T.entropy([0, 1, 0, 0]), 0);
-    close(T.entropy([0.25, 0.25, 0.25, 0.25]), Math.log(4), 1e-12, 'uniform');
-    close(T.entropy([0.5, 0.5, 0]), Math.log(2), 1e-12, 'two keys');
-    close(T.entropy([2, 2]), Math.log(2), 1e-12, 'unnormalised rows are normalised');
-    assert.ok(Number.isNaN(T.entropy([0, 0, 0])));
-    assert.ok(Number.isNaN(T.entropy([])));
+  test('headStatsRow picks batch element n of the engine\'s (N, H) or (H) head statistics', () => {
+    const t = (data, shape) => ({ data: Float32Array.from(data), shape });
+    const batched = {
+      entropy: t([0.1, 0.2, 0.3, 0.4, 0.5, 0.6], [2, 3]),
+      distance: t([1, 2, 3, 4, 5, 6], [2, 3]),
+      maxWeight: t([0.9, 0.8, 0.7, 0.6, 0.5, 0.4], [2, 3]),
+    };
+    const row = T.headStatsRow(batched, 1);
+    assert.deepEqual(Object.keys(row), T.HEAD_STATS);
+    assert.deepEqual(Array.from(row.entropy), Array.from(Float32Array.from([0.4, 0.5, 0.6])));
+    assert.deepEqual(Array.from(row.distance), [4, 5, 6]);
+    assert.deepEqual(Array.from(row.maxWeight), Array.from(Float32Array.from([0.6, 0.5, 0.4])));
+    assert.equal(row.distance.buffer, batched.distance.data.buffer, 'a view, no copy');
+    const unbatched = { entropy: t([0, 1], [2]), distance: t([2, 3], [2]), maxWeight: t([1, 0.5], [2]) };
+    assert.equal(T.headStatsRow(unbatched).entropy, unbatched.entropy.data);
+    assert.equal(T.headStatsRow(unbatched, 3).maxWeight, unbatched.maxWeight.data, 'n is ignored unbatched');
   });
 
-  test('meanEntropy and meanAttentionDistance skip fully masked rows', () => {
-    // Previous-token pattern on 4 tokens, row 0 attends to itself.
-    const w = Float32Array.from([1, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0]);
-    assert.equal(T.meanEntropy(w, 4, 4), 0);
-    close(T.meanAttentionDistance(w, 4, 4), 3 / 4, 1e-12, 'distance');
-    const uniform = new Float32Array(9).fill(1 / 3);
-    close(T.meanAttentionDistance(uniform, 3, 3), (1 + 2 / 3 + 1) / 3, 1e-6, 'uniform distance');
-    const masked = Float32Array.from([0, 0, 0.5, 0.5]);
-    close(T.meanEntropy(masked, 2, 2), Math.log(2), 1e-6, 'masked row skipped');
-    close(T.meanAttentionDistance(masked, 2, 2), 0.5, 1e-6, 'masked row skipped');
-    assert.ok(Number.isNaN(T.meanEntropy(new Float32Array(4), 2, 2)));
-    assert.ok(Number.isNaN(T.meanAttentionDistance(new Float32Array(4), 2, 2)));
+  test('meanOverHeads leaves out the heads with no rows (NaN); NaN when none has any', () => {
+    close(T.meanOverHeads(Float32Array.from([0.5, 1.5, 1])), 1, 1e-12, 'mean');
+    close(T.meanOverHeads([2, NaN, 4]), 3, 1e-12, 'NaN head left out');
+    assert.ok(Number.isNaN(T.meanOverHeads([NaN, NaN])));
+    assert.ok(Number.isNaN(T.meanOverHeads([])));
   });
 
-  test('headSummaries, headWeights and argmaxRows read (N, H, L, S) blocks', () => {
+  test('headWeights and argmaxRows read (N, H, L, S) blocks', () => {
     // N = 2, H = 2, L = 2, S = 2.
     const w = Float32Array.from([1, 0, 0, 1, /* h1 */ 0.5, 0.5, 0.5, 0.5, /* n1 h0 */ 0, 1, 1, 0, /* n1 h1 */ 0.2, 0.8, 0, 0]);
     assert.deepEqual(Array.from(T.headWeights(w, { n: 1, h: 0, H: 2, L: 2, S: 2 })), [0, 1, 1, 0]);
-    const sums = T.headSummaries(w.subarray(0, 8), 2, 2, 2);
-    assert.equal(sums[0].entropy, 0);
-    close(sums[1].entropy, Math.log(2), 1e-6, 'head 2 entropy');
-    close(sums[1].maxEntropy, Math.log(2), 1e-12, 'max entropy');
-    assert.equal(sums[0].distance, 0);
-    close(sums[1].distance, 0.5, 1e-6, 'head 2 distance');
     assert.deepEqual(Array.from(T.argmaxRows(w.subarray(12), 2, 2)), [1, -1]);
   });
 
@@ -402,6 +398,35 @@ describe('the presets, run by the engine', () => {
     const { head, L } = runPresets(tokens, { numHeads: 1, heads: ['blend'] });
     const arg = T.argmaxRows(head(0), L, L);
     assert.ok(arg.filter((j) => j === 0).length > L / 2, `argmax per query: ${arg}`);
+  });
+
+  // The numbers the Heads view's cards show are the engine's (trace with headStats): they say
+  // what the presets were built to do.
+  test('the engine\'s head statistics of the presets: sharp heads, near or far, uniform at sharpness 0', () => {
+    const L = tokens.length;
+    const heads = ['previous-token', 'first-token', 'keyword', 'numbers'];
+    const { trace } = runPresets(tokens, { numHeads: 4, heads, options: { headStats: true } });
+    const { entropy, distance, maxWeight } = T.headStatsRow(trace.headStats);
+    assert.deepEqual(trace.headStats.entropy.shape, [4]);
+    // previous-token and first-token look at one key each; keyword shares its weight between the
+    // two keywords, numbers between the four numbers: ln 2 and ln 4 nats, confidence 1/2 and 1/4.
+    for (const h of [0, 1]) {
+      assert.ok(entropy[h] < 0.5, `${heads[h]}: entropy ${entropy[h]}`);
+      assert.ok(maxWeight[h] > 0.9, `${heads[h]}: confidence ${maxWeight[h]}`);
+    }
+    close(entropy[2], Math.log(2), 0.2, 'keyword entropy');
+    close(maxWeight[2], 1 / 2, 0.05, 'keyword confidence');
+    close(entropy[3], Math.log(4), 0.2, 'numbers entropy');
+    close(maxWeight[3], 1 / 4, 0.05, 'numbers confidence');
+    // Query i of the previous-token head looks 1 back (query 0 has nothing behind it); every
+    // query of the first-token head looks i back: (L - 1) / 2 on average.
+    assert.ok(distance[0] >= 0.9 && distance[0] < 2, `previous-token distance ${distance[0]}`);
+    close(distance[1], (L - 1) / 2, 0.5, 'first-token distance');
+    const flat = runPresets(tokens, { numHeads: 2, sharpness: 0, options: { headStats: true } }).trace.headStats;
+    for (let h = 0; h < 2; h++) {
+      close(flat.entropy.data[h], Math.log(L), 1e-4, 'uniform entropy');
+      close(flat.maxWeight.data[h], 1 / L, 1e-6, 'uniform confidence');
+    }
   });
 
   test('sharpness 0 gives uniform attention; random heads are seeded', () => {

@@ -11,13 +11,14 @@
 // found through `root`, never through document-level ids.
 import { pageWorker } from './page-worker.js';
 import { parseCase } from '../lib/case.js';
+import { callDims } from '../lib/shapes.js';
 import { colorFor, formatNumber, makeScale, renderLegend } from './matrix.js';
 import * as T from './transforms.js';
 
 const EMBED_DIM = 64;
 const HEAD_COUNTS = [1, 2, 4, 8, 16];  // the divisors of 64 up to 16
 const DEFAULT_HEADS = 4;
-/** A loaded case runs in the Web Worker above this many weights (N * H * L * S) or this E. */
+/** A loaded case runs in the Web Worker above this many trace weights (N * H * L * S') or this E. */
 const WORKER_WEIGHTS = 50_000;
 const WORKER_EMBED_DIM = 128;
 /** Rows and columns a heatmap or the line view shows of a large case. */
@@ -108,12 +109,15 @@ class Engine {
 
   /**
    * trace() of the layer and forward() of the same module with `headGates` (0 for a switched-off
-   * head, which is its out_proj columns zeroed; null: every head on): every head's weights, the
-   * output both ways, PyTorch's average (gates do not change the weights).
+   * head, which is its out_proj columns zeroed; null: every head on): every head's weights and
+   * statistics (trace with headStats: the entropy, distance and max weight the cards show), the
+   * output both ways, PyTorch's average (gates do not change the weights, nor their statistics).
+   * Through the page's worker, options go over as a structured clone and the trace's tensors,
+   * headStats' included, come back transferred (web/lib/worker.js).
    */
   async run({ config, stateDict, headGates = null, query, key, value, options, trace = null }) {
     const mha = await this.module('full', config, stateDict);
-    const full = trace ?? await mha.trace(query, key, value, options);
+    const full = trace ?? await mha.trace(query, key, value, { ...options, headStats: true });
     const averaged = await mha.forward(query, key, value,
       { ...options, headGates, needWeights: true, averageAttnWeights: true });
     return { trace: full, ablatedOutput: averaged.output, average: averaged.weights };
@@ -140,31 +144,17 @@ export function caseLabels({ L, S, sourceLength, selfAttention, addBiasKV, addZe
   return { queries, keys: keys.slice(0, S) };
 }
 
-/** Sizes of a parsed case: batch N, queries L, keys S (before bias_k / zero), E, H. */
-function caseDims(c) {
-  const q = c.query.shape;
-  const k = c.key.shape;
-  const batched = q.length === 3;
-  const bf = c.config.batchFirst ?? false;
-  return {
-    batched,
-    N: batched ? (bf ? q[0] : q[1]) : 1,
-    L: batched && bf ? q[1] : q[0],
-    S: batched && bf ? k[1] : k[0],
-    E: c.config.embedDim,
-    H: c.config.numHeads,
-    batchFirst: bf,
-  };
-}
+/** Weights a trace of the call holds: N x H x L x S' (every head's, bias_k and the zero key included). */
+const traceWeights = (dims) => dims.N * dims.H * dims.L * dims.Sp;
 
 /**
- * What the views show for batch element n of a run: per-head weights and scores (H, L, S), the
- * average (L, S), outputs (L, E) and their difference, per-head summaries.
+ * What the views show for batch element n of a run: per-head weights and scores (H, L, S'), the
+ * average (L, S'), outputs (L, E) and their difference, per-head statistics (the engine's headStats,
+ * row n: entropy, distance, maxWeight, H values each). `dims` are the call's sizes (callDims of
+ * its config and shapes), which give the layout of every tensor of the run.
  */
-function viewData(run, { labels, presets, H, E, n = 0, batchFirst = false, note = '' }) {
-  const wShape = run.trace.weights.shape;
-  const [L, S] = wShape.slice(-2);
-  const batched = wShape.length === 4;
+function viewData(run, dims, { labels, presets, n = 0, note = '' }) {
+  const { batched, batchFirst, H, E, L, Sp: S } = dims;
   const per = H * L * S;
   const weights = batched ? run.trace.weights.data.subarray(n * per, (n + 1) * per) : run.trace.weights.data;
   const scores = batched ? run.trace.scores.data.subarray(n * per, (n + 1) * per) : run.trace.scores.data;
@@ -173,9 +163,10 @@ function viewData(run, { labels, presets, H, E, n = 0, batchFirst = false, note 
   const ablatedOutput = T.batchRows(run.ablatedOutput.data, run.ablatedOutput.shape, { n, batchFirst });
   return {
     L, S, H, E, labels, presets, note,
+    sourceKeys: dims.S,  // the keys with a position: S' less bias_k and the zero key
     weights, scores, average, output, ablatedOutput,
     difference: T.outputDifference(output, ablatedOutput, L, E),
-    summaries: T.headSummaries(weights, H, L, S),
+    stats: T.headStatsRow(run.trace.headStats, n),
   };
 }
 
@@ -428,8 +419,11 @@ function shownSize(data) {
   return { rows: Math.min(data.L, MAX_SHOWN), cols: Math.min(data.S, MAX_SHOWN) };
 }
 
-function statItem() {
+// One summary number of a card: "name value", its definition as the tooltip. data-stat names the
+// engine's statistic it shows (entropy, distance, maxWeight).
+function statItem(stat) {
   const span = el('span', 'hs-head-stat');
+  span.dataset.stat = stat;
   const name = el('span', 'hs-head-stat-name');
   const value = el('strong');
   span.append(name, value);
@@ -489,16 +483,45 @@ function createHeadCard(h, withPresets, actions) {
   }
   const description = el('p', 'hs-head-description');
   const stats = el('p', 'hs-head-stats');
-  const entropy = statItem();
-  const distance = statItem();
-  stats.append(entropy.element, distance.element);
+  const entropy = statItem('entropy');
+  const distance = statItem('distance');
+  const confidence = statItem('maxWeight');
+  // The averaged card's numbers are the heads' numbers averaged, not its heatmap's own.
+  if (h === null) stats.append(el('span', 'hs-head-stat-name hs-head-stats-caption', 'Mean over heads:'));
+  stats.append(entropy.element, distance.element, confidence.element);
   const map = el('div', 'hs-heatmap-box');
   card.append(header, description, stats, map);
-  return { card, titleText, preset, presetName, on, description, entropy, distance, map };
+  return { card, titleText, preset, presetName, on, description, entropy, distance, confidence, map };
 }
 
-function formatSummary(value, decimals) {
+/** A statistic as a card shows it: `decimals` places, '—' for NaN (a head with no query rows left). */
+function formatStat(value, decimals) {
   return Number.isNaN(value) ? '—' : formatNumber(value, decimals);
+}
+
+/** Decimal places the cards show of each statistic. */
+const STAT_DECIMALS = { entropy: 2, distance: 1, maxWeight: 2 };
+
+// What each statistic is, for the tooltips: over the S' keys (bias_k and the zero key included),
+// the distance over the S keys that have a position.
+function statDefinitions(data) {
+  const { S, sourceKeys } = data;
+  const extra = S > sourceKeys
+    ? `, over the ${sourceKeys} keys with a position (bias_k and the zero key add nothing)` : '';
+  return {
+    entropy: `Mean over queries of the row's entropy; ${formatNumber(Math.log(S), 2)} nats (ln ${S}) ` +
+      'would be uniform attention',
+    distance: `Average over queries of Σ_j w_ij · |i − j|${extra}`,
+    maxWeight: 'Average over queries of the row\'s largest weight, max_j w_ij: 1 when each query looks at ' +
+      `one key, ${formatNumber(1 / S, 2)} (1/${S}) would be uniform attention`,
+  };
+}
+
+// A card's three numbers: `values` { entropy, distance, maxWeight }, `details` their tooltips.
+function setStats(c, values, details) {
+  c.entropy.set('entropy', `${formatStat(values.entropy, STAT_DECIMALS.entropy)} nats`, details.entropy);
+  c.distance.set('mean distance', `${formatStat(values.distance, STAT_DECIMALS.distance)} tokens`, details.distance);
+  c.confidence.set('confidence', formatStat(values.maxWeight, STAT_DECIMALS.maxWeight), details.maxWeight);
 }
 
 /** The grid of per-head heatmaps, each with its summary numbers, preset and on/off switch. */
@@ -514,6 +537,7 @@ function renderHeadGrid(data, state, root, actions) {
   // Cards as wide as their heatmap (row labels, cells, padding), as many per row as fit.
   const cellPx = Math.max(rows, cols) <= 10 ? 30 : Math.max(rows, cols) <= 20 ? 16 : 12;
   root.style.setProperty('--hs-head-card-min', `${Math.max(300, 130 + cols * cellPx)}px`);
+  const definitions = statDefinitions(data);
   parts.cards.forEach((c, h) => {
     c.card.classList.toggle('hs-head-off', state.ablated.has(h));
     if (c.preset && c.preset.value !== data.presets[h]) c.preset.value = data.presets[h];
@@ -521,11 +545,8 @@ function renderHeadGrid(data, state, root, actions) {
     c.on.checked = !state.ablated.has(h);
     setText(c.description, T.PRESET_DESCRIPTIONS[data.presets[h]] ?? '');
     c.description.hidden = !T.PRESET_DESCRIPTIONS[data.presets[h]];
-    const sum = data.summaries[h];
-    c.entropy.set('entropy', `${formatSummary(sum.entropy, 2)} nats`,
-      `Mean over queries; ${formatNumber(sum.maxEntropy, 2)} nats (ln ${S}) would be uniform attention`);
-    c.distance.set('mean distance', `${formatSummary(sum.distance, 1)} tokens`,
-      'Average over queries of Σ_j w_ij · |i − j|');
+    setStats(c, { entropy: data.stats.entropy[h], distance: data.stats.distance[h],
+      maxWeight: data.stats.maxWeight[h] }, definitions);
     const weights = T.headWeights(data.weights, { h, H, L, S });
     const scores = T.headWeights(data.scores, { h, H, L, S });
     renderHeatmap(c.map, {
@@ -553,9 +574,20 @@ function renderAverage(data, state, root, actions) {
   setText(c.titleText, `Average of the ${H} head${H === 1 ? '' : 's'}`);
   setText(c.description, 'What nn.MultiheadAttention returns by default (need_weights=True, ' +
     'average_attn_weights=True): the heads\' different patterns blurred into one.');
-  c.entropy.set('entropy', `${formatSummary(T.meanEntropy(data.average, L, S), 2)} nats`, 'Mean over queries');
-  c.distance.set('mean distance', `${formatSummary(T.meanAttentionDistance(data.average, L, S), 1)} tokens`,
-    'Average over queries of Σ_j w_ij · |i − j|');
+  // The mean over heads of the engine's per-head numbers (the per-head cards'), not statistics of
+  // this heatmap computed here: the engine computes no statistics of the averaged weights.
+  const heads = `Mean over the ${H} head${H === 1 ? '' : 's'} of each head's`;
+  const own = 'Not this heatmap\'s own: averaging blurs the heads\' patterns, so its rows have';
+  setStats(c, {
+    entropy: T.meanOverHeads(data.stats.entropy),
+    distance: T.meanOverHeads(data.stats.distance),
+    maxWeight: T.meanOverHeads(data.stats.maxWeight),
+  }, {
+    entropy: `${heads} entropy (the per-head cards' numbers). ${own} a higher entropy`,
+    distance: `${heads} mean distance, Σ_j w_ij · |i − j| averaged over queries (the per-head cards' numbers)`,
+    maxWeight: `${heads} confidence, its largest weight per query on average (the per-head cards' numbers). ` +
+      `${own} lower largest weights`,
+  });
   renderHeatmap(c.map, {
     id: 'average',
     name: `Attention weights averaged over ${H} heads, ${L} queries by ${S} keys`,
@@ -1174,14 +1206,14 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
     const presets = state.source === 'random' ? Array(state.numHeads).fill('random (PyTorch init)') : state.presets;
     let note = '';
     if (state.padded.size === L) note = 'Every token is padded: no query has a key left, so every weight is 0.';
-    return viewData(run, { labels: { queries: tokens, keys: tokens }, presets, H: state.numHeads, E: EMBED_DIM, note });
+    return viewData(run, callDims(config, x.shape), { labels: { queries: tokens, keys: tokens }, presets, note });
   }
 
   async function computeCase(mine) {
     const { parsed, dims, big } = loaded;
     const ablatedKey = [...state.ablated].sort((a, b) => a - b).join(',');
     if (loaded.run && loaded.runKey === ablatedKey) return caseViewData(loaded.run);
-    if (big) setBusy(true, `Large case (${dims.N * dims.H * dims.L * dims.S} weights): running in a Web Worker,`);
+    if (big) setBusy(true, `Large case (${traceWeights(dims)} weights): running in a Web Worker,`);
     try {
       let engine = local;
       if (big) {
@@ -1215,17 +1247,14 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
 
   function caseViewData(run) {
     const { parsed, dims } = loaded;
-    const [L, S] = run.trace.weights.shape.slice(-2);
+    const { L, Sp: S } = dims;
     const labels = caseLabels({ L, S, sourceLength: dims.S, selfAttention: parsed.key === parsed.query,
       addBiasKV: parsed.config.addBiasKV, addZeroAttn: parsed.config.addZeroAttn });
     layout = null;
     const shown = L > MAX_SHOWN || S > MAX_SHOWN
       ? `Showing queries 1–${Math.min(L, MAX_SHOWN)} of ${L} and keys 1–${Math.min(S, MAX_SHOWN)} of ${S}; ` +
         'the summary numbers and the output change cover all of them.' : '';
-    return viewData(run, {
-      labels, presets: Array(dims.H).fill(loaded.name), H: dims.H, E: dims.E, n: state.batch,
-      batchFirst: dims.batchFirst, note: shown,
-    });
+    return viewData(run, dims, { labels, presets: Array(dims.H).fill(loaded.name), n: state.batch, note: shown });
   }
 
   function render() {
@@ -1243,10 +1272,13 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
     grid.hidden = average;
     averageBox.hidden = !average;
     gridNote.textContent = average
-      ? 'One heatmap: the mean of every head\'s weights, as PyTorch returns them by default.'
+      ? 'One heatmap: the mean of every head\'s weights, as PyTorch returns them by default. ' +
+        'Its numbers are the per-head numbers averaged over the heads.'
       : `One heatmap per head (rows: queries, columns: keys). Head dim ${data.E / data.H}. ` +
         'Entropy: 0 when a head looks at one key, ln(keys) when it looks everywhere. ' +
-        'Mean distance: how far, in tokens, a head looks on average.';
+        'Mean distance: how far, in tokens, a head looks on average. ' +
+        'Confidence: a query\'s largest weight, on average; 1 when a head looks at one key. ' +
+        'The engine computes all three in the same pass as the weights.';
     if (average) {
       renderAverage(data, state, averageBox, actions);
     } else {
@@ -1266,7 +1298,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   // API -----------------------------------------------------------------------------------------
   return {
     /**
-     * Shows a case document's heads (queries labelled t1..tL). Large cases (N*H*L*S > 50k weights
+     * Shows a case document's heads (queries labelled t1..tL). Large cases (N*H*L*S' > 50k weights
      * or E > 128) run in a Web Worker, with a busy state; smaller ones in this thread.
      */
     async loadCase(caseDocument) {
@@ -1277,14 +1309,15 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
         fail(e);
         return;
       }
-      const dims = caseDims(parsed);
+      const dims = callDims(parsed.config, parsed.query.shape, parsed.key.shape);
       loaded = {
         id: (loaded?.id ?? 0) + 1,
         parsed, dims, trace: null,
         name: parsed.name ? `case ${parsed.name}` : 'loaded case',
-        big: dims.N * dims.H * dims.L * dims.S > WORKER_WEIGHTS || dims.E > WORKER_EMBED_DIM,
+        big: traceWeights(dims) > WORKER_WEIGHTS || dims.E > WORKER_EMBED_DIM,
       };
-      batch.replaceChildren(...Array.from({ length: dims.N }, (_, n) => {
+      // N is null for a query of the wrong rank: the run fails with the engine's message.
+      batch.replaceChildren(...Array.from({ length: dims.N ?? 1 }, (_, n) => {
         const o = el('option', '', String(n + 1));
         o.value = String(n + 1);  // 1-based like its label
         return o;

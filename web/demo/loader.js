@@ -10,6 +10,7 @@ import { HeadscopeError } from '../lib/index.js';
 import { endPageWorker, pageWorker, pageWorkerStarted } from './page-worker.js';
 import { compareWithExpected, parseCase } from '../lib/case.js';
 import { seedWorkedExample } from '../lib/examples.js';
+import { callDims } from '../lib/shapes.js';
 import { stateFromCase } from './walkthrough-model.js';
 
 // Files above this are refused before reading (a case of E = 768 with L = 512 is ~30 MB of JSON).
@@ -35,17 +36,16 @@ function el(tag, className, text) {
   return e;
 }
 
-/** Multiply-adds of one forward pass of a parsed case: four projections plus attention. */
+/**
+ * Multiply-adds of one forward pass of a parsed case: the four projections (queries and output
+ * E x E, keys kdim x E, values vdim x E) plus attention (scores and weights x values over the S'
+ * keys, bias_k and the zero key included), per batch element. 0 for a case whose shapes fail at
+ * once (a query of the wrong rank, or a key of another rank than the query).
+ */
 export function caseCost(c) {
-  const e = c.config.embedDim;
-  const q = c.query.shape;
-  const k = c.key.shape;
-  const batched = q.length === 3;
-  const bf = c.config.batchFirst;
-  const n = batched ? (bf ? q[0] : q[1]) : 1;
-  const L = batched && bf ? q[1] : q[0];
-  const S = batched && bf ? k[1] : k[0];
-  return n * ((2 * L + 2 * S) * e * e + 2 * L * S * e);
+  const { N, L, S, Sp, E, kdim, vdim } = callDims(c.config, c.query.shape, c.key.shape);
+  if (L === null || S === null) return 0;
+  return N * (2 * L * E * E + S * (kdim + vdim) * E + 2 * L * Sp * E);
 }
 
 /** "812 bytes", "1.4 MB", "64 MB": sizes the way people read them (MB = 2^20 bytes, as the limit). */

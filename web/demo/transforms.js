@@ -3,8 +3,8 @@
 // They run unchanged in Node (tests/js/transforms.test.js) and in browsers.
 //
 // Nothing here computes attention: the engine does (mha.trace / mha.forward). These functions only
-// prepare its inputs (embeddings, state_dicts, masks) and summarise its outputs (entropy, distance,
-// output differences).
+// prepare its inputs (embeddings, state_dicts, masks) and summarise its outputs (output
+// differences; the per-head entropy, distance and max weight are the engine's, options.headStats).
 
 /** The second seed's log line: the Heads view's default text. */
 export const DEFAULT_TEXT =
@@ -562,75 +562,40 @@ export function keyPaddingMask(S, padded) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Summaries of the engine's weights
+// Summaries of the engine's results
+
+/** The per-head statistics the engine computes with options.headStats (README "Head statistics"). */
+export const HEAD_STATS = ['entropy', 'distance', 'maxWeight'];
 
 /**
- * Shannon entropy of one row of attention weights, in nats (natural log): 0 when all the weight
- * is on one key, ln(S) when it is spread evenly over S keys. Zero weights contribute 0. A row that
- * sums to 0 (every key masked; the engine returns zeros) has no distribution: NaN.
- * @param {ArrayLike<number>} row
+ * Batch element n's per-head statistics from trace()'s or forward()'s headStats ({ entropy,
+ * distance, maxWeight }, Tensors of shape (N, H) batched or (H) unbatched): { entropy, distance,
+ * maxWeight }, each H numbers (row n, a view, no copy; n is ignored when unbatched).
  */
-export function entropy(row) {
-  let sum = 0;
-  for (let j = 0; j < row.length; j++) sum += row[j];
-  if (!(sum > 0)) return NaN;
-  let h = 0;
-  for (let j = 0; j < row.length; j++) {
-    const p = row[j] / sum;
-    if (p > 0) h -= p * Math.log(p);
+export function headStatsRow(headStats, n = 0) {
+  const row = {};
+  for (const name of HEAD_STATS) {
+    const { data, shape } = headStats[name];
+    const H = shape[shape.length - 1];
+    row[name] = shape.length === 2 ? data.subarray(n * H, (n + 1) * H) : data;
   }
-  return h;
+  return row;
 }
 
 /**
- * Mean entropy (nats) over the queries of one head's (L, S) weights, skipping fully masked rows
- * (NaN when every row is).
+ * Mean of one statistic over the heads, leaving out the heads the engine gave NaN (every query
+ * row fully masked); NaN when every head is.
+ * @param {ArrayLike<number>} values one per head
  */
-export function meanEntropy(weights, L, S) {
+export function meanOverHeads(values) {
   let total = 0;
   let n = 0;
-  for (let i = 0; i < L; i++) {
-    const e = entropy(Array.prototype.slice.call(weights, i * S, (i + 1) * S));
-    if (!Number.isNaN(e)) {
-      total += e;
-      n++;
-    }
+  for (let h = 0; h < values.length; h++) {
+    if (Number.isNaN(values[h])) continue;
+    total += values[h];
+    n++;
   }
   return n ? total / n : NaN;
-}
-
-/**
- * Mean attention distance of one head's (L, S) weights: the average over queries i of
- * sum_j w_ij * |i - j|, in tokens. Fully masked rows (sum 0) are skipped; NaN when every row is.
- */
-export function meanAttentionDistance(weights, L, S) {
-  let total = 0;
-  let n = 0;
-  for (let i = 0; i < L; i++) {
-    let d = 0;
-    let sum = 0;
-    for (let j = 0; j < S; j++) {
-      const w = weights[i * S + j];
-      d += w * Math.abs(i - j);
-      sum += w;
-    }
-    if (sum > 0) {
-      total += d;
-      n++;
-    }
-  }
-  return n ? total / n : NaN;
-}
-
-/**
- * Per-head summaries of (H, L, S) weights: [{ entropy, maxEntropy, distance }] per head, entropy
- * in nats and maxEntropy = ln(S) (uniform attention) for scale.
- */
-export function headSummaries(weights, H, L, S) {
-  return Array.from({ length: H }, (_, h) => {
-    const block = weights.subarray(h * L * S, (h + 1) * L * S);
-    return { entropy: meanEntropy(block, L, S), maxEntropy: Math.log(S), distance: meanAttentionDistance(block, L, S) };
-  });
 }
 
 /** The (L, S) block of head h in ([N,] H, L, S) weights, batch element n (a view, no copy). */

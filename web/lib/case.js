@@ -2,6 +2,7 @@
 // state_dict, the forward arguments, and optionally the expected results. Errors are
 // PARSE_ERROR and name the JSON path ("inputs.query[1][2]: expected a number ...").
 import { HeadscopeError } from './errors.js';
+import { callDims, weightsShape } from './shapes.js';
 import { MAX_DIM, describe, toFloatTensor, toMask } from './tensor.js';
 
 const CONFIG_KEYS = {
@@ -658,7 +659,7 @@ export function compareWithExpected(parsedCase, result, tolerance = 1e-4) {
 
 // Most bytes a tensor of `shape` takes as JSON text: a float32 is at most 15 characters
 // ("-1.17549435e-38"; '"-inf"' is 6) plus ", ", an array 2 brackets plus ", ".
-function tensorJsonBytesBound(shape) {
+export function tensorJsonBytesBound(shape) {
   let elements = 1;
   let arrays = 0;
   for (const d of shape) {
@@ -671,20 +672,9 @@ function tensorJsonBytesBound(shape) {
 /** The shape of the weights a run of the parsed case returns, or null when it returns none. */
 export function resultWeightsShape(parsedCase) {
   const { config, query, key, options } = parsedCase;
-  const q = query.shape;
-  const k = key.shape;
-  // Only where the call can succeed; any other case fails in forward() before it has a result.
-  if (options.needWeights === false || (q.length !== 2 && q.length !== 3) || k.length !== q.length) {
-    return null;
-  }
-  const batched = q.length === 3;
-  const batchFirst = batched && config.batchFirst === true;
-  const n = batched ? q[batchFirst ? 0 : 1] : 1;
-  const l = q[batchFirst ? 1 : 0];
-  const s = k[batchFirst ? 1 : 0] + (config.addBiasKV ? 1 : 0) + (config.addZeroAttn ? 1 : 0);
-  const averaged = options.averageAttnWeights !== false;
-  if (batched) return averaged ? [n, l, s] : [n, config.numHeads, l, s];
-  return averaged ? [l, s] : [config.numHeads, l, s];
+  // Only where the call can succeed (null for a query of neither rank 2 nor 3, or a key of
+  // another rank); any other case fails in forward() before it has a result.
+  return weightsShape(callDims(config, query.shape, key.shape), options);
 }
 
 /** An upper bound of the bytes of {"output": ..., "weights": ...} and a newline. */

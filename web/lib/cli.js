@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // headscope's command line (the npm package's `bin`):
 //
-//   headscope run FILE.json|- [--check] [--tolerance T] [--max-input-bytes N] [--max-output-bytes N]
+//   headscope run FILE.json|- [--check] [--tolerance T] [--head-gates G0,G1,...] [--head-stats]
+//                 [--max-input-bytes N] [--max-output-bytes N]
 //                                                       run a case file, print output + weights
 //   headscope example                                   the seed's worked example, step by step
 //
@@ -13,10 +14,12 @@
 // native CLI (src/cli/main.cc).
 import {
   MAX_CASE_BYTES, MAX_RESULT_JSON_BYTES, checkResultJsonSize, compareWithExpected, parseCase,
+  resultJsonBytesBound, resultWeightsShape, tensorJsonBytesBound,
 } from './case.js';
 import { closeSync, fstatSync, openSync, readFileSync, readSync } from 'node:fs';
 import { HeadscopeError } from './errors.js';
 import { projectionMatrices, seedWorkedExample } from './examples.js';
+import { callDims } from './shapes.js';
 
 // Loaded on first use, so that a missing build is one line on stderr rather than a stack trace.
 let api = null;
@@ -39,12 +42,21 @@ async function headscope() {
 }
 
 const USAGE = `usage:
-  headscope run FILE.json [--check] [--tolerance T] [--max-input-bytes N] [--max-output-bytes N]
+  headscope run FILE.json [--check] [--tolerance T] [--head-gates G0,G1,...] [--head-stats]
+                [--max-input-bytes N] [--max-output-bytes N]
       Runs one case file (the JSON case format: config, state_dict, inputs, optional expected;
       FILE '-' reads standard input) and prints {"output": ..., "weights": ...} as JSON; weights
       is null when need_weights is false, and non-finite numbers are written "inf", "-inf", "nan".
-      --check               compare with the file's "expected", exit 1 on mismatch
+      --check               compare with the file's "expected", exit 1 on mismatch (with
+                            --head-gates: the gated result)
       --tolerance T         relative error allowed by --check (default 1e-4)
+      --head-gates G0,G1,...
+                            scale head h's output by G_h before out_proj: one number per head,
+                            comma-separated (inf, -inf, nan allowed); 0 switches a head off
+      --head-stats          also print "head_stats": {"entropy", "distance", "max_weight"},
+                            each ([N,] H): per batch item and head, the mean over its query rows
+                            of the row's entropy (nats), attention distance (sum w |i - j|) and
+                            largest weight; fully masked rows left out, "nan" when none is left
       --max-input-bytes N   refuse a case file larger than N bytes (default ${MAX_CASE_BYTES})
       --max-output-bytes N  refuse a case whose printed result could exceed N bytes
                             (default ${MAX_RESULT_JSON_BYTES})
@@ -76,9 +88,27 @@ function byteCount(flag, text) {
   return n;
 }
 
+// --head-gates' list: comma-separated numbers (decimal, optional sign, fraction and exponent) or
+// inf, -inf, nan, as float32; the native CLI accepts exactly the same lists (src/cli/main.cc).
+const GATE = /^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$/;
+const NON_FINITE_GATES = { inf: Infinity, '+inf': Infinity, '-inf': -Infinity, nan: NaN };
+function parseGates(text) {
+  const bad = (why) => new UsageError(`--head-gates: expected comma-separated numbers, one per ` +
+    `head (inf, -inf, nan allowed), got ${text === undefined ? 'nothing' : JSON.stringify(text)}${why}`);
+  if (text === undefined || text === '') throw bad('');
+  const items = text.split(',');
+  return Float32Array.from(items, (item, i) => {
+    if (Object.hasOwn(NON_FINITE_GATES, item)) return NON_FINITE_GATES[item];
+    if (!GATE.test(item)) throw bad(` (item ${i + 1}, ${JSON.stringify(item)}, is not a number)`);
+    return Number(item);
+  });
+}
+
 function parseRunArgs(args) {
   let file = null;
   let check = false;
+  let headGates = null;
+  let headStats = false;
   let tolerance = 1e-4;
   let maxInputBytes = MAX_CASE_BYTES;
   let maxOutputBytes = MAX_RESULT_JSON_BYTES;
@@ -88,6 +118,10 @@ function parseRunArgs(args) {
     const value = () => (a.includes('=') ? a.slice(a.indexOf('=') + 1) : args[++i]);
     if (a === '--check') {
       check = true;
+    } else if (a === '--head-stats') {
+      headStats = true;
+    } else if (flag === '--head-gates') {
+      headGates = parseGates(value());
     } else if (flag === '--tolerance') {
       const text = value();
       const t = text === undefined || text.trim() === '' ? NaN : Number(text);
@@ -107,7 +141,7 @@ function parseRunArgs(args) {
     }
   }
   if (file === null) throw new UsageError('run: expected a case file (headscope run FILE.json)');
-  return { file, check, tolerance, maxInputBytes, maxOutputBytes };
+  return { file, check, tolerance, headGates, headStats, maxInputBytes, maxOutputBytes };
 }
 
 const ERRNO_TEXT = { ENOENT: 'No such file or directory', EACCES: 'Permission denied',
@@ -174,9 +208,13 @@ function formatNumber(x) {
   return String(x);
 }
 
-// Writes {"output": ..., "weights": ...} from the result's typed arrays a megabyte at a time,
-// waiting for stdout to drain, so that a large result never exists as one string (V8 cannot hold
-// a string over 2^29 characters, and nested arrays of millions of numbers exhaust its heap).
+// The JSON names of the head statistics, in print order, and the API's names for them.
+const HEAD_STATS_KEYS = [['entropy', 'entropy'], ['distance', 'distance'], ['max_weight', 'maxWeight']];
+
+// Writes {"output": ..., "weights": ...} (and "head_stats" when the result has it) from the
+// result's typed arrays a megabyte at a time, waiting for stdout to drain, so that a large result
+// never exists as one string (V8 cannot hold a string over 2^29 characters, and nested arrays of
+// millions of numbers exhaust its heap).
 function* resultChunks(result) {
   let text = '{"output": ';
   function* tensor({ data, shape }) {
@@ -207,6 +245,14 @@ function* resultChunks(result) {
   text += ', "weights": ';
   if (result.weights === null) text += 'null';
   else yield* tensor(result.weights);
+  if (result.headStats !== undefined) {
+    text += ', "head_stats": {';
+    for (const [i, [json, api]] of HEAD_STATS_KEYS.entries()) {
+      text += `${i ? ', ' : ''}"${json}": `;
+      yield* tensor(result.headStats[api]);
+    }
+    text += '}';
+  }
   yield `${text}}\n`;
 }
 
@@ -216,8 +262,50 @@ async function writeResult(result) {
   }
 }
 
+// The printed result's size bound (checkResultJsonSize in case.js) with the head statistics
+// counted: three ([N,] H) tensors and their keys. The same bound and message as the native CLI's.
+// ', "head_stats": {"entropy": , "distance": , "max_weight": }' is 59 bytes.
+const HEAD_STATS_KEY_BYTES = 64;
+
+/** The shape of each head statistic a run of the parsed case returns: (N, H), (H), or null. */
+function headStatsShape(parsedCase) {
+  const dims = callDims(parsedCase.config, parsedCase.query.shape, parsedCase.key.shape);
+  if (dims.Sp === null) return null;  // the call fails before it has a result
+  return dims.batched ? [dims.N, dims.H] : [dims.H];
+}
+
+function checkPrintedSize(parsedCase, maxBytes, headStats) {
+  if (!headStats) {
+    checkResultJsonSize(parsedCase, maxBytes);
+    return;
+  }
+  const stats = headStatsShape(parsedCase);
+  const bound = resultJsonBytesBound(parsedCase) +
+    (stats === null ? 0 : HEAD_STATS_KEY_BYTES + 3 * tensorJsonBytesBound(stats));
+  if (bound <= maxBytes) return;
+  const weights = resultWeightsShape(parsedCase);
+  const shown = bound >= 1.8e19 ? '18446744073709551615' : String(bound);
+  throw new HeadscopeError('RESOURCE_EXHAUSTED', `result: its JSON text could take ${shown} bytes ` +
+    `(output [${parsedCase.query.shape.join(', ')}], weights ${weights === null ? 'null'
+      : `[${weights.join(', ')}]`}, head_stats ${stats === null ? 'null' : `3 x [${stats.join(', ')}]`}), ` +
+    `more than the limit of ${maxBytes} bytes`);
+}
+
+// hs.runCase with forward()'s headGates and headStats (runCase takes the case's options only).
+function runCaseWith(hs, c, { headGates, headStats }) {
+  if (headGates === null && !headStats) return hs.runCase(c);
+  const mha = hs.createMultiheadAttention(c.config);
+  try {
+    mha.loadStateDict(c.stateDict);
+    return mha.forward(c.query, c.key, c.value, { ...c.options, headGates, headStats });
+  } finally {
+    mha.dispose();
+  }
+}
+
 async function run(args) {
-  const { file, check, tolerance, maxInputBytes, maxOutputBytes } = parseRunArgs(args);
+  const { file, check, tolerance, headGates, headStats, maxInputBytes, maxOutputBytes } =
+    parseRunArgs(args);
   // Errors of the document name the file: "headscope: case.json: PARSE_ERROR: config.embed_dim: ...".
   const named = (fn) => {
     try {
@@ -242,10 +330,14 @@ async function run(args) {
   }
   const c = named(() => parseCase(bytes, { maxInputBytes }));
   bytes = null;
-  named(() => checkResultJsonSize(c, maxOutputBytes));
+  if (headGates !== null && headGates.length !== c.config.numHeads) {
+    throw new UsageError(`${file}: --head-gates: expected ${c.config.numHeads} numbers (one per ` +
+      `head), got ${headGates.length}`);
+  }
+  named(() => checkPrintedSize(c, maxOutputBytes, headStats));
   const { hs } = await headscope();
   // runCase takes the parsed case as it is (parseCase returns its own results unchanged).
-  const result = named(() => hs.runCase(c));
+  const result = named(() => runCaseWith(hs, c, { headGates, headStats }));
   await writeResult(result);
   if (!check) return 0;
   if (c.expected === null) {

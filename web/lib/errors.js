@@ -13,11 +13,18 @@ export class HeadscopeError extends Error {
   // A brand that no caller can forge (instanceof can be fooled by a Proxy or a prototype).
   #headscope = true;
 
-  /** @param {string} code @param {string} message @param {{ cause?: unknown }} [options] */
+  /**
+   * @param {string} code @param {string} message
+   * @param {{ cause?: unknown, argument?: string }} [options]
+   */
   constructor(code, message, options) {
     super(message, options);
     this.name = 'HeadscopeError';
     this.code = code;
+    // Errors of the core carry the id of the argument they are about ('options.attnMask',
+    // 'config.numHeads', 'query', 'stateDict'; '' for none); errors raised in JS name it only
+    // in the message.
+    if (options?.argument !== undefined) this.argument = options.argument;
   }
 
   static is(value) {

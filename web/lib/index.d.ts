@@ -87,6 +87,25 @@ export interface TraceOptions {
    * (a gate of 0 times a NaN head output is NaN).
    */
   headGates?: readonly number[] | Float32Array | { data: Float32Array; shape: readonly number[] } | null;
+  /**
+   * Default false. true: the result also has `headStats`, per batch item and head, computed in
+   * the pass from every softmax row (needWeights may stay false).
+   */
+  headStats?: boolean;
+}
+
+/**
+ * Per-head statistics of one call (options.headStats), each ([N,] H): for batch item n and head h
+ * the mean over its query rows i of a statistic of the row's weights w_i. Fully masked rows (all
+ * weights 0) are left out; a head with no row left (or L = 0) gets NaN, as does a head with a NaN row.
+ */
+export interface HeadStats {
+  /** -sum_j w_ij ln w_ij over all keys, in nats: 0 for one key, ln S for uniform attention. */
+  entropy: Tensor;
+  /** sum_j w_ij |i - j| over the keys with a position (the extra keys of addBiasKV / addZeroAttn add none). */
+  distance: Tensor;
+  /** max_j w_ij, the head's confidence: 1 for one key, 1/S for uniform attention. */
+  maxWeight: Tensor;
 }
 
 /** forward()'s keyword arguments. */
@@ -104,6 +123,8 @@ export interface ForwardResult {
   output: Tensor;
   /** null when needWeights is false. S counts the extra keys of addBiasKV / addZeroAttn. */
   weights: Tensor | null;
+  /** Only when options.headStats was true. */
+  headStats?: HeadStats;
 }
 
 /** Every intermediate of one forward pass. A leading N axis only for batched input. */
@@ -123,6 +144,8 @@ export interface AttentionTrace {
   concat: Tensor;
   /** The query's layout: concat x W_O^T + b_O. */
   output: Tensor;
+  /** Only when options.headStats was true. */
+  headStats?: HeadStats;
 }
 
 export type StateDict =

@@ -333,8 +333,9 @@ function removeNewListeners(before) {
 // (core.protocol()) when it loads, never restated here. The names below are the ones this file
 // fills; a module that describes anything else is refused with LOAD_ERROR.
 const CALL_SLOTS = ['query', 'key', 'value', 'keyPaddingMask', 'attnMask', 'headGates'];
-const FLAG_NAMES = ['needWeights', 'averageWeights', 'isCausal'];
+const FLAG_NAMES = ['needWeights', 'averageWeights', 'isCausal', 'headStats'];
 const FORWARD_RESULTS = ['output', 'weights'];
+const HEAD_STATS_RESULTS = ['entropy', 'distance', 'maxWeight'];
 
 /** The module's protocol, with the numbers the per-call path uses precomputed. */
 export function readProtocol(core) {
@@ -346,6 +347,7 @@ export function readProtocol(core) {
   }
   const same = (a, b) => Array.isArray(a) && a.length === b.length && a.every((x, i) => x === b[i]);
   const known = p.version === 1 && same(p.callSlots, CALL_SLOTS) && same(p.forwardResults, FORWARD_RESULTS) &&
+    same(p.headStatsResults, HEAD_STATS_RESULTS) &&
     FLAG_NAMES.every((f) => Number.isInteger(p.flags?.[f])) && Array.isArray(p.traceResults) &&
     CALL_SLOTS.includes(p.parameterSlot) && p.maxRank === 4;
   if (!known) {
@@ -363,28 +365,21 @@ export function readProtocol(core) {
     flagsWord: p.flagsWord,
     flags: Object.freeze({ ...p.flags }),
     traceResults: Object.freeze([...p.traceResults]),
+    headStatsResults: Object.freeze([...p.headStatsResults]),
   });
 }
 // Largest hs.maxCallBytes: the WebAssembly build's size_t is 32 bits.
 const MAX_CALL_BYTES = 2 ** 32 - 1;
 
-// The C++ core names arguments as PyTorch does; the JS API uses camelCase for the same things.
-const JS_NAMES = [
-  ['key_padding_mask', 'options.keyPaddingMask'], ['attn_mask', 'options.attnMask'],
-  ['is_causal', 'options.isCausal'], ['need_weights', 'options.needWeights'],
-  ['head_gates', 'options.headGates'],
-  ['embed_dim', 'embedDim'], ['num_heads', 'numHeads'], ['state_dict', 'stateDict'],
-];
-// Throws the HeadscopeError of a core status, "CODE\nmessage" (Handle::lastStatus).
-function failWithStatus(status) {
-  const cut = status.indexOf('\n');
-  fail(status.slice(0, cut), jsMessage(status.slice(cut + 1)));
-}
-
-function jsMessage(message) {
-  let m = message;
-  for (const [torch, js] of JS_NAMES) m = m.replace(new RegExp(`\\b${torch}\\b`, 'g'), js);
-  return m;
+// Throws the HeadscopeError of a core status, "CODE\nargument\nmessage" (Handle::lastStatus).
+// The core writes its messages in the JS API's names (the module sets status.h's Naming to JS),
+// so they are used as they are; `argument` is the structured id of the argument the error is
+// about ('options.attnMask', 'config.numHeads', 'stateDict'; '' when it is no one argument's).
+function failWithStatus(status, hint = '') {
+  const a = status.indexOf('\n');
+  const b = status.indexOf('\n', a + 1);
+  throw new HeadscopeError(status.slice(0, a), status.slice(b + 1) + hint,
+    { argument: status.slice(a + 1, b) });
 }
 
 const CONFIG_DEFAULTS = Object.freeze({
@@ -393,7 +388,7 @@ const CONFIG_DEFAULTS = Object.freeze({
 });
 const FORWARD_DEFAULTS = Object.freeze({
   keyPaddingMask: null, attnMask: null, needWeights: true, averageAttnWeights: true,
-  isCausal: false, headGates: null, out: null,
+  isCausal: false, headGates: null, headStats: false, out: null,
 });
 // trace() takes forward()'s options except `out`.
 const TRACE_OPTIONS = Object.freeze(Object.fromEntries(
@@ -451,11 +446,14 @@ function toHeadGates(value) {
   return toFloatTensor(value, name);
 }
 
-function checkSize(value, name, { optional = false } = {}) {
-  if (optional && (value === undefined || value === null)) return 0;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1 || value > MAX_DIM) {
-    fail('INVALID_ARGUMENT', `${name}: expected ${optional ? 'undefined or ' : ''}an integer in ` +
-      `[1, ${MAX_DIM}], got ${describe(value)}`);
+// A config size: JS checks only that it is a number (null / undefined for optional ones); which
+// numbers are sizes (integers in [1, 2^24], embedDim divisible by numHeads) is the core's rule
+// (Handle::init, ValidateConfig), whose messages say so.
+function checkNumber(value, name, { optional = false } = {}) {
+  if (optional && (value === undefined || value === null)) return null;
+  if (typeof value !== 'number') {
+    fail('INVALID_ARGUMENT', `${name}: expected ${optional ? 'null or ' : ''}a number (the size, ` +
+      `an integer), got ${describe(value)}`);
   }
   return value;
 }
@@ -467,7 +465,7 @@ function checkBool(value, name) {
   return value;
 }
 
-/** Validates a createMultiheadAttention config and fills PyTorch's defaults. */
+/** Checks a createMultiheadAttention config's types (the core checks its values). */
 export function normalizeConfig(config) {
   readArgument('config', () => {
     if (config === null || typeof config !== 'object' || Array.isArray(config)) {
@@ -478,15 +476,11 @@ export function normalizeConfig(config) {
   const given = readOptions(config, CONFIG_DEFAULTS, 'config');
   const c = { ...CONFIG_DEFAULTS };
   for (const k of Object.keys(given)) if (given[k] !== undefined) c[k] = given[k];
-  c.embedDim = checkSize(c.embedDim, 'config.embedDim');
-  c.numHeads = checkSize(c.numHeads, 'config.numHeads');
-  if (c.embedDim % c.numHeads !== 0) {
-    fail('INVALID_ARGUMENT', `config.numHeads: embedDim (${c.embedDim}) must be divisible by ` +
-      `numHeads (${c.numHeads})`);
-  }
+  c.embedDim = checkNumber(c.embedDim, 'config.embedDim');
+  c.numHeads = checkNumber(c.numHeads, 'config.numHeads');
   for (const k of ['bias', 'addBiasKV', 'addZeroAttn', 'batchFirst']) checkBool(c[k], `config.${k}`);
-  c.kdim = checkSize(c.kdim, 'config.kdim', { optional: true }) || c.embedDim;
-  c.vdim = checkSize(c.vdim, 'config.vdim', { optional: true }) || c.embedDim;
+  c.kdim = checkNumber(c.kdim, 'config.kdim', { optional: true });
+  c.vdim = checkNumber(c.vdim, 'config.vdim', { optional: true });
   return c;
 }
 
@@ -708,10 +702,13 @@ class MultiheadAttention {
     let parameters;
     try {
       const code = callCore(() => handle.init(config.embedDim, config.numHeads, config.bias,
-        config.addBiasKV, config.addZeroAttn, config.kdim, config.vdim, config.batchFirst));
+        config.addBiasKV, config.addZeroAttn, config.kdim !== null, config.kdim ?? 0,
+        config.vdim !== null, config.vdim ?? 0, config.batchFirst));
       if (code !== 0) {
         failWithStatus(callCore(() => handle.lastStatus()));
       }
+      // Accepted: null kdim / vdim mean embedDim, as in torch.
+      config = { ...config, kdim: config.kdim ?? config.embedDim, vdim: config.vdim ?? config.embedDim };
       parameters = callCore(() => handle.expectedParameters());
     } catch (e) {
       handle.delete();
@@ -734,6 +731,7 @@ class MultiheadAttention {
     // it was not empty already (C++ never writes the call block), which saves most calls the
     // clearing of the mask and gate slots.
     this._filled = new Array(slots).fill(true);
+    this._headStats = false;  // the last call asked for head statistics
     this._parameters = new Map(JSON.parse(parameters));
     /** The constructor arguments with PyTorch's defaults filled in. */
     this.config = Object.freeze({ ...config });
@@ -772,46 +770,31 @@ class MultiheadAttention {
       }
       return pairs;
     });
+    // JS reads the values (a JS matter: their types, each read once); which keys this config has
+    // and their shapes are the core's rules, applied as each entry is loaded into the staging
+    // module (so an unknown key or a wrong shape refuses the whole load, as before).
     const tensors = [];
     for (const [key, value] of entries) {
       if (typeof key !== 'string') {
         fail('UNKNOWN_PARAMETER', `stateDict: key ${describe(key)} is not a string (expected keys: ` +
           `${expectedKeys()})`);
       }
-      const name = `stateDict['${key}']`;
-      const want = this._parameters.get(key);
-      if (want === undefined) {
-        fail('UNKNOWN_PARAMETER', `${name}: unknown key for this config (expected keys: ` +
-          `${expectedKeys()})`);
-      }
-      const t = toFloatTensor(value, name);
-      if (t.shape.length !== want.length || t.shape.some((d, i) => d !== want[i])) {
-        fail('SHAPE_MISMATCH', `${name}: expected shape [${want.join(', ')}], got ` +
-          `[${t.shape.join(', ')}]`);
-      }
-      tensors.push([key, t]);
-    }
-    const givenKeys = new Set(tensors.map(([k]) => k));
-    if (strict) {
-      const missing = [...this._parameters].filter(([k]) => !givenKeys.has(k));
-      if (missing.length) {
-        fail('MISSING_PARAMETER', `stateDict: missing ${missing.map(([k, s]) =>
-          `${k} [${s.join(', ')}]`).join(', ')} (pass { strict: false } to load a subset)`);
-      }
+      tensors.push([key, toFloatTensor(value, `stateDict['${key}']`)]);
     }
     // The caller's getters ran above: this object may have been disposed by one of them.
     const handle = this._handle();
-    if (tensors.length === 0) return;
-    // Entries this load does not replace are carried over into the staging module.
-    const keepLoaded = givenKeys.size < this._parameters.size;
-    this._check(this._call(() => handle.loadBegin(keepLoaded)));
+    if (tensors.length === 0 && !strict) return;
+    // strict replaces every entry (the core checks at commit that all are there); otherwise the
+    // entries this load does not replace are carried over into the staging module.
+    this._check(this._call(() => handle.loadBegin(!strict)));
     try {
       for (const [key, t] of tensors) {
         this._slots[this._hs._protocol.parameterSlot] = t;
         this._writeCall(0);
         this._check(this._call(() => handle.setParameter(key)));
       }
-      this._check(this._call(() => handle.loadCommit()));
+      this._check(this._call(() => handle.loadCommit(strict)),
+        ' (pass { strict: false } to load a subset)');
     } catch (e) {
       try {
         handle.loadAbort();
@@ -824,7 +807,9 @@ class MultiheadAttention {
 
   /**
    * torch.nn.MultiheadAttention.forward. Returns { output, weights }; weights is null when
-   * needWeights is false, (N, L, S) averaged or (N, H, L, S) per head otherwise.
+   * needWeights is false, (N, L, S) averaged or (N, H, L, S) per head otherwise. With
+   * options.headStats also headStats: { entropy, distance, maxWeight }, each (N, H) or (H),
+   * computed in the pass (the weights need not be returned for it; README "Head statistics").
    */
   forward(query, key, value, options = {}) {
     MultiheadAttention.check(this, 'forward');
@@ -833,8 +818,21 @@ class MultiheadAttention {
     // handle.forward() without embind's per-call argument checks (src/bindings/embind.cc).
     const address = this._address;
     this._check(callCore(() => this._core._headscope_forward(address)));
+    if (this._headStats) return this._forwardResultWithStats(out);
     const [output, weights] = this._readResults(2, out);
     return { output, weights };
+  }
+
+  // (Apart from forward(): its hot path stays as small as it was without statistics.)
+  _forwardResultWithStats(out) {
+    const results = this._readResults(2 + HEAD_STATS_RESULTS.length, out);
+    return { output: results[0], weights: results[1], headStats: this._groupHeadStats(results.slice(2)) };
+  }
+
+  // { entropy, distance, maxWeight }, each ([N,] H), from the protocol's head statistics slots.
+  _groupHeadStats(tensors) {
+    const names = this._hs._protocol.headStatsResults;
+    return Object.fromEntries(names.map((name, i) => [name, tensors[i]]));
   }
 
   /**
@@ -842,6 +840,7 @@ class MultiheadAttention {
    * masked, -inf where blocked), weights (softmax), headOutputs (weights x V), concat ([N,] L, E)
    * and output. The leading N appears only for batched input. With options.headGates, headOutputs
    * and concat are the gated outputs (what out_proj sees); scores and weights are never gated.
+   * With options.headStats also headStats, as forward() returns it.
    */
   trace(query, key, value, options = {}) {
     MultiheadAttention.check(this, 'trace');
@@ -849,13 +848,16 @@ class MultiheadAttention {
     this._prepare(query, key, value, options, TRACE_OPTIONS);
     const handle = this._state.handle;
     const stages = this._hs._protocol.traceResults;
+    const statsCount = this._headStats ? this._hs._protocol.headStatsResults.length : 0;
     this._check(this._call(() => handle.trace()));
-    const tensors = this._readResults(stages.length);
+    const tensors = this._readResults(stages.length + statsCount);
     // The trace's buffers (every intermediate, L x S per head twice) are copied out: free them.
     // (A trace that failed keeps what it had allocated until the module's next trace or
     // dispose(), as docs/errors.md says; tests/js/limits.test.js fills the heap that way.)
     this._call(() => handle.releaseTrace());
-    return Object.fromEntries(stages.map((name, i) => [name, tensors[i]]));
+    const trace = Object.fromEntries(stages.map((name, i) => [name, tensors[i]]));
+    if (statsCount > 0) trace.headStats = this._groupHeadStats(tensors.slice(stages.length));
+    return trace;
   }
 
   /** Frees this object's WebAssembly memory. Any later use throws HeadscopeError (DISPOSED). */
@@ -894,6 +896,7 @@ class MultiheadAttention {
     let needWeights = true;
     let averageAttnWeights = true;
     let isCausal = false;
+    let headStats = false;
     let keyPaddingMask = null;
     let attnMask = null;
     let headGates = null;
@@ -907,6 +910,7 @@ class MultiheadAttention {
           case 'needWeights': needWeights = checkBool(v, 'options.needWeights'); break;
           case 'averageAttnWeights': averageAttnWeights = checkBool(v, 'options.averageAttnWeights'); break;
           case 'isCausal': isCausal = checkBool(v, 'options.isCausal'); break;
+          case 'headStats': headStats = checkBool(v, 'options.headStats'); break;
           case 'keyPaddingMask': keyPaddingMask = v; break;
           case 'attnMask': attnMask = v; break;
           case 'headGates': headGates = v; break;
@@ -932,7 +936,8 @@ class MultiheadAttention {
     const gates = toHeadGates(headGates);
     const P = this._hs._protocol;
     const flags = (needWeights ? P.flags.needWeights : 0) |
-      (averageAttnWeights ? P.flags.averageWeights : 0) | (isCausal ? P.flags.isCausal : 0);
+      (averageAttnWeights ? P.flags.averageWeights : 0) | (isCausal ? P.flags.isCausal : 0) |
+      (headStats ? P.flags.headStats : 0);
     // The output has the query's shape, so `out` can be checked before any work is done; its
     // true length is read after every caller getter has run (one of them may have detached it).
     if (out !== null && typedArrayLength(out) !== q.count) {
@@ -949,6 +954,7 @@ class MultiheadAttention {
     slots[at.keyPaddingMask] = kpm;
     slots[at.attnMask] = am;
     slots[at.headGates] = gates;
+    this._headStats = headStats;  // how many results forward() and trace() read back
     this._writeCall(flags);
     return out;
   }
@@ -1057,10 +1063,13 @@ class MultiheadAttention {
     return callCore(fn);
   }
 
-  _check(code) {
+  // Throws the core's error for a nonzero code; `hint` is appended to a MISSING_PARAMETER's
+  // message (the JS-side advice of loadStateDict).
+  _check(code, hint = '') {
     if (code !== 0) {
       const handle = this._state.handle;
-      failWithStatus(callCore(() => handle.lastStatus()));
+      const status = callCore(() => handle.lastStatus());
+      failWithStatus(status, status.startsWith('MISSING_PARAMETER\n') ? hint : '');
     }
   }
 }

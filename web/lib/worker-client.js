@@ -234,7 +234,10 @@ class Channel {
 
 function tensorsIn(result) {
   const out = {};
-  for (const [name, t] of Object.entries(result)) out[name] = t === null ? null : new Tensor(t.data, t.shape);
+  for (const [name, t] of Object.entries(result)) {
+    // headStats is a group of tensors ({ entropy, distance, maxWeight }), as in-thread.
+    out[name] = t === null ? null : name === 'headStats' ? tensorsIn(t) : new Tensor(t.data, t.shape);
+  }
   return out;
 }
 

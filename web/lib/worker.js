@@ -40,7 +40,10 @@ function tensorOut(t, transfer) {
 // { name: Tensor | null } -> { name: { data, shape } | null }, collecting buffers to transfer.
 function tensorsOut(result, transfer) {
   const out = {};
-  for (const [name, t] of Object.entries(result)) out[name] = tensorOut(t, transfer);
+  for (const [name, t] of Object.entries(result)) {
+    // headStats is a group of tensors ({ entropy, distance, maxWeight }), not a tensor.
+    out[name] = name === 'headStats' ? tensorsOut(t, transfer) : tensorOut(t, transfer);
+  }
   return out;
 }
 

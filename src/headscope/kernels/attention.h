@@ -91,11 +91,17 @@ inline KeyRange VisibleKeys(const AttentionShape& shape, const ScoreModifiers& m
 
 // Per-row outputs ("sinks"): one value per (batch element, head, query row), [N, H, L], written
 // where the stage has the row at hand, so statistics need no second pass over the weights and no
-// [N, H, L, S'] buffer. Each pointer is optional (null: not computed, no cost).
+// [N, H, L, S'] buffer. Each pointer is optional (null: not computed, no cost). A fully masked row
+// (all weights 0) gives 0 in every sink; a NaN row gives NaN.
 struct RowSinks {
-  // The row's largest softmax weight: 0 for a fully masked row, NaN for a NaN row.
+  // The row's largest softmax weight (the head's "confidence" for that query).
   float* max_weight = nullptr;
-  // Next: entropy (-sum w log w) and mean distance (sum w |i - j|) for head statistics.
+  // Shannon entropy of the row in nats, -sum_j w_j ln w_j over all S' keys (0 ln 0 = 0).
+  float* entropy = nullptr;
+  // Attention distance, sum_j w_j |i - j| over the first S keys: the extra keys (bias_k, the zero
+  // key) have no position, so the weight on them adds no distance.
+  float* distance = nullptr;
+  bool any() const { return max_weight != nullptr || entropy != nullptr || distance != nullptr; }
 };
 
 // What the stage writes. concat has the queries' geometry (AttentionShape's q strides).

@@ -31,8 +31,8 @@ namespace headscope {
 HEADSCOPE_EXPORT(MatMulPackedTarget);
 
 void MatMulPacked(const float* a, size_t lda, const float* packed_b, const float* bias, size_t m,
-                  size_t n, size_t k, float alpha, float* c, size_t ldc) {
-  if (ThreadCount() == 1 ||
+                  size_t n, size_t k, float alpha, float* c, size_t ldc, int threads) {
+  if (ThreadCount() == 1 || threads < ThreadCount() ||
       static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
           kParallelMinMacs) {
     HEADSCOPE_DISPATCH(MatMulPackedTarget)(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);

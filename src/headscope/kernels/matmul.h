@@ -24,9 +24,11 @@ void PackB(const float* b, size_t n, size_t k, size_t row_stride, size_t col_str
 
 // C = alpha * A * B^T + bias, with A (m, k) row-major with leading dimension lda, B packed by
 // PackB with the same n and k, bias (n) or null, C (m, n) with leading dimension ldc.
-// m, n or k may be 0 (k = 0 gives C = bias or 0).
+// m, n or k may be 0 (k = 0 gives C = bias or 0). `threads` is how many threads the caller's
+// CallContext planned for (its ThreadPoolHandle): the product is split across the pool only when
+// that covers every pool thread and the product is large enough; the bits are the same either way.
 void MatMulPacked(const float* a, size_t lda, const float* packed_b, const float* bias, size_t m,
-                  size_t n, size_t k, float alpha, float* c, size_t ldc);
+                  size_t n, size_t k, float alpha, float* c, size_t ldc, int threads = 1);
 
 // Plain triple loop with the same contract (B unpacked, as given to PackB): the scalar reference
 // the kernel tests compare against.

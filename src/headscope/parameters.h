@@ -1,0 +1,84 @@
+// ParameterStore: a model's named float tensors (weights today; gradients and optimizer state
+// are more entries of the same kind), each with a fixed shape, addressed by name.
+//
+// An entry is either a tensor the store owns, or an alias: a name for a contiguous part of
+// another entry (torch's packed in_proj_weight (3E, E) is also reachable as q_proj_weight,
+// k_proj_weight and v_proj_weight, its three (E, E) row blocks). Loading an alias writes into its
+// target's storage, so a state_dict in either spelling ends in one buffer without a copy per
+// spelling, and an entry counts as loaded once it was set whole or every alias of it was set.
+//
+// Every change bumps the store's version and the changed entry's: derived data (the packed
+// matmul panels of MultiheadAttention) is stamped with the version it was built from and rebuilt
+// when it differs, so no path can read panels older than the weights.
+#ifndef HEADSCOPE_PARAMETERS_H_
+#define HEADSCOPE_PARAMETERS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headscope/status.h"
+#include "headscope/tensor.h"
+
+namespace headscope {
+
+class ParameterStore {
+ public:
+  ParameterStore() = default;
+  ParameterStore(const ParameterStore&) = delete;
+  ParameterStore& operator=(const ParameterStore&) = delete;
+  ParameterStore(ParameterStore&&) = default;
+  ParameterStore& operator=(ParameterStore&&) = default;
+
+  // Declares an owned entry (absent until set); returns its index. Names are unique.
+  int Add(std::string_view name, const Shape& shape);
+  // Declares `name` as the `shape`-sized run of floats of entry `target` (an owned entry)
+  // starting at float `offset`.
+  int AddAlias(std::string_view name, int target, size_t offset, const Shape& shape);
+
+  // The entry's index, or -1 for a name the store does not have.
+  int Find(std::string_view name) const;
+  size_t size() const { return entries_.size(); }
+  const std::string& name(int i) const { return entries_[i].name; }
+  const Shape& shape(int i) const { return entries_[i].shape; }
+  bool is_alias(int i) const { return entries_[i].target >= 0; }
+
+  // Copies `value` into entry i. `arg` names it in errors ("state_dict['in_proj_weight']"):
+  // shape mismatch, data that does not hold the shape, or an allocation that failed (the
+  // entry keeps its previous values then).
+  Status Set(int i, const TensorView& value, const std::string& arg);
+  // Copies every loaded entry of `other` (a store declared the same way) into this one.
+  Status CopyLoadedFrom(const ParameterStore& other);
+
+  // Loaded: set whole, or (an owned entry with aliases) every alias set.
+  bool loaded(int i) const;
+  // The entry's floats (an alias: its part of the target's), null while nothing of it is loaded.
+  const float* data(int i) const;
+
+  // Bumped by every Set; an entry's version changes when it or a part of it (or, for an alias,
+  // its target) changes.
+  uint64_t version() const { return version_; }
+  uint64_t version(int i) const;
+
+ private:
+  struct Entry {
+    std::string name;
+    Shape shape;
+    int target = -1;      // alias: the owned entry it views; -1 for an owned entry
+    size_t offset = 0;    // alias: first float within the target
+    AlignedBuffer data;   // owned entries only
+    bool set = false;     // set whole (an owned entry), or this alias set
+    uint64_t version = 0; // owned entries only
+    std::vector<int> aliases;  // owned entries: the aliases that view it
+  };
+  Status Allocate(Entry* owned, const std::string& arg);
+
+  std::vector<Entry> entries_;
+  uint64_t version_ = 0;
+};
+
+}  // namespace headscope
+
+#endif  // HEADSCOPE_PARAMETERS_H_
