@@ -19,6 +19,7 @@
 #include "headscope/kernels/dispatch.h"
 #include "headscope/mha.h"
 #include "headscope/parallel.h"
+#include "headscope/transformer.h"
 
 namespace headscope {
 namespace {
@@ -32,7 +33,7 @@ namespace {
 //   [2] rank   [3..6] dims   [7] element count
 constexpr int kWordsPerTensor = 8;
 enum TensorWord : int { kAddressWord = 0, kTypeWord = 1, kRankWord = 2, kDimsWord = 3, kCountWord = 7 };
-enum : uint32_t { kNone = 0, kBool = 1, kFloat = 2 };
+enum : uint32_t { kNone = 0, kBool = 1, kFloat = 2, kInt32 = 3 };  // int32: token ids
 
 // Call block: these tensors in this order, then one word of flags.
 constexpr const char* kCallSlots[] = {"query",    "key",      "value",
@@ -111,6 +112,7 @@ std::string protocol() {
   JsonNumber(&out, "none", kNone);
   JsonNumber(&out, "bool", kBool);
   JsonNumber(&out, "float", kFloat);
+  JsonNumber(&out, "int32", kInt32);
   out += '}';
   JsonNames(&out, "callSlots", kCallSlots);
   JsonKey(&out, "parameterSlot");
@@ -205,6 +207,37 @@ Status ConfigSize(double x, Arg arg, bool optional, int64_t* out) {
   return Status::Ok();
 }
 
+// The last call's status as both handles report it: code, argument id and message, kept so JS
+// can ask for all three in one call (lastStatus: "CODE\nargument\nmessage").
+struct LastStatus {
+  StatusCode code = StatusCode::kOk;
+  Arg argument = Arg::kNone;
+  std::string message;
+
+  int Report(const Status& s) {
+    code = s.code();
+    argument = s.argument();
+    // Success leaves the message empty without copying a string: this runs on every call.
+    if (code == StatusCode::kOk) {
+      message.clear();
+    } else {
+      message = s.message();
+    }
+    return static_cast<int>(code);
+  }
+  std::string Text() const {
+    return std::string(StatusCodeName(code)) + "\n" + ArgPath(argument) + "\n" + message;
+  }
+};
+
+// A buffer of at least `bytes` bytes in wasm memory for the caller's inputs, reused across calls;
+// 0 if it cannot be allocated. May grow memory: JS re-reads its heap views after it.
+uintptr_t ReserveArena(AlignedBuffer* arena, double bytes) {
+  if (!(bytes >= 0) || bytes > static_cast<double>(MaxCallBytes())) return 0;
+  if (!arena->Resize((static_cast<size_t>(bytes) + 3) / 4)) return 0;
+  return reinterpret_cast<uintptr_t>(arena->data());
+}
+
 class Handle {
  public:
   // Returns 0 or a StatusCode; the message is in lastStatus(). kdim / vdim only when given
@@ -224,13 +257,7 @@ class Handle {
     return Report(MultiheadAttention::Create(c, &mha_));
   }
 
-  // A buffer of at least `bytes` bytes in wasm memory for the caller's inputs, reused across
-  // calls; 0 if it cannot be allocated. May grow memory: JS re-reads its heap views after it.
-  uintptr_t reserve(double bytes) {
-    if (!(bytes >= 0) || bytes > static_cast<double>(MaxCallBytes())) return 0;
-    if (!arena_.Resize((static_cast<size_t>(bytes) + 3) / 4)) return 0;
-    return reinterpret_cast<uintptr_t>(arena_.data());
-  }
+  uintptr_t reserve(double bytes) { return ReserveArena(&arena_, bytes); }
 
   uintptr_t callBlock() { return reinterpret_cast<uintptr_t>(call_); }
   // This object's address, for headscope_forward below.
@@ -383,26 +410,14 @@ class Handle {
     return Report(mha_->weights().CheckComplete());
   }
 
-  std::string lastError() const { return error_; }
-  std::string lastErrorCode() const { return StatusCodeName(code_); }
+  std::string lastError() const { return status_.message; }
+  std::string lastErrorCode() const { return StatusCodeName(status_.code); }
   // All of it in one call: "CODE\nargument\nmessage", the argument as the JS API names it
   // (ArgPath; empty when the failure is not one argument's).
-  std::string lastStatus() const {
-    return std::string(StatusCodeName(code_)) + "\n" + ArgPath(argument_) + "\n" + error_;
-  }
+  std::string lastStatus() const { return status_.Text(); }
 
  private:
-  int Report(const Status& s) {
-    code_ = s.code();
-    argument_ = s.argument();
-    // Success leaves the message empty without copying a string: this runs on every call.
-    if (code_ == StatusCode::kOk) {
-      error_.clear();
-    } else {
-      error_ = s.message();
-    }
-    return static_cast<int>(code_);
-  }
+  int Report(const Status& s) { return status_.Report(s); }
   int NotInitialized() {
     return Report(Status(StatusCode::kInvalidArgument, "the module was not created"));
   }
@@ -429,7 +444,6 @@ class Handle {
     return o;
   }
 
-  Arg argument_ = Arg::kNone;
   std::unique_ptr<MultiheadAttention> mha_;
   std::unique_ptr<MultiheadAttention> staging_;  // between loadBegin() and loadCommit()
   AlignedBuffer arena_;
@@ -437,8 +451,197 @@ class Handle {
   AttentionTrace trace_;
   uint32_t call_[kCallWords] = {};
   uint32_t result_[kResultWords] = {};
-  std::string error_;
-  StatusCode code_ = StatusCode::kOk;
+  LastStatus status_;
+};
+
+// The Transformer for JS (createTransformer). The same tensor descriptors as Handle's: a call
+// block of two slots (0: a state_dict entry or the tokens, int32 (B, T); 1: head gates
+// (n_layers, n_heads)), data in an arena the handle owns; results in a result block that grows
+// with the number of hooks (slot 0 the logits, then one slot per hook asked for).
+class TransformerHandle {
+ public:
+  // Config sizes cross as numbers: the core owns their rules (ConfigSize, then
+  // ValidateTransformerConfig). norm: 0 pre, 1 post, 2 none; positions: 0 learned, 1 sinusoidal,
+  // 2 none; act: 0 gelu, 1 relu (JS maps the option strings).
+  int init(double vocab_size, double max_len, double d_model, double n_layers, double n_heads,
+           double d_mlp, int norm, int positions, bool causal, int act, bool bias, double ln_eps) {
+    TransformerConfig c;
+    int code = Report(ConfigSize(vocab_size, Arg::kVocabSize, false, &c.vocab_size));
+    if (code == 0) code = Report(ConfigSize(max_len, Arg::kMaxLen, false, &c.max_len));
+    if (code == 0) code = Report(ConfigSize(d_model, Arg::kDModel, false, &c.d_model));
+    if (code == 0) code = Report(ConfigSize(n_layers, Arg::kNLayers, false, &c.n_layers));
+    if (code == 0) code = Report(ConfigSize(n_heads, Arg::kNHeads, false, &c.n_heads));
+    if (code == 0 && d_mlp != 0 && !ConfigSize(d_mlp, Arg::kDMlp, false, &c.d_mlp).ok()) {
+      code = Report(ArgError(StatusCode::kInvalidArgument, Arg::kDMlp,
+                             "expected 0 (no MLP) or an integer in [1, " +
+                                 std::to_string(kMaxDim) + "], got number " + JsNumber(d_mlp)));
+    }
+    if (code != 0) return code;
+    c.norm = static_cast<NormPlacement>(norm);
+    c.positions = static_cast<PositionKind>(positions);
+    c.causal = causal;
+    c.act = static_cast<Activation>(act);
+    c.bias = bias;
+    c.ln_eps = ln_eps;
+    if (c.d_model % c.n_heads != 0) {
+      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kNHeads,
+                             std::string(ArgName(Arg::kDModel)) + " (" + std::to_string(c.d_model) +
+                                 ") must be divisible by " + ArgName(Arg::kNHeads) + " (" +
+                                 std::to_string(c.n_heads) + ")"));
+    }
+    if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {
+      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kLnEps,
+                             "expected a finite number > 0, got number " + JsNumber(ln_eps)));
+    }
+    return Report(Transformer::Create(c, &model_));
+  }
+
+  // '[["tok_embed.weight",[28,32]],...]', in the reference module's order.
+  std::string expectedParameters() const {
+    if (model_ == nullptr) return "[]";
+    std::string out = "[";
+    for (const TransformerParamSpec& p : TransformerParams(model_->config())) {
+      if (out.size() > 1) out += ",";
+      out += "[\"" + p.name + "\",[";
+      for (int i = 0; i < p.shape.rank; ++i) out += (i ? "," : "") + std::to_string(p.shape.dims[i]);
+      out += "]]";
+    }
+    return out + "]";
+  }
+  // '["hook_embed",...]': the hook names of this config.
+  std::string hookNames() const {
+    if (model_ == nullptr) return "[]";
+    std::string out = "[";
+    for (const std::string& h : TransformerHookNames(model_->config())) {
+      out += (out.size() > 1 ? ",\"" : "\"") + h + "\"";
+    }
+    return out + "]";
+  }
+
+  uintptr_t callBlock() { return reinterpret_cast<uintptr_t>(call_); }
+  uintptr_t resultBlock() { return reinterpret_cast<uintptr_t>(result_.data()); }
+  uintptr_t reserve(double bytes) { return ReserveArena(&arena_, bytes); }
+
+  int initFromSeed(double seed) {
+    if (model_ == nullptr) return NotInitialized();
+    if (!(seed >= 0 && seed <= 9007199254740991.0 && seed == std::floor(seed))) {
+      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kSeed,
+                             "expected an integer in [0, 2^53 - 1], got number " + JsNumber(seed)));
+    }
+    return Report(model_->InitializeFromSeed(static_cast<uint64_t>(seed)));
+  }
+
+  // All or nothing, as Handle's: a staging model (a copy of the live one's entries when
+  // keep_loaded) takes the entries; loadCommit(strict) swaps it in once every entry was accepted.
+  int loadBegin(bool keep_loaded) {
+    if (model_ == nullptr) return NotInitialized();
+    staging_.reset();
+    std::unique_ptr<Transformer> stage;
+    int code = Report(Transformer::Create(model_->config(), &stage));
+    if (code != 0) return code;
+    if (keep_loaded) {
+      for (const TransformerParamSpec& p : TransformerParams(model_->config())) {
+        TensorView v;
+        if (!model_->GetParameter(p.name, &v).ok()) continue;  // not loaded
+        code = Report(stage->SetParameter(p.name, v));
+        if (code != 0) return code;
+      }
+    }
+    staging_ = std::move(stage);
+    return 0;
+  }
+  int setParameter(const std::string& name) {
+    Transformer* target = staging_ != nullptr ? staging_.get() : model_.get();
+    if (target == nullptr) return NotInitialized();
+    return Report(target->SetParameter(name, ReadTensor(call_)));
+  }
+  int loadCommit(bool strict) {
+    if (staging_ == nullptr) {
+      return Report(Status(StatusCode::kInvalidArgument, "loadCommit: no load in progress"));
+    }
+    if (strict) {
+      const int code = Report(staging_->CheckComplete());
+      if (code != 0) {
+        staging_.reset();
+        return code;
+      }
+    }
+    model_ = std::move(staging_);
+    return Report(Status::Ok());
+  }
+  void loadAbort() { staging_.reset(); }
+
+  // One entry into result slot 0 (a view of the model's copy), for stateDict().
+  int parameter(const std::string& name) {
+    if (model_ == nullptr) return NotInitialized();
+    TensorView v;
+    const int code = Report(model_->GetParameter(name, &v));
+    if (code == 0) {
+      if (!GrowResult(1)) return OutOfMemory();
+      WriteTensor(result_.data(), v.data, v.shape, v.size);
+    }
+    return code;
+  }
+
+  // Tokens in slot 0 (int32 (B, T)), optional gates in slot 1, hooks as names joined by '\n'.
+  int forward(const std::string& hooks) {
+    if (model_ == nullptr) return NotInitialized();
+    const uint32_t* t = call_;
+    if (t[kTypeWord] != kInt32 || t[kRankWord] != 2) {
+      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kTokens, "expected int32 (B, T)"));
+    }
+    const TokenView tokens{reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(t[kAddressWord])),
+                           static_cast<int64_t>(t[kDimsWord]), static_cast<int64_t>(t[kDimsWord + 1])};
+    options_.hooks.clear();
+    for (size_t start = 0; start < hooks.size();) {
+      size_t end = hooks.find('\n', start);
+      if (end == std::string::npos) end = hooks.size();
+      options_.hooks.push_back(hooks.substr(start, end - start));
+      start = end + 1;
+    }
+    const uint32_t* g = call_ + kWordsPerTensor;
+    options_.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
+    const int code = Report(model_->Forward(tokens, options_, &result_store_));
+    if (code != 0) return code;
+    if (!GrowResult(1 + result_store_.hooks.size())) return OutOfMemory();
+    WriteTensor(result_.data(), result_store_.logits.data(), result_store_.logits_shape,
+                result_store_.logits.size());
+    for (size_t i = 0; i < result_store_.hooks.size(); ++i) {
+      const TraceTensor& h = result_store_.hooks[i].second;
+      WriteTensor(result_.data() + (i + 1) * kWordsPerTensor, h.data.data(), h.shape,
+                  h.data.size());
+    }
+    return code;
+  }
+  // Frees what the last call kept (hooks, arena); they regrow on demand.
+  void trim() {
+    arena_.Release();
+    result_store_ = TransformerResult();
+  }
+
+  std::string lastStatus() const { return status_.Text(); }
+
+ private:
+  bool GrowResult(size_t tensors) {
+    if (result_.size() >= tensors * kWordsPerTensor) return true;
+    result_.resize(tensors * kWordsPerTensor);  // (a few words per hook: allocation cannot fail
+    return true;                                //  short of an exhausted heap, which aborts)
+  }
+  int OutOfMemory() {
+    return Report(Status(StatusCode::kResourceExhausted, "result: out of memory"));
+  }
+  int Report(const Status& s) { return status_.Report(s); }
+  int NotInitialized() {
+    return Report(Status(StatusCode::kInvalidArgument, "the model was not created"));
+  }
+
+  std::unique_ptr<Transformer> model_, staging_;
+  TransformerOptions options_;
+  TransformerResult result_store_;
+  AlignedBuffer arena_;
+  uint32_t call_[2 * kWordsPerTensor] = {};
+  std::vector<uint32_t> result_ = std::vector<uint32_t>(kWordsPerTensor);
+  LastStatus status_;
 };
 
 // Bytes of the wasm heap in use by malloc: lets tests show that dispose() returns memory.
@@ -464,6 +667,24 @@ EMSCRIPTEN_BINDINGS(headscope) {
   using headscope::Handle;
   // This module serves the JS API: every message names arguments as that API does.
   headscope::SetNaming(headscope::Naming::kJs);
+  using headscope::TransformerHandle;
+  emscripten::class_<TransformerHandle>("TransformerHandle")
+      .constructor<>()
+      .function("init", &TransformerHandle::init)
+      .function("expectedParameters", &TransformerHandle::expectedParameters)
+      .function("hookNames", &TransformerHandle::hookNames)
+      .function("callBlock", &TransformerHandle::callBlock)
+      .function("resultBlock", &TransformerHandle::resultBlock)
+      .function("reserve", &TransformerHandle::reserve)
+      .function("initFromSeed", &TransformerHandle::initFromSeed)
+      .function("loadBegin", &TransformerHandle::loadBegin)
+      .function("setParameter", &TransformerHandle::setParameter)
+      .function("loadCommit", &TransformerHandle::loadCommit)
+      .function("loadAbort", &TransformerHandle::loadAbort)
+      .function("parameter", &TransformerHandle::parameter)
+      .function("forward", &TransformerHandle::forward)
+      .function("trim", &TransformerHandle::trim)
+      .function("lastStatus", &TransformerHandle::lastStatus);
   emscripten::class_<Handle>("Handle")
       .constructor<>()
       .function("init", &Handle::init)

@@ -41,8 +41,19 @@ constexpr ArgNames kArgNames[] = {
     {"kdim", "kdim", "config.kdim"},
     {"vdim", "vdim", "config.vdim"},
     {"state_dict", "stateDict", "stateDict"},
+    {"tokens", "tokens", "tokens"},
+    {"targets", "targets", "targets"},
+    {"hooks", "options.hooks", "options.hooks"},
+    {"vocab_size", "vocabSize", "config.vocabSize"},
+    {"max_len", "maxLen", "config.maxLen"},
+    {"d_model", "dModel", "config.dModel"},
+    {"n_layers", "nLayers", "config.nLayers"},
+    {"n_heads", "nHeads", "config.nHeads"},
+    {"d_mlp", "dMlp", "config.dMlp"},
+    {"ln_eps", "lnEps", "config.lnEps"},
+    {"seed", "seed", "config.seed"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kStateDict) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kSeed) + 1);
 
 }  // namespace
 

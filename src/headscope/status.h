@@ -34,6 +34,8 @@ enum class Arg {
   kKeyPaddingMask, kAttnMask, kIsCausal, kNeedWeights, kHeadGates,
   kEmbedDim, kNumHeads, kKdim, kVdim,
   kStateDict,
+  kTokens, kTargets, kHooks,  // the Transformer's forward arguments
+  kVocabSize, kMaxLen, kDModel, kNLayers, kNHeads, kDMlp, kLnEps, kSeed,  // and its config
 };
 enum class Naming { kTorch, kJs };
 void SetNaming(Naming naming);

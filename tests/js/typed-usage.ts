@@ -92,3 +92,14 @@ export async function workerTypes(): Promise<number> {
   await remote.terminate();
   return output.data.length;
 }
+
+import type { Transformer } from 'headscope';
+export async function transformerTypes(): Promise<number> {
+  const hs = await init();
+  const model: Transformer = hs.createTransformer({ vocabSize: 28, maxLen: 32, dModel: 32, nLayers: 2, nHeads: 2, seed: 1 });
+  const { logits, hooks } = model.forward([[1, 2, 3]], { hooks: ['blocks.0.attn.hook_pattern'], headGates: [[1, 0], [1, 1]] });
+  const pattern = hooks?.['blocks.0.attn.hook_pattern'];
+  model.loadStateDict(model.stateDict());
+  model.dispose();
+  return logits.shape[2] + (pattern?.shape.length ?? 0) + model.hookNames().length;
+}

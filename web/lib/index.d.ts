@@ -205,12 +205,64 @@ export interface CaseCheck {
   detail: string;
 }
 
+/** createTransformer's config (the reference module's, camelCase; defaults after =). */
+export interface TransformerConfig {
+  vocabSize: number;
+  maxLen: number;
+  dModel: number;
+  /** = 1 */
+  nLayers?: number;
+  /** = 1; must divide dModel. */
+  nHeads?: number;
+  /** = 0: attention-only (no MLP, no ln2). */
+  dMlp?: number;
+  /** = 'pre' */
+  norm?: 'pre' | 'post' | 'none';
+  /** = 'learned' */
+  positions?: 'learned' | 'sinusoidal' | 'none';
+  /** = true */
+  causal?: boolean;
+  /** = 'gelu' (the exact erf form) */
+  act?: 'gelu' | 'relu';
+  /** = true: Linear and attention biases (LayerNorm keeps its own). */
+  bias?: boolean;
+  /** = 1e-5 */
+  lnEps?: number;
+  /** = 0: deterministic initial weights (PyTorch's default initialisation) from this seed. */
+  seed?: number;
+}
+
+/** Token ids: (T) or (B, T), nested arrays of integers or { data: Int32Array, shape }. */
+export type TokensInput = readonly number[] | readonly (readonly number[])[] | { data: Int32Array; shape: readonly number[] };
+
+export interface TransformerForwardOptions {
+  /** Hook names (hookNames()) to return; none by default (and then no layer keeps its trace). */
+  hooks?: readonly string[] | null;
+  /** (nLayers, nHeads): head h of layer l's output times gate [l][h] before its out_proj. */
+  headGates?: readonly (readonly number[])[] | { data: Float32Array; shape: readonly number[] } | null;
+}
+
+export interface Transformer {
+  readonly config: Readonly<Required<TransformerConfig>>;
+  readonly disposed: boolean;
+  parameterShapes(): Record<string, number[]>;
+  hookNames(): string[];
+  loadStateDict(stateDict: StateDict, options?: { strict?: boolean }): void;
+  /** Every weight, by the reference module's state_dict keys, as copies. */
+  stateDict(): Record<string, Tensor>;
+  /** logits (B, T, vocabSize), or (T, vocabSize) for (T) tokens; hooks only when asked for. */
+  forward(tokens: TokensInput, options?: TransformerForwardOptions): { logits: Tensor; hooks?: Record<string, Tensor> };
+  dispose(): void;
+}
+
 export interface Headscope {
   /** The SIMD target the kernels run on: 'WASM' (SIMD128). */
   readonly kernelTarget: string;
   /** Threads each call may use: 1 for init(), n for init({ threads: n }). */
   readonly threads: number;
   createMultiheadAttention(config: MultiheadAttentionConfig): MultiheadAttention;
+  /** A small transformer of tools/tiny_transformer.py's kind, with weights from config.seed. */
+  createTransformer(config: TransformerConfig): Transformer;
   /** Runs one case document (an object, JSON text, or its UTF-8 bytes; at most 256 MiB). */
   runCase(caseDocument: CaseDocument | string | Uint8Array | ArrayBuffer): ForwardResult;
   /** Compares a result with the case's expected values (default tolerance 1e-4). */

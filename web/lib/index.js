@@ -14,7 +14,7 @@ import createHeadscopeCore from './headscope_core.js';
 import { HeadscopeError } from './errors.js';
 import {
   MAX_DIM, Tensor, checkTimeoutMs, describe, describeThrown, readArgument, toFloatTensor, toMask,
-  typedArrayLength, typedArrayName, typedArraySet,
+  toTokens, typedArrayLength, typedArrayName, typedArraySet,
 } from './tensor.js';
 import { parseCase, compareWithExpected } from './case.js';
 
@@ -349,7 +349,7 @@ export function readProtocol(core) {
   const known = p.version === 1 && same(p.callSlots, CALL_SLOTS) && same(p.forwardResults, FORWARD_RESULTS) &&
     same(p.headStatsResults, HEAD_STATS_RESULTS) &&
     FLAG_NAMES.every((f) => Number.isInteger(p.flags?.[f])) && Array.isArray(p.traceResults) &&
-    CALL_SLOTS.includes(p.parameterSlot) && p.maxRank === 4;
+    CALL_SLOTS.includes(p.parameterSlot) && p.maxRank === 4 && Number.isInteger(p.types?.int32);
   if (!known) {
     throw new HeadscopeError('LOAD_ERROR', 'init: the WebAssembly module speaks another call protocol ' +
       `than this index.js (${core.protocol()}); rebuild it with \`npm run build\``);
@@ -358,7 +358,7 @@ export function readProtocol(core) {
   return Object.freeze({
     wordsPerTensor: p.wordsPerTensor,
     address: w.address, type: w.type, rank: w.rank, dims: w.dims, count: w.count,
-    none: p.types.none, bool: p.types.bool, float: p.types.float,
+    none: p.types.none, bool: p.types.bool, float: p.types.float, int32: p.types.int32,
     slot: Object.freeze(Object.fromEntries(p.callSlots.map((name, i) => [name, i]))),
     callSlots: p.callSlots.length,
     parameterSlot: p.callSlots.indexOf(p.parameterSlot),
@@ -568,6 +568,17 @@ class Headscope {
     return new MultiheadAttention(this, c);
   }
 
+  /**
+   * A small transformer (tools/tiny_transformer.py's module): config in camelCase, weights from
+   * `seed` (default 0; PyTorch's default initialisation, deterministic) until loadStateDict.
+   */
+  createTransformer(config) {
+    Headscope.open(this, 'createTransformer');
+    const c = normalizeTransformerConfig(config);
+    Headscope.open(this, 'createTransformer');
+    return new Transformer(this, c);
+  }
+
   /** Runs one case document (shared/spec/case-format.md): { output, weights }. */
   runCase(caseDocument) {
     Headscope.open(this, 'runCase');
@@ -686,6 +697,91 @@ function callCore(fn) {
   }
 }
 
+// ---- What every object owning a core handle shares (MultiheadAttention, Transformer) ----
+
+/**
+ * A loadStateDict argument pair read once: { strict, tensors: [[key, float snapshot]] }. JS reads
+ * the values (their types, each read once); which keys a config has and their shapes are the
+ * core's rules, applied as each entry is loaded (loadEntries).
+ */
+function readStateDict(stateDict, options, expectedKeys) {
+  const given = readOptions(options, { strict: true });
+  const strict = given.strict === undefined ? true : checkBool(given.strict, 'options.strict');
+  // The entries, read once: [key, value] pairs of the caller's Map or own enumerable keys.
+  const entries = readArgument('stateDict', () => {
+    const pairs = [];
+    if (isMap(stateDict)) {
+      mapForEach(stateDict, (value, key) => { pairs.push([key, value]); });
+    } else if (stateDict !== null && typeof stateDict === 'object' && !Array.isArray(stateDict)) {
+      for (const key of Object.keys(stateDict)) pairs.push([key, stateDict[key]]);
+    } else {
+      fail('INVALID_ARGUMENT', 'stateDict: expected an object mapping PyTorch state_dict keys ' +
+        `(${expectedKeys()}) to tensors, got ${describe(stateDict)}`);
+    }
+    return pairs;
+  });
+  const tensors = [];
+  for (const [key, value] of entries) {
+    if (typeof key !== 'string') {
+      fail('UNKNOWN_PARAMETER', `stateDict: key ${describe(key)} is not a string (expected keys: ` +
+        `${expectedKeys()})`);
+    }
+    tensors.push([key, toFloatTensor(value, `stateDict['${key}']`)]);
+  }
+  return { strict, tensors };
+}
+
+/**
+ * All or nothing: the entries go into the handle's staging copy (of the live entries when not
+ * strict), which replaces the live one only once all were accepted (and, strict, all are there).
+ * `write(t)` puts one snapshot into the handle's parameter slot; `check(code, hint)` throws.
+ */
+function loadEntries(handle, { strict, tensors }, write, check) {
+  if (tensors.length === 0 && !strict) return;
+  check(callCore(() => handle.loadBegin(!strict)));
+  try {
+    for (const [key, t] of tensors) {
+      write(t);
+      check(callCore(() => handle.setParameter(key)));
+    }
+    check(callCore(() => handle.loadCommit(strict)), ' (pass { strict: false } to load a subset)');
+  } catch (e) {
+    try {
+      handle.loadAbort();
+    } catch {
+      // The staging copy is freed with the handle at the latest.
+    }
+    throw e;
+  }
+}
+
+// Throws the core's error for a nonzero code; `hint` is appended to a MISSING_PARAMETER's message.
+function checkCode(handle, code, hint = '') {
+  if (code !== 0) {
+    const status = callCore(() => handle.lastStatus());
+    failWithStatus(status, status.startsWith('MISSING_PARAMETER\n') ? hint : '');
+  }
+}
+
+function disposeState(hs, state) {
+  if (state.disposed) return;
+  state.disposed = true;
+  state.handle.delete();
+  hs._live.delete(state);
+  hs._finalizer.unregister(state);
+}
+
+// The live handle, or DISPOSED naming what was disposed.
+function liveHandle(hs, state, className) {
+  if (state.disposed) {
+    fail('DISPOSED', hs._closed
+      ? `${className}: its engine was closed (hs.close()); call init() and create a new one`
+      : `${className}: this object was disposed; create a new one`);
+  }
+  return state.handle;
+}
+
+
 class MultiheadAttention {
   #brand = true;
 
@@ -754,55 +850,13 @@ class MultiheadAttention {
   loadStateDict(stateDict, options = {}) {
     MultiheadAttention.check(this, 'loadStateDict');
     this._handle();
-    const expectedKeys = () => [...this._parameters.keys()].join(', ');
-    const given = readOptions(options, { strict: true });
-    const strict = given.strict === undefined ? true : checkBool(given.strict, 'options.strict');
-    // The entries, read once: [key, value] pairs of the caller's Map or own enumerable keys.
-    const entries = readArgument('stateDict', () => {
-      const pairs = [];
-      if (isMap(stateDict)) {
-        mapForEach(stateDict, (value, key) => { pairs.push([key, value]); });
-      } else if (stateDict !== null && typeof stateDict === 'object' && !Array.isArray(stateDict)) {
-        for (const key of Object.keys(stateDict)) pairs.push([key, stateDict[key]]);
-      } else {
-        fail('INVALID_ARGUMENT', 'stateDict: expected an object mapping PyTorch state_dict keys ' +
-          `(${expectedKeys()}) to tensors, got ${describe(stateDict)}`);
-      }
-      return pairs;
-    });
-    // JS reads the values (a JS matter: their types, each read once); which keys this config has
-    // and their shapes are the core's rules, applied as each entry is loaded into the staging
-    // module (so an unknown key or a wrong shape refuses the whole load, as before).
-    const tensors = [];
-    for (const [key, value] of entries) {
-      if (typeof key !== 'string') {
-        fail('UNKNOWN_PARAMETER', `stateDict: key ${describe(key)} is not a string (expected keys: ` +
-          `${expectedKeys()})`);
-      }
-      tensors.push([key, toFloatTensor(value, `stateDict['${key}']`)]);
-    }
+    const load = readStateDict(stateDict, options, () => [...this._parameters.keys()].join(', '));
     // The caller's getters ran above: this object may have been disposed by one of them.
     const handle = this._handle();
-    if (tensors.length === 0 && !strict) return;
-    // strict replaces every entry (the core checks at commit that all are there); otherwise the
-    // entries this load does not replace are carried over into the staging module.
-    this._check(this._call(() => handle.loadBegin(!strict)));
-    try {
-      for (const [key, t] of tensors) {
-        this._slots[this._hs._protocol.parameterSlot] = t;
-        this._writeCall(0);
-        this._check(this._call(() => handle.setParameter(key)));
-      }
-      this._check(this._call(() => handle.loadCommit(strict)),
-        ' (pass { strict: false } to load a subset)');
-    } catch (e) {
-      try {
-        handle.loadAbort();
-      } catch {
-        // The staging module is freed with the handle at the latest.
-      }
-      throw e;
-    }
+    loadEntries(handle, load, (t) => {
+      this._slots[this._hs._protocol.parameterSlot] = t;
+      this._writeCall(0);
+    }, (code, hint) => this._check(code, hint));
   }
 
   /**
@@ -862,13 +916,7 @@ class MultiheadAttention {
 
   /** Frees this object's WebAssembly memory. Any later use throws HeadscopeError (DISPOSED). */
   dispose() {
-    MultiheadAttention.check(this, 'dispose');
-    const state = this._state;
-    if (state.disposed) return;
-    state.disposed = true;
-    state.handle.delete();
-    this._hs._live.delete(state);
-    this._hs._finalizer.unregister(state);
+    disposeState(MultiheadAttention.check(this, 'dispose')._hs, this._state);
   }
 
   get disposed() {
@@ -876,12 +924,7 @@ class MultiheadAttention {
   }
 
   _handle() {
-    if (this._state.disposed) {
-      fail('DISPOSED', this._hs._closed
-        ? 'MultiheadAttention: its engine was closed (hs.close()); call init() and create a new one'
-        : 'MultiheadAttention: this object was disposed; create a new one');
-    }
-    return this._state.handle;
+    return liveHandle(this._hs, this._state, 'MultiheadAttention');
   }
 
   // Reads the forward arguments into snapshots, then (and only then) writes them to the call
@@ -1066,10 +1109,230 @@ class MultiheadAttention {
   // Throws the core's error for a nonzero code; `hint` is appended to a MISSING_PARAMETER's
   // message (the JS-side advice of loadStateDict).
   _check(code, hint = '') {
-    if (code !== 0) {
-      const handle = this._state.handle;
-      const status = callCore(() => handle.lastStatus());
-      failWithStatus(status, status.startsWith('MISSING_PARAMETER\n') ? hint : '');
+    checkCode(this._state.handle, code, hint);
+  }
+}
+
+const TRANSFORMER_DEFAULTS = Object.freeze({
+  vocabSize: undefined, maxLen: undefined, dModel: undefined, nLayers: 1, nHeads: 1, dMlp: 0,
+  norm: 'pre', positions: 'learned', causal: true, act: 'gelu', bias: true, lnEps: 1e-5, seed: 0,
+});
+const TRANSFORMER_CHOICES = Object.freeze({
+  norm: ['pre', 'post', 'none'], positions: ['learned', 'sinusoidal', 'none'], act: ['gelu', 'relu'],
+});
+
+/** createTransformer's config: JS types only (the core checks sizes and divisibility). */
+function normalizeTransformerConfig(config) {
+  readArgument('config', () => {
+    if (config === null || typeof config !== 'object' || Array.isArray(config)) {
+      fail('INVALID_ARGUMENT', 'config: expected an object like { vocabSize: 28, maxLen: 32, dModel: 32 }, ' +
+        `got ${describe(config)}`);
     }
+  });
+  const given = readOptions(config, TRANSFORMER_DEFAULTS, 'config');
+  const c = { ...TRANSFORMER_DEFAULTS };
+  for (const k of Object.keys(given)) if (given[k] !== undefined) c[k] = given[k];
+  for (const k of ['vocabSize', 'maxLen', 'dModel', 'nLayers', 'nHeads', 'dMlp', 'lnEps', 'seed']) {
+    checkNumber(c[k], `config.${k}`);
+  }
+  for (const [k, allowed] of Object.entries(TRANSFORMER_CHOICES)) {
+    if (!allowed.includes(c[k])) {
+      fail('INVALID_ARGUMENT', `config.${k}: expected one of ${allowed.map((a) => `'${a}'`).join(', ')}, ` +
+        `got ${describe(c[k])}`);
+    }
+  }
+  for (const k of ['causal', 'bias']) checkBool(c[k], `config.${k}`);
+  return c;
+}
+
+const TRANSFORMER_FORWARD = Object.freeze({ hooks: null, headGates: null });
+
+/** A transformer in WebAssembly memory (hs.createTransformer). */
+class Transformer {
+  #brand = true;
+
+  static check(self, method) {
+    if (self === null || typeof self !== 'object' || !(#brand in self)) wrongThis('Transformer', method, self);
+    return self;
+  }
+
+  constructor(hs, config) {
+    const core = hs._core;
+    const handle = callCore(() => new core.TransformerHandle());
+    let parameters;
+    let hooks;
+    try {
+      const code = callCore(() => handle.init(config.vocabSize, config.maxLen, config.dModel,
+        config.nLayers, config.nHeads, config.dMlp, TRANSFORMER_CHOICES.norm.indexOf(config.norm),
+        TRANSFORMER_CHOICES.positions.indexOf(config.positions), config.causal,
+        TRANSFORMER_CHOICES.act.indexOf(config.act), config.bias, config.lnEps));
+      if (code !== 0) failWithStatus(callCore(() => handle.lastStatus()));
+      const seeded = callCore(() => handle.initFromSeed(config.seed));
+      if (seeded !== 0) failWithStatus(callCore(() => handle.lastStatus()));
+      parameters = callCore(() => handle.expectedParameters());
+      hooks = callCore(() => handle.hookNames());
+    } catch (e) {
+      handle.delete();
+      throw e;
+    }
+    this._hs = hs;
+    this._core = core;
+    this._state = { handle, disposed: false };
+    this._callBlock = handle.callBlock() >>> 2;
+    this._arenaBase = 0;
+    this._arenaBytes = 0;
+    this._parameters = new Map(JSON.parse(parameters));
+    this._hookNames = Object.freeze(JSON.parse(hooks));
+    /** The config with the defaults filled in. */
+    this.config = Object.freeze({ ...config });
+    hs._live.add(this._state);
+    hs._finalizer.register(this, this._state, this._state);
+  }
+
+  /** state_dict keys and shapes of this config, in the reference module's order. */
+  parameterShapes() {
+    Transformer.check(this, 'parameterShapes');
+    return Object.fromEntries([...this._parameters].map(([k, s]) => [k, s.slice()]));
+  }
+
+  /** The hook names forward({ hooks }) accepts for this config (TransformerLens names). */
+  hookNames() {
+    return [...Transformer.check(this, 'hookNames')._hookNames];
+  }
+
+  /** Loads weights by the reference module's state_dict names; all or nothing, as MultiheadAttention's. */
+  loadStateDict(stateDict, options = {}) {
+    Transformer.check(this, 'loadStateDict');
+    this._handle();
+    const load = readStateDict(stateDict, options, () => [...this._parameters.keys()].join(', '));
+    loadEntries(this._handle(), load, (t) => this._write([t]), (code, hint) => this._check(code, hint));
+  }
+
+  /** Every weight: { name: Tensor }, the reference module's keys in its order (copies). */
+  stateDict() {
+    Transformer.check(this, 'stateDict');
+    const handle = this._handle();
+    const out = {};
+    for (const name of this._parameters.keys()) {
+      this._check(callCore(() => handle.parameter(name)));
+      out[name] = this._readResults(1, false)[0];
+    }
+    return out;
+  }
+
+  /**
+   * Logits (B, T, vocabSize) of tokens (B, T), or (T, vocabSize) of (T); with options.hooks also
+   * hooks: { name: Tensor } (each with the batch axis only for batched tokens); options.headGates
+   * (nLayers, nHeads) scales each head's output before its out_proj.
+   */
+  forward(tokens, options = {}) {
+    Transformer.check(this, 'forward');
+    this._handle();
+    const given = readOptions(options, TRANSFORMER_FORWARD);
+    const t = toTokens(tokens, 'tokens');
+    const batched = t.shape.length !== 1;
+    if (!batched) t.shape = [1, t.shape[0]];
+    if (t.shape.length !== 2) {
+      fail('SHAPE_MISMATCH', `tokens: expected (T) or (B, T) token ids, got shape [${t.shape.join(', ')}]`);
+    }
+    let hookList = [];
+    if (given.hooks !== undefined && given.hooks !== null) {
+      hookList = readArgument('options.hooks', () => {
+        if (!Array.isArray(given.hooks)) {
+          fail('INVALID_ARGUMENT', `options.hooks: expected an array of hook names, got ${describe(given.hooks)}`);
+        }
+        const names = [...given.hooks];
+        names.forEach((n, i) => {
+          if (typeof n !== 'string' || n.includes('\n')) {
+            fail('INVALID_ARGUMENT', `options.hooks[${i}]: expected a hook name, got ${describe(n)}`);
+          }
+        });
+        return names;
+      });
+    }
+    const gates = given.headGates === undefined || given.headGates === null ? null
+      : toFloatTensor(given.headGates, 'options.headGates');
+    const handle = this._handle();  // a getter may have disposed this object
+    this._write([t, gates]);
+    this._check(callCore(() => handle.forward(hookList.join('\n'))));
+    const results = this._readResults(1 + hookList.length, !batched);
+    const out = { logits: results[0] };
+    if (hookList.length > 0) out.hooks = Object.fromEntries(hookList.map((n, i) => [n, results[i + 1]]));
+    return out;
+  }
+
+  /** Frees this model's WebAssembly memory; later use throws HeadscopeError (DISPOSED). */
+  dispose() {
+    disposeState(Transformer.check(this, 'dispose')._hs, this._state);
+  }
+
+  get disposed() {
+    return Transformer.check(this, 'disposed')._state.disposed;
+  }
+
+  _handle() {
+    return liveHandle(this._hs, this._state, 'Transformer');
+  }
+
+  _check(code, hint = '') {
+    checkCode(this._state.handle, code, hint);
+  }
+
+  // Copies snapshots (null: an empty slot) into the arena and describes them in the call block.
+  _write(slots) {
+    const P = this._hs._protocol;
+    let bytes = 0;
+    const offsets = slots.map((t) => {
+      if (t === null) return 0;
+      const at = bytes;
+      bytes += Math.ceil((t.count * 4) / 16) * 16;
+      return at;
+    });
+    const handle = this._state.handle;
+    if (bytes > this._arenaBytes) {
+      const base = callCore(() => handle.reserve(bytes));
+      if (base === 0 && bytes > 0) fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
+      this._arenaBase = base;
+      this._arenaBytes = bytes;
+    }
+    const heap = this._hs._heap();
+    const u32 = heap._u32;
+    for (let i = 0; i < 2; i++) {
+      const w = this._callBlock + i * P.wordsPerTensor;
+      const t = i < slots.length ? slots[i] : null;
+      if (t === null) {
+        for (let j = 0; j < P.wordsPerTensor; j++) u32[w + j] = 0;
+        continue;
+      }
+      const at = this._arenaBase + offsets[i];
+      // (int32 into the Uint32 view: the conversion keeps every bit, negatives included.)
+      if (t.type === 'int32') typedArraySet(u32, t.data, at >>> 2);
+      else typedArraySet(heap._f32, t.data, at >>> 2);
+      u32[w + P.address] = at;
+      u32[w + P.type] = t.type === 'int32' ? P.int32 : P.float;
+      u32[w + P.rank] = t.shape.length;
+      for (let d = 0; d < 4; d++) u32[w + P.dims + d] = d < t.shape.length ? t.shape[d] : 0;
+      u32[w + P.count] = t.count;
+    }
+  }
+
+  // Copies `count` result tensors out; `unbatched` drops their leading axis of 1.
+  _readResults(count, unbatched) {
+    const P = this._hs._protocol;
+    const handle = this._state.handle;
+    const block = callCore(() => handle.resultBlock()) >>> 2;
+    const heap = this._hs._heap();
+    const u32 = heap._u32;
+    const out = [];
+    for (let i = 0; i < count; i++) {
+      const w = block + i * P.wordsPerTensor;
+      const rank = u32[w + P.rank];
+      const shape = [];
+      for (let d = 0; d < rank; d++) shape.push(u32[w + P.dims + d]);
+      const start = u32[w + P.address] >>> 2;
+      const data = heap._f32.slice(start, start + u32[w + P.count]);
+      out.push(new Tensor(data, unbatched && shape.length > 1 && shape[0] === 1 ? shape.slice(1) : shape));
+    }
+    return out;
   }
 }

@@ -347,3 +347,36 @@ function mask(value, name, nonFiniteStrings) {
   }
   fail('INVALID_ARGUMENT', `${name}: expected null or a mask (${MASK_HELP}), got ${describe(value)}`);
 }
+
+const INT32_MIN = -(2 ** 31);
+const INT32_MAX = 2 ** 31 - 1;
+
+/**
+ * Token ids from the caller: nested arrays of integers, (T) or (B, T), or { data: Int32Array,
+ * shape }, read once into { data: Int32Array, shape, count, type: 'int32' }. JS checks what it
+ * must to hand them over (integers that fit int32); which ids a model has (0 <= id < vocabSize)
+ * and the sequence lengths it takes are the core's rules.
+ */
+export function toTokens(value, name) {
+  try {
+    if (isArrayUnsafe(value)) {
+      const { shape, leaves } = flatten(value, name, (v, path) => {
+        if (typeof v !== 'number' || !Number.isInteger(v) || v < INT32_MIN || v > INT32_MAX) {
+          fail('INVALID_ARGUMENT', `${path}: expected an integer token id, got ${describe(v)}`);
+        }
+        return v;
+      });
+      return { data: Int32Array.from(leaves), shape, count: leaves.length, type: 'int32' };
+    }
+    if (value !== null && typeof value === 'object' && typedArrayName(value) === undefined &&
+        'data' in value) {
+      const t = tensorObject(value, name, ['Int32Array'], 'an Int32Array of token ids');
+      t.type = 'int32';
+      return t;
+    }
+    fail('INVALID_ARGUMENT', `${name}: expected token ids (nested arrays of integers, (T) or ` +
+      `(B, T), or { data: Int32Array, shape }), got ${describe(value)}`);
+  } catch (e) {
+    throw argumentError(e, name);
+  }
+}

@@ -1,0 +1,182 @@
+// Transformer: a small stack of torch.nn.MultiheadAttention blocks with token and position
+// embeddings, LayerNorm (pre, post or none), an optional MLP and an unembedding, computing the
+// numbers of the reference module tools/tiny_transformer.py (a copy of the project's contract,
+// shared/spec/tiny_transformer.py): same state_dict keys and shapes, same hooks, same logits.
+//
+//   headscope::TransformerConfig config;   // vocab_size, max_len, d_model, n_layers, n_heads, ...
+//   std::unique_ptr<headscope::Transformer> model;
+//   HEADSCOPE_RETURN_IF_ERROR(headscope::Transformer::Create(config, &model));
+//   for (each state_dict entry) HEADSCOPE_RETURN_IF_ERROR(model->SetParameter(name, view));
+//   headscope::TransformerResult result;
+//   HEADSCOPE_RETURN_IF_ERROR(model->Forward({tokens, B, T}, options, &result));
+//   // result.logits [B, T, vocab_size]; result.hooks: the hooks options.hooks asked for
+//
+// Each block's attention is a MultiheadAttention (batch_first, causal through is_causal, no
+// weights returned), run in the model's one CallContext, so the layers share one set of
+// activation buffers; a hooked layer runs its Trace instead (the same kernels, the same bits).
+#ifndef HEADSCOPE_TRANSFORMER_H_
+#define HEADSCOPE_TRANSFORMER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "headscope/activations.h"
+#include "headscope/mha.h"
+#include "headscope/parameters.h"
+#include "headscope/status.h"
+#include "headscope/tensor.h"
+
+namespace headscope {
+
+enum class NormPlacement { kPre, kPost, kNone };
+enum class PositionKind { kLearned, kSinusoidal, kNone };
+enum class Activation { kGelu, kRelu };
+
+struct TransformerConfig {
+  int64_t vocab_size = 0;
+  int64_t max_len = 0;
+  int64_t d_model = 0;
+  int64_t n_layers = 1;
+  int64_t n_heads = 1;
+  int64_t d_mlp = 0;  // 0: attention-only (no MLP, no ln2)
+  NormPlacement norm = NormPlacement::kPre;
+  PositionKind positions = PositionKind::kLearned;
+  bool causal = true;
+  Activation act = Activation::kGelu;  // GELU: the exact erf form
+  bool bias = true;                    // Linear and attention biases (LayerNorm keeps its own)
+  double ln_eps = 1e-5;
+};
+
+// Positive sizes within kMaxDim, d_model divisible by n_heads, ln_eps finite and > 0.
+Status ValidateTransformerConfig(const TransformerConfig& config);
+
+struct TransformerParamSpec {
+  std::string name;
+  Shape shape;
+};
+// The reference module's state_dict keys and shapes for `config`, in its order.
+std::vector<TransformerParamSpec> TransformerParams(const TransformerConfig& config);
+
+// The hook names the reference module produces for `config` (TransformerLens names), in the
+// order they are computed.
+std::vector<std::string> TransformerHookNames(const TransformerConfig& config);
+
+// Tokens (B, T), row-major: integers in [0, vocab_size), 1 <= T <= max_len.
+struct TokenView {
+  const int32_t* data = nullptr;
+  int64_t batch = 0;
+  int64_t length = 0;
+};
+
+struct TransformerOptions {
+  // Hooks to return, by name (TransformerHookNames); unknown names are refused. None: no hook is
+  // kept and no layer runs its trace.
+  std::vector<std::string> hooks;
+  // [n_layers * n_heads] or empty: head h of layer l's output times head_gates[l * n_heads + h]
+  // before its out_proj (MultiheadAttention's head_gates).
+  TensorView head_gates;
+};
+
+struct TransformerResult {
+  AlignedBuffer logits;  // [B, T, vocab_size]
+  Shape logits_shape;
+  // The asked-for hooks, in options.hooks' order; each with the batch axis.
+  std::vector<std::pair<std::string, TraceTensor>> hooks;
+};
+
+// Initial weights from a seed (Transformer::InitializeFromSeed). Part of the public contract: the
+// same seed gives bit-identical weights on every platform (natively and in WebAssembly, any
+// thread count), and each value is a pure function of (seed, state_dict key, element index), so
+// an entry does not depend on which other entries the config has (blocks.0's weights are the
+// same with 1 or 4 layers; the first rows of tok_embed.weight the same for any vocab_size of the
+// same d_model). It is not PyTorch's random stream (torch.manual_seed gives other numbers); its
+// distributions are those of PyTorch's default initialisation of the reference module's parts:
+//
+//   tok_embed.weight, pos_embed.weight      N(0, 1)                        nn.Embedding
+//   blocks.l.attn.in_proj_weight [3D, D]    U(-a, a), a = sqrt(6 / (4 D))  xavier_uniform_:
+//                                                      fan_in D + fan_out 3D, as torch counts them
+//   blocks.l.attn.in_proj_bias, out_proj.bias   0                           MultiheadAttention
+//   blocks.l.attn.out_proj.weight [D, D]    U(-a, a), a = 1 / sqrt(D)      nn.Linear (its
+//                                                      NonDynamicallyQuantizableLinear)
+//   nn.Linear weight [out, in] and bias     U(-a, a), a = 1 / sqrt(in)     kaiming_uniform_(a=
+//     (mlp.fc_in: in = D; mlp.fc_out: in = d_mlp; unembed: in = D)         sqrt(5)) has that bound
+//   ln1 / ln2 / ln_final weight, bias       1, 0                           nn.LayerNorm
+//
+// The generator, with all arithmetic on uint64 modulo 2^64 and in IEEE double:
+//   mix64(z):  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
+//              return z ^ (z >> 31)                              (splitmix64's output function)
+//   fnv1a64(name): FNV-1a over the key's bytes: h = 0xCBF29CE484222325; per byte
+//              h = (h ^ byte) * 0x100000001B3
+//   key      = mix64(seed ^ fnv1a64(name))                       one stream per entry
+//   word(c)  = mix64(key + (c + 1) * 0x9E3779B97F4A7C15)         splitmix64's c-th output (c >= 0)
+//   U(-a, a), element i:  b = word(i) >> 40 (24 bits); t = (2 b + 1 - 2^24) / 2^24, in (-1, 1)
+//              and exact in double (the 2^24 values are symmetric about 0);
+//              value = float(a * t), with a = 1.0 / sqrt(in) or sqrt(6.0 / (4.0 * D)) in double
+//   N(0, 1), element i, of the pair p = floor(i / 2) (Box-Muller, in double):
+//              u1 = (2 (word(2p) >> 12) + 1) / 2^53, in (0, 1); u2 = (word(2p + 1) >> 11) / 2^53,
+//              in [0, 1); r = sqrt(-2 log(u1)); theta = 6.283185307179586 * u2;
+//              value = float(r * cos(theta)) for even i, float(r * sin(theta)) for odd i
+//   float(x): IEEE round to nearest even. Every step is an exactly rounded IEEE operation (no
+//   step adds a product, so FMA contraction cannot change it) except log, cos and sin, which
+//   come from the C library: glibc and Emscripten's musl agree on them to within an ulp of the
+//   double, and a one-ulp difference changes the float only when the double lies within an ulp
+//   of a float rounding boundary (odds about 2^-29 per value). The tests pin values and a hash
+//   of whole models natively and in WebAssembly so that such a difference would show.
+class Transformer {
+ public:
+  static Status Create(const TransformerConfig& config, std::unique_ptr<Transformer>* out);
+  ~Transformer();
+
+  const TransformerConfig& config() const { return config_; }
+
+  // One state_dict entry by the reference module's key ("blocks.0.attn.in_proj_weight", ...).
+  Status SetParameter(std::string_view name, const TensorView& value);
+  // A view of one loaded entry by the same keys (an attention layer's q/k/v_proj_weight, the row
+  // blocks of its in_proj_weight, too): kUnknownParameter for a key this config does not have,
+  // kMissingParameter for one not loaded yet. The view reads the model's own storage: valid
+  // until the model is destroyed, and it shows later SetParameter / InitializeFromSeed writes.
+  // TransformerParams(config()) lists the keys in state_dict order, for exporting them.
+  Status GetParameter(std::string_view name, TensorView* out) const;
+
+  // Loads every entry with headscope's initial weights for `seed` (see "Initial weights from a
+  // seed" below): the distributions of PyTorch's default initialisation of the reference module,
+  // from headscope's own generator, the same bits on every platform. Replaces whatever was
+  // loaded. Fails only when a temporary buffer cannot be allocated (kResourceExhausted); the
+  // entries before the failing one are initialised then, the others keep their values.
+  Status InitializeFromSeed(uint64_t seed);
+  // kMissingParameter naming every entry not loaded yet.
+  Status CheckComplete() const;
+
+  Status Forward(const TokenView& tokens, const TransformerOptions& options,
+                 TransformerResult* result);
+
+  // Mean cross-entropy of logits [B, T, V] against targets [B, T] (PyTorch's
+  // F.cross_entropy(ignore_index=-100)): over the positions whose target is not -100, in double.
+  // Targets outside [0, V) other than -100, or none counted, are refused naming the targets.
+  static Status Loss(const float* logits, int64_t positions, int64_t vocab, const int32_t* targets,
+                     double* loss);
+
+ private:
+  explicit Transformer(const TransformerConfig& config);
+  struct Layer;
+  Status Prepare();
+
+  TransformerConfig config_;
+  ParameterStore store_;  // everything but the attention layers' own weights
+  std::vector<std::unique_ptr<Layer>> layers_;
+  struct Packed;
+  std::unique_ptr<Packed> packed_;  // fc_in, fc_out, unembed panels, stamped with versions
+  CallContext context_;             // shared by the layers' attention calls
+  // Activations between the stages, kept across calls of a shape: [B*T, D] residual stream, the
+  // normalized input, the attention output, the MLP hidden [B*T, d_mlp].
+  AlignedBuffer x_, normed_, attn_out_, hidden_, mlp_out_;
+  ForwardResult attn_result_;
+  AttentionTrace attn_trace_;
+};
+
+}  // namespace headscope
+
+#endif  // HEADSCOPE_TRANSFORMER_H_

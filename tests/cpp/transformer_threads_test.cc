@@ -1,0 +1,96 @@
+// Transformer::Forward with the thread pool (built against headscope_threaded): 2 and 3 threads
+// give the logits and hooks of 1 thread bit for bit, on a model large enough that its Linears
+// and attention layers take the threaded paths (every MatMul is far above kParallelMinMacs).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "headscope/parallel.h"
+#include "headscope/transformer.h"
+
+namespace headscope {
+namespace {
+
+#if !defined(HEADSCOPE_THREADS)
+#error "transformer_threads_test.cc must be built against headscope_threaded (HEADSCOPE_THREADS)"
+#endif
+
+class TransformerThreads : public ::testing::Test {
+ protected:
+  void TearDown() override { SetThreadCount(1); }
+};
+
+TEST_F(TransformerThreads, LogitsAndHooksAreBitIdenticalForAnyThreadCount) {
+  TransformerConfig c;
+  c.vocab_size = 96;
+  c.max_len = 64;
+  c.d_model = 128;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.d_mlp = 512;
+  std::unique_ptr<Transformer> m;
+  ASSERT_TRUE(Transformer::Create(c, &m).ok());
+  ASSERT_TRUE(m->InitializeFromSeed(42).ok());
+  const int64_t B = 8, T = 64;
+  std::vector<int32_t> tokens(static_cast<size_t>(B * T));
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % 96);
+  const TokenView tv{tokens.data(), B, T};
+  TransformerOptions hooked;
+  hooked.hooks = {"blocks.0.attn.hook_pattern", "blocks.1.hook_mlp_out", "blocks.1.attn.hook_z"};
+
+  SetThreadCount(1);
+  TransformerResult want, want_hooked;
+  ASSERT_TRUE(m->Forward(tv, TransformerOptions(), &want).ok());
+  ASSERT_TRUE(m->Forward(tv, hooked, &want_hooked).ok());
+  EXPECT_EQ(0, std::memcmp(want.logits.data(), want_hooked.logits.data(),
+                           want.logits.size() * sizeof(float)));
+  for (int threads : {2, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    SetThreadCount(threads);
+    ASSERT_EQ(ThreadCount(), threads);
+    TransformerResult got, got_hooked;
+    ASSERT_TRUE(m->Forward(tv, TransformerOptions(), &got).ok());
+    ASSERT_TRUE(m->Forward(tv, hooked, &got_hooked).ok());
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    EXPECT_EQ(0, std::memcmp(got.logits.data(), want.logits.data(),
+                             want.logits.size() * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(got_hooked.logits.data(), want.logits.data(),
+                             want.logits.size() * sizeof(float)));
+    ASSERT_EQ(got_hooked.hooks.size(), want_hooked.hooks.size());
+    for (size_t h = 0; h < want_hooked.hooks.size(); ++h) {
+      const TraceTensor& a = got_hooked.hooks[h].second;
+      const TraceTensor& b = want_hooked.hooks[h].second;
+      ASSERT_EQ(a.data.size(), b.data.size()) << want_hooked.hooks[h].first;
+      EXPECT_EQ(0, std::memcmp(a.data.data(), b.data.data(), b.data.size() * sizeof(float)))
+          << want_hooked.hooks[h].first;
+    }
+  }
+}
+
+// InitializeFromSeed itself does not depend on the thread count (it is serial; this pins it).
+TEST_F(TransformerThreads, SeededWeightsDoNotDependOnTheThreadCount) {
+  TransformerConfig c;
+  c.vocab_size = 64;
+  c.max_len = 32;
+  c.d_model = 64;
+  c.n_heads = 4;
+  c.d_mlp = 128;
+  std::unique_ptr<Transformer> a, b;
+  ASSERT_TRUE(Transformer::Create(c, &a).ok());
+  ASSERT_TRUE(Transformer::Create(c, &b).ok());
+  SetThreadCount(1);
+  ASSERT_TRUE(a->InitializeFromSeed(9).ok());
+  SetThreadCount(3);
+  ASSERT_TRUE(b->InitializeFromSeed(9).ok());
+  for (const TransformerParamSpec& p : TransformerParams(c)) {
+    TensorView va, vb;
+    ASSERT_TRUE(a->GetParameter(p.name, &va).ok());
+    ASSERT_TRUE(b->GetParameter(p.name, &vb).ok());
+    EXPECT_EQ(0, std::memcmp(va.data, vb.data, va.size * sizeof(float))) << p.name;
+  }
+}
+
+}  // namespace
+}  // namespace headscope

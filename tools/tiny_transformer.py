@@ -1,0 +1,206 @@
+# A verbatim copy of the shared reference module, shared/spec/tiny_transformer.py (outside this
+# repository: ../shared/spec/tiny_transformer.py from the repository root), kept here so that
+# tools/make_transformer_golden.py does not depend on a path outside the repository.
+#
+# It must stay identical in behaviour to the shared file: state_dict names, hooks, forward
+# numbers, loss and training rules are the contract headscope's Transformer is tested against.
+# Only these comment lines are added; make_transformer_golden.py warns when the code below them
+# differs from ../shared/spec/tiny_transformer.py. To change the contract, change the shared
+# spec first, then copy it here again.
+
+"""The reference model for headscope's trainable transformer: a small decoder/encoder stack built
+from torch.nn.MultiheadAttention, written so that every name in its state_dict, every hook and
+every training rule is defined by real PyTorch. headscope's C++ Transformer must reproduce it:
+same state_dict keys and shapes, same forward numbers, same gradients, same AdamW steps.
+
+Run with Debian's /usr/bin/python3 (python3-torch 1.13). This file is a specification, not part
+of the package: the project writes its own golden generator on top of it (import or copy it).
+
+Config (JSON/JS names in brackets; defaults after '='):
+  vocab_size [vocabSize], max_len [maxLen], d_model [dModel], n_layers [nLayers] = 1,
+  n_heads [nHeads] = 1, d_mlp [dMlp] = 0 (0: attention-only, no MLP and no ln2),
+  norm [norm] = "pre" ("pre" | "post" | "none"), positions [positions] = "learned"
+  ("learned" | "sinusoidal" | "none"), causal [causal] = True, act [act] = "gelu" ("gelu" exact
+  erf form | "relu"), bias [bias] = True, ln_eps [lnEps] = 1e-5.
+
+Hooks (TransformerLens names; B batch, T tokens, H heads, dh = d_model / n_heads, D d_model):
+  hook_embed [B,T,D], hook_pos_embed [B,T,D] (absent when positions == "none"),
+  blocks.{l}.hook_resid_pre [B,T,D], blocks.{l}.attn.hook_q / hook_k / hook_v [B,H,T,dh],
+  blocks.{l}.attn.hook_attn_scores [B,H,T,T] (scaled, masked, -inf where blocked),
+  blocks.{l}.attn.hook_pattern [B,H,T,T], blocks.{l}.attn.hook_z [B,H,T,dh],
+  blocks.{l}.hook_attn_out [B,T,D], blocks.{l}.hook_resid_mid [B,T,D] (when d_mlp > 0),
+  blocks.{l}.hook_mlp_out [B,T,D] (when d_mlp > 0), blocks.{l}.hook_resid_post [B,T,D],
+  ln_final.hook_normalized [B,T,D] (norm == "pre" only), logits [B,T,vocab_size].
+
+Loss: mean cross-entropy over the positions whose target is not -100 (F.cross_entropy with
+ignore_index=-100). Optimizer: torch.optim.AdamW over model.parameters() in the order of
+named_parameters(), with lr, betas, eps, weight_decay as given (torch 1.13 semantics:
+p *= 1 - lr*wd, then the bias-corrected Adam step); optional clip_grad_norm_ (global L2 norm over
+all parameters, before the step). SGD: torch.optim.SGD with momentum 0 and no weight decay.
+
+Settled details (where PyTorch leaves a choice):
+- bias=False removes the Linear and attention biases only; LayerNorm keeps its weight and bias.
+- Weight decay applies to every parameter (embeddings and LayerNorm included), as AdamW over
+  model.parameters() does. Clipping uses torch's rule: scale = max_norm / (total_norm + 1e-6),
+  applied when it is below 1.
+- trainStep returns the loss (and gradient norm) of the batch before its update.
+- A batch whose targets are all -100 has no loss (torch's mean over nothing is NaN): refuse it with
+  an error naming the targets, rather than returning NaN and stepping.
+- Initial weights from a seed are headscope's own, documented, deterministic; PyTorch's default
+  initialisation (nn.Linear / MultiheadAttention / Embedding / LayerNorm defaults) is a good choice
+  because small models train well from it (0.02-std weights learned nothing in 1,200 steps on the
+  induction task here). It need not reproduce torch's random stream.
+- generate(prompt): greedy (temperature 0) takes the argmax of the last position's logits, the
+  lowest index on ties; prompt length + maxNewTokens beyond max_len is an error.
+- The AdamW update of an entry whose gradient is zero in exact arithmetic (e.g. the key part of
+  in_proj_bias: softmax is invariant to it) is rounding noise amplified by Adam; tests hold such
+  entries to about lr, not to 1e-4.
+"""
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class MLP(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.fc_in = nn.Linear(c["d_model"], c["d_mlp"], bias=c["bias"])
+        self.fc_out = nn.Linear(c["d_mlp"], c["d_model"], bias=c["bias"])
+        self.act = c["act"]
+
+    def forward(self, x):
+        h = self.fc_in(x)
+        h = F.gelu(h) if self.act == "gelu" else F.relu(h)
+        return self.fc_out(h)
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.norm, D = c["norm"], c["d_model"]
+        self.ln1 = nn.LayerNorm(D, eps=c["ln_eps"]) if self.norm != "none" else None
+        self.attn = nn.MultiheadAttention(D, c["n_heads"], bias=c["bias"], batch_first=True)
+        self.has_mlp = c["d_mlp"] > 0
+        self.ln2 = nn.LayerNorm(D, eps=c["ln_eps"]) if self.norm != "none" and self.has_mlp else None
+        self.mlp = MLP(c) if self.has_mlp else None
+
+    def forward(self, x, mask, hooks, l, head_gates=None):
+        hooks[f"blocks.{l}.hook_resid_pre"] = x
+        a_in = self.ln1(x) if self.norm == "pre" else x
+        a = attention(self.attn, a_in, mask, hooks, f"blocks.{l}.attn", head_gates)
+        hooks[f"blocks.{l}.hook_attn_out"] = a
+        x = x + a
+        if self.norm == "post":
+            x = self.ln1(x)
+        if self.has_mlp:
+            hooks[f"blocks.{l}.hook_resid_mid"] = x
+            m = self.mlp(self.ln2(x) if self.norm == "pre" else x)
+            hooks[f"blocks.{l}.hook_mlp_out"] = m
+            x = x + m
+            if self.norm == "post":
+                x = self.ln2(x)
+        hooks[f"blocks.{l}.hook_resid_post"] = x
+        return x
+
+
+def attention(mha, x, mask, hooks, name, head_gates=None):
+    """The arithmetic of mha(x, x, x, attn_mask=mask, need_weights=False)[0], written out so
+    that every intermediate is a hook. head_gates (H floats, default all 1) scale each head's z
+    before out_proj: gate 0 switches a head off exactly as zeroing its out_proj columns would."""
+    B, T, D = x.shape
+    H = mha.num_heads
+    dh = D // H
+    qkv = F.linear(x, mha.in_proj_weight, mha.in_proj_bias)
+    q, k, v = qkv.split(D, dim=-1)
+    split = lambda t: t.view(B, T, H, dh).transpose(1, 2)          # [B,H,T,dh]
+    q, k, v = split(q), split(k), split(v)
+    scores = (q / math.sqrt(dh)) @ k.transpose(-2, -1)              # [B,H,T,T]
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    pattern = torch.softmax(scores, dim=-1)
+    z = pattern @ v                                                  # [B,H,T,dh]
+    if head_gates is not None:
+        z = z * head_gates.view(1, H, 1, 1)
+    hooks.update({f"{name}.hook_q": q, f"{name}.hook_k": k, f"{name}.hook_v": v,
+                  f"{name}.hook_attn_scores": scores, f"{name}.hook_pattern": pattern,
+                  f"{name}.hook_z": z})
+    concat = z.transpose(1, 2).reshape(B, T, D)
+    return F.linear(concat, mha.out_proj.weight, mha.out_proj.bias)
+
+
+def sinusoidal(max_len, d_model):
+    """Vaswani et al. 2017: PE[p, 2i] = sin(p / 10000^(2i/D)), PE[p, 2i+1] = cos(...)."""
+    pos = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)
+    i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    div = torch.pow(10000.0, i / d_model)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(pos / div)
+    pe[:, 1::2] = torch.cos(pos / div)[:, : d_model // 2]
+    return pe
+
+
+class TinyTransformer(nn.Module):
+    DEFAULTS = dict(n_layers=1, n_heads=1, d_mlp=0, norm="pre", positions="learned",
+                    causal=True, act="gelu", bias=True, ln_eps=1e-5)
+
+    def __init__(self, **config):
+        super().__init__()
+        c = {**self.DEFAULTS, **config}
+        assert c["d_model"] % c["n_heads"] == 0
+        self.c = c
+        self.tok_embed = nn.Embedding(c["vocab_size"], c["d_model"])
+        if c["positions"] == "learned":
+            self.pos_embed = nn.Embedding(c["max_len"], c["d_model"])
+        elif c["positions"] == "sinusoidal":
+            self.register_buffer("pe", sinusoidal(c["max_len"], c["d_model"]), persistent=False)
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
+        self.ln_final = nn.LayerNorm(c["d_model"], eps=c["ln_eps"]) if c["norm"] == "pre" else None
+        self.unembed = nn.Linear(c["d_model"], c["vocab_size"], bias=c["bias"])
+
+    def forward(self, tokens, head_gates=None):
+        """tokens: LongTensor [B, T] with T <= max_len. head_gates: optional [n_layers, n_heads].
+        Returns (logits [B, T, vocab_size], hooks: dict name -> tensor)."""
+        B, T = tokens.shape
+        hooks = {}
+        x = self.tok_embed(tokens)
+        hooks["hook_embed"] = x
+        if self.c["positions"] == "learned":
+            p = self.pos_embed(torch.arange(T)).unsqueeze(0).expand(B, T, -1)
+        elif self.c["positions"] == "sinusoidal":
+            p = self.pe[:T].to(x.dtype).unsqueeze(0).expand(B, T, -1)
+        else:
+            p = None
+        if p is not None:
+            hooks["hook_pos_embed"] = p
+            x = x + p
+        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if self.c["causal"] else None
+        for l, block in enumerate(self.blocks):
+            g = None if head_gates is None else head_gates[l]
+            x = block(x, mask, hooks, l, g)
+        if self.ln_final is not None:
+            x = self.ln_final(x)
+            hooks["ln_final.hook_normalized"] = x
+        logits = self.unembed(x)
+        hooks["logits"] = logits
+        return logits, hooks
+
+
+def loss_fn(logits, targets):
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                           ignore_index=-100)
+
+
+if __name__ == "__main__":
+    # A smoke run: the 2-layer attention-only shape of an induction-head lab.
+    torch.manual_seed(0)
+    m = TinyTransformer(vocab_size=28, max_len=32, d_model=32, n_layers=2, n_heads=2).double()
+    tokens = torch.randint(0, 28, (4, 32))
+    targets = torch.roll(tokens, -1, dims=1)
+    targets[:, -1] = -100
+    logits, hooks = m(tokens)
+    loss = loss_fn(logits, targets)
+    loss.backward()
+    print("state_dict:", {k: tuple(v.shape) for k, v in m.state_dict().items()})
+    print("hooks:", sorted(hooks))
+    print("loss:", float(loss))
