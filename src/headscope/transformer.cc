@@ -339,6 +339,12 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
     layer->fc_out_b = t->store_.Find(b + "mlp.fc_out.bias");
     t->layers_.push_back(std::move(layer));
   }
+  t->tok_embed_ = t->store_.Find("tok_embed.weight");
+  t->pos_embed_ = t->store_.Find("pos_embed.weight");
+  t->ln_final_w_ = t->store_.Find("ln_final.weight");
+  t->ln_final_b_ = t->store_.Find("ln_final.bias");
+  t->unembed_w_ = t->store_.Find("unembed.weight");
+  t->unembed_b_ = t->store_.Find("unembed.bias");
   t->packed_->fc_in.resize(static_cast<size_t>(config.n_layers));
   t->packed_->fc_out.resize(static_cast<size_t>(config.n_layers));
   *out = std::move(t);
@@ -449,7 +455,7 @@ Status Transformer::Prepare() {
       HEADSCOPE_RETURN_IF_ERROR(pack(layers_[l]->fc_out_w, &packed_->fc_out[l]));
     }
   }
-  HEADSCOPE_RETURN_IF_ERROR(pack(store_.Find("unembed.weight"), &packed_->unembed));
+  HEADSCOPE_RETURN_IF_ERROR(pack(unembed_w_, &packed_->unembed));
   packed_->version = store_.version();
   return Status::Ok();
 }
@@ -552,7 +558,7 @@ Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& o
   const Shape btd{B, T, D};
 
   // Embeddings: x = tok_embed[tokens] (+ positions).
-  const float* tok_embed = store_.data(store_.Find("tok_embed.weight"));
+  const float* tok_embed = store_.data(tok_embed_);
   for (size_t r = 0; r < M; ++r) {
     std::memcpy(x_.data() + r * Dz, tok_embed + static_cast<size_t>(tokens.data[r]) * Dz,
                 Dz * sizeof(float));
@@ -560,14 +566,27 @@ Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& o
   keep(-1, "hook_embed", x_.data(), btd);
   if (c.positions != PositionKind::kNone) {
     float* pos = normed_.data();  // [B, T, D], the positions of every row (scratch until ln1)
-    const float* learned = c.positions == PositionKind::kLearned
-                               ? store_.data(store_.Find("pos_embed.weight"))
-                               : nullptr;
+    // [max_len, D]: the learned entry, or the sinusoidal table's first T rows.
+    const float* table = pos_embed_ >= 0 ? store_.data(pos_embed_) : nullptr;
+    if (c.positions == PositionKind::kSinusoidal) {
+      if (sinusoid_rows_ < T) {
+        if (!sinusoid_.Resize(static_cast<size_t>(T * D))) {
+          return Status(StatusCode::kResourceExhausted, Arg::kTokens,
+                        std::string(ArgPath(Arg::kTokens)) + ": out of memory for the positions of " +
+                            Str(T) + " tokens");
+        }
+        for (int64_t p = 0; p < T; ++p) {
+          for (int64_t j = 0; j < D; ++j) {
+            sinusoid_[static_cast<size_t>(p * D + j)] = Sinusoid(p, j, D);
+          }
+        }
+        sinusoid_rows_ = T;
+      }
+      table = sinusoid_.data();
+    }
     for (size_t r = 0; r < M; ++r) {
       const int64_t p = static_cast<int64_t>(r) % T;
-      for (int64_t j = 0; j < D; ++j) {
-        pos[r * Dz + j] = learned != nullptr ? learned[p * D + j] : Sinusoid(p, j, D);
-      }
+      std::memcpy(pos + r * Dz, table + p * D, Dz * sizeof(float));
     }
     keep(-1, "hook_pos_embed", pos, btd);
     for (size_t i = 0; i < M * Dz; ++i) x_[i] += pos[i];
@@ -639,12 +658,12 @@ Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& o
     keep(l, "hook_resid_post", x_.data(), btd);
   }
   if (pre) {
-    LayerNorm(x_.data(), M, Dz, store_.data(store_.Find("ln_final.weight")),
-              store_.data(store_.Find("ln_final.bias")), c.ln_eps, x_.data());
+    LayerNorm(x_.data(), M, Dz, store_.data(ln_final_w_), store_.data(ln_final_b_), c.ln_eps,
+              x_.data());
     keep(-1, "ln_final.hook_normalized", x_.data(), btd);
   }
-  const int ub = store_.Find("unembed.bias");
-  MatMulPacked(x_.data(), Dz, packed_->unembed.panels.data(), ub >= 0 ? store_.data(ub) : nullptr,
+  MatMulPacked(x_.data(), Dz, packed_->unembed.panels.data(),
+               unembed_b_ >= 0 ? store_.data(unembed_b_) : nullptr,
                M, static_cast<size_t>(V), Dz, 1.0f, result->logits.data(), static_cast<size_t>(V),
                threads);
   keep(-1, "logits", result->logits.data(), result->logits_shape);

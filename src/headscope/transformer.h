@@ -166,7 +166,14 @@ class Transformer {
 
   TransformerConfig config_;
   ParameterStore store_;  // everything but the attention layers' own weights
+  // The model-level entries' indices in store_, found once at Create as Layer's are (-1: absent).
+  int tok_embed_ = -1, pos_embed_ = -1, ln_final_w_ = -1, ln_final_b_ = -1;
+  int unembed_w_ = -1, unembed_b_ = -1;
   std::vector<std::unique_ptr<Layer>> layers_;
+  // Sinusoidal positions: rows 0..sinusoid_rows_-1 of the table, computed on the first call that
+  // reaches them rather than on every call (pow, sin and cos per element).
+  AlignedBuffer sinusoid_;
+  int64_t sinusoid_rows_ = 0;
   struct Packed;
   std::unique_ptr<Packed> packed_;  // fc_in, fc_out, unembed panels, stamped with versions
   CallContext context_;             // shared by the layers' attention calls
