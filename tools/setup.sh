@@ -3,8 +3,10 @@
 # Idempotent: packages already present are skipped, so a second run costs a dpkg query.
 #
 #   tools/setup.sh            build + test toolchain (C++, WASM, golden checking, Chromium for
-#                             the browser tests, python3-onnx for the benchmark's ONNX graphs)
-#   tools/setup.sh --golden   also PyTorch, to regenerate tests/golden with tools/make_golden.py
+#                             the browser tests, python3-onnx and python3-torch for the
+#                             benchmark's ONNX graphs)
+#   tools/setup.sh --golden   also what regenerating tests/golden with tools/make_golden.py needs
+#                             (numpy; PyTorch is in the default list, for the benchmark)
 set -euo pipefail
 
 packages=(
@@ -18,9 +20,11 @@ packages=(
                                       # drives it), with one known font for their screenshots
   python3-onnx                        # tools/bench/make_onnx.py builds onnxruntime-web's graphs
                                       # (npm run bench, and its smoke test in tests/js)
+  python3-torch                       # tools/bench/make_transformer_onnx.py: torch.onnx export of
+                                      # the reference transformer (npm run bench, its smoke test)
 )
 if [[ "${1:-}" == "--golden" ]]; then
-  packages+=(python3-torch python3-numpy)
+  packages+=(python3-numpy)
 fi
 
 missing=()

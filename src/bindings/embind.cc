@@ -483,12 +483,8 @@ class TransformerHandle {
     c.act = static_cast<Activation>(act);
     c.bias = bias;
     c.ln_eps = ln_eps;
-    if (c.d_model % c.n_heads != 0) {
-      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kNHeads,
-                             std::string(ArgName(Arg::kDModel)) + " (" + std::to_string(c.d_model) +
-                                 ") must be divisible by " + ArgName(Arg::kNHeads) + " (" +
-                                 std::to_string(c.n_heads) + ")"));
-    }
+    // (Divisibility and the other rules are ValidateTransformerConfig's, in Create; ln_eps is
+    // checked here too only to show the number JS gave.)
     if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {
       return Report(ArgError(StatusCode::kInvalidArgument, Arg::kLnEps,
                              "expected a finite number > 0, got number " + JsNumber(ln_eps)));
@@ -586,17 +582,18 @@ class TransformerHandle {
   // Tokens in slot 0 (int32 (B, T)), optional gates in slot 1, hooks as names joined by '\n'.
   int forward(const std::string& hooks) {
     if (model_ == nullptr) return NotInitialized();
-    const uint32_t* t = call_;
-    if (t[kTypeWord] != kInt32 || t[kRankWord] != 2) {
+    TokenView tokens;
+    if (!CallTokens(&tokens)) {
       return Report(ArgError(StatusCode::kInvalidArgument, Arg::kTokens, "expected int32 (B, T)"));
     }
-    const TokenView tokens{reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(t[kAddressWord])),
-                           static_cast<int64_t>(t[kDimsWord]), static_cast<int64_t>(t[kDimsWord + 1])};
+    // n names joined by '\n' are n names, empty ones included (the core refuses those as
+    // unknown hooks): "" alone is none.
     options_.hooks.clear();
-    for (size_t start = 0; start < hooks.size();) {
+    for (size_t start = 0; !hooks.empty();) {
       size_t end = hooks.find('\n', start);
       if (end == std::string::npos) end = hooks.size();
       options_.hooks.push_back(hooks.substr(start, end - start));
+      if (end == hooks.size()) break;
       start = end + 1;
     }
     const uint32_t* g = call_ + kWordsPerTensor;
@@ -613,15 +610,70 @@ class TransformerHandle {
     }
     return code;
   }
-  // Frees what the last call kept (hooks, arena); they regrow on demand.
+  // Prompt in slot 0 (int32 (B, T)), optional gates in slot 1; the options as numbers (the core
+  // checks their ranges). Result slot 0: the tokens (int32 (B, T + n)); slot 1 the step logits
+  // (B, n, V) when keep_logits.
+  int generate(double max_new_tokens, double temperature, double top_k, double top_p,
+               double seed, bool keep_logits) {
+    if (model_ == nullptr) return NotInitialized();
+    TokenView prompt;
+    if (!CallTokens(&prompt)) {
+      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kPrompt, "expected int32 (B, T)"));
+    }
+    // Integers crossed as numbers: refused here if they are not integers at all (their ranges
+    // are Generate's); beyond 2^53 a double is no exact integer.
+    const auto integer = [&](double v, Arg arg, int64_t* out) {
+      if (!(v == std::floor(v)) || !(v >= -9007199254740991.0 && v <= 9007199254740991.0)) {
+        return Report(ArgError(StatusCode::kInvalidArgument, arg,
+                               "expected an integer, got number " + JsNumber(v)));
+      }
+      *out = static_cast<int64_t>(v);
+      return 0;
+    };
+    GenerateOptions o;
+    int64_t seed_int = 0;
+    int code = integer(max_new_tokens, Arg::kMaxNewTokens, &o.max_new_tokens);
+    if (code == 0) code = integer(top_k, Arg::kTopK, &o.top_k);
+    if (code == 0) code = integer(seed, Arg::kSampleSeed, &seed_int);
+    if (code != 0) return code;
+    if (seed_int < 0) {
+      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kSampleSeed,
+                             "expected an integer in [0, 2^53 - 1], got number " + JsNumber(seed)));
+    }
+    o.seed = static_cast<uint64_t>(seed_int);
+    o.temperature = temperature;
+    o.top_p = top_p;
+    o.keep_logits = keep_logits;
+    const uint32_t* g = call_ + kWordsPerTensor;
+    o.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
+    code = Report(model_->Generate(prompt, o, &generated_));
+    if (code != 0) return code;
+    if (!GrowResult(2)) return OutOfMemory();
+    WriteTensor(result_.data(), reinterpret_cast<const float*>(generated_.tokens.data()),
+                generated_.tokens_shape, generated_.tokens.size(), kInt32);
+    WriteTensor(result_.data() + kWordsPerTensor, generated_.logits.data(),
+                generated_.logits_shape, generated_.logits.size());
+    return 0;
+  }
+
+  // Frees what the last call kept (hooks, arena, generation); they regrow on demand.
   void trim() {
     arena_.Release();
     result_store_ = TransformerResult();
+    generated_ = GenerateResult();
   }
 
   std::string lastStatus() const { return status_.Text(); }
 
  private:
+  // Call slot 0 as int32 token ids (B, T); false if it holds something else.
+  bool CallTokens(TokenView* out) const {
+    const uint32_t* t = call_;
+    if (t[kTypeWord] != kInt32 || t[kRankWord] != 2) return false;
+    *out = {reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(t[kAddressWord])),
+            static_cast<int64_t>(t[kDimsWord]), static_cast<int64_t>(t[kDimsWord + 1])};
+    return true;
+  }
   bool GrowResult(size_t tensors) {
     if (result_.size() >= tensors * kWordsPerTensor) return true;
     result_.resize(tensors * kWordsPerTensor);  // (a few words per hook: allocation cannot fail
@@ -638,6 +690,7 @@ class TransformerHandle {
   std::unique_ptr<Transformer> model_, staging_;
   TransformerOptions options_;
   TransformerResult result_store_;
+  GenerateResult generated_;
   AlignedBuffer arena_;
   uint32_t call_[2 * kWordsPerTensor] = {};
   std::vector<uint32_t> result_ = std::vector<uint32_t>(kWordsPerTensor);
@@ -683,6 +736,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("loadAbort", &TransformerHandle::loadAbort)
       .function("parameter", &TransformerHandle::parameter)
       .function("forward", &TransformerHandle::forward)
+      .function("generate", &TransformerHandle::generate)
       .function("trim", &TransformerHandle::trim)
       .function("lastStatus", &TransformerHandle::lastStatus);
   emscripten::class_<Handle>("Handle")

@@ -3,7 +3,10 @@
 //   headscope run FILE.json|- [--check] [--reference] [--tolerance T] [--head-gates G0,G1,...]
 //                 [--head-stats] [--max-input-bytes N] [--max-output-bytes N]
 //
-// Prints {"output": ..., "weights": ...} as JSON (and "head_stats" with --head-stats).
+// Prints {"output": ..., "weights": ...} as JSON (and "head_stats" with --head-stats); a "kind":
+// "transformer" case prints {"logits": ..., "loss": ..., "hooks": {...}} (loss with targets,
+// hooks those its expected section names; --head-gates, --head-stats and --reference are for
+// attention cases only).
 // --head-gates scales each head's output before out_proj (ForwardOptions::head_gates).
 // --check compares with the file's `expected` (relative error <= T, default 1e-4; with gates, the
 // gated result) and exits 1 on mismatch. Bad input exits 2 with one line on stderr naming what is
@@ -51,7 +54,10 @@ int Usage(const char* why) {
                "  --max-input-bytes N  refuse a case file larger than N bytes (default %llu)\n"
                "  --max-output-bytes N refuse a case whose printed result could exceed N bytes\n"
                "                       (default %llu)\n"
-               "  FILE '-' reads standard input.\n"
+               "  FILE '-' reads standard input. A \"kind\": \"transformer\" case prints\n"
+               "  {\"logits\": ..., \"loss\": ..., \"hooks\": {...}} (loss with inputs.targets,\n"
+               "  hooks those its expected section names); the --head-* flags and --reference\n"
+               "  are for attention cases only.\n"
                "Exit codes: 0 ok, 1 --check mismatch, 2 bad input.\n",
                static_cast<unsigned long long>(headscope::kMaxCaseBytes),
                static_cast<unsigned long long>(headscope::kMaxResultJsonBytes));
@@ -217,6 +223,54 @@ headscope::Status RunCaseWith(const headscope::AttentionCase& c, bool reference,
   return mha->Forward(c.query.view(), c.key.view(), c.value.view(), options, result);
 }
 
+// The end of a run of either kind: a failed run (`s`) exits 2 naming the file; otherwise the
+// result is printed and, with --check, compared with the case's expected values, `path` telling
+// how it was computed in the comparison's line.
+template <typename Case, typename Result, typename Path>
+int Finish(const std::string& file, const headscope::Status& s, const char* hint, const Case& c,
+           const Result& result, bool check, double tolerance, Path path) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "headscope: %s: %s%s\n", file.c_str(), s.ToString().c_str(), hint);
+    return 2;
+  }
+  // WriteResultJson adds "head_stats" when the result has them (--head-stats).
+  if (!headscope::WriteResultJson(result, stdout)) {
+    std::fprintf(stderr, "headscope: cannot write the output (%s)\n", std::strerror(errno));
+    return 2;
+  }
+  if (!check) return 0;
+  if (!c.has_expected) {
+    std::fprintf(stderr, "headscope: %s: --check needs an \"expected\" member\n", file.c_str());
+    return 2;
+  }
+  const headscope::CaseComparison cmp = headscope::CompareWithExpected(c, result, tolerance);
+  std::fprintf(stderr, "headscope: %s: %s (max relative error %.3g%s, %s)%s%s\n", file.c_str(),
+               cmp.ok ? "matches expected" : "MISMATCH", cmp.max_relative_error,
+               path(cmp).c_str(), headscope::KernelTargetName(), cmp.ok ? "" : ": ",
+               cmp.detail.c_str());
+  return cmp.ok ? 0 : 1;
+}
+
+// Runs a "kind": "transformer" case: prints {"logits", "loss", "hooks"} (the shape of its
+// expected section, as web/lib/cli.js prints it), and with --check compares.
+int RunTransformer(const std::string& file, const headscope::TransformerCase& c, bool check,
+                   double tolerance, uint64_t max_output) {
+  headscope::TransformerCaseResult result;
+  headscope::Status s = headscope::CheckResultJsonSize(c, max_output);
+  const char* hint = s.ok() ? "" : " (--max-output-bytes raises it)";
+  if (s.ok()) s = headscope::RunTransformerCase(c, &result);
+  return Finish(file, s, hint, c, result, check, tolerance, [](const headscope::CaseComparison& cmp) {
+    char text[96];
+    std::snprintf(text, sizeof(text), " over %zu tensors", cmp.tensors.size());
+    std::string out = text;
+    if (cmp.has_loss) {
+      std::snprintf(text, sizeof(text), ", loss error %.3g", cmp.loss_error);
+      out += text;
+    }
+    return out;
+  });
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -274,10 +328,25 @@ int main(int argc, char** argv) {
                      ? " (--max-input-bytes raises it)" : "");
     return 2;
   }
-  headscope::AttentionCase c;
-  headscope::ForwardResult result;
-  s = headscope::ParseCase(text, &c, max_input);
+  headscope::CaseDocument doc;
+  s = headscope::ParseCaseDocument(text, &doc, max_input);
   std::string().swap(text);  // the document is parsed; its text can go
+  if (s.ok() && doc.kind == headscope::CaseKind::kTransformer) {
+    const char* flag = has_gates ? "--head-gates" : head_stats ? "--head-stats"
+                                                  : reference ? "--reference" : nullptr;
+    if (flag != nullptr) {
+      std::fprintf(stderr,
+                   "headscope: %s: %s applies to attention cases only, and this is a \"kind\": "
+                   "\"transformer\" case%s\n",
+                   file.c_str(), flag,
+                   has_gates ? " (its gates are inputs.head_gates)"
+                   : reference ? " (the transformer has no reference path)" : "");
+      return 2;
+    }
+    return RunTransformer(file, doc.transformer, check, tolerance, max_output);
+  }
+  const headscope::AttentionCase& c = doc.mha;
+  headscope::ForwardResult result;
   const char* hint = "";
   if (s.ok() && has_gates && gates.size() != static_cast<size_t>(c.config.num_heads)) {
     std::fprintf(stderr,
@@ -291,25 +360,7 @@ int main(int argc, char** argv) {
     if (!s.ok()) hint = " (--max-output-bytes raises it)";
   }
   if (s.ok()) s = RunCaseWith(c, reference, has_gates ? &gates : nullptr, head_stats, &result);
-  if (!s.ok()) {
-    std::fprintf(stderr, "headscope: %s: %s%s\n", file.c_str(), s.ToString().c_str(), hint);
-    return 2;
-  }
-  // WriteResultJson adds "head_stats" when the result has them (--head-stats).
-  const bool written = headscope::WriteResultJson(result, stdout);
-  if (!written) {
-    std::fprintf(stderr, "headscope: cannot write the output (%s)\n", std::strerror(errno));
-    return 2;
-  }
-  if (!check) return 0;
-  if (!c.has_expected) {
-    std::fprintf(stderr, "headscope: %s: --check needs an \"expected\" member\n", file.c_str());
-    return 2;
-  }
-  const headscope::CaseComparison cmp = headscope::CompareWithExpected(c, result, tolerance);
-  std::fprintf(stderr, "headscope: %s: %s (max relative error %.3g, %s path, %s)%s%s\n",
-               file.c_str(), cmp.ok ? "matches expected" : "MISMATCH", cmp.max_relative_error,
-               reference ? "reference" : "fast", headscope::KernelTargetName(),
-               cmp.ok ? "" : ": ", cmp.detail.c_str());
-  return cmp.ok ? 0 : 1;
+  return Finish(file, s, hint, c, result, check, tolerance, [reference](const auto&) {
+    return std::string(reference ? ", reference path" : ", fast path");
+  });
 }

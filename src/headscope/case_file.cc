@@ -609,7 +609,10 @@ ForwardOptions AttentionCase::options() const {
   return o;
 }
 
-Status ParseCase(std::string_view text, AttentionCase* out, uint64_t max_bytes) {
+namespace {
+
+// The document's JSON, under the format's limits (ParseCase's comment).
+Status ParseJsonText(std::string_view text, uint64_t max_bytes, Json* out) {
   if (text.size() > max_bytes) {
     return Status(StatusCode::kResourceExhausted,
                   "$: the document is " + std::to_string(text.size()) +
@@ -637,10 +640,47 @@ Status ParseCase(std::string_view text, AttentionCase* out, uint64_t max_bytes) 
     if (nul != std::string_view::npos) return NotValidJson(nul, "unexpected NUL byte");
   }
   if (!doc.is_object()) return ParseError("$", "expected an object, got " + Describe(doc));
-  AttentionCase c;
+  *out = std::move(doc);
+  return Status::Ok();
+}
+
+// "kind" (absent or null: "mha"), then "name".
+Status ParseKindAndName(const Json& doc, CaseKind* kind, std::string* name_out) {
+  *kind = CaseKind::kMha;
+  if (const Json* k = Member(doc, "kind")) {
+    if (k->is_string() && k->get_ref<const std::string&>() == "transformer") {
+      *kind = CaseKind::kTransformer;
+    } else if (!k->is_string() || k->get_ref<const std::string&>() != "mha") {
+      return ParseError("kind", "expected one of \"mha\", \"transformer\" (absent or null: "
+                                "\"mha\"), got " + Describe(*k));
+    }
+  }
   if (const Json* name = Member(doc, "name")) {
     if (!name->is_string()) return ParseError("name", "expected a string, got " + Describe(*name));
-    c.name = name->get<std::string>();
+    *name_out = name->get<std::string>();
+  }
+  return Status::Ok();
+}
+
+// The "state_dict" object's entries, each a float tensor (of either kind).
+Status ParseStateDict(const Json& doc, std::vector<std::pair<std::string, CaseTensor>>* out) {
+  const Json* sd = Member(doc, "state_dict");
+  if (sd == nullptr || !sd->is_object()) return ParseError("state_dict", "expected an object");
+  for (auto it = sd->begin(); it != sd->end(); ++it) {
+    CaseTensor t;
+    HEADSCOPE_RETURN_IF_ERROR(ParseFloatTensor(*it, MemberPath("state_dict", it.key()), &t));
+    out->emplace_back(it.key(), std::move(t));
+  }
+  return Status::Ok();
+}
+
+Status ParseAttentionCase(const Json& doc, AttentionCase* out) {
+  AttentionCase c;
+  CaseKind kind;
+  HEADSCOPE_RETURN_IF_ERROR(ParseKindAndName(doc, &kind, &c.name));
+  if (kind != CaseKind::kMha) {
+    return ParseError("kind", "a \"transformer\" case, not an attention case (ParseCaseDocument "
+                              "reads both kinds)");
   }
 
   const Json* config = Member(doc, "config");
@@ -666,13 +706,7 @@ Status ParseCase(std::string_view text, AttentionCase* out, uint64_t max_bytes) 
     return Status(StatusCode::kParseError, "config." + s.message());
   }
 
-  const Json* sd = Member(doc, "state_dict");
-  if (sd == nullptr || !sd->is_object()) return ParseError("state_dict", "expected an object");
-  for (auto it = sd->begin(); it != sd->end(); ++it) {
-    CaseTensor t;
-    HEADSCOPE_RETURN_IF_ERROR(ParseFloatTensor(*it, MemberPath("state_dict", it.key()), &t));
-    c.state_dict.emplace_back(it.key(), std::move(t));
-  }
+  HEADSCOPE_RETURN_IF_ERROR(ParseStateDict(doc, &c.state_dict));
 
   const Json* inputs = Member(doc, "inputs");
   if (inputs == nullptr || !inputs->is_object()) return ParseError("inputs", "expected an object");
@@ -711,6 +745,274 @@ Status ParseCase(std::string_view text, AttentionCase* out, uint64_t max_bytes) 
   }
   *out = std::move(c);
   return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------------------------
+// "kind": "transformer". The checks and messages of web/lib/case.js's parseTransformerCase, in
+// its order, so that both parsers report the same first problem.
+
+// A config size: an integer in [min, max] (an integral float such as 4.0 is accepted);
+// `required` sizes have no default.
+Status GetConfigSize(const Json& cfg, const char* key, int64_t min, int64_t max, bool required,
+                     int64_t* out) {
+  auto it = cfg.find(key);
+  const std::string where = MemberPath("config", key);
+  const std::string range = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (it == cfg.end() || it->is_null()) {
+    return required ? ParseError(where, "required, expected " + range) : Status::Ok();
+  }
+  const double v = it->is_number() ? it->get<double>() : std::nan("");
+  if (!it->is_number() || !(v >= static_cast<double>(min)) || v > static_cast<double>(max) ||
+      v != std::floor(v)) {
+    return ParseError(where, "expected " + range + ", got " + Describe(*it));
+  }
+  *out = static_cast<int64_t>(v);
+  return Status::Ok();
+}
+
+// One of `choices` (the enum values in the same order); absent or null keeps the default.
+template <typename Enum>
+Status GetConfigChoice(const Json& cfg, const char* key,
+                       std::initializer_list<std::pair<const char*, Enum>> choices, Enum* out) {
+  auto it = cfg.find(key);
+  if (it == cfg.end() || it->is_null()) return Status::Ok();
+  std::string list;
+  for (const auto& [name, value] : choices) {
+    if (it->is_string() && it->get_ref<const std::string&>() == name) {
+      *out = value;
+      return Status::Ok();
+    }
+    list += (list.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+  }
+  return ParseError(MemberPath("config", key), "expected one of " + list + ", got " + Describe(*it));
+}
+
+Status ParseTransformerConfig(const Json& cfg, TransformerConfig* c) {
+  HEADSCOPE_RETURN_IF_ERROR(CheckKeys(cfg, "config",
+                                      {"vocab_size", "max_len", "d_model", "n_layers", "n_heads",
+                                       "d_mlp", "norm", "positions", "causal", "act", "bias",
+                                       "ln_eps"}));
+  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "vocab_size", 1, kMaxDim, true, &c->vocab_size));
+  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "max_len", 1, kMaxDim, true, &c->max_len));
+  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "d_model", 1, kMaxDim, true, &c->d_model));
+  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "n_layers", 1, 256, false, &c->n_layers));
+  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "n_heads", 1, kMaxDim, false, &c->n_heads));
+  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "d_mlp", 0, kMaxDim, false, &c->d_mlp));
+  HEADSCOPE_RETURN_IF_ERROR(GetConfigChoice(
+      cfg, "norm",
+      {{"pre", NormPlacement::kPre}, {"post", NormPlacement::kPost}, {"none", NormPlacement::kNone}},
+      &c->norm));
+  HEADSCOPE_RETURN_IF_ERROR(GetConfigChoice(cfg, "positions",
+                                            {{"learned", PositionKind::kLearned},
+                                             {"sinusoidal", PositionKind::kSinusoidal},
+                                             {"none", PositionKind::kNone}},
+                                            &c->positions));
+  HEADSCOPE_RETURN_IF_ERROR(GetBool(cfg, "causal", "config", &c->causal));
+  HEADSCOPE_RETURN_IF_ERROR(GetConfigChoice(
+      cfg, "act", {{"gelu", Activation::kGelu}, {"relu", Activation::kRelu}}, &c->act));
+  HEADSCOPE_RETURN_IF_ERROR(GetBool(cfg, "bias", "config", &c->bias));
+  if (const Json* eps = Member(cfg, "ln_eps")) {
+    const double v = eps->is_number() ? eps->get<double>() : 0;
+    if (!eps->is_number() || !(v > 0) || !std::isfinite(v)) {
+      return ParseError("config.ln_eps", "expected a finite number > 0, got " + Describe(*eps));
+    }
+    c->ln_eps = v;
+  }
+  if (c->d_model % c->n_heads != 0) {
+    return ParseError("config.n_heads", "d_model (" + std::to_string(c->d_model) +
+                                            ") must be divisible by n_heads (" +
+                                            std::to_string(c->n_heads) + ")");
+  }
+  // Whatever else the model requires (nothing today), named in the config.
+  if (Status s = ValidateTransformerConfig(*c); !s.ok()) {
+    return Status(StatusCode::kParseError, "config." + s.message());
+  }
+  return Status::Ok();
+}
+
+// Token ids (or targets): nested arrays of integers that fit int32, as web/lib/tensor.js's
+// toTokens reads them.
+Status ParseIds(const Json& j, const std::string& path, std::vector<int32_t>* out, Shape* shape) {
+  if (!j.is_array()) {
+    return ParseError(path, "expected token ids (nested arrays of integers, (T) or (B, T)), got " +
+                                Describe(j));
+  }
+  std::vector<int32_t> ids;
+  ArrayWalker walker([&ids](const Json& leaf, const std::string& where) {
+    const double v = leaf.is_number() ? leaf.get<double>() : std::nan("");
+    if (!leaf.is_number() || v != std::floor(v) || v < -2147483648.0 || v > 2147483647.0) {
+      return ParseError(where, "expected an integer token id, got " + Describe(leaf));
+    }
+    ids.push_back(static_cast<int32_t>(v));
+    return Status::Ok();
+  });
+  HEADSCOPE_RETURN_IF_ERROR(walker.Walk(j, path));
+  *shape = walker.shape();
+  *out = std::move(ids);
+  return Status::Ok();
+}
+
+// The path of element i of a (T) or (B, T) tensor.
+std::string ElementPath(const std::string& path, const Shape& shape, size_t i) {
+  if (shape.rank == 1) return path + "[" + std::to_string(i) + "]";
+  const size_t t = static_cast<size_t>(shape.dims[1]);
+  return path + "[" + std::to_string(i / t) + "][" + std::to_string(i % t) + "]";
+}
+
+Status ParseTransformerInputs(const Json& inputs, TransformerCase* c) {
+  HEADSCOPE_RETURN_IF_ERROR(CheckKeys(inputs, "inputs", {"tokens", "targets", "head_gates"}));
+  const Json* tokens = Member(inputs, "tokens");
+  if (tokens == nullptr) return ParseError("inputs.tokens", "required");
+  Shape shape;
+  HEADSCOPE_RETURN_IF_ERROR(ParseIds(*tokens, "inputs.tokens", &c->tokens, &shape));
+  if (shape.rank != 1 && shape.rank != 2) {
+    return ParseError("inputs.tokens",
+                      "expected (T) or (B, T) token ids, got shape " + shape.ToString());
+  }
+  c->batched = shape.rank == 2;
+  c->batch = c->batched ? shape.dims[0] : 1;
+  c->length = shape.dims[shape.rank - 1];
+  if (shape.dims[0] < 1 || c->length < 1) {
+    return ParseError("inputs.tokens", "expected at least one row of at least one token, got shape " +
+                                           shape.ToString());
+  }
+  const TransformerConfig& config = c->config;
+  if (c->length > config.max_len) {
+    return ParseError("inputs.tokens", "T = " + std::to_string(c->length) +
+                                           " tokens, more than config.max_len = " +
+                                           std::to_string(config.max_len));
+  }
+  const int64_t V = config.vocab_size;
+  const std::string ids = "a token id in [0, " + std::to_string(V - 1) + "] (config.vocab_size " +
+                          std::to_string(V) + ")";
+  for (size_t i = 0; i < c->tokens.size(); ++i) {
+    const int32_t t = c->tokens[i];
+    if (t < 0 || t >= V) {
+      return ParseError(ElementPath("inputs.tokens", shape, i),
+                        "expected " + ids + ", got " + std::to_string(t));
+    }
+  }
+  if (const Json* targets = Member(inputs, "targets")) {
+    Shape target_shape;
+    HEADSCOPE_RETURN_IF_ERROR(ParseIds(*targets, "inputs.targets", &c->targets, &target_shape));
+    if (target_shape != shape) {
+      return ParseError("inputs.targets", "expected the shape of inputs.tokens, " + shape.ToString() +
+                                              ", got " + target_shape.ToString());
+    }
+    size_t counted = 0;
+    for (size_t i = 0; i < c->targets.size(); ++i) {
+      const int32_t t = c->targets[i];
+      if (t == -100) continue;
+      if (t < 0 || t >= V) {
+        return ParseError(ElementPath("inputs.targets", shape, i),
+                          "expected -100 (not counted) or " + ids + ", got " + std::to_string(t));
+      }
+      ++counted;
+    }
+    if (counted == 0) {
+      return ParseError("inputs.targets", "every target is -100: there is no loss to compute (at "
+                                          "least one position must be counted)");
+    }
+  }
+  if (const Json* gates = Member(inputs, "head_gates")) {
+    HEADSCOPE_RETURN_IF_ERROR(ParseFloatTensor(*gates, "inputs.head_gates", &c->head_gates));
+    const Shape want{config.n_layers, config.n_heads};
+    if (c->head_gates.shape != want) {
+      return ParseError("inputs.head_gates", "expected shape (n_layers, n_heads) = " +
+                                                 want.ToString() + ", got " +
+                                                 c->head_gates.shape.ToString());
+    }
+  }
+  return Status::Ok();
+}
+
+Status ParseTransformerExpected(const Json& e, TransformerCase* c) {
+  if (!e.is_object()) return ParseError("expected", "expected an object, got " + Describe(e));
+  HEADSCOPE_RETURN_IF_ERROR(CheckKeys(e, "expected", {"logits", "loss", "hooks"}));
+  const Json* logits = Member(e, "logits");
+  if (logits == nullptr) return ParseError("expected.logits", "required when expected is given");
+  HEADSCOPE_RETURN_IF_ERROR(ParseFloatTensor(*logits, "expected.logits", &c->expected_logits));
+  if (const Json* loss = Member(e, "loss")) {
+    if (!c->has_targets()) {
+      return ParseError("expected.loss", "given without inputs.targets (the loss is of the targets)");
+    }
+    if (!loss->is_number()) {
+      return ParseError("expected.loss", "expected a number, got " + Describe(*loss));
+    }
+    c->expected_loss = loss->get<double>();
+    c->has_expected_loss = true;
+  } else if (c->has_targets()) {
+    return ParseError("expected.loss", "required when inputs.targets is given");
+  }
+  if (const Json* hooks = Member(e, "hooks")) {
+    if (!hooks->is_object()) {
+      return ParseError("expected.hooks", "expected an object, got " + Describe(*hooks));
+    }
+    std::vector<std::pair<std::string, CaseTensor>> parsed;
+    for (auto it = hooks->begin(); it != hooks->end(); ++it) {
+      CaseTensor t;
+      HEADSCOPE_RETURN_IF_ERROR(
+          ParseFloatTensor(*it, MemberPath("expected.hooks", it.key()), &t));
+      parsed.emplace_back(it.key(), std::move(t));
+    }
+    // Every name a hook of the config; kept in the model's order.
+    const std::vector<std::string> names = TransformerHookNames(c->config);
+    for (const auto& [name, t] : parsed) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) {
+        std::string list;
+        for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+        return ParseError(MemberPath("expected.hooks", name),
+                          "not a hook of this config (its hooks: " + list + ")");
+      }
+    }
+    for (const std::string& n : names) {
+      for (auto& [name, t] : parsed) {
+        if (name == n) c->expected_hooks.emplace_back(name, std::move(t));
+      }
+    }
+  }
+  c->has_expected = true;
+  return Status::Ok();
+}
+
+Status ParseTransformerCase(const Json& doc, TransformerCase* out) {
+  TransformerCase c;
+  CaseKind kind;
+  HEADSCOPE_RETURN_IF_ERROR(ParseKindAndName(doc, &kind, &c.name));
+  const Json* config = Member(doc, "config");
+  if (config == nullptr || !config->is_object()) {
+    return ParseError("config", "expected an object" +
+                                    (config ? ", got " + Describe(*config) : std::string()));
+  }
+  HEADSCOPE_RETURN_IF_ERROR(ParseTransformerConfig(*config, &c.config));
+  HEADSCOPE_RETURN_IF_ERROR(ParseStateDict(doc, &c.state_dict));
+  const Json* inputs = Member(doc, "inputs");
+  if (inputs == nullptr || !inputs->is_object()) return ParseError("inputs", "expected an object");
+  HEADSCOPE_RETURN_IF_ERROR(ParseTransformerInputs(*inputs, &c));
+  if (const Json* expected = Member(doc, "expected")) {
+    HEADSCOPE_RETURN_IF_ERROR(ParseTransformerExpected(*expected, &c));
+  }
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ParseCase(std::string_view text, AttentionCase* out, uint64_t max_bytes) {
+  Json doc;
+  HEADSCOPE_RETURN_IF_ERROR(ParseJsonText(text, max_bytes, &doc));
+  return ParseAttentionCase(doc, out);
+}
+
+Status ParseCaseDocument(std::string_view text, CaseDocument* out, uint64_t max_bytes) {
+  Json doc;
+  HEADSCOPE_RETURN_IF_ERROR(ParseJsonText(text, max_bytes, &doc));
+  CaseKind kind;
+  std::string name;
+  HEADSCOPE_RETURN_IF_ERROR(ParseKindAndName(doc, &kind, &name));
+  out->kind = kind;
+  if (kind == CaseKind::kTransformer) return ParseTransformerCase(doc, &out->transformer);
+  return ParseAttentionCase(doc, &out->mha);
 }
 
 Status ReadTextFile(const std::string& path, std::string* out, uint64_t max_bytes) {
@@ -769,6 +1071,16 @@ Status BuildModule(const AttentionCase& c, std::unique_ptr<MultiheadAttention>* 
   return Status::Ok();
 }
 
+namespace {
+
+// False, with the comparison's detail saying so, for a case without expected values.
+bool HasExpected(bool has_expected, CaseComparison* cmp) {
+  if (!has_expected) cmp->detail = "the case has no expected values";
+  return has_expected;
+}
+
+}  // namespace
+
 Status RunCase(const AttentionCase& c, CasePath path, ForwardResult* result) {
   std::unique_ptr<MultiheadAttention> mha;
   HEADSCOPE_RETURN_IF_ERROR(BuildModule(c, &mha));
@@ -782,10 +1094,7 @@ Status RunCase(const AttentionCase& c, CasePath path, ForwardResult* result) {
 CaseComparison CompareWithExpected(const AttentionCase& c, const ForwardResult& result,
                                    double tolerance) {
   CaseComparison cmp;
-  if (!c.has_expected) {
-    cmp.detail = "the case has no expected values";
-    return cmp;
-  }
+  if (!HasExpected(c.has_expected, &cmp)) return cmp;
   if (!CompareTensor("output", result.output.data(), result.output_shape, c.expected_output,
                      tolerance, &cmp)) {
     return cmp;
@@ -809,20 +1118,6 @@ std::string TensorToJson(const float* data, const Shape& shape) {
   size_t index = 0;
   AppendNested(data, shape, 0, &index, &out, nullptr);
   return out;
-}
-
-std::string ResultToJson(const ForwardResult& result) {
-  std::string out;
-  AppendResult(result, &out, nullptr);
-  return out;
-}
-
-bool WriteResultJson(const ForwardResult& result, std::FILE* file) {
-  std::string out;
-  AppendResult(result, &out, file);
-  out += '\n';
-  std::fwrite(out.data(), 1, out.size(), file);
-  return std::fflush(file) == 0 && !std::ferror(file);
 }
 
 Shape ResultWeightsShape(const AttentionCase& c) {
@@ -859,6 +1154,185 @@ Status CheckResultJsonSize(const AttentionCase& c, uint64_t max_bytes) {
                     c.query.shape.ToString() + ", weights " +
                     (weights.rank > 0 ? weights.ToString() : std::string("null")) +
                     "), more than the limit of " + std::to_string(max_bytes) + " bytes");
+}
+
+
+// ---------------------------------------------------------------------------------------------
+// "kind": "transformer": running, comparing, printing.
+
+TransformerOptions TransformerCase::options() const {
+  TransformerOptions o;
+  for (const auto& [name, t] : expected_hooks) o.hooks.push_back(name);
+  if (head_gates.present) o.head_gates = head_gates.view();
+  return o;
+}
+
+Status BuildTransformer(const TransformerCase& c, std::unique_ptr<Transformer>* out) {
+  std::unique_ptr<Transformer> model;
+  HEADSCOPE_RETURN_IF_ERROR(Transformer::Create(c.config, &model));
+  for (const auto& [name, tensor] : c.state_dict) {
+    HEADSCOPE_RETURN_IF_ERROR(model->SetParameter(name, tensor.view()));
+  }
+  HEADSCOPE_RETURN_IF_ERROR(model->CheckComplete());
+  *out = std::move(model);
+  return Status::Ok();
+}
+
+namespace {
+
+// Unbatched tokens: the result's shapes without their batch axis of 1.
+void DropBatchAxis(Shape* shape) {
+  for (int a = 1; a < shape->rank; ++a) shape->dims[a - 1] = shape->dims[a];
+  shape->dims[--shape->rank] = 0;
+}
+
+}  // namespace
+
+Status RunTransformerCase(const TransformerCase& c, TransformerCaseResult* result) {
+  std::unique_ptr<Transformer> model;
+  HEADSCOPE_RETURN_IF_ERROR(BuildTransformer(c, &model));
+  HEADSCOPE_RETURN_IF_ERROR(model->Forward(c.token_view(), c.options(), &result->forward));
+  if (!c.batched) {
+    DropBatchAxis(&result->forward.logits_shape);
+    for (auto& [name, hook] : result->forward.hooks) DropBatchAxis(&hook.shape);
+  }
+  result->has_loss = c.has_targets();
+  if (result->has_loss) {
+    HEADSCOPE_RETURN_IF_ERROR(Transformer::Loss(result->forward.logits.data(), c.batch * c.length,
+                                                c.config.vocab_size, c.targets.data(),
+                                                &result->loss));
+  }
+  return Status::Ok();
+}
+
+CaseComparison CompareWithExpected(const TransformerCase& c, const TransformerCaseResult& result,
+                                   double tolerance) {
+  CaseComparison cmp;
+  if (!HasExpected(c.has_expected, &cmp)) return cmp;
+  const auto check = [&](const std::string& name, const float* got, const Shape* got_shape,
+                         const CaseTensor& want) {
+    CaseComparison one;
+    const bool ok = got != nullptr &&
+                    CompareTensor(name.c_str(), got, *got_shape, want, tolerance, &one);
+    if (got == nullptr) one.detail = name + ": not in the result";
+    cmp.tensors.push_back({name, ok, one.max_relative_error, one.detail});
+    cmp.max_relative_error = std::max(cmp.max_relative_error, one.max_relative_error);
+    if (!ok && cmp.detail.empty()) cmp.detail = one.detail;
+  };
+  check("logits", result.forward.logits.data(), &result.forward.logits_shape, c.expected_logits);
+  for (const auto& [name, want] : c.expected_hooks) {
+    const TraceTensor* got = nullptr;
+    for (const auto& [n, t] : result.forward.hooks) {
+      if (n == name) got = &t;
+    }
+    check("hooks." + name, got ? got->data.data() : nullptr, got ? &got->shape : nullptr, want);
+  }
+  if (c.has_expected_loss) {
+    cmp.has_loss = true;
+    cmp.loss_error = result.has_loss ? std::fabs(result.loss - c.expected_loss) /
+                                           std::max(1.0, std::fabs(c.expected_loss))
+                                     : std::nan("");
+    if (!(cmp.loss_error <= tolerance) && cmp.detail.empty()) {
+      char buf[200];
+      std::snprintf(buf, sizeof(buf), "loss: got %.17g, expected %.17g (error %.3g > %.3g)",
+                    result.loss, c.expected_loss, cmp.loss_error, tolerance);
+      cmp.detail = result.has_loss ? buf : "loss: not in the result";
+    }
+  }
+  cmp.ok = cmp.detail.empty();
+  return cmp;
+}
+
+namespace {
+
+void AppendResult(const TransformerCaseResult& result, std::string* out, std::FILE* file) {
+  size_t index = 0;
+  *out += "{\"logits\": ";
+  AppendNested(result.forward.logits.data(), result.forward.logits_shape, 0, &index, out, file);
+  if (result.has_loss) {
+    *out += ", \"loss\": ";
+    if (std::isfinite(result.loss)) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%.17g", result.loss);  // round-trips a double
+      *out += buf;
+    } else {
+      AppendNumber(static_cast<float>(result.loss), out);
+    }
+  }
+  if (!result.forward.hooks.empty()) {
+    *out += ", \"hooks\": {";
+    bool first = true;
+    for (const auto& [name, hook] : result.forward.hooks) {
+      if (!first) *out += ", ";
+      first = false;
+      *out += Json(name).dump() + ": ";
+      index = 0;
+      AppendNested(hook.data.data(), hook.shape, 0, &index, out, file);
+    }
+    *out += '}';
+  }
+  *out += '}';
+}
+
+// ResultToJson and WriteResultJson of either kind.
+template <typename Result>
+std::string ResultText(const Result& result) {
+  std::string out;
+  AppendResult(result, &out, nullptr);
+  return out;
+}
+
+template <typename Result>
+bool WriteResultText(const Result& result, std::FILE* file) {
+  std::string out;
+  AppendResult(result, &out, file);
+  out += '\n';
+  std::fwrite(out.data(), 1, out.size(), file);
+  return std::fflush(file) == 0 && !std::ferror(file);
+}
+
+}  // namespace
+
+std::string ResultToJson(const ForwardResult& result) { return ResultText(result); }
+bool WriteResultJson(const ForwardResult& result, std::FILE* file) {
+  return WriteResultText(result, file);
+}
+std::string ResultToJson(const TransformerCaseResult& result) { return ResultText(result); }
+bool WriteResultJson(const TransformerCaseResult& result, std::FILE* file) {
+  return WriteResultText(result, file);
+}
+
+uint64_t ResultJsonBytesBound(const TransformerCase& c) {
+  // 64 bytes: {"logits": , "loss": <at most 24 characters>, "hooks": {}} and a newline. Each hook
+  // at most the config's largest hook shape ([B,T,D], [B,H,T,dh], [B,H,T,T], [B,T,V]; no B
+  // unbatched) and its quoted name with ": " and ", ". web/lib/case.js computes the same.
+  const int64_t T = c.length, D = c.config.d_model, H = c.config.n_heads, V = c.config.vocab_size;
+  const auto shape = [&](std::initializer_list<int64_t> dims) {
+    Shape s;
+    if (c.batched) s.dims[s.rank++] = c.batch;
+    for (int64_t d : dims) s.dims[s.rank++] = d;
+    return s;
+  };
+  const double hook = std::max({TensorJsonBytesBound(shape({T, D})),
+                                TensorJsonBytesBound(shape({H, T, D / H})),
+                                TensorJsonBytesBound(shape({H, T, T})),
+                                TensorJsonBytesBound(shape({T, V}))});
+  double bytes = 64 + TensorJsonBytesBound(shape({T, V}));
+  for (const auto& [name, t] : c.expected_hooks) bytes += hook + static_cast<double>(name.size()) + 6;
+  return bytes >= 1.8e19 ? std::numeric_limits<uint64_t>::max() : static_cast<uint64_t>(bytes);
+}
+
+Status CheckResultJsonSize(const TransformerCase& c, uint64_t max_bytes) {
+  const uint64_t bound = ResultJsonBytesBound(c);
+  if (bound <= max_bytes) return Status::Ok();
+  const size_t hooks = c.expected_hooks.size();
+  const Shape logits = c.batched ? Shape({c.batch, c.length, c.config.vocab_size})
+                                 : Shape({c.length, c.config.vocab_size});
+  return Status(StatusCode::kResourceExhausted,
+                "result: its JSON text could take " + std::to_string(bound) + " bytes (logits " +
+                    logits.ToString() + ", " + std::to_string(hooks) +
+                    (hooks == 1 ? " hook" : " hooks") + "), more than the limit of " +
+                    std::to_string(max_bytes) + " bytes");
 }
 
 }  // namespace headscope

@@ -424,6 +424,118 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
   return Run(plan, query, key, value, options, out, context);
 }
 
+bool KvCache::Reset(size_t n, size_t cap, size_t e) {
+  batch = n;
+  capacity = cap;
+  embed = e;
+  length = 0;
+  return k.Resize(n * cap * e) && v.Resize(n * cap * e);
+}
+
+Status MultiheadAttention::ForwardCached(const TensorView& x, const ForwardOptions& options,
+                                         KvCache* cache, ForwardResult* result,
+                                         CallContext* context) {
+  const MhaConfig& c = config();
+  if (!c.batch_first || !c.same_qkv_dim() || c.add_bias_kv || c.add_zero_attn) {
+    return Status(StatusCode::kInvalidArgument,
+                  "ForwardCached: needs a batch_first self-attention layer (kdim = vdim = "
+                  "embed_dim, no add_bias_kv or add_zero_attn)");
+  }
+  const size_t E = static_cast<size_t>(c.embed_dim), H = static_cast<size_t>(c.num_heads);
+  const size_t hd = E / H;
+  if (x.shape.rank != 3 || x.shape[2] != c.embed_dim || x.shape[0] < 1 || x.shape[1] < 1 ||
+      x.data == nullptr || x.size != static_cast<size_t>(x.shape.NumElements())) {
+    return ArgError(StatusCode::kShapeMismatch, Arg::kQuery,
+                    "expected (N, T, " + std::to_string(E) + ") rows with N, T >= 1, got " +
+                        x.shape.ToString());
+  }
+  const size_t N = static_cast<size_t>(x.shape[0]), T = static_cast<size_t>(x.shape[1]);
+  if (N != cache->batch || cache->embed != E || cache->length + T > cache->capacity) {
+    return ArgError(StatusCode::kShapeMismatch, Arg::kQuery,
+                    "the KV cache holds " + std::to_string(cache->batch) + " sequences of " +
+                        std::to_string(cache->length) + " of at most " +
+                        std::to_string(cache->capacity) + " positions: no room for (" +
+                        std::to_string(N) + ", " + std::to_string(T) + ") more");
+  }
+  const TensorView& gates = options.head_gates;
+  if (gates.present() && (gates.shape != Shape{static_cast<int64_t>(H)} || gates.data == nullptr ||
+                          gates.size != H)) {
+    return ArgError(StatusCode::kShapeMismatch, Arg::kHeadGates,
+                    "expected " + std::to_string(H) + " numbers (one per head), got shape " +
+                        gates.shape.ToString());
+  }
+  if (prepared_version_ == 0 || prepared_version_ != weights_.version()) {
+    HEADSCOPE_RETURN_IF_ERROR(Prepare());
+  }
+  const size_t S = cache->length + T, cap = cache->capacity;
+  AttentionArgs args;
+  args.shape = AttentionShape::Dense(N, H, T, S, S, hd);
+  args.shape.kv_batch_stride = cap * E;  // the cache's rows: [N, capacity, E]
+  args.sqrt_head_dim = std::sqrt(static_cast<float>(hd));
+  args.workers = static_cast<size_t>(context->pool.threads);
+  // The one query of a step sees every key; a longer run of new positions is causal from its
+  // offset (the rows before it are all visible).
+  args.modifiers.causal = T > 1;
+  args.modifiers.q_offset = cache->length;
+
+  // Queries, the concatenation and the stage's scratch in the context's activations; keys and
+  // values go straight into the cache.
+  const size_t limit = context->max_call_bytes;
+  const uint64_t qfloats = SaturatingProduct({N, T, E});
+  const uint64_t parts[] = {qfloats, qfloats, AttentionWorkspaceFloats(args), qfloats};
+  size_t bytes = 0, total = 0, offsets[3] = {};
+  for (int i = 0; i < 4; ++i) {
+    if (!AddBytes(&bytes, parts[i] + 16, limit)) {
+      return Status(StatusCode::kResourceExhausted, Arg::kQuery,
+                    std::string(ArgPath(Arg::kQuery)) + ": buffers for (" + std::to_string(N) +
+                        ", " + std::to_string(T) + ") new positions over " + std::to_string(S) +
+                        " keys would exceed the limit of " + std::to_string(limit) + " bytes");
+    }
+    if (i < 3) {
+      offsets[i] = total;
+      total += static_cast<size_t>((parts[i] + 15) / 16 * 16);
+    }
+  }
+  AttentionActivations& a = context->activations;
+  if (!a.storage.Resize(total + 16) || !result->output.Resize(static_cast<size_t>(qfloats))) {
+    return OutOfMemory("workspace", bytes);
+  }
+  a.q = a.storage.data() + offsets[0];
+  a.concat = a.storage.data() + offsets[1];
+  a.attention_scratch = a.storage.data() + offsets[2];
+  a.k = a.v = a.attn_mask = a.key_padding_mask = nullptr;
+  a.row_max_weight = a.row_entropy = a.row_distance = nullptr;
+  result->output_shape = Shape{static_cast<int64_t>(N), static_cast<int64_t>(T),
+                               static_cast<int64_t>(E)};
+  result->weights_shape = Shape{};
+  result->head_stats.shape = Shape{};
+
+  // The stages of Run, on these rows: the same kernels, so the same bits per row.
+  const int threads = context->pool.threads;
+  for (size_t n = 0; n < N; ++n) {
+    const float* rows = x.data + n * T * E;
+    const size_t at = (n * cap + cache->length) * E;
+    MatMulPacked(rows, E, packed_->wq.panels.data(), packed_->bq, T, E, E, 1.0f, a.q + n * T * E,
+                 E, threads);
+    MatMulPacked(rows, E, packed_->wk.panels.data(), packed_->bk, T, E, E, 1.0f,
+                 cache->k.data() + at, E, threads);
+    MatMulPacked(rows, E, packed_->wv.panels.data(), packed_->bv, T, E, E, 1.0f,
+                 cache->v.data() + at, E, threads);
+  }
+  args.q = a.q;
+  args.k = cache->k.data();
+  args.v = cache->v.data();
+  args.out.concat = a.concat;
+  args.out.head_gates = gates.present() ? gates.data : nullptr;
+  Attention(args, a.attention_scratch);
+  for (size_t n = 0; n < N; ++n) {
+    MatMulPacked(a.concat + n * T * E, E, packed_->wo.panels.data(), packed_->bo, T, E, E, 1.0f,
+                 result->output.data() + n * T * E, E, threads);
+  }
+  cache->length += T;
+  return Status::Ok();
+}
+
 // One pass: the same stages for Forward and Trace, fast and small-head paths, one thread or many
 // (the kernels choose; every choice gives the same bits).
 Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const TensorView& key,

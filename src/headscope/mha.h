@@ -72,6 +72,17 @@ struct AttentionTrace {
   HeadStats head_stats;      // [N, H] each, when ForwardOptions::head_stats
 };
 
+// The keys and values a self-attention layer computed for earlier positions, kept for generation
+// (MultiheadAttention::ForwardCached): k and v are [batch, capacity, E] each, rows [0, length) of
+// every batch element filled. Reset sizes it; its buffers keep their capacity across Resets.
+struct KvCache {
+  AlignedBuffer k, v;
+  size_t batch = 0, capacity = 0, embed = 0, length = 0;
+  // Empty, for `batch` sequences of up to `capacity` positions; false if out of memory.
+  bool Reset(size_t batch, size_t capacity, size_t embed);
+  size_t floats() const { return 2 * batch * capacity * embed; }
+};
+
 class MultiheadAttention {
  public:
   static Status Create(const MhaConfig& config, std::unique_ptr<MultiheadAttention>* out);
@@ -104,6 +115,17 @@ class MultiheadAttention {
                const ForwardOptions& options, AttentionTrace* trace);
   Status Trace(const TensorView& query, const TensorView& key, const TensorView& value,
                const ForwardOptions& options, AttentionTrace* trace, CallContext* context);
+
+  // Causal self-attention of x ([N, T, E], the positions cache->length .. + T - 1 of N sequences)
+  // over the cached keys and x's own, appending x's keys and values to the cache: generation's
+  // step. Each row's output is the bits Forward(query = key = value = the whole sequence,
+  // is_causal) gives that row, whatever T and the cache's length (a row's attention depends
+  // neither on the keys after it nor on the kernel path, kernels/attention.h), and the same with
+  // any thread count. For batch_first self-attention layers (kdim = vdim = embed_dim, no
+  // add_bias_kv / add_zero_attn); options: only head_gates ([H]) is read. result->output is
+  // [N, T, E]; no weights, no statistics.
+  Status ForwardCached(const TensorView& x, const ForwardOptions& options, KvCache* cache,
+                       ForwardResult* result, CallContext* context);
 
   // Releases the own context's activations (they regrow on the next call).
   void ReleaseWorkspace();

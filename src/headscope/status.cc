@@ -52,8 +52,15 @@ constexpr ArgNames kArgNames[] = {
     {"d_mlp", "dMlp", "config.dMlp"},
     {"ln_eps", "lnEps", "config.lnEps"},
     {"seed", "seed", "config.seed"},
+    {"prompt", "prompt", "prompt"},
+    {"max_new_tokens", "options.maxNewTokens", "options.maxNewTokens"},
+    {"temperature", "options.temperature", "options.temperature"},
+    {"top_k", "options.topK", "options.topK"},
+    {"top_p", "options.topP", "options.topP"},
+    {"seed", "options.seed", "options.seed"},
+    {"config", "config", "config"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kSeed) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kConfig) + 1);
 
 }  // namespace
 

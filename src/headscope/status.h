@@ -36,6 +36,8 @@ enum class Arg {
   kStateDict,
   kTokens, kTargets, kHooks,  // the Transformer's forward arguments
   kVocabSize, kMaxLen, kDModel, kNLayers, kNHeads, kDMlp, kLnEps, kSeed,  // and its config
+  kPrompt, kMaxNewTokens, kTemperature, kTopK, kTopP, kSampleSeed,  // its generate's
+  kConfig,  // a whole config (its weights' size)
 };
 enum class Naming { kTorch, kJs };
 void SetNaming(Naming naming);

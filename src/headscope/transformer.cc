@@ -1,11 +1,15 @@
 #include "headscope/transformer.h"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string>
 
 #include "headscope/kernels/matmul.h"
+#include "headscope/kernels/rowwise.h"
+#include "headscope/kernels/softmax.h"
 #include "headscope/plan.h"
 
 namespace headscope {
@@ -17,35 +21,16 @@ std::string Block(int64_t l) { return "blocks." + Str(l) + "."; }
 bool HasLn1(const TransformerConfig& c) { return c.norm != NormPlacement::kNone; }
 bool HasLn2(const TransformerConfig& c) { return c.norm != NormPlacement::kNone && c.d_mlp > 0; }
 
-// torch's nn.LayerNorm over the last dimension (biased variance), one row at a time, in double;
-// `out` may be `in`.
 void LayerNorm(const float* in, size_t rows, size_t d, const float* w, const float* b, double eps,
                float* out) {
-  for (size_t r = 0; r < rows; ++r) {
-    const float* x = in + r * d;
-    double mean = 0;
-    for (size_t j = 0; j < d; ++j) mean += x[j];
-    mean /= static_cast<double>(d);
-    double var = 0;
-    for (size_t j = 0; j < d; ++j) var += (x[j] - mean) * (x[j] - mean);
-    var /= static_cast<double>(d);
-    const double inv = 1.0 / std::sqrt(var + eps);
-    float* y = out + r * d;
-    for (size_t j = 0; j < d; ++j) {
-      y[j] = static_cast<float>((x[j] - mean) * inv * w[j] + b[j]);
-    }
-  }
+  LayerNormRows(in, rows, d, w, b, static_cast<float>(eps), out);  // kernels/rowwise.h
 }
 
-// F.gelu (the exact erf form) or F.relu, in place.
 void Activate(Activation act, float* x, size_t n) {
   if (act == Activation::kRelu) {
-    for (size_t i = 0; i < n; ++i) x[i] = x[i] > 0.0f ? x[i] : (x[i] != x[i] ? x[i] : 0.0f);
-    return;
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const double v = x[i];
-    x[i] = static_cast<float>(0.5 * v * (1.0 + std::erf(v * 0.70710678118654752440)));
+    ReluInPlace(x, n);
+  } else {
+    GeluInPlace(x, n);
   }
 }
 
@@ -219,28 +204,46 @@ void FillInitial(uint64_t seed, std::string_view name, const InitRule& rule, flo
 }  // namespace
 
 Status ValidateTransformerConfig(const TransformerConfig& c) {
-  const auto size = [](int64_t v, const char* name, bool zero_ok) -> Status {
+  const auto size = [](int64_t v, Arg arg, bool zero_ok) -> Status {
     if ((zero_ok ? v < 0 : v < 1) || v > kMaxDim) {
-      return InvalidArgument(std::string(name) + ": expected an integer in [" +
-                             (zero_ok ? "0" : "1") + ", " + Str(kMaxDim) + "], got " + Str(v));
+      return ArgError(StatusCode::kInvalidArgument, arg,
+                      std::string("expected an integer in [") + (zero_ok ? "0" : "1") + ", " +
+                          Str(kMaxDim) + "], got " + Str(v));
     }
     return Status::Ok();
   };
-  HEADSCOPE_RETURN_IF_ERROR(size(c.vocab_size, "vocab_size", false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.max_len, "max_len", false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.d_model, "d_model", false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.n_layers, "n_layers", false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.n_heads, "n_heads", false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.d_mlp, "d_mlp", true));
+  HEADSCOPE_RETURN_IF_ERROR(size(c.vocab_size, Arg::kVocabSize, false));
+  HEADSCOPE_RETURN_IF_ERROR(size(c.max_len, Arg::kMaxLen, false));
+  HEADSCOPE_RETURN_IF_ERROR(size(c.d_model, Arg::kDModel, false));
+  HEADSCOPE_RETURN_IF_ERROR(size(c.n_layers, Arg::kNLayers, false));
+  HEADSCOPE_RETURN_IF_ERROR(size(c.n_heads, Arg::kNHeads, false));
+  HEADSCOPE_RETURN_IF_ERROR(size(c.d_mlp, Arg::kDMlp, true));
   if (c.n_layers > 256) {
-    return InvalidArgument("n_layers: expected at most 256 layers, got " + Str(c.n_layers));
+    return ArgError(StatusCode::kInvalidArgument, Arg::kNLayers,
+                    "expected at most 256 layers, got " + Str(c.n_layers));
   }
   if (c.d_model % c.n_heads != 0) {
-    return InvalidArgument("n_heads: d_model (" + Str(c.d_model) + ") must be divisible by n_heads (" +
-                           Str(c.n_heads) + ")");
+    return ArgError(StatusCode::kInvalidArgument, Arg::kNHeads,
+                    std::string(ArgName(Arg::kDModel)) + " (" + Str(c.d_model) +
+                        ") must be divisible by " + ArgName(Arg::kNHeads) + " (" +
+                        Str(c.n_heads) + ")");
   }
   if (!(c.ln_eps > 0) || !std::isfinite(c.ln_eps)) {
-    return InvalidArgument("ln_eps: expected a finite number > 0");
+    return ArgError(StatusCode::kInvalidArgument, Arg::kLnEps, "expected a finite number > 0");
+  }
+  // Every size is within kMaxDim, but their products need not fit the build's address space
+  // (size_t is 32 bits in WebAssembly: 2^24 x 2^24 embeddings would wrap to 0 floats). The weights,
+  // counted in 64 bits, must fit half of it (the Linear weights have packed copies too).
+  uint64_t floats = 0;  // (each entry is at most 2^48 floats, and there are a few thousand)
+  for (const TransformerParamSpec& p : TransformerParams(c)) {
+    floats += static_cast<uint64_t>(p.shape.NumElements());
+  }
+  const uint64_t limit = std::numeric_limits<size_t>::max() / sizeof(float) / 2;
+  if (floats > limit) {
+    return ArgError(StatusCode::kResourceExhausted, Arg::kConfig,
+                    "its weights are " + std::to_string(floats) + " floats, more than this build "
+                    "can hold (" + std::to_string(limit) + " floats: the Linear weights are also "
+                    "kept packed, and WebAssembly addresses 4 GiB)");
   }
   return Status::Ok();
 }
@@ -291,6 +294,7 @@ std::vector<std::string> TransformerHookNames(const TransformerConfig& c) {
 // One block: its attention module and the store entries of its LayerNorms and MLP (-1: absent).
 struct Transformer::Layer {
   std::unique_ptr<MultiheadAttention> attn;
+  KvCache cache;  // Generate's keys and values of this layer (causal models)
   int ln1_w = -1, ln1_b = -1, ln2_w = -1, ln2_b = -1;
   int fc_in_w = -1, fc_in_b = -1, fc_out_w = -1, fc_out_b = -1;
 };
@@ -400,9 +404,9 @@ Status Transformer::InitializeFromSeed(uint64_t seed) {
   for (const TransformerParamSpec& p : TransformerParams(config_)) {
     const size_t n = static_cast<size_t>(p.shape.NumElements());
     if (!values.Resize(n)) {
-      return Status(StatusCode::kResourceExhausted, Arg::kStateDict,
-                    std::string(ArgName(Arg::kStateDict)) + "['" + p.name +
-                        "']: out of memory initialising " + std::to_string(n) + " floats");
+      return ArgError(StatusCode::kResourceExhausted, Arg::kConfig,
+                      "out of memory initialising " + std::string(ArgName(Arg::kStateDict)) +
+                          "['" + p.name + "'] (" + std::to_string(n) + " floats)");
     }
     FillInitial(seed, p.name, InitRuleOf(config_, p.name), values.data(), n);
     HEADSCOPE_RETURN_IF_ERROR(SetParameter(p.name, {values.data(), p.shape, n}));
@@ -460,36 +464,49 @@ Status Transformer::Prepare() {
   return Status::Ok();
 }
 
-Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& options,
-                            TransformerResult* result) {
-  const TransformerConfig& c = config_;
-  const int64_t B = tokens.batch, T = tokens.length, D = c.d_model, V = c.vocab_size;
-  const int64_t H = c.n_heads, L = c.n_layers;
-  if (B < 1 || T < 1 || T > c.max_len) {
-    return ArgError(StatusCode::kShapeMismatch, Arg::kTokens,
-                    "expected (B, T) with B >= 1 and 1 <= T <= max_len = " + Str(c.max_len) +
-                        ", got (" + Str(B) + ", " + Str(T) + ")");
+// Tokens (B, T) with B, T >= 1, T <= max_positions, each in [0, vocab_size); `arg` names them.
+Status Transformer::CheckTokens(const TokenView& tokens, Arg arg, int64_t max_positions,
+                                const char* limit) const {
+  const int64_t B = tokens.batch, T = tokens.length, V = config_.vocab_size;
+  if (B < 1 || T < 1 || T > max_positions) {
+    return ArgError(StatusCode::kShapeMismatch, arg,
+                    "expected (B, T) with B >= 1 and 1 <= T <= " + std::string(limit) + " = " +
+                        Str(max_positions) + ", got (" + Str(B) + ", " + Str(T) + ")");
   }
   if (B > kMaxDim || tokens.data == nullptr) {
-    return ArgError(StatusCode::kShapeMismatch, Arg::kTokens, "no data for (" + Str(B) + ", " +
-                                                                  Str(T) + ") tokens");
+    return ArgError(StatusCode::kShapeMismatch, arg,
+                    "no data for (" + Str(B) + ", " + Str(T) + ") tokens");
   }
   for (int64_t i = 0; i < B * T; ++i) {
     const int32_t t = tokens.data[i];
     if (t < 0 || t >= V) {
-      return ArgError(StatusCode::kInvalidArgument, Arg::kTokens,
+      return ArgError(StatusCode::kInvalidArgument, arg,
                       "token [" + Str(i / T) + ", " + Str(i % T) + "] is " + Str(t) +
-                          ", expected an integer in [0, " + Str(V - 1) + "] (vocab_size " +
-                          Str(V) + ")");
+                          ", expected an integer in [0, " + Str(V - 1) + "] (" +
+                          ArgName(Arg::kVocabSize) + " " + Str(V) + ")");
     }
   }
-  const TensorView& gates = options.head_gates;
+  return Status::Ok();
+}
+
+Status Transformer::CheckGates(const TensorView& gates) const {
+  const int64_t L = config_.n_layers, H = config_.n_heads;
   if (gates.present() && (gates.shape != Shape{L, H} || gates.data == nullptr ||
                           gates.size != static_cast<size_t>(L * H))) {
     return ArgError(StatusCode::kShapeMismatch, Arg::kHeadGates,
-                    "expected (n_layers, n_heads) = [" + Str(L) + ", " + Str(H) + "] gates, got " +
-                        gates.shape.ToString());
+                    "expected (" + std::string(ArgName(Arg::kNLayers)) + ", " +
+                        ArgName(Arg::kNHeads) + ") = [" + Str(L) + ", " + Str(H) +
+                        "] gates, got " + gates.shape.ToString());
   }
+  return Status::Ok();
+}
+
+Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& options,
+                            TransformerResult* result) {
+  const TransformerConfig& c = config_;
+  const int64_t B = tokens.batch, T = tokens.length, V = c.vocab_size;
+  HEADSCOPE_RETURN_IF_ERROR(CheckTokens(tokens, Arg::kTokens, c.max_len, ArgName(Arg::kMaxLen)));
+  HEADSCOPE_RETURN_IF_ERROR(CheckGates(options.head_gates));
   // The hooks asked for, validated, in the caller's order (matched in place: the list of names
   // is only built for the error).
   result->hooks.resize(options.hooks.size());
@@ -516,44 +533,94 @@ Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& o
     result->hooks[i].first = options.hooks[i];
   }
   HEADSCOPE_RETURN_IF_ERROR(Prepare());
+  const uint64_t rows = static_cast<uint64_t>(B * T);
+  size_t bytes = 0;
+  if (!Resize(&result->logits, SaturatingProduct({rows, static_cast<uint64_t>(V)}), &bytes,
+              context_.max_call_bytes)) {
+    return TooLarge(B, T, context_.max_call_bytes);
+  }
+  result->logits_shape = Shape{B, T, V};
+  bool hooks_failed = false;
+  HEADSCOPE_RETURN_IF_ERROR(
+      RunBlocks(tokens, /*pos0=*/0, options.head_gates, /*cached=*/false, bytes, &result->hooks,
+                &hooks_failed));
+  const size_t M = static_cast<size_t>(rows);
+  const auto keep = [&](const char* suffix, const float* data, const Shape& shape) {
+    KeepHook(-1, suffix, data, shape, &result->hooks, &hooks_failed);
+  };
+  if (c.norm == NormPlacement::kPre) {
+    LayerNorm(x_.data(), M, static_cast<size_t>(c.d_model), store_.data(ln_final_w_),
+              store_.data(ln_final_b_), c.ln_eps, x_.data());
+    keep("ln_final.hook_normalized", x_.data(), Shape{B, T, c.d_model});
+  }
+  Unembed(x_.data(), M, result->logits.data());
+  keep("logits", result->logits.data(), result->logits_shape);
+  if (hooks_failed) {
+    return Status(StatusCode::kResourceExhausted, Arg::kHooks,
+                  std::string(ArgPath(Arg::kHooks)) + ": out of memory keeping the hooks");
+  }
+  return Status::Ok();
+}
+
+Status Transformer::TooLarge(int64_t B, int64_t T, size_t limit) const {
+  return Status(StatusCode::kResourceExhausted, Arg::kTokens,
+                std::string(ArgPath(Arg::kTokens)) + ": buffers for (" + Str(B) + ", " + Str(T) +
+                    ") tokens would exceed the limit of " + std::to_string(limit) +
+                    " bytes, or could not be allocated");
+}
+
+// Hook `suffix` of layer `l` (-1: of the model), if it is in `hooks`: a copy of `data`, shaped
+// `shape` (an allocation failure sets *failed, reported once the pass is done).
+void Transformer::KeepHook(int64_t l, const char* suffix, const float* data, const Shape& shape,
+                           std::vector<std::pair<std::string, TraceTensor>>* hooks,
+                           bool* failed) {
+  for (auto& h : *hooks) {
+    if (!IsHook(h.first, l, suffix)) continue;
+    h.second.shape = shape;
+    if (!h.second.data.Resize(static_cast<size_t>(shape.NumElements()))) {
+      *failed = true;
+      return;
+    }
+    std::memcpy(h.second.data.data(), data, h.second.data.size() * sizeof(float));
+    return;
+  }
+}
+
+// logits[M, V] = rows[M, D] unembed.weight^T + unembed.bias.
+void Transformer::Unembed(const float* rows, size_t M, float* logits) {
+  const size_t D = static_cast<size_t>(config_.d_model), V = static_cast<size_t>(config_.vocab_size);
+  MatMulPacked(rows, D, packed_->unembed.panels.data(),
+               unembed_b_ >= 0 ? store_.data(unembed_b_) : nullptr, M, V, D, 1.0f, logits, V,
+               context_.pool.threads);
+}
+
+// The embeddings and every block for tokens (B, T) at positions pos0 .. pos0 + T - 1, leaving the
+// residual stream [B*T, D] in x_ (before ln_final). cached: each block's attention runs through
+// its KV cache (ForwardCached: the cache holds positions 0 .. pos0 - 1 and takes these), else
+// through Forward / Trace over these tokens alone (pos0 is 0 then). `hooks`: the hooks to keep
+// (none for cached passes). Sizes the activations, counting from `bytes` already planned.
+Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const TensorView& gates,
+                              bool cached, size_t bytes,
+                              std::vector<std::pair<std::string, TraceTensor>>* hooks,
+                              bool* hooks_failed) {
+  const TransformerConfig& c = config_;
+  const int64_t B = tokens.batch, T = tokens.length, D = c.d_model;
+  const int64_t H = c.n_heads, L = c.n_layers;
   for (const auto& layer : layers_) HEADSCOPE_RETURN_IF_ERROR(layer->attn->Prepare());
 
   context_.UseProcessDefaults();
   const size_t limit = context_.max_call_bytes;
-  size_t bytes = 0;
   const uint64_t rows = static_cast<uint64_t>(B * T);
   const uint64_t MD = SaturatingProduct({rows, static_cast<uint64_t>(D)});
   if (!Resize(&x_, MD, &bytes, limit) || !Resize(&normed_, MD, &bytes, limit) ||
       !Resize(&hidden_, SaturatingProduct({rows, static_cast<uint64_t>(c.d_mlp)}), &bytes, limit) ||
-      !Resize(&mlp_out_, MD, &bytes, limit) ||
-      !Resize(&result->logits, SaturatingProduct({rows, static_cast<uint64_t>(V)}), &bytes, limit)) {
-    return Status(StatusCode::kResourceExhausted, Arg::kTokens,
-                  std::string(ArgPath(Arg::kTokens)) + ": buffers for (" + Str(B) + ", " + Str(T) +
-                      ") tokens would exceed the limit of " + std::to_string(limit) +
-                      " bytes, or could not be allocated");
+      !Resize(&mlp_out_, MD, &bytes, limit)) {
+    return TooLarge(B, T, limit);
   }
-  result->logits_shape = Shape{B, T, V};
   const size_t M = static_cast<size_t>(rows), Dz = static_cast<size_t>(D);
   const int threads = context_.pool.threads;
-
-  // The hook slot of hook `suffix` of layer `l` (-1: of the model) if it was asked for, shaped
-  // `shape`; null otherwise (or if it could not be allocated: reported once the pass is done).
-  bool hooks_failed = false;
-  const auto want = [&](int64_t l, const char* suffix, const Shape& shape) -> TraceTensor* {
-    for (auto& h : result->hooks) {
-      if (IsHook(h.first, l, suffix)) {
-        h.second.shape = shape;
-        if (h.second.data.Resize(static_cast<size_t>(shape.NumElements()))) return &h.second;
-        hooks_failed = true;
-        return nullptr;
-      }
-    }
-    return nullptr;
-  };
   const auto keep = [&](int64_t l, const char* suffix, const float* data, const Shape& shape) {
-    if (TraceTensor* t = want(l, suffix, shape)) {
-      std::memcpy(t->data.data(), data, t->data.size() * sizeof(float));
-    }
+    KeepHook(l, suffix, data, shape, hooks, hooks_failed);
   };
   const Shape btd{B, T, D};
 
@@ -566,30 +633,28 @@ Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& o
   keep(-1, "hook_embed", x_.data(), btd);
   if (c.positions != PositionKind::kNone) {
     float* pos = normed_.data();  // [B, T, D], the positions of every row (scratch until ln1)
-    // [max_len, D]: the learned entry, or the sinusoidal table's first T rows.
+    // [max_len, D]: the learned entry, or the sinusoidal table's first pos0 + T rows.
     const float* table = pos_embed_ >= 0 ? store_.data(pos_embed_) : nullptr;
     if (c.positions == PositionKind::kSinusoidal) {
-      if (sinusoid_rows_ < T) {
-        if (!sinusoid_.Resize(static_cast<size_t>(T * D))) {
-          return Status(StatusCode::kResourceExhausted, Arg::kTokens,
-                        std::string(ArgPath(Arg::kTokens)) + ": out of memory for the positions of " +
-                            Str(T) + " tokens");
-        }
-        for (int64_t p = 0; p < T; ++p) {
+      const int64_t need = pos0 + T;
+      if (sinusoid_rows_ < need) {
+        if (!sinusoid_.Resize(static_cast<size_t>(need * D))) return TooLarge(B, T, limit);
+        // (Resize keeps no contents when it grows: the rows are computed again from 0.)
+        for (int64_t p = 0; p < need; ++p) {
           for (int64_t j = 0; j < D; ++j) {
             sinusoid_[static_cast<size_t>(p * D + j)] = Sinusoid(p, j, D);
           }
         }
-        sinusoid_rows_ = T;
+        sinusoid_rows_ = need;
       }
       table = sinusoid_.data();
     }
     for (size_t r = 0; r < M; ++r) {
-      const int64_t p = static_cast<int64_t>(r) % T;
+      const int64_t p = pos0 + static_cast<int64_t>(r) % T;
       std::memcpy(pos + r * Dz, table + p * D, Dz * sizeof(float));
     }
     keep(-1, "hook_pos_embed", pos, btd);
-    for (size_t i = 0; i < M * Dz; ++i) x_[i] += pos[i];
+    AddInPlace(x_.data(), pos, M * Dz);
   }
 
   const bool pre = c.norm == NormPlacement::kPre, post = c.norm == NormPlacement::kPost;
@@ -609,10 +674,14 @@ Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& o
     const TensorView in{a_in, btd, M * Dz};
     bool traced = false;
     for (const char* a : kAttnHooks) {
-      for (const auto& h : result->hooks) traced = traced || IsHook(h.first, l, a);
+      for (const auto& h : *hooks) traced = traced || IsHook(h.first, l, a);
     }
     const float* attn_out;
-    if (traced) {
+    if (cached) {
+      HEADSCOPE_RETURN_IF_ERROR(
+          layer.attn->ForwardCached(in, o, &layer.cache, &attn_result_, &context_));
+      attn_out = attn_result_.output.data();
+    } else if (traced) {
       HEADSCOPE_RETURN_IF_ERROR(layer.attn->Trace(in, in, in, o, &attn_trace_, &context_));
       keep(l, "attn.hook_q", attn_trace_.q.data.data(), attn_trace_.q.shape);
       keep(l, "attn.hook_k", attn_trace_.k.data.data(), attn_trace_.k.shape);
@@ -627,7 +696,7 @@ Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& o
       attn_out = attn_result_.output.data();
     }
     keep(l, "hook_attn_out", attn_out, btd);
-    for (size_t i = 0; i < M * Dz; ++i) x_[i] += attn_out[i];
+    AddInPlace(x_.data(), attn_out, M * Dz);
     if (post) {
       LayerNorm(x_.data(), M, Dz, store_.data(layer.ln1_w), store_.data(layer.ln1_b), c.ln_eps,
                 x_.data());
@@ -649,7 +718,7 @@ Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& o
       MatMulPacked(hidden_.data(), Mlp, packed_->fc_out[static_cast<size_t>(l)].panels.data(),
                    fc_out_b, M, Dz, Mlp, 1.0f, mlp_out_.data(), Dz, threads);
       keep(l, "hook_mlp_out", mlp_out_.data(), btd);
-      for (size_t i = 0; i < M * Dz; ++i) x_[i] += mlp_out_[i];
+      AddInPlace(x_.data(), mlp_out_.data(), M * Dz);
       if (post) {
         LayerNorm(x_.data(), M, Dz, store_.data(layer.ln2_w), store_.data(layer.ln2_b), c.ln_eps,
                   x_.data());
@@ -657,19 +726,188 @@ Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& o
     }
     keep(l, "hook_resid_post", x_.data(), btd);
   }
-  if (pre) {
-    LayerNorm(x_.data(), M, Dz, store_.data(ln_final_w_), store_.data(ln_final_b_), c.ln_eps,
-              x_.data());
-    keep(-1, "ln_final.hook_normalized", x_.data(), btd);
+  return Status::Ok();
+}
+
+// Logits [B, V] of the last position of each of the B sequences the pass left in x_ ([B*T, D]):
+// those rows through ln_final and the unembedding only (every stage works row by row, so these
+// are the bits the full pass gives them).
+void Transformer::LastLogits(int64_t B, int64_t T) {
+  const size_t D = static_cast<size_t>(config_.d_model);
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(last_.data() + static_cast<size_t>(b) * D,
+                x_.data() + static_cast<size_t>(b * T + T - 1) * D, D * sizeof(float));
   }
-  MatMulPacked(x_.data(), Dz, packed_->unembed.panels.data(),
-               unembed_b_ >= 0 ? store_.data(unembed_b_) : nullptr,
-               M, static_cast<size_t>(V), Dz, 1.0f, result->logits.data(), static_cast<size_t>(V),
-               threads);
-  keep(-1, "logits", result->logits.data(), result->logits_shape);
-  if (hooks_failed) {
-    return Status(StatusCode::kResourceExhausted, Arg::kHooks,
-                  std::string(ArgPath(Arg::kHooks)) + ": out of memory keeping the hooks");
+  if (config_.norm == NormPlacement::kPre) {
+    LayerNorm(last_.data(), static_cast<size_t>(B), D, store_.data(ln_final_w_),
+              store_.data(ln_final_b_), config_.ln_eps, last_.data());
+  }
+  Unembed(last_.data(), static_cast<size_t>(B), step_logits_.data());
+}
+
+namespace {
+
+// The greedy choice: the first largest logit, a NaN counting as larger than any number (as
+// torch.argmax takes it).
+int32_t Argmax(const float* row, int64_t V) {
+  int64_t best = 0;
+  for (int64_t j = 0; j < V; ++j) {
+    if (row[j] != row[j]) return static_cast<int32_t>(j);
+    if (row[j] > row[best]) best = j;
+  }
+  return static_cast<int32_t>(best);
+}
+
+}  // namespace
+
+// One token from a row of logits under the options (see GenerateOptions): greedy at temperature
+// 0; otherwise softmax(logits / temperature) in double over the top_k largest (ties: lower index
+// first), cut to the smallest prefix whose probability reaches top_p, sampled with u, a uniform
+// number in [0, 1).
+int32_t Transformer::Sample(const float* row, const GenerateOptions& o, double u) {
+  const int64_t V = config_.vocab_size;
+  if (o.temperature == 0.0) return Argmax(row, V);
+  for (int64_t j = 0; j < V; ++j) {
+    if (!std::isfinite(row[j])) return Argmax(row, V);  // no distribution: the greedy choice
+  }
+  order_.resize(static_cast<size_t>(V));
+  for (int64_t j = 0; j < V; ++j) order_[static_cast<size_t>(j)] = static_cast<int32_t>(j);
+  // A strict total order (value, then index), so every sort algorithm gives the same list.
+  std::sort(order_.begin(), order_.end(), [&](int32_t a, int32_t b) {
+    return row[a] != row[b] ? row[a] > row[b] : a < b;
+  });
+  size_t keep = static_cast<size_t>(V);
+  if (o.top_k > 0 && o.top_k < V) keep = static_cast<size_t>(o.top_k);
+  probs_.resize(keep);
+  const double top = static_cast<double>(row[order_[0]]) / o.temperature;
+  double total = 0.0;
+  for (size_t i = 0; i < keep; ++i) {
+    probs_[i] = std::exp(static_cast<double>(row[order_[i]]) / o.temperature - top);
+    total += probs_[i];
+  }
+  if (o.top_p < 1.0) {
+    // The smallest prefix whose probability reaches top_p (at least one token).
+    double mass = 0.0;
+    size_t n = 0;
+    while (n < keep && (n == 0 || mass < o.top_p * total)) mass += probs_[n++];
+    keep = n;
+    total = mass;
+  }
+  const double target = u * total;
+  double run = 0.0;
+  for (size_t i = 0; i + 1 < keep; ++i) {
+    run += probs_[i];
+    if (target < run) return order_[i];
+  }
+  return order_[keep - 1];
+}
+
+Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
+                             GenerateResult* result) {
+  const TransformerConfig& c = config_;
+  const int64_t B = prompt.batch, T = prompt.length, V = c.vocab_size;
+  HEADSCOPE_RETURN_IF_ERROR(CheckTokens(prompt, Arg::kPrompt, c.max_len, ArgName(Arg::kMaxLen)));
+  if (o.max_new_tokens < 0 || o.max_new_tokens > c.max_len - T) {
+    return ArgError(StatusCode::kInvalidArgument, Arg::kMaxNewTokens,
+                    "expected an integer in [0, " + Str(c.max_len - T) + "]: the prompt's " +
+                        Str(T) + " tokens plus the new ones must fit " + ArgName(Arg::kMaxLen) +
+                        " = " + Str(c.max_len) + ", got " + Str(o.max_new_tokens));
+  }
+  if (!(o.temperature >= 0.0) || !std::isfinite(o.temperature)) {
+    return ArgError(StatusCode::kInvalidArgument, Arg::kTemperature,
+                    "expected a finite number >= 0 (0: greedy)");
+  }
+  if (o.top_k < 0) {
+    return ArgError(StatusCode::kInvalidArgument, Arg::kTopK,
+                    "expected an integer >= 0 (0: every token), got " + Str(o.top_k));
+  }
+  if (!(o.top_p > 0.0 && o.top_p <= 1.0)) {
+    return ArgError(StatusCode::kInvalidArgument, Arg::kTopP,
+                    "expected a number in (0, 1] (1: every token)");
+  }
+  HEADSCOPE_RETURN_IF_ERROR(CheckGates(o.head_gates));
+  HEADSCOPE_RETURN_IF_ERROR(Prepare());
+
+  const int64_t n = o.max_new_tokens, W = T + n;
+  const size_t limit = context_.max_call_bytes;
+  size_t bytes = 0;
+  const uint64_t D = static_cast<uint64_t>(c.d_model);
+  // The KV caches (causal models), the last rows and their logits, the kept logits.
+  const uint64_t cache_floats =
+      c.causal ? SaturatingProduct({2, static_cast<uint64_t>(c.n_layers), static_cast<uint64_t>(B),
+                                    static_cast<uint64_t>(W), D})
+               : 0;
+  if (!AddBytes(&bytes, cache_floats, limit) ||
+      !Resize(&last_, SaturatingProduct({static_cast<uint64_t>(B), D}), &bytes, limit) ||
+      !Resize(&step_logits_, SaturatingProduct({static_cast<uint64_t>(B), static_cast<uint64_t>(V)}),
+              &bytes, limit) ||
+      !Resize(&result->logits,
+              o.keep_logits ? SaturatingProduct({static_cast<uint64_t>(B), static_cast<uint64_t>(n),
+                                                 static_cast<uint64_t>(V)})
+                            : 0,
+              &bytes, limit)) {
+    return ArgError(StatusCode::kResourceExhausted, Arg::kMaxNewTokens,
+                    "generating " + Str(n) + " tokens after (" + Str(B) + ", " + Str(T) +
+                        ") would exceed the limit of " + std::to_string(limit) +
+                        " bytes, or could not be allocated");
+  }
+  result->tokens.resize(static_cast<size_t>(B * W));
+  result->tokens_shape = Shape{B, W};
+  result->logits_shape = o.keep_logits ? Shape{B, n, V} : Shape{};
+  for (int64_t b = 0; b < B; ++b) {
+    std::memcpy(result->tokens.data() + b * W, prompt.data + b * T,
+                static_cast<size_t>(T) * sizeof(int32_t));
+  }
+  if (n == 0) return Status::Ok();
+  no_hooks_.clear();
+  bool unused = false;
+  if (c.causal) {
+    for (auto& layer : layers_) {
+      if (!layer->cache.Reset(static_cast<size_t>(B), static_cast<size_t>(W),
+                              static_cast<size_t>(D))) {
+        return ArgError(StatusCode::kResourceExhausted, Arg::kMaxNewTokens,
+                        "out of memory for the KV cache of " + Str(W) + " positions");
+      }
+    }
+    // The prompt through every block, filling the caches.
+    HEADSCOPE_RETURN_IF_ERROR(RunBlocks(prompt, 0, o.head_gates, true, bytes, &no_hooks_, &unused));
+  } else {
+    step_tokens_.resize(static_cast<size_t>(B * W));
+    HEADSCOPE_RETURN_IF_ERROR(RunBlocks(prompt, 0, o.head_gates, false, bytes, &no_hooks_, &unused));
+  }
+  LastLogits(B, T);
+  const uint64_t stream = Mix64(o.seed ^ Fnv1a64("generate"));
+  for (int64_t s = 0; s < n; ++s) {
+    for (int64_t b = 0; b < B; ++b) {
+      const float* row = step_logits_.data() + b * V;
+      if (o.keep_logits) {
+        std::memcpy(result->logits.data() + (b * n + s) * V, row, static_cast<size_t>(V) * sizeof(float));
+      }
+      // The (s, b)-th draw of the seed's stream: 53 bits, in [0, 1).
+      const double u = static_cast<double>(Word(stream, static_cast<uint64_t>(s * B + b)) >> 11) *
+                       0x1p-53;
+      result->tokens[static_cast<size_t>(b * W + T + s)] = Sample(row, o, u);
+    }
+    if (s + 1 == n) break;
+    const int64_t len = T + s + 1;  // tokens so far
+    if (c.causal) {
+      // One new position per sequence, through the caches.
+      step_tokens_.resize(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) step_tokens_[static_cast<size_t>(b)] = result->tokens[static_cast<size_t>(b * W + len - 1)];
+      HEADSCOPE_RETURN_IF_ERROR(RunBlocks({step_tokens_.data(), B, 1}, len - 1, o.head_gates, true,
+                                          bytes, &no_hooks_, &unused));
+      LastLogits(B, 1);
+    } else {
+      // Bidirectional attention: every position sees the new token, so nothing computed before
+      // holds; the whole sequence runs again.
+      for (int64_t b = 0; b < B; ++b) {
+        std::memcpy(step_tokens_.data() + b * len, result->tokens.data() + b * W,
+                    static_cast<size_t>(len) * sizeof(int32_t));
+      }
+      HEADSCOPE_RETURN_IF_ERROR(RunBlocks({step_tokens_.data(), B, len}, 0, o.head_gates, false,
+                                          bytes, &no_hooks_, &unused));
+      LastLogits(B, len);
+    }
   }
   return Status::Ok();
 }

@@ -87,6 +87,34 @@ struct TransformerResult {
   std::vector<std::pair<std::string, TraceTensor>> hooks;
 };
 
+// Generation (Transformer::Generate). Each step appends one token to each of the B sequences:
+//   temperature 0 (greedy): the argmax of the last position's logits, the lowest index on ties
+//     (a NaN counts as the largest, as torch.argmax takes it);
+//   temperature > 0: the logits divided by it, in double; the top_k largest kept (0: all; ties:
+//     lower index first); softmax over them; then the smallest prefix of them, largest first,
+//     whose probability reaches top_p (1: all); one token drawn from what is left with
+//     u = (word(s * B + b) >> 11) / 2^53, the (s * B + b)-th output of the generator of "Initial
+//     weights from a seed" for key mix64(seed ^ fnv1a64("generate")) (step s, sequence b). A row
+//     with a NaN or infinite logit has no distribution: it takes the greedy choice.
+// The same seed gives the same tokens on every platform up to libm's exp (glibc natively,
+// musl in WebAssembly; a last-bit difference moves a draw only at a boundary).
+struct GenerateOptions {
+  int64_t max_new_tokens = 1;  // 0 .. max_len - T
+  double temperature = 0.0;
+  int64_t top_k = 0;
+  double top_p = 1.0;  // (0, 1]
+  uint64_t seed = 0;
+  TensorView head_gates;     // [n_layers, n_heads] or empty, as TransformerOptions'
+  bool keep_logits = false;  // also return each step's logits
+};
+
+struct GenerateResult {
+  std::vector<int32_t> tokens;  // [B, T + max_new_tokens]: the prompt, then the new tokens
+  Shape tokens_shape;
+  AlignedBuffer logits;  // [B, max_new_tokens, V]: the logits each new token was chosen from
+  Shape logits_shape;    // rank 0 unless keep_logits
+};
+
 // Initial weights from a seed (Transformer::InitializeFromSeed). Part of the public contract: the
 // same seed gives bit-identical weights on every platform (natively and in WebAssembly, any
 // thread count), and each value is a pure function of (seed, state_dict key, element index), so
@@ -153,6 +181,19 @@ class Transformer {
   Status Forward(const TokenView& tokens, const TransformerOptions& options,
                  TransformerResult* result);
 
+  // Appends max_new_tokens tokens to each prompt sequence (B, T) (see GenerateOptions). A causal
+  // model keeps a KV cache per layer (KvCache): the prompt runs once, then each step runs one new
+  // position per sequence through every block against the cached keys and values, so a step
+  // costs O(layers * (d_model^2 + context * d_model) + vocab_size * d_model): linear in the
+  // context. Its logits are the bits the last row of Forward over the whole sequence so far gives
+  // (every stage works row by row and a row's attention does not depend on the keys after it),
+  // so greedy generation is the argmax of a full recomputation at every step, bit for bit. The
+  // sequences of a batch all have the prompt's length, so they share the cache's positions. A
+  // non-causal model has nothing to cache (every position sees the new token): each step runs
+  // the whole sequence again.
+  Status Generate(const TokenView& prompt, const GenerateOptions& options,
+                  GenerateResult* result);
+
   // Mean cross-entropy of logits [B, T, V] against targets [B, T] (PyTorch's
   // F.cross_entropy(ignore_index=-100)): over the positions whose target is not -100, in double.
   // Targets outside [0, V) other than -100, or none counted, are refused naming the targets.
@@ -163,6 +204,18 @@ class Transformer {
   explicit Transformer(const TransformerConfig& config);
   struct Layer;
   Status Prepare();
+  Status CheckTokens(const TokenView& tokens, Arg arg, int64_t max_positions,
+                     const char* limit) const;
+  Status CheckGates(const TensorView& gates) const;
+  Status TooLarge(int64_t B, int64_t T, size_t limit) const;
+  static void KeepHook(int64_t l, const char* suffix, const float* data, const Shape& shape,
+                       std::vector<std::pair<std::string, TraceTensor>>* hooks, bool* failed);
+  void Unembed(const float* rows, size_t M, float* logits);
+  Status RunBlocks(const TokenView& tokens, int64_t pos0, const TensorView& gates, bool cached,
+                   size_t bytes, std::vector<std::pair<std::string, TraceTensor>>* hooks,
+                   bool* hooks_failed);
+  void LastLogits(int64_t B, int64_t T);
+  int32_t Sample(const float* row, const GenerateOptions& options, double u);
 
   TransformerConfig config_;
   ParameterStore store_;  // everything but the attention layers' own weights
@@ -182,6 +235,11 @@ class Transformer {
   AlignedBuffer x_, normed_, attn_out_, hidden_, mlp_out_;
   ForwardResult attn_result_;
   AttentionTrace attn_trace_;
+  // Generate's: the last rows [B, D] and their logits [B, V], one step's tokens, sampling scratch.
+  AlignedBuffer last_, step_logits_;
+  std::vector<int32_t> step_tokens_, order_;
+  std::vector<double> probs_;
+  std::vector<std::pair<std::string, TraceTensor>> no_hooks_;
 };
 
 }  // namespace headscope

@@ -247,3 +247,81 @@ test('a file over the size limit is refused before it is read', async () => {
     await p.close();
   }
 });
+
+// A "kind": "transformer" case (the induction lab's model: 2 layers x 2 heads, B = 2, T = 32):
+// checked against PyTorch's expected values, and a layers x heads grid of batch item 0's patterns.
+test('a transformer case: the check per tensor and the loss, a labelled layers x heads pattern grid', async () => {
+  const p = await openPage('/demo/#load');
+  const lab = fileURLToPath(new URL('../golden/transformer/induction-lab-pre-learned-attn-only-l2-h2-b2.json', import.meta.url));
+  const doc = JSON.parse(readFileSync(lab, 'utf8'));
+  try {
+    const { page } = p;
+    await page.setInputFiles(`${root} input[type="file"]`, lab);
+    const verdict = page.locator(`${root} .hs-tcase-verdict`);
+    await verdict.waitFor({ state: 'visible' });
+    const hooks = Object.keys(doc.expected.hooks);
+    assert.match(await verdict.textContent(), new RegExp(`^Pass\\. Matches the file's expected values \\(max relative ` +
+      `error \\d\\.\\d\\de-[78] over ${hooks.length + 1} tensors; loss 3\\.605159\\d+ vs ${doc.expected.loss}, error \\d\\.\\d\\de-\\d+\\)\\.$`));
+    assert.match(await page.textContent(`${root} .hs-load-summary`), /^induction-lab-pre-learned-attn-only-l2-h2-b2: a transformer case, vocab 28, max_len 32, d_model 32, 2 layers x 2 heads, attention only/);
+    // Per tensor: logits, every hook, the loss; all pass.
+    const rows = page.locator(`${root} .hs-tcase-table tbody tr`);
+    assert.equal(await rows.count(), hooks.length + 2);
+    assert.deepEqual(await page.locator(`${root} .hs-tcase-table tbody th`).allTextContents(),
+      ['logits', ...hooks.map((h) => `hooks.${h}`), 'loss']);
+    assert.equal(await page.locator(`${root} .hs-tcase-table tbody tr.hs-fail`).count(), 0);
+    // The grid: a heading per layer, a captioned heatmap per head, rows and columns labelled by
+    // batch item 0's token ids, each heatmap a keyboard stop with an accessible name.
+    assert.deepEqual(await page.locator(`${root} .hs-tcase-patterns h4`).allTextContents(), ['Layer 0', 'Layer 1']);
+    const figures = page.locator(`${root} .hs-tcase-head`);
+    assert.equal(await figures.count(), 4);
+    assert.deepEqual(await figures.locator('figcaption').allTextContents(), ['Head 0', 'Head 1', 'Head 0', 'Head 1']);
+    const ids = doc.inputs.tokens[0].map(String);
+    for (let k = 0; k < 4; k++) {
+      const figure = figures.nth(k);
+      assert.deepEqual(await figure.locator('.hs-heatmap-rows span').allTextContents(), ids);
+      assert.deepEqual(await figure.locator('.hs-heatmap-cols span').allTextContents(), ids);
+      const canvas = figure.locator('canvas');
+      assert.equal(await canvas.getAttribute('tabindex'), '0');
+      assert.match(await canvas.getAttribute('aria-label'),
+        new RegExp(`^Attention pattern of layer ${k >> 1}, head ${k & 1}, 32 x 32 tokens\\.`));
+    }
+    // Keyboard: Tab reaches the first heatmap from the per-tensor summary; the arrows read cells.
+    await page.focus(`${root} .hs-tcase-tensors summary`);
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.closest('figure')?.dataset.layer), '0');
+    await page.keyboard.press('ArrowDown');
+    const readout = page.locator(`${root} .hs-tcase-readout`);
+    const want = doc.expected.hooks['blocks.0.attn.hook_pattern'][0][0][1];
+    assert.match(await readout.textContent(), new RegExp(`^layer 0, head 0: query 1 \\(token ${ids[1]}\\) → key 0 ` +
+      `\\(token ${ids[0]}\\): weight ${want[0].toFixed(3)}$`));
+    await page.keyboard.press('ArrowRight');
+    await page.keyboard.press('ArrowRight');
+    assert.match(await readout.textContent(), /query 1 .* → key 2 .*: weight 0 \(masked\)$/);
+    await screenshot(page, 'load-transformer');
+
+    // A wrong expected loss fails, naming it; a token out of range is refused naming its path.
+    const wrong = structuredClone(doc);
+    wrong.expected.loss += 0.5;
+    await page.setInputFiles(`${root} input[type="file"]`,
+      { name: 'wrong-loss.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(wrong)) });
+    await page.waitForFunction((sel) => /^Fail\./.test(document.querySelector(sel)?.textContent ?? ''), `${root} .hs-tcase-verdict`);
+    assert.match(await verdict.textContent(), /^Fail\. Differs from the file's expected values: loss: got 3\.605159\d+, expected 4\.105159/);
+    assert.equal(await page.locator(`${root} .hs-tcase-table tbody tr.hs-fail th`).allTextContents().then((t) => t.join()), 'loss');
+    assert.equal(await figures.count(), 4, 'the patterns still show');
+    const bad = structuredClone(doc);
+    bad.inputs.tokens[1][3] = 28;
+    await page.setInputFiles(`${root} input[type="file"]`,
+      { name: 'bad-token.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(bad)) });
+    await page.waitForFunction((sel) => document.querySelector(sel).textContent.length > 0, `${root} [role="alert"]`);
+    assert.equal(await page.textContent(`${root} [role="alert"]`), 'Could not load bad-token.json: PARSE_ERROR: ' +
+      'inputs.tokens[1][3]: expected a token id in [0, 27] (config.vocab_size 28), got 28');
+    assert.equal(await page.locator(`${root} .hs-tcase-head`).count(), 0, 'the earlier grid is cleared');
+    // And an attention case still loads as before.
+    await page.setInputFiles(`${root} input[type="file"]`, seedPath);
+    await page.waitForFunction((sel) => /Matches the file's expected values/.test(document.querySelector(sel).textContent),
+      `${root} .hs-load-summary`);
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});

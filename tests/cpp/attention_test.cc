@@ -35,6 +35,7 @@ struct StageCall {
   size_t out_pad = 0;  // floats between the concat's rows beyond H * hd (same strides as q)
   std::vector<float> q, k, v, attn_mask, kpm;
   bool causal = false, mask_per_head = false, has_attn_mask = false, has_kpm = false;
+  size_t q_offset = 0;  // ScoreModifiers::q_offset (the scalar stage knows none: 0 there)
   bool want_weights = false, average = false, want_scores = false, want_sinks = false;
   std::vector<float> gates;  // [H] head gates; empty: none (AttentionOutputs::head_gates null)
   std::string description;
@@ -184,6 +185,7 @@ StageResult RunStage(const StageCall& c, size_t workers) {
   a.modifiers.attn_mask_per_head = c.mask_per_head;
   a.modifiers.key_padding_mask = c.has_kpm ? c.kpm.data() : nullptr;
   a.modifiers.causal = c.causal;
+  a.modifiers.q_offset = c.q_offset;
   a.out.concat = r.concat.data();
   a.out.weights = c.want_weights ? r.weights.data() : nullptr;
   a.out.average_weights = c.average;
@@ -454,6 +456,53 @@ TEST(AttentionStage, CausalTilesSkipInvisibleKeys) {
       }
     }
   }
+}
+
+// What generation with a KV cache relies on (transformer.h): a causal row's numbers depend
+// neither on the keys after it nor on the kernel path. Row P-1 of a causal call over L keys is,
+// bit for bit, row P-1 of the call over the first P positions, and the one query of a call with
+// q_offset P-1 over P keys; P runs across the small-head path's bound (12 keys) and the query
+// tile (64 rows), head dims across the SIMD width, on every target.
+TEST(AttentionStage, ACausalRowDependsNeitherOnLaterKeysNorOnThePath) {
+  test::ForEachTarget([](const char* target) {
+    std::mt19937 rng(41);
+    for (size_t hd : {1, 3, 4, 5, 8, 12, 16, 17}) {
+      const size_t H = 2, E = H * hd, L = 70;
+      StageCall full = DenseCall(1, H, H, L, L, hd, rng);
+      full.causal = true;
+      full.want_weights = true;
+      const StageResult all = RunStage(full, 1);
+      for (size_t P : {1, 2, 5, 11, 12, 13, 16, 33, 64, 65, 70}) {
+        SCOPED_TRACE(std::string(target) + " hd=" + std::to_string(hd) + " P=" + std::to_string(P));
+        // The first P positions alone, causal.
+        StageCall prefix = DenseCall(1, H, H, P, P, hd, rng);
+        prefix.q.assign(full.q.begin(), full.q.begin() + P * E);
+        prefix.k.assign(full.k.begin(), full.k.begin() + P * E);
+        prefix.v.assign(full.v.begin(), full.v.begin() + P * E);
+        prefix.causal = true;
+        prefix.want_weights = true;
+        const StageResult head = RunStage(prefix, 1);
+        // Position P-1's query alone over the P keys (a generation step).
+        StageCall step = DenseCall(1, H, H, 1, P, hd, rng);
+        step.q.assign(full.q.begin() + (P - 1) * E, full.q.begin() + P * E);
+        step.k = prefix.k;
+        step.v = prefix.v;
+        step.causal = true;
+        step.q_offset = P - 1;
+        step.want_weights = true;
+        const StageResult one = RunStage(step, 1);
+        const std::vector<float> want(all.concat.begin() + (P - 1) * E, all.concat.begin() + P * E);
+        ExpectSameBits(std::vector<float>(head.concat.begin() + (P - 1) * E, head.concat.begin() + P * E),
+                       want, "prefix call's last row");
+        ExpectSameBits(one.concat, want, "q_offset step's row");
+        for (size_t h = 0; h < H; ++h) {
+          const float* w = all.weights.data() + (h * L + P - 1) * L;
+          ExpectSameBits(std::vector<float>(one.weights.begin() + h * P, one.weights.begin() + (h + 1) * P),
+                         std::vector<float>(w, w + P), "the step's weights");
+        }
+      }
+    }
+  });
 }
 
 // Grouped-query attention is a change of AttentionShape: with H_kv < H, head h reads K/V head

@@ -1,6 +1,8 @@
-// The JSON case format (shared/spec/case-format.md): ParseCase errors name the JSON path, the
+// The JSON case format (docs/case-format.md): ParseCase errors name the JSON path, the
 // non-finite strings, self-attention defaults, `expected` handling, ResultToJson / TensorToJson
-// output and a round trip through them, and CompareWithExpected.
+// output and a round trip through them, and CompareWithExpected; "kind": "transformer" documents
+// through ParseCaseDocument, RunTransformerCase and their comparison.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -945,6 +947,148 @@ TEST(CaseFile, WriteResultJsonWritesResultToJson) {
   std::fclose(f);
   EXPECT_EQ(ReadBytes(path), ResultToJson(result) + "\n");
   std::remove(path.c_str());
+}
+
+// --- "kind": "transformer" ----------------------------------------------------------------------
+
+Json TransformerGolden(const std::string& name) {
+  return Json::parse(ReadOrDie(GoldenPath("transformer/" + name + ".json")));
+}
+
+// ParseCaseDocument refuses `doc` with kParseError whose message starts with "<prefix>".
+void ExpectTransformerError(const Json& doc, const std::string& prefix) {
+  CaseDocument d;
+  const Status s = ParseCaseDocument(doc.dump(), &d);
+  EXPECT_EQ(s.code(), StatusCode::kParseError) << s.ToString();
+  EXPECT_EQ(s.message().rfind(prefix, 0), 0u) << "want '" << prefix << "': " << s.message();
+}
+
+TEST(TransformerCase, EveryGoldenCaseParsesRunsAndMatches) {
+  int cases = 0;
+  double worst = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(GoldenPath("transformer"))) {
+    if (entry.path().extension() != ".json") continue;
+    const std::string text = ReadOrDie(entry.path().string());
+    CaseDocument doc;
+    const Status s = ParseCaseDocument(text, &doc);
+    ASSERT_TRUE(s.ok()) << entry.path() << ": " << s.ToString();
+    ASSERT_EQ(doc.kind, CaseKind::kTransformer) << entry.path();
+    const TransformerCase& c = doc.transformer;
+    ASSERT_TRUE(c.has_expected);
+    EXPECT_FALSE(c.expected_hooks.empty()) << entry.path();
+    EXPECT_EQ(c.has_expected_loss, c.has_targets()) << entry.path();
+    TransformerCaseResult result;
+    const Status r = RunTransformerCase(c, &result);
+    ASSERT_TRUE(r.ok()) << entry.path() << ": " << r.ToString();
+    EXPECT_EQ(result.forward.hooks.size(), c.expected_hooks.size());
+    const CaseComparison cmp = CompareWithExpected(c, result, 1e-4);
+    EXPECT_TRUE(cmp.ok) << entry.path() << ": " << cmp.detail;
+    EXPECT_EQ(cmp.tensors.size(), 1 + c.expected_hooks.size());
+    EXPECT_EQ(cmp.has_loss, c.has_targets());
+    worst = std::max(worst, cmp.max_relative_error);
+    // An attention-case reader refuses it at "kind".
+    AttentionCase mha;
+    const Status m = ParseCase(text, &mha);
+    EXPECT_EQ(m.code(), StatusCode::kParseError);
+    EXPECT_EQ(m.message().rfind("kind: ", 0), 0u) << m.message();
+    ++cases;
+  }
+  EXPECT_GE(cases, 30);
+  std::printf("transformer goldens through the case format: %d cases, worst %.2e\n", cases, worst);
+}
+
+TEST(TransformerCase, UnbatchedResultsDropTheBatchAxisAndPrintAsTheExpectedSection) {
+  CaseDocument doc;
+  ASSERT_TRUE(ParseCaseDocument(TransformerGolden("none-learned-gelu-mlp-l2-h2-unbatched").dump(),
+                                &doc).ok());
+  const TransformerCase& c = doc.transformer;
+  EXPECT_FALSE(c.batched);
+  TransformerCaseResult result;
+  ASSERT_TRUE(RunTransformerCase(c, &result).ok());
+  EXPECT_EQ(result.forward.logits_shape, Shape({6, 10}));
+  const Json printed = Json::parse(ResultToJson(result));
+  ASSERT_TRUE(printed.contains("logits") && printed.contains("loss") && printed.contains("hooks"));
+  EXPECT_EQ(printed["logits"].size(), 6u);
+  EXPECT_NEAR(printed["loss"].get<double>(), c.expected_loss, 1e-4);
+  EXPECT_EQ(printed["hooks"].size(), c.expected_hooks.size());
+  EXPECT_LE(ResultToJson(result).size() + 1, ResultJsonBytesBound(c));
+  // A wrong expected loss and a wrong hook value are mismatches naming them.
+  TransformerCase wrong = c;
+  wrong.expected_loss += 0.01;
+  CaseComparison cmp = CompareWithExpected(wrong, result, 1e-4);
+  EXPECT_FALSE(cmp.ok);
+  EXPECT_EQ(cmp.detail.rfind("loss: got ", 0), 0u) << cmp.detail;
+  wrong = c;
+  wrong.expected_hooks.back().second.data[3] += 1;
+  cmp = CompareWithExpected(wrong, result, 1e-4);
+  EXPECT_FALSE(cmp.ok);
+  EXPECT_EQ(cmp.detail.rfind("hooks." + wrong.expected_hooks.back().first + "[3]: got ", 0), 0u)
+      << cmp.detail;
+  EXPECT_FALSE(cmp.tensors.back().ok);
+  EXPECT_TRUE(cmp.tensors.front().ok);
+}
+
+TEST(TransformerCase, MalformedDocumentsNameTheirPath) {
+  const Json good = TransformerGolden("pre-learned-attn-only-l1-h1-b2");
+  Json d = good;
+  d["kind"] = "Transformer";
+  ExpectTransformerError(d, "kind: expected one of \"mha\", \"transformer\"");
+  d = good;
+  d["config"].erase("d_model");
+  ExpectTransformerError(d, "config.d_model: required, expected an integer in [1, 16777216]");
+  d = good;
+  d["config"]["n_heads"] = 3;
+  ExpectTransformerError(d, "config.n_heads: d_model (4) must be divisible by n_heads (3)");
+  d = good;
+  d["config"]["positions"] = "rotary";
+  ExpectTransformerError(d, "config.positions: expected one of \"learned\", \"sinusoidal\", \"none\"");
+  d = good;
+  d["config"]["d_mlp"] = -1;
+  ExpectTransformerError(d, "config.d_mlp: expected an integer in [0, 16777216], got number -1");
+  d = good;
+  d["inputs"]["tokens"][1][3] = 7;
+  ExpectTransformerError(d, "inputs.tokens[1][3]: expected a token id in [0, 6] (config.vocab_size 7), got 7");
+  d = good;
+  d["inputs"]["tokens"][0][1] = 1.5;
+  ExpectTransformerError(d, "inputs.tokens[0][1]: expected an integer token id, got number 1.5");
+  d = good;
+  d["inputs"]["tokens"] = Json::array({Json::array({Json::array({1})})});
+  ExpectTransformerError(d, "inputs.tokens: expected (T) or (B, T) token ids, got shape [1, 1, 1]");
+  d = good;
+  d["config"]["max_len"] = 4;
+  ExpectTransformerError(d, "inputs.tokens: T = 5 tokens, more than config.max_len = 4");
+  d = good;
+  d["inputs"]["targets"][0][0] = -1;
+  ExpectTransformerError(d, "inputs.targets[0][0]: expected -100 (not counted) or a token id in [0, 6]");
+  d = good;
+  d["inputs"]["head_gates"] = Json::array({1, 1});
+  ExpectTransformerError(d, "inputs.head_gates: expected shape (n_layers, n_heads) = [1, 1], got [2]");
+  d = good;
+  d["expected"].erase("loss");
+  ExpectTransformerError(d, "expected.loss: required when inputs.targets is given");
+  d = good;
+  d["expected"]["hooks"]["blocks.0.hook_mlp_out"] = Json::array({1});
+  ExpectTransformerError(d, "expected.hooks.blocks.0.hook_mlp_out: not a hook of this config");
+  d = good;
+  d["expected"].erase("logits");
+  ExpectTransformerError(d, "expected.logits: required when expected is given");
+  // The state_dict's keys and shapes are the model's: named when it is built.
+  d = good;
+  d["state_dict"]["unembed.bias"] = Json::array({1, 2});
+  CaseDocument doc;
+  ASSERT_TRUE(ParseCaseDocument(d.dump(), &doc).ok());
+  TransformerCaseResult result;
+  const Status s = RunTransformerCase(doc.transformer, &result);
+  EXPECT_EQ(s.code(), StatusCode::kShapeMismatch) << s.ToString();
+  EXPECT_MSG_HAS(s, "unembed.bias");
+  // An attention case still reads as one, with or without "kind": "mha".
+  Json seed = Seed();
+  seed["kind"] = "mha";
+  ASSERT_TRUE(ParseCaseDocument(seed.dump(), &doc).ok());
+  EXPECT_EQ(doc.kind, CaseKind::kMha);
+  seed["kind"] = nullptr;
+  AttentionCase mha;
+  EXPECT_TRUE(Parse(seed, &mha).ok());
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <string>
 #include <vector>
 
 #include "headscope/transformer.h"
@@ -94,6 +95,41 @@ TEST(TransformerAlloc, NoAllocationPerForwardOnceWarm) {
       EXPECT_EQ(g_aligned.load(), before.aligned) << "aligned_alloc during warm Forward calls";
       EXPECT_EQ(r.logits.data(), logits);
       EXPECT_EQ(r.hooks.size(), o->hooks.size());
+    }
+  }
+}
+
+// Generation keeps its KV caches, last rows, logits and sampling scratch across calls: a warm
+// generate of the same (B, T, maxNewTokens) allocates nothing, greedy or sampled, causal or not.
+TEST(TransformerAlloc, NoAllocationPerGenerateOnceWarm) {
+  TransformerConfig c;
+  c.vocab_size = 40;
+  c.max_len = 24;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.d_mlp = 64;
+  for (bool causal : {true, false}) {
+    c.causal = causal;
+    std::unique_ptr<Transformer> m;
+    ASSERT_TRUE(Transformer::Create(c, &m).ok());
+    ASSERT_TRUE(m->InitializeFromSeed(1).ok());
+    std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8};
+    GenerateOptions greedy, sampled;
+    greedy.max_new_tokens = sampled.max_new_tokens = 16;
+    greedy.keep_logits = true;
+    sampled.temperature = 0.9;
+    sampled.top_k = 10;
+    sampled.top_p = 0.9;
+    for (const GenerateOptions* o : {&greedy, &sampled}) {
+      SCOPED_TRACE(std::string(causal ? "causal, " : "bidirectional, ") +
+                   (o == &greedy ? "greedy" : "sampled"));
+      GenerateResult g;
+      ASSERT_TRUE(m->Generate({prompt.data(), 2, 4}, *o, &g).ok());  // sizes the buffers
+      const Counts before;
+      for (int i = 0; i < 3; ++i) ASSERT_TRUE(m->Generate({prompt.data(), 2, 4}, *o, &g).ok());
+      EXPECT_EQ(g_news.load(), before.news) << "operator new during warm Generate calls";
+      EXPECT_EQ(g_aligned.load(), before.aligned) << "aligned_alloc during warm Generate calls";
     }
   }
 }

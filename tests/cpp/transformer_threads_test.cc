@@ -22,17 +22,23 @@ class TransformerThreads : public ::testing::Test {
   void TearDown() override { SetThreadCount(1); }
 };
 
-TEST_F(TransformerThreads, LogitsAndHooksAreBitIdenticalForAnyThreadCount) {
+// A model large enough that its Linears and attention take the threaded paths.
+std::unique_ptr<Transformer> LargeModel(int64_t max_len, uint64_t seed) {
   TransformerConfig c;
   c.vocab_size = 96;
-  c.max_len = 64;
+  c.max_len = max_len;
   c.d_model = 128;
   c.n_layers = 2;
   c.n_heads = 4;
   c.d_mlp = 512;
   std::unique_ptr<Transformer> m;
-  ASSERT_TRUE(Transformer::Create(c, &m).ok());
-  ASSERT_TRUE(m->InitializeFromSeed(42).ok());
+  EXPECT_TRUE(Transformer::Create(c, &m).ok());
+  EXPECT_TRUE(m->InitializeFromSeed(seed).ok());
+  return m;
+}
+
+TEST_F(TransformerThreads, LogitsAndHooksAreBitIdenticalForAnyThreadCount) {
+  std::unique_ptr<Transformer> m = LargeModel(64, 42);
   const int64_t B = 8, T = 64;
   std::vector<int32_t> tokens(static_cast<size_t>(B * T));
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % 96);
@@ -66,6 +72,34 @@ TEST_F(TransformerThreads, LogitsAndHooksAreBitIdenticalForAnyThreadCount) {
       EXPECT_EQ(0, std::memcmp(a.data.data(), b.data.data(), b.data.size() * sizeof(float)))
           << want_hooked.hooks[h].first;
     }
+  }
+}
+
+// Generation through the KV cache: the prompt's pass and each step's one-row pass take the
+// threaded matmuls and attention at this size, and give 1 thread's tokens and logits.
+TEST_F(TransformerThreads, GenerationIsBitIdenticalForAnyThreadCount) {
+  std::unique_ptr<Transformer> m = LargeModel(96, 4);
+  const int64_t B = 4, T = 40;
+  std::vector<int32_t> prompt(static_cast<size_t>(B * T));
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((i * 29 + 5) % 96);
+  GenerateOptions o;
+  o.max_new_tokens = 56;
+  o.temperature = 0.7;
+  o.top_k = 20;
+  o.seed = 3;
+  o.keep_logits = true;
+  SetThreadCount(1);
+  GenerateResult want;
+  ASSERT_TRUE(m->Generate({prompt.data(), B, T}, o, &want).ok());
+  for (int threads : {2, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    SetThreadCount(threads);
+    GenerateResult got;
+    ASSERT_TRUE(m->Generate({prompt.data(), B, T}, o, &got).ok());
+    EXPECT_EQ(got.tokens, want.tokens);
+    ASSERT_EQ(got.logits.size(), want.logits.size());
+    EXPECT_EQ(0, std::memcmp(got.logits.data(), want.logits.data(),
+                             want.logits.size() * sizeof(float)));
   }
 }
 

@@ -12,6 +12,7 @@ import { init, HeadscopeError } from '../../web/lib/index.js';
 import { seedWorkedExample as seed } from '../../web/lib/examples.js';
 import { referenceForward } from './reference.js';
 import { expectError } from './helpers.js';
+import { hostileTensor } from './hostile-tensors.js';
 
 const hs = await init();
 
@@ -81,124 +82,6 @@ const CALLBACKS = {
     other.dispose();
   },
 };
-
-// A tensor-shaped argument built with a trick; `reads` counts reads per property, `first`
-// records the values the first reads returned. Returns { value, expect } where expect is
-// 'ok' (valid on the first reads), a code, or 'any-error'.
-function hostileTensor(trick, ctx, base) {
-  const reads = ctx.reads;
-  const onRead = (what) => {
-    reads[what] = (reads[what] ?? 0) + 1;
-    if (reads[what] === 1) ctx.callback(ctx);
-  };
-  const copy = () => ({ data: base.data.slice(), shape: base.shape.slice() });
-  switch (trick) {
-    case 'lying-length': {
-      // A big array that claims to be small: validation must see the true length.
-      const data = new Float32Array(65536);
-      Object.defineProperty(data, 'length', { value: base.data.length });
-      Object.defineProperty(data, 'byteLength', { value: base.data.length * 4 });
-      return { value: { data, shape: base.shape.slice() }, expect: 'SHAPE_MISMATCH' };
-    }
-    case 'lying-small': {
-      // A right-sized array that claims to be big.
-      const data = base.data.slice();
-      Object.defineProperty(data, 'length', { value: 65536 });
-      return { value: { data, shape: base.shape.slice() }, expect: 'ok' };
-    }
-    case 'proxy-typed-array':
-      return { value: { data: new Proxy(base.data.slice(), {}), shape: base.shape.slice() }, expect: 'INVALID_ARGUMENT' };
-    case 'changing-getters': {
-      // First reads valid; every later read a much bigger, different tensor.
-      const first = copy();
-      const big = { data: new Float32Array(4096 * 4), shape: [4096, 4] };
-      return {
-        value: {
-          get data() { onRead('data'); return reads.data === 1 ? first.data : big.data; },
-          get shape() { onRead('shape'); return reads.shape === 1 ? first.shape : big.shape; },
-        },
-        expect: 'ok',
-        first,
-      };
-    }
-    case 'proxy-object': {
-      const first = copy();
-      const target = { data: first.data, shape: first.shape };
-      return {
-        value: new Proxy(target, {
-          get(t, k) {
-            if (typeof k === 'string') onRead(k);
-            if (k === 'shape' && reads.shape > 1) return [1, 1, 1, 1, 1];
-            if (k === 'data' && reads.data > 1) return new Float32Array(1 << 20);
-            return t[k];
-          },
-        }),
-        expect: 'ok',
-        first,
-      };
-    }
-    case 'proxy-shape': {
-      const first = copy();
-      const shape = new Proxy(first.shape.slice(), {
-        get(t, k) {
-          if (k === 'length') { onRead('shape.length'); return reads['shape.length'] === 1 ? t.length : 4; }
-          if (k === '0') { onRead('shape[0]'); return reads['shape[0]'] === 1 ? t[0] : 1 << 20; }
-          return t[k];
-        },
-      });
-      return { value: { data: first.data, shape }, expect: 'ok', first };
-    }
-    case 'nested-proxy-rows': {
-      // Nested arrays whose rows change length after the first read.
-      const rows = [];
-      const w = base.shape[1];
-      for (let i = 0; i < base.shape[0]; i++) {
-        const row = Array.from(base.data.subarray(i * w, i * w + w));
-        rows.push(new Proxy(row, {
-          get(t, k) {
-            if (k === 'length') { onRead(`row${i}.length`); return reads[`row${i}.length`] === 1 ? w : 100000; }
-            return t[k];
-          },
-        }));
-      }
-      return { value: rows, expect: 'ok', first: copy() };
-    }
-    case 'revoked': {
-      const { proxy, revoke } = Proxy.revocable({ data: base.data, shape: base.shape }, {});
-      revoke();
-      return { value: proxy, expect: 'INVALID_ARGUMENT' };
-    }
-    case 'revoked-shape': {
-      const { proxy, revoke } = Proxy.revocable([3, 4], {});
-      revoke();
-      return { value: { data: base.data.slice(), shape: proxy }, expect: 'INVALID_ARGUMENT' };
-    }
-    case 'symbol-shape':
-      return { value: { data: base.data.slice(), shape: [Symbol('three'), 4] }, expect: 'INVALID_ARGUMENT' };
-    case 'valueOf-shape':
-      // An object whose valueOf would say 3: sizes must be numbers, never coerced.
-      return { value: { data: base.data.slice(), shape: [{ valueOf: () => 3 }, 4] }, expect: 'INVALID_ARGUMENT' };
-    case 'detached': {
-      const data = base.data.slice();
-      structuredClone(data.buffer, { transfer: [data.buffer] });
-      return { value: { data, shape: base.shape.slice() }, expect: 'SHAPE_MISMATCH' };
-    }
-    case 'throwing-getter':
-      return {
-        value: { get data() { throw new RangeError('boom'); }, shape: base.shape.slice() },
-        expect: 'INVALID_ARGUMENT',
-      };
-    case 'shared-buffer': {
-      // A length-tracking view of a growable SharedArrayBuffer: valid, copied at its true length.
-      const sab = new SharedArrayBuffer(base.data.length * 4, { maxByteLength: 1 << 20 });
-      const data = new Float32Array(sab);
-      data.set(base.data);
-      return { value: { data, shape: base.shape.slice() }, expect: 'ok', first: copy() };
-    }
-    default:
-      throw new Error(`unknown trick ${trick}`);
-  }
-}
 
 const TRICKS = ['lying-length', 'lying-small', 'proxy-typed-array', 'changing-getters', 'proxy-object',
   'proxy-shape', 'nested-proxy-rows', 'revoked', 'revoked-shape', 'symbol-shape', 'valueOf-shape',

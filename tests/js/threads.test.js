@@ -8,24 +8,12 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { init, HeadscopeError } from '../../web/lib/index.js';
 import { mulberry32 } from './helpers.js';
+import { assertSameBits } from './same-bits.js';
 
 const st = await init();
 const mt = await init({ threads: 2 });
 
 const goldenDir = new URL('../golden/', import.meta.url);
-
-// Bit-identical, NaN payloads and signed zeros included.
-function assertSameBits(got, want, what) {
-  if (want === null) {
-    assert.equal(got, null, `${what}: expected null`);
-    return;
-  }
-  assert.deepEqual(got.shape, want.shape, `${what}: shape`);
-  const a = new Uint32Array(got.data.buffer, got.data.byteOffset, got.data.length);
-  const b = new Uint32Array(want.data.buffer, want.data.byteOffset, want.data.length);
-  const i = a.findIndex((x, j) => x !== b[j]);
-  assert.equal(i, -1, `${what}: element ${i} differs (${got.data[i]} vs ${want.data[i]})`);
-}
 
 test('threads: the API reports them; each thread count has its own cached module', async () => {
   assert.equal(st.threads, 1);

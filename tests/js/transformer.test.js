@@ -117,7 +117,7 @@ test('bad input is refused naming the argument, and the model keeps working', ()
       'expected an integer in [0, 9]');
     assert.equal(e.argument, 'tokens');
     expectError(() => m.forward([[1, 2.5]]), 'INVALID_ARGUMENT', 'tokens[0][1]: expected an integer token id');
-    expectError(() => m.forward([0, 1, 2, 3, 4, 5, 6]), 'SHAPE_MISMATCH', 'max_len = 6');
+    expectError(() => m.forward([0, 1, 2, 3, 4, 5, 6]), 'SHAPE_MISMATCH', 'T <= maxLen = 6');
     expectError(() => m.forward([[[1]]]), 'SHAPE_MISMATCH', 'tokens: expected (T) or (B, T)');
     expectError(() => m.forward([[1, 2], [3]]), 'SHAPE_MISMATCH', 'tokens[1]');
     expectError(() => m.forward(tokens, { hooks: ['blocks.2.hook_resid_pre'] }), 'INVALID_ARGUMENT',

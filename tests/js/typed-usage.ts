@@ -93,6 +93,22 @@ export async function workerTypes(): Promise<number> {
   return output.data.length;
 }
 
+import type { TransformerCaseDocument, TransformerCaseResult, TransformerCaseCheck } from 'headscope';
+export async function transformerCaseTypes(doc: TransformerCaseDocument, text: string): Promise<number> {
+  const hs = await init();
+  const result: TransformerCaseResult = hs.runCase(doc);
+  const check: TransformerCaseCheck = hs.checkCase(doc, result, { tolerance: 1e-4 });
+  const worst: number = check.tensors[0].maxRelativeError + (check.loss?.error ?? 0);
+  const either = hs.runCase(text);
+  const ok: boolean = hs.checkCase(text, either).ok;
+  const pattern = result.hooks?.['blocks.0.attn.hook_pattern']?.data;
+  // @ts-expect-error a transformer case has no output
+  hs.runCase(doc).output;
+  // @ts-expect-error a transformer case's tokens, not a query
+  hs.runCase({ kind: 'transformer', config: { vocab_size: 4, max_len: 4, d_model: 4 }, state_dict: {}, inputs: { query: [] } });
+  return worst + (ok ? 1 : 0) + (pattern?.length ?? 0) + (result.loss ?? 0) + result.logits.shape.length;
+}
+
 import type { Transformer } from 'headscope';
 export async function transformerTypes(): Promise<number> {
   const hs = await init();
@@ -100,6 +116,13 @@ export async function transformerTypes(): Promise<number> {
   const { logits, hooks } = model.forward([[1, 2, 3]], { hooks: ['blocks.0.attn.hook_pattern'], headGates: [[1, 0], [1, 1]] });
   const pattern = hooks?.['blocks.0.attn.hook_pattern'];
   model.loadStateDict(model.stateDict());
+  const generated = model.generate([1, 2, 3], { maxNewTokens: 8, temperature: 0.7, topK: 5, topP: 0.9, seed: 2, logits: true });
+  const ids: Int32Array = generated.tokens.data;
+  const stepLogits: Float32Array | undefined = generated.logits?.data;
+  // @ts-expect-error the prompt is token ids, not text
+  model.generate('hello');
+  // @ts-expect-error maxNewTokens is a number
+  model.generate([1], { maxNewTokens: '8' });
   model.dispose();
-  return logits.shape[2] + (pattern?.shape.length ?? 0) + model.hookNames().length;
+  return logits.shape[2] + (pattern?.shape.length ?? 0) + model.hookNames().length + ids.length + (stepLogits?.length ?? 0);
 }

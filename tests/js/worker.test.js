@@ -9,6 +9,7 @@ import { promisify } from 'node:util';
 
 import { init, HeadscopeError, Tensor } from '../../web/lib/index.js';
 import { initWorker } from '../../web/lib/worker-client.js';
+import { transferCheckingWorker } from './worker-shim.js';
 
 const WORKER_URL = new URL('../../web/lib/worker.js', import.meta.url);
 const seed = JSON.parse(readFileSync(new URL('../golden/seed-worked-example.json', import.meta.url), 'utf8'));
@@ -389,24 +390,9 @@ describe('initWorker', () => {
   });
 
   test('worker.js serves through a browser-style `self` global', async () => {
-    // A module worker's global scope: self.postMessage out, self.onmessage in.
-    const shim = new Worker(`
-      const { parentPort, workerData } = require('node:worker_threads');
-      // Replies with tensors must transfer every tensor's buffer; a reply that does not is
-      // turned into an error the test sees.
-      const transferred = (m, t) => !(m && m.ok && m.result && typeof m.result === 'object') ||
-        Object.values(m.result).every((x) => !(x && x.data instanceof Float32Array) ||
-          t.includes(x.data.buffer));
-      globalThis.self = {
-        postMessage: (m, t) => parentPort.postMessage(transferred(m, t) ? m
-          : { id: m.id, ok: false, error: { code: 'NOT_TRANSFERRED', message: 'not transferred' } }, t),
-        onmessage: null,
-      };
-      const queue = [];
-      parentPort.on('message', (data) => (self.onmessage ? self.onmessage({ data }) : queue.push(data)));
-      import(workerData).then(() => { for (const data of queue) self.onmessage({ data }); });`,
-    { eval: true, workerData: WORKER_URL.href });
-    const w = await initWorker(shim);
+    // A module worker's global scope: self.postMessage out, self.onmessage in; every tensor of a
+    // reply must be transferred.
+    const w = await initWorker(transferCheckingWorker());
     try {
       assert.equal(w.kernelTarget, hs.kernelTarget);
       assertSameResult(await w.runCase(seed), hs.runCase(seed));

@@ -2,15 +2,19 @@
 // The benchmark: headscope against onnxruntime-web, tfjs-backend-wasm, the Eigen reference path in
 // WASM and plain JS, one thread each, same inputs and weights, in Node and in Debian's Chromium;
 // plus 2-thread rows (headscope's init({ threads: 2 }), onnxruntime-web numThreads = 2) on the
-// larger shapes (engines.js MT_SHAPES).
+// larger shapes (engines.js MT_SHAPES); transformer rows (hs.createTransformer's forward
+// against onnxruntime-web on the torch.onnx export of the reference module); and generation rows
+// (its generate's time per new token with the KV cache against a full forward over the context).
 //
 //   npm run bench                      everything; writes docs/bench/results.md, chart.svg, results.json
-//   npm run bench -- --quick           smoke run: two tiny shapes, few runs, no memory/decode probes
+//   npm run bench -- --quick           smoke run: the two tutorial shapes, the small transformer and
+//                                      generation at context 64, few runs, no memory/decode probes
 //   node tools/bench/bench.mjs [options]
-//     --quick          fewer shapes and runs
+//     --quick          fewer shapes and runs (engines.js QUICK_SHAPES)
 //     --node-only      skip Chromium          --chromium-only   skip Node
-//     --shapes a,b     only these shape ids (tools/bench/engines.js SHAPES)
-//     --engines a,b    only these engines (hs always runs: it is the reference of the checks)
+//     --shapes a,b     only these shape ids (tools/bench/engines.js SHAPES), or every shape of a
+//                      kind: mha, transformer, generate (gen-64,gen-128,gen-256,gen-384)
+//     --engines a,b    only these engines (hs, hs-model, hs-gen always run: the kinds' references)
 //     --out DIR        where the reports go (default docs/bench)
 //     --no-build       use the built modules as they are (default: `npm run build` and the
 //                      bench's CMake targets first; both are no-ops when up to date)
@@ -19,10 +23,14 @@
 //
 // What it does: builds what it needs, writes the weights of each (E, H) pair to build/bench/onnx/
 // and runs tools/bench/make_onnx.py (Debian's python3-onnx) to build the ONNX graphs from them,
-// measures the SIMD128 roofline, checks every engine's output against headscope's (max relative
-// error <= 1e-3, or the engine is not timed), times it (warm-up, then the median of >= 20 runs;
-// calls under 10 ms are batched), probes headscope's peak wasm memory at L=4096 in a fresh module
-// (a child process; a fresh page) and the decode series, then writes the reports.
+// writes each transformer row's seeded state_dict there and runs make_transformer_onnx.py
+// (Debian's python3-torch) to export the reference module with it (each only when changed),
+// measures the SIMD128 roofline, checks every engine's output against its kind's headscope row
+// (max relative error <= 1e-3, or the engine is not timed; the generation rows: greedy tokens
+// against the argmax of full forwards), times it (warm-up, then the median of >= 20 runs; calls
+// under 10 ms are batched; per new token: the median of paired differences, engines.js
+// measurePerToken), probes headscope's peak wasm memory at L=4096 in a fresh module (a child
+// process; a fresh page) and the decode series, then writes the reports.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
@@ -35,8 +43,9 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import {
-  ENGINES, FULL_TIMING, MEMORY_SHAPE, QUICK_SHAPES, QUICK_TIMING, SHAPES, benchShape,
-  loadThreaded, makeWeights, memoryProbe, modelId, roofline, weightsBytes, weightsId,
+  ENGINES, FULL_TIMING, MEMORY_SHAPE, QUICK_SHAPES, QUICK_TIMING, SHAPES, baseEngine, benchShape,
+  enginesFor, kindOf, loadThreaded, makeWeights, memoryProbe, modelId, roofline, transformerWeights,
+  weightsBytes, weightsId,
 } from './engines.js';
 import { writeReports } from './report.mjs';
 
@@ -86,6 +95,8 @@ function parseArgs(argv) {
       default: usage(`unknown option ${arg}`);
     }
   }
+  const kinds = new Set(SHAPES.map(kindOf));
+  a.shapes &&= a.shapes.flatMap((id) => (kinds.has(id) ? SHAPES.filter((s) => kindOf(s) === id).map((s) => s.id) : [id]));
   for (const id of a.shapes ?? []) {
     if (!SHAPES.some((s) => s.id === id)) usage(`unknown shape ${id} (one of ${SHAPES.map((s) => s.id).join(', ')})`);
   }
@@ -96,8 +107,10 @@ function parseArgs(argv) {
 }
 
 function usage(error) {
-  const text = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n')
-    .filter((l) => l.startsWith('//')).slice(0, 16).map((l) => l.slice(3)).join('\n');
+  // The header comment up to its "What it does" paragraph.
+  const lines = readFileSync(fileURLToPath(import.meta.url), 'utf8').split('\n').filter((l) => l.startsWith('//'));
+  const text = lines.slice(0, lines.findIndex((l) => l.startsWith('// What it does'))).map((l) => l.slice(3))
+    .join('\n').trimEnd();
   if (error) {
     console.error(`bench: ${error}\n\n${text}`);
     process.exit(2);
@@ -171,6 +184,20 @@ function snapshotPackage() {
 
 // --- ONNX models ------------------------------------------------------------------------------
 
+function writeIfChanged(file, bytes) {
+  const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (!existsSync(file) || !readFileSync(file).equals(b)) writeFileSync(file, b);
+}
+
+/** Runs one of the bench's Python scripts (Debian's interpreter) on a spec file; logs its line. */
+function runPython(script, spec, needs) {
+  try {
+    log(`bench: ${run('/usr/bin/python3', [join(ROOT, 'tools/bench', script), '--spec', spec]).trim()}`);
+  } catch (error) {
+    throw new Error(`${error.message}\n(${script} needs ${needs}: tools/setup.sh installs it)`);
+  }
+}
+
 /** Writes each needed (E, H) pair's weights (only when changed) and runs make_onnx.py. */
 function makeOnnx(shapes) {
   mkdirSync(ONNX_DIR, { recursive: true });
@@ -184,16 +211,39 @@ function makeOnnx(shapes) {
   }
   for (const file of new Set([...models.values()].map((m) => m.weights))) {
     const m = [...models.values()].find((x) => x.weights === file);
-    const bytes = weightsBytes(makeWeights(m.E, m.H));
-    if (!existsSync(file) || !readFileSync(file).equals(Buffer.from(bytes.buffer))) writeFileSync(file, bytes);
+    writeIfChanged(file, weightsBytes(makeWeights(m.E, m.H)));
   }
   const spec = join(ONNX_DIR, 'spec.json');
   writeFileSync(spec, JSON.stringify({ out: ONNX_DIR, models: [...models.values()] }, null, 1));
-  try {
-    log(`bench: ${run('/usr/bin/python3', [join(ROOT, 'tools/bench/make_onnx.py'), '--spec', spec]).trim()}`);
-  } catch (error) {
-    throw new Error(`${error.message}\n(make_onnx.py needs Debian's python3-onnx: tools/setup.sh installs it)`);
-  }
+  runPython('make_onnx.py', spec, "Debian's python3-onnx");
+}
+
+/** The reference module's config (tools/tiny_transformer.py's names) of a createTransformer config. */
+function referenceConfig(c) {
+  return {
+    vocab_size: c.vocabSize, max_len: c.maxLen, d_model: c.dModel, n_layers: c.nLayers, n_heads: c.nHeads,
+    d_mlp: c.dMlp, norm: c.norm, positions: c.positions, causal: c.causal, act: c.act, bias: c.bias, ln_eps: c.lnEps,
+  };
+}
+
+/**
+ * Writes each transformer shape's seeded state_dict (headscope's, from the run's snapshot of the
+ * package; only when changed) and runs make_transformer_onnx.py, which exports the reference
+ * module with it when its inputs changed.
+ */
+async function makeTransformerOnnx(shapes) {
+  mkdirSync(ONNX_DIR, { recursive: true });
+  const hs = await (await importHeadscope()).init();
+  const models = shapes.map((s) => {
+    const { entries, bytes } = transformerWeights(hs, s);
+    const weights = join(ONNX_DIR, `${s.id}.weights.bin`);
+    writeIfChanged(weights, bytes);
+    return { id: s.id, batch: s.B, tokens: s.T, config: referenceConfig(s.config), state_dict: entries, weights };
+  });
+  hs.close();
+  const spec = join(ONNX_DIR, 'transformers.json');
+  writeFileSync(spec, JSON.stringify({ out: ONNX_DIR, models }, null, 1));
+  runPython('make_transformer_onnx.py', spec, "Debian's python3-torch and python3-onnx");
 }
 
 // --- Node -------------------------------------------------------------------------------------
@@ -259,18 +309,22 @@ function logRow(env) {
   return (shape, row) => {
     const what = row.error ? `ERROR ${row.error}`
       : !row.check?.ok ? `CHECK FAILED (${row.check?.error?.toExponential(2)}: ${row.check?.detail})`
-        : `${row.ms.toPrecision(4)} ms (${row.runs}x${row.batch}, err ${row.check.error.toExponential(1)})`;
-    log(`bench: [${env}] ${shape.id.padEnd(17)} ${row.engine.padEnd(10)} ${what}`);
+        : `${row.ms.toPrecision(4)} ms (${row.runs}x${row.batch}, err ${row.check.error.toExponential(1)})` +
+          (row.newTokens ? ` per new token: generate of ${row.newTokens + 1} tokens ${row.generateMs.toPrecision(4)} ms, ` +
+            `of 1 ${row.promptMs.toPrecision(4)} ms` : '');
+    log(`bench: [${env}] ${shape.id.padEnd(17)} ${row.engine.padEnd(13)} ${what}`);
   };
 }
 
 function plan(args) {
   const ids = args.shapes ?? (args.quick ? QUICK_SHAPES : SHAPES.map((s) => s.id));
   const shapes = SHAPES.filter((s) => ids.includes(s.id));
-  const engines = ENGINES.map((e) => e.id).filter((id) => id === 'hs' || !args.engines || args.engines.includes(id));
-  // The decode series rows are headscope only; some engines name the shapes they run on.
-  const runsOn = (id, s) => ENGINES.find((e) => e.id === id).shapes?.includes(s.id) ?? true;
-  return shapes.map((s) => ({ shape: s, engines: s.series ? ['hs'] : engines.filter((id) => runsOn(id, s)) }));
+  // A shape's engines are its kind's (some name the shapes they run on); the kind's headscope
+  // engine always runs, the reference of the checks. The decode series rows are headscope only.
+  const wanted = (id, s) => id === baseEngine(s) || !args.engines || args.engines.includes(id);
+  return shapes.map((s) => ({
+    shape: s, engines: s.series ? [baseEngine(s)] : enginesFor(s).map((e) => e.id).filter((id) => wanted(id, s)),
+  }));
 }
 
 async function runNode(args, work, timing) {
@@ -384,9 +438,10 @@ async function main() {
 
 async function runAll(args, argv, started, headscope) {
   const work = plan(args);
-  if (work.some((w) => w.engines.some((e) => e.startsWith('ort-')))) {
-    makeOnnx(work.filter((w) => w.engines.some((e) => e.startsWith('ort-'))).map((w) => w.shape));
-  }
+  const onnx = (kind) => work.filter((w) => kindOf(w.shape) === kind && w.engines.some((e) => e.startsWith('ort-')))
+    .map((w) => w.shape);
+  if (onnx('mha').length) makeOnnx(onnx('mha'));
+  if (onnx('transformer').length) await makeTransformerOnnx(onnx('transformer'));
   const timing = args.quick ? QUICK_TIMING : FULL_TIMING;
   const results = {
     date: new Date().toISOString(),

@@ -4,14 +4,36 @@
 // built the way its environment loads things (files from node_modules in Node, same-origin URLs in
 // the browser), so both environments time exactly the same code.
 //
-// Every engine computes torch.nn.MultiheadAttention's forward (unbatched query (L, E), key and
-// value (S, E), in_proj + out_proj with biases) on the same inputs and weights, and every timed
-// call goes from JS Float32Arrays to a JS Float32Array: input conversion/copy into the engine and
-// the output copy out are inside the timing.
+// A shape is of one kind, and its engines are that kind's (ENGINES' `kind`, default 'mha'):
+//  - 'mha' (the default): torch.nn.MultiheadAttention's forward (unbatched query (L, E), key and
+//    value (S, E), in_proj + out_proj with biases);
+//  - 'transformer': the logits of hs.createTransformer's forward on (B, T) token ids, the
+//    reference module tools/tiny_transformer.py; onnxruntime-web runs its torch.onnx export
+//    (tools/bench/make_transformer_onnx.py);
+//  - 'generate': hs.createTransformer's generate on one sequence (B = 1), headscope only: the
+//    time per new token with its KV cache at context T against a full forward over T tokens (what
+//    a program without a cache runs per new token). Its engines check themselves (the greedy tokens
+//    against the argmax of full forwards), as the two compute different things.
+// Every engine computes it on the same inputs and weights, and every timed call goes from JS
+// arrays (Float32Arrays; token ids) to a JS Float32Array: input conversion/copy into the engine
+// and the output copy out are inside the timing. Each kind's headscope engine (KIND_BASE) is the
+// reference of the checks and of the ratios.
 
 import { hashString, seededRandom as mulberry32 } from '../../web/demo/transforms.js';
 
-/** Shapes (calls faster than 10 ms are timed in batches). series: extra rows, headscope only. */
+/**
+ * A transformer row's full config: the reference module's defaults (pre-norm, learned positions,
+ * causal, exact GELU, biases) made explicit, so the torch.onnx export is given the very config
+ * headscope is; weights from the seed (PyTorch's default initialisation, see the README).
+ */
+function transformerConfig(sizes) {
+  return { norm: 'pre', positions: 'learned', causal: true, act: 'gelu', bias: true, lnEps: 1e-5, seed: 1, ...sizes };
+}
+
+/**
+ * Shapes (calls faster than 10 ms are timed in batches). series: extra rows, headscope only.
+ * kind: what the shape computes (default 'mha', see the top of this file).
+ */
 export const SHAPES = [
   { id: 'tiny-3', label: 'L=3 E=4 H=2', L: 3, S: 3, E: 4, H: 2, causal: false },
   { id: 'tiny-8', label: 'L=8 E=16 H=2', L: 8, S: 8, E: 16, H: 2, causal: false },
@@ -28,8 +50,20 @@ export const SHAPES = [
   // Decode linearity and the projection-rate probe (see bench.mjs): headscope only.
   { id: 'decode-2048', label: 'decode L=1 S=2048', L: 1, S: 2048, E: 768, H: 12, causal: false, series: 'decode' },
   { id: 'decode-4096', label: 'decode L=1 S=4096', L: 1, S: 4096, E: 768, H: 12, causal: false, series: 'decode' },
+  // Transformers (issue 11): the induction-head lab's 2-layer attention-only model, per call, and
+  // a ~1M-parameter model (0.93M: vocab 512, 64 positions, 4 blocks with MLPs), batch 8.
+  { id: 'tt-small', kind: 'transformer', label: 'transformer 2L d32 T=32 B=1', B: 1, T: 32,
+    config: transformerConfig({ vocabSize: 28, maxLen: 32, dModel: 32, nLayers: 2, nHeads: 2, dMlp: 0 }) },
+  { id: 'tt-1m', kind: 'transformer', label: 'transformer 4L d128 T=64 B=8', B: 8, T: 64,
+    config: transformerConfig({ vocabSize: 512, maxLen: 64, dModel: 128, nLayers: 4, nHeads: 4, dMlp: 512 }) },
+  // Generation (issue 11): tt-1m's sizes with 512 positions (0.99M parameters), one sequence
+  // (B = 1); at context T, newTokens decode steps centred on T are timed (see prepareGeneration).
+  ...[64, 128, 256, 384].map((T) => ({
+    id: `gen-${T}`, kind: 'generate', label: `generate 4L d128 context ${T} B=1`, B: 1, T, newTokens: 32,
+    config: transformerConfig({ vocabSize: 512, maxLen: 512, dModel: 128, nLayers: 4, nHeads: 4, dMlp: 512 }),
+  })),
 ];
-export const QUICK_SHAPES = ['tiny-3', 'tiny-8'];
+export const QUICK_SHAPES = ['tiny-3', 'tiny-8', 'tt-small', 'gen-64'];
 /** The memory target's shape: headscope alone, without weights, in a fresh module. */
 export const MEMORY_SHAPE = { id: 'long-4096', label: 'L=4096 E=768 H=12', L: 4096, S: 4096, E: 768, H: 12, causal: false };
 
@@ -57,7 +91,28 @@ export const ENGINES = [
   { id: 'hs-mt', label: 'headscope (2 threads)', headscope: true, threads: 2, shapes: MT_SHAPES },
   { id: 'ort-mha-mt', label: 'onnxruntime-web MultiHeadAttention graph (2 threads)', peer: 'ort',
     threads: 2, shapes: MT_SHAPES },
+  // Transformer rows: hs.createTransformer(config).forward(tokens) and onnxruntime-web on the
+  // torch.onnx export of the reference module with the same weights, exported with fixed shapes
+  // and with dynamic (B, T) axes (make_transformer_onnx.py; which is faster depends on the size).
+  { id: 'hs-model', label: 'headscope Transformer.forward', headscope: true, kind: 'transformer' },
+  { id: 'ort-model', label: 'onnxruntime-web, torch.onnx export (fixed shapes)', peer: 'ort', kind: 'transformer',
+    export: 'fixed', suffix: '.onnx' },
+  { id: 'ort-model-dyn', label: 'onnxruntime-web, torch.onnx export (dynamic B, T)', peer: 'ort', kind: 'transformer',
+    export: 'dynamic', suffix: '.dynamic.onnx' },
+  // Generation rows: the time per new token of generate (its KV cache; measurePerToken), and the
+  // full forward over the context that a program without a cache would run for each new token.
+  { id: 'hs-gen', label: 'headscope Transformer.generate, per new token (KV cache)', headscope: true, kind: 'generate' },
+  { id: 'hs-gen-full', label: 'headscope Transformer.forward over the context (no cache)', headscope: true, kind: 'generate' },
 ];
+
+/** The engine of each kind that every other engine of a shape is checked against and divided by. */
+export const KIND_BASE = { mha: 'hs', transformer: 'hs-model', generate: 'hs-gen' };
+export const kindOf = (shapeOrEngine) => shapeOrEngine.kind ?? 'mha';
+export const baseEngine = (shape) => KIND_BASE[kindOf(shape)];
+/** The engines that run on a shape: its kind's, less those that name other shapes. */
+export function enginesFor(shape) {
+  return ENGINES.filter((e) => kindOf(e) === kindOf(shape) && (e.shapes?.includes(shape.id) ?? true));
+}
 
 /** Relative tolerance of every engine's output against headscope's: max|a-b| / max|ref|. */
 export const CHECK_TOLERANCE = 1e-3;
@@ -107,6 +162,36 @@ export function weightsBytes(w) {
   return new Uint8Array(all.buffer);
 }
 
+/** A transformer or generation shape's (B, T) token ids, uniform over the vocabulary. */
+export function makeTokens(shape) {
+  const rand = mulberry32(hashString(`tokens-${shape.id}`));
+  const tokens = new Int32Array(shape.B * shape.T);
+  for (let i = 0; i < tokens.length; i++) tokens[i] = Math.floor(rand() * shape.config.vocabSize);
+  return tokens;
+}
+
+/**
+ * The seeded weights of a transformer shape, as tools/bench/make_transformer_onnx.py reads them:
+ * the state_dict's [name, shape] list (the reference module's order) and its tensors back to
+ * back, float32 LE. From headscope itself: createTransformer({ ..., seed }).stateDict().
+ */
+export function transformerWeights(hs, shape) {
+  const model = hs.createTransformer(shape.config);
+  try {
+    const sd = model.stateDict();
+    const entries = Object.entries(sd).map(([name, t]) => [name, t.shape]);
+    const all = new Float32Array(Object.values(sd).reduce((n, t) => n + t.data.length, 0));
+    let o = 0;
+    for (const t of Object.values(sd)) {
+      all.set(t.data, o);
+      o += t.data.length;
+    }
+    return { entries, bytes: new Uint8Array(all.buffer) };
+  } finally {
+    model.dispose();
+  }
+}
+
 /** query (L, E), key and value (S, E): U(-1, 1), distinct arrays. */
 export function makeInputs(shape) {
   const rand = mulberry32(hashString(`inputs-${shape.id}`));
@@ -123,11 +208,43 @@ export function makeInputs(shape) {
  * causal mask only the L(L+1)/2 unmasked pairs count. Softmax and biases are not counted.
  */
 export function flops(shape) {
+  if (kindOf(shape) === 'transformer') return transformerFlops(shape);
+  if (kindOf(shape) === 'generate') return decodeStepFlops(shape);
   const { L, S, E, causal } = shape;
   const pairs = causal ? (L * (L + 1)) / 2 : L * S;
   const projection = 2 * E * E * (2 * L + 2 * S);
   const attention = 4 * E * pairs;
   return { projection, attention, total: projection + attention };
+}
+
+/**
+ * A transformer forward, counted the same way, over its B sequences of T tokens: per block the
+ * attention projections 8 D^2 per token (in_proj 3 D^2, out_proj D^2) and 4 D per unmasked
+ * (query, key) pair, the MLP 4 D dMlp per token; the unembedding 2 D vocabSize per token.
+ * LayerNorm, GELU, softmax, biases and the embeddings are not counted.
+ */
+function transformerFlops(shape) {
+  const { B, T } = shape;
+  const pairs = shape.config.causal ? (T * (T + 1)) / 2 : T * T;
+  return modelFlops(shape.config, B * T, B * pairs);
+}
+
+/**
+ * One decode step of a generation shape (B = 1): one position through every block against the
+ * cache, at the mean number of keys of its timed steps (T + 1/2, see prepareGeneration).
+ */
+function decodeStepFlops(shape) {
+  return modelFlops(shape.config, 1, promptLength(shape) + (shape.newTokens + 1) / 2);
+}
+
+/** transformerFlops' count for `tokens` positions and `pairs` unmasked (query, key) pairs. */
+function modelFlops(config, tokens, pairs) {
+  const { dModel: D, nLayers, dMlp, vocabSize } = config;
+  const projection = nLayers * 8 * D * D * tokens;
+  const attention = nLayers * 4 * D * pairs;
+  const mlp = nLayers * 4 * D * dMlp * tokens;
+  const unembed = 2 * D * vocabSize * tokens;
+  return { projection, attention, mlp, unembed, total: projection + attention + mlp + unembed };
 }
 
 /** max |a - b| / max |ref|, and where the worst difference is. */
@@ -180,10 +297,10 @@ function prepareHeadscope(ctx, shape, w, x, perHead, reuseOutput = false) {
   };
 }
 
-async function prepareOrt(ctx, shape, kind) {
+/** The onnxruntime-web session of a model file under build/bench/onnx/, made once per ctx. */
+async function ortSession(ctx, file) {
   const { ort } = ctx;
   ctx.ortSessions ??= new Map();
-  const file = `${modelId(shape)}.${kind}.onnx`;
   let session = ctx.ortSessions.get(file);
   if (!session) {
     session = await ort.InferenceSession.create(await ctx.loadModel(file), {
@@ -193,6 +310,10 @@ async function prepareOrt(ctx, shape, kind) {
     ctx.ortSessions.set(file, session);
   }
   return session;
+}
+
+function prepareOrt(ctx, shape, kind) {
+  return ortSession(ctx, `${modelId(shape)}.${kind}.onnx`);
 }
 
 function ortRunner(ctx, session, shape, x) {
@@ -208,6 +329,114 @@ function ortRunner(ctx, session, shape, x) {
       });
       return r.output.data;
     },
+    dispose: () => {},
+  };
+}
+
+function prepareHeadscopeModel(ctx, shape, tokens) {
+  const model = ctx.hs.createTransformer(shape.config);
+  const input = { data: tokens, shape: [shape.B, shape.T] };
+  const parameters = Object.values(model.parameterShapes()).reduce((n, s) => n + s.reduce((a, b) => a * b, 1), 0);
+  return {
+    async: false,
+    facts: { parameters },
+    model,
+    run: () => model.forward(input).logits.data,
+    dispose: () => model.dispose(),
+  };
+}
+
+/** The index of the first largest value: generate's greedy choice. */
+function argmax(row) {
+  let best = 0;
+  for (let i = 1; i < row.length; i++) if (row[i] > row[best]) best = i;
+  return best;
+}
+
+/**
+ * Generation against full recomputation: generate(prompt, { maxNewTokens: newTokens + 1, logits:
+ * true }) must give the tokens of the timed call (`tokens`), and at a few of its steps s the
+ * logits it chose token P + s from (P: the prompt's length) must be forward(its first P + s
+ * tokens)'s last row, whose argmax is that token. error: the largest relative difference of those
+ * rows (0: the same bits).
+ */
+function checkGeneration(model, shape, prompt, tokens) {
+  const { newTokens: k } = shape;
+  const P = promptLength(shape);
+  const V = shape.config.vocabSize;
+  const g = model.generate(prompt, { maxNewTokens: k + 1, logits: true });
+  const seq = g.tokens.data;
+  if (seq.length !== tokens.length || seq.some((t, i) => t !== tokens[i])) {
+    return { ok: false, error: Infinity, detail: 'generate with logits: true gave other tokens than without' };
+  }
+  const steps = [0, 1, k >> 1, k];
+  let error = 0;
+  for (const s of steps) {
+    const len = P + s;
+    const full = model.forward({ data: seq.subarray(0, len), shape: [1, len] }).logits.data.subarray((len - 1) * V);
+    error = Math.max(error, relativeError(g.logits.data.subarray(s * V, (s + 1) * V), full).error);
+    if (argmax(full) !== seq[len]) {
+      return { ok: false, error, detail: `step ${s}: generated token ${seq[len]}, the full forward's argmax is ${argmax(full)}` };
+    }
+  }
+  return {
+    ok: error <= CHECK_TOLERANCE, error,
+    detail: `greedy tokens = argmax of the full forward at steps ${steps.join(', ')}` +
+      `${error === 0 ? ', logits bit-identical' : ''}`,
+  };
+}
+
+/**
+ * A generation shape's prompt: T - newTokens / 2 tokens, so that its newTokens decode steps see
+ * T - newTokens / 2 + 1 ... T + newTokens / 2 keys, T + 1/2 on average: the time per new token
+ * "at context T" is the mean over steps centred on T (exact for a cost linear in the context).
+ */
+function promptLength(shape) {
+  return shape.T - shape.newTokens / 2;
+}
+
+/**
+ * The generation rows: hs-gen times generate's new tokens after a prompt of promptLength tokens
+ * (the first of the shape's T; measurePerToken; its run() is the longer call, checked by
+ * checkGeneration); hs-gen-full is the full forward over the T tokens (logits (1, T, V)),
+ * checked against generate's first step from them, the logits of the same last position.
+ */
+function prepareGeneration(ctx, shape, tokens, withCache) {
+  const r = prepareHeadscopeModel(ctx, shape, tokens);
+  const { model } = r;
+  if (withCache) {
+    const P = promptLength(shape);
+    const prompt = { data: tokens.subarray(0, P), shape: [shape.B, P] };
+    const generate = (n) => ({ async: false, run: () => model.generate(prompt, { maxNewTokens: n }).tokens.data });
+    const k = shape.newTokens;
+    const long = generate(k + 1);
+    const short = generate(1);
+    return {
+      ...r, run: long.run, check: (out) => checkGeneration(model, shape, prompt, out),
+      measure: (timing) => measurePerToken(long, short, k, timing),
+    };
+  }
+  const V = shape.config.vocabSize;
+  return {
+    ...r,
+    flops: transformerFlops(shape).total,
+    check: (logits) => {
+      const first = model.generate({ data: tokens, shape: [shape.B, shape.T] }, { maxNewTokens: 1, logits: true }).logits.data;
+      const { error, detail } = relativeError(logits.subarray((shape.T - 1) * V), first);
+      return { ok: error <= CHECK_TOLERANCE, error, detail: `last row vs generate's first step: ${detail}` };
+    },
+  };
+}
+
+/** onnxruntime-web on <shape id><suffix>: int64 token ids (converted once, here), logits out. */
+async function prepareOrtModel(ctx, shape, tokens, suffix) {
+  const { ort } = ctx;
+  const session = await ortSession(ctx, `${shape.id}${suffix}`);
+  const ids = BigInt64Array.from(tokens, (t) => BigInt(t));
+  const dims = [shape.B, shape.T];
+  return {
+    async: true,
+    run: async () => (await session.run({ tokens: new ort.Tensor('int64', ids, dims) })).logits.data,
     dispose: () => {},
   };
 }
@@ -408,6 +637,11 @@ export async function prepareEngine(engineId, ctx, shape, w, x) {
     case 'tfjs': return prepareTfjs(ctx, shape, w, x);
     case 'eigen': return prepareEigen(ctx, shape, w, x);
     case 'js': return preparePlainJs(ctx, shape, w, x);
+    case 'hs-model': return prepareHeadscopeModel(ctx, shape, x.tokens);
+    case 'hs-gen': return prepareGeneration(ctx, shape, x.tokens, true);
+    case 'hs-gen-full': return prepareGeneration(ctx, shape, x.tokens, false);
+    case 'ort-model': case 'ort-model-dyn':
+      return prepareOrtModel(ctx, shape, x.tokens, ENGINES.find((e) => e.id === engineId).suffix);
     default: throw new Error(`unknown engine ${engineId}`);
   }
 }
@@ -431,22 +665,7 @@ const now = () => performance.now();
  * targetRunMs); returns the median time per call and the spread.
  */
 export async function measure(runner, engine, timing) {
-  // Warm-up: at least minWarmupCalls calls and warmupMs, or one call when it alone is slow.
-  // `last` ends as the fastest warm-up call after the first (robust to one slow first call,
-  // compilation, or a GC pause).
-  let calls = 0;
-  let first = 0;
-  let fastest = Infinity;
-  const w0 = now();
-  for (;;) {
-    const t0 = now();
-    if (runner.async) await runner.run(); else runner.run();
-    const t = now() - t0;
-    if (calls++ === 0) first = t; else fastest = Math.min(fastest, t);
-    if (calls >= timing.minWarmupCalls && now() - w0 >= timing.warmupMs) break;
-    if (t >= timing.slowCallMs) break;
-  }
-  const last = calls > 1 ? fastest : first;
+  const last = await warmUp(runner, timing);
   const timeBatch = async (n) => {
     const t0 = now();
     if (runner.async) {
@@ -471,30 +690,116 @@ export async function measure(runner, engine, timing) {
   const runs = engine.reference && last > timing.slowCallMs ? timing.slowRuns : timing.minRuns;
   const samples = [];
   for (let r = 0; r < runs; r++) samples.push((await timeBatch(batch)) / batch);
-  const sorted = samples.slice().sort((a, b) => a - b);
-  const mid = sorted.length >> 1;
-  const median = sorted.length % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
-  return { ms: median, min: sorted[0], max: sorted[sorted.length - 1], runs, batch };
+  const { ms, min, max } = summary(samples);
+  return { ms, min, max, runs, batch };
 }
 
 /**
- * Checks and times every engine on one shape. headscope (no weights) is the reference of the
- * numerical check; an engine whose output differs by more than CHECK_TOLERANCE is not timed.
- * Without 'hs' first (the 2-thread pass), the reference is computed once, untimed, and no 'hs'
- * row is returned.
+ * Warm-up: at least minWarmupCalls calls and warmupMs, or one call when it alone is slow. Returns
+ * the fastest warm-up call after the first (robust to one slow first call, compilation, or a GC
+ * pause), or the first when there was one.
  */
-export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) {
+async function warmUp(runner, timing) {
+  let calls = 0;
+  let first = 0;
+  let fastest = Infinity;
+  const w0 = now();
+  for (;;) {
+    const t0 = now();
+    if (runner.async) await runner.run(); else runner.run();
+    const t = now() - t0;
+    if (calls++ === 0) first = t; else fastest = Math.min(fastest, t);
+    if (calls >= timing.minWarmupCalls && now() - w0 >= timing.warmupMs) break;
+    if (t >= timing.slowCallMs) break;
+  }
+  return calls > 1 ? fastest : first;
+}
+
+/** The median of samples (ms), their smallest and largest, and their quartiles. */
+function summary(samples) {
+  const sorted = samples.slice().sort((a, b) => a - b);
+  const at = (f) => {
+    const i = f * (sorted.length - 1);
+    return sorted[Math.floor(i)] + (sorted[Math.ceil(i)] - sorted[Math.floor(i)]) * (i - Math.floor(i));
+  };
+  return { ms: at(0.5), min: sorted[0], max: sorted[sorted.length - 1], q1: at(0.25), q3: at(0.75) };
+}
+
+/** How many (long, short) pairs measurePerToken times: this many times timing.minRuns. */
+export const GENERATE_PAIRS = 3;
+
+/**
+ * The time per new token of generate, from the synchronous runners `long` (generate(prompt, {
+ * maxNewTokens: k + 1 }): the prompt's pass, then k decode steps) and `short` (maxNewTokens 1: the
+ * prompt's pass alone; the first new token comes from its logits). Both warmed up as measure()
+ * does, then GENERATE_PAIRS x minRuns pairs of one call each, back to back (which of the two goes
+ * first alternates), and ms is the median over the pairs of (long - short) / k. Pairing the two
+ * calls cancels what the machine's load does to both within a pair, which a difference of two
+ * medians taken seconds apart does not; the prompt's pass (most of either call) drops out.
+ * generateMs and promptMs are the medians of the long and short calls themselves; q1 and q3 the
+ * quartiles of the per-token samples (their spread: how busy the machine was).
+ */
+async function measurePerToken(long, short, k, timing) {
+  await warmUp(long, timing);
+  await warmUp(short, timing);
+  const time = (runner) => {
+    const t0 = now();
+    runner.run();
+    return now() - t0;
+  };
+  const runs = GENERATE_PAIRS * timing.minRuns;
+  const perToken = [];
+  const longs = [];
+  const shorts = [];
+  for (let r = 0; r < runs; r++) {
+    let tl;
+    let ts;
+    if (r % 2) {
+      tl = time(long);
+      ts = time(short);
+    } else {
+      ts = time(short);
+      tl = time(long);
+    }
+    perToken.push((tl - ts) / k);
+    longs.push(tl);
+    shorts.push(ts);
+  }
+  return {
+    ...summary(perToken), runs, batch: 1, newTokens: k,
+    generateMs: summary(longs).ms, promptMs: summary(shorts).ms,
+  };
+}
+
+/** A shape's weights (MHA: made here, cached per (E, H); a transformer's come from its seed) and inputs. */
+function shapeData(ctx, shape) {
+  if (kindOf(shape) !== 'mha') return { w: null, x: { tokens: makeTokens(shape) } };
   ctx.weights ??= new Map();
   if (!ctx.weights.has(weightsId(shape))) ctx.weights.set(weightsId(shape), makeWeights(shape.E, shape.H));
-  const w = ctx.weights.get(weightsId(shape));
-  const x = makeInputs(shape);
+  return { w: ctx.weights.get(weightsId(shape)), x: makeInputs(shape) };
+}
+
+/**
+ * Checks and times every engine on one shape. The kind's headscope engine (KIND_BASE: headscope
+ * without weights for MHA) is the reference of the numerical check; an engine whose output
+ * differs by more than CHECK_TOLERANCE is not timed. Without it first (the 2-thread pass), the
+ * reference is computed once, untimed, and no row of it is returned. A reference runner's
+ * `facts` (a transformer's parameter count) are returned with the rows. A runner may bring its
+ * own check(output) (the generation rows, whose engines compute different things), its own
+ * measure(timing) (measurePerToken) and the flops of its call (else the shape's).
+ */
+export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) {
+  const base = baseEngine(shape);
+  const { w, x } = shapeData(ctx, shape);
   const f = flops(shape);
   const rows = [];
   let reference = null;
-  if (engineIds[0] !== 'hs') {
-    const runner = await prepareEngine('hs', ctx, shape, w, x);
+  let facts;
+  if (engineIds[0] !== base) {
+    const runner = await prepareEngine(base, ctx, shape, w, x);
     try {
       reference = await runner.run();
+      facts = runner.facts;
     } finally {
       runner.dispose();
     }
@@ -506,8 +811,13 @@ export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) 
     try {
       runner = await prepareEngine(id, ctx, shape, w, x);
       const out = await runner.run();
-      if (id === 'hs') {
+      if (id === base) {
         reference = out;
+        facts = runner.facts;
+      }
+      if (runner.check) {
+        row.check = runner.check(out);
+      } else if (id === base) {
         row.check = { ok: true, error: 0, detail: 'reference' };
       } else {
         const { error, detail } = relativeError(out, reference);
@@ -518,8 +828,8 @@ export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) 
         // outputs) is not collected, and charged, during this row's timing; the garbage the row
         // makes itself still is. ctx.gc: Node's and Chromium's gc(), exposed by bench.mjs.
         ctx.gc?.();
-        Object.assign(row, await measure(runner, engine, timing));
-        row.gflops = f.total / (row.ms * 1e6);
+        Object.assign(row, await (runner.measure ? runner.measure(timing) : measure(runner, engine, timing)));
+        row.gflops = (runner.flops ?? f.total) / (row.ms * 1e6);
       }
     } catch (error) {
       row.error = String(error?.message ?? error);
@@ -529,7 +839,7 @@ export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) 
     rows.push(row);
     log(shape, row);
   }
-  return { shape: shape.id, flops: f, rows };
+  return { shape: shape.id, flops: f, ...(facts && { facts }), rows };
 }
 
 /** The roofline probe: best f32x4 mul+add rate over accumulator counts, in GFLOP/s. */

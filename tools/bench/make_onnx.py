@@ -173,16 +173,22 @@ def newer(target, source):
     return os.path.exists(target) and os.path.getmtime(target) >= os.path.getmtime(source)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--spec", required=True, help="spec.json written by tools/bench/bench.mjs")
+def read_spec(doc, name):
+    """The --spec file bench.mjs wrote (also make_transformer_onnx.py's): its models and output
+    folder, which is created. doc: the script's docstring, whose first paragraph is its --help."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("--spec", required=True, help=f"{name} written by tools/bench/bench.mjs")
     args = parser.parse_args()
     with open(args.spec) as f:
         spec = json.load(f)
-    out = spec["out"]
-    os.makedirs(out, exist_ok=True)
+    os.makedirs(spec["out"], exist_ok=True)
+    return spec["models"], spec["out"]
+
+
+def main():
+    models, out = read_spec(__doc__, "spec.json")
     written = 0
-    for m in spec["models"]:
+    for m in models:
         E, H, causal = int(m["E"]), int(m["H"]), bool(m["causal"])
         targets = {
             "mha": os.path.join(out, f"{m['id']}.mha.onnx"),

@@ -4,7 +4,9 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { CHECK_TOLERANCE, ENGINES, MEMORY_SHAPE, SHAPES, flops } from './engines.js';
+import {
+  CHECK_TOLERANCE, ENGINES, GENERATE_PAIRS, MEMORY_SHAPE, SHAPES, baseEngine, enginesFor, flops, kindOf,
+} from './engines.js';
 
 const shapeById = (id) => SHAPES.find((s) => s.id === id);
 const engineById = (id) => ENGINES.find((e) => e.id === id);
@@ -34,6 +36,62 @@ function projectionRate(env) {
   return null;
 }
 
+// Issue 11's transformer targets: headscope's forward (hs-model) against onnxruntime-web on the
+// faster of the two torch.onnx exports of the same module, one thread each. (The generation
+// rows' targets are of another form: generationTargets.)
+const ORT_EXPORTS = ['ort-model', 'ort-model-dyn'];
+const TRANSFORMER_TARGETS = [
+  { shape: 'tt-small', hs: 'hs-model', peers: ORT_EXPORTS, need: 10, what: 'forward, per call' },
+  { shape: 'tt-1m', hs: 'hs-model', peers: ORT_EXPORTS, need: 1.5, what: 'forward' },
+];
+
+// Issue 11's generation targets, over the 'generate' shapes (one model, contexts T): generate's
+// time per new token with its KV cache (hs-gen) linear in the context, and below a full forward
+// over the context (hs-gen-full, what a program without a cache runs per new token).
+const GENERATION = SHAPES.filter((s) => kindOf(s) === 'generate');
+const LINEAR = { from: 128, to: 256, slack: 1.3 };
+const RECOMPUTE_FROM = 64;
+
+/** The generation shapes this environment measured: { shape, cached, full } (rows or null). */
+function generationRows(env) {
+  return GENERATION.map((shape) => ({ shape, cached: row(env, shape.id, 'hs-gen'), full: row(env, shape.id, 'hs-gen-full') }))
+    .filter((g) => g.cached || g.full);
+}
+
+/** "generate 4L d128 B=1", the model of the generation rows. */
+function generationModel() {
+  const c = GENERATION[0].config;
+  return `generate ${c.nLayers}L d${c.dModel} B=${GENERATION[0].B}`;
+}
+
+function generationTargets(env) {
+  const t = [];
+  const rows = generationRows(env);
+  const perToken = (T) => rows.find((g) => g.shape.T === T)?.cached;
+  const [a, b] = [perToken(LINEAR.from), perToken(LINEAR.to)];
+  const linear = LINEAR.to / LINEAR.from;
+  if (a && b) {
+    t.push({ name: `${generationModel()}: time per new token, context ${LINEAR.to} / context ${LINEAR.from} ` +
+      `(linear: ${linear}; allowed ${LINEAR.slack} x ${linear})`, generation: 'linear', need: LINEAR.slack * linear, got: b.ms / a.ms, kind: 'max',
+    detail: `${fmtMs(a.ms)} ms -> ${fmtMs(b.ms)} ms per new token` });
+  }
+  const both = rows.filter((g) => g.shape.T >= RECOMPUTE_FROM && g.cached && g.full);
+  if (both.length) {
+    const ratios = both.map((g) => g.full.ms / g.cached.ms);
+    t.push({ name: `${generationModel()}: full forward over the context / time per new token with the KV cache, ` +
+      `smallest over contexts ${both.map((g) => g.shape.T).join(', ')}`, generation: 'recompute', need: 1, got: Math.min(...ratios), kind: 'min',
+    detail: both.map((g, i) => `${g.shape.T}: ${fmtMs(g.full.ms)} vs ${fmtMs(g.cached.ms)} ms (${fmtX(ratios[i])})`).join('; ') });
+  }
+  return t;
+}
+
+/** A shape result's parameter count (its reference runner's facts), as "933,120 (0.93M)". */
+function parametersText(env, shapeId) {
+  const n = env.shapes.find((s) => s.shape === shapeId)?.facts?.parameters;
+  if (!n) return '';
+  return n >= 1e5 ? `${n.toLocaleString('en-US')} (${(n / 1e6).toFixed(2)}M)` : n.toLocaleString('en-US');
+}
+
 /** Every target of the issue that this run measured, with PASS/FAIL and the gap. */
 export function evaluateTargets(env) {
   const t = [];
@@ -42,7 +100,7 @@ export function evaluateTargets(env) {
     const times = peers.map((p) => row(env, shapeId, p)?.ms).filter((x) => x > 0);
     if (!hs || times.length === 0) return;
     const peer = Math.min(...times);
-    t.push({ name, need, got: peer / hs.ms, kind: 'min', detail: `${fmtMs(peer)} ms vs headscope ${fmtMs(hs.ms)} ms` });
+    t.push({ name, shape: shapeId, hs: hsId, need, got: peer / hs.ms, kind: 'min', detail: `${fmtMs(peer)} ms vs headscope ${fmtMs(hs.ms)} ms` });
   };
   for (const L of [128, 512]) {
     speedup(`E=768 H=12 L=${L}: vs the faster onnxruntime-web graph`, `bert-${L}`, ['ort-mha', 'ort-matmul'], 1.2);
@@ -59,6 +117,10 @@ export function evaluateTargets(env) {
   }
   speedup('L=32 E=64 H=4: vs the faster onnxruntime-web graph', 'small-32', ['ort-mha', 'ort-matmul'], 1.5);
   speedup('L=32 E=64 H=4: vs tfjs-wasm', 'small-32', ['tfjs'], 3);
+  for (const x of TRANSFORMER_TARGETS) {
+    speedup(`${shapeById(x.shape).label}: ${x.what} vs onnxruntime-web (the faster torch.onnx export)`, x.shape, x.peers, x.need, x.hs);
+  }
+  t.push(...generationTargets(env));
   const hs128 = row(env, 'bert-128', 'hs');
   const heads128 = row(env, 'bert-128', 'hs-heads');
   if (hs128 && heads128) {
@@ -111,6 +173,83 @@ function allocationNotes(env) {
     `environment: ${parts.join('; ')}. \`forward(..., { out })\` writes into a reused array instead.`;
 }
 
+/**
+ * The transformer rows of every environment: headscope's Transformer.forward against
+ * onnxruntime-web on the torch.onnx export, with the issue's targets.
+ */
+function transformerTable(results) {
+  const lines = [];
+  for (const env of results.envs) {
+    const targets = evaluateTargets(env);
+    for (const x of TRANSFORMER_TARGETS) {
+      const hs = row(env, x.shape, x.hs);
+      const peer = x.peers.map((p) => row(env, x.shape, p)).filter(Boolean).sort((a, b) => a.ms - b.ms)[0];
+      const result = env.shapes.find((s) => s.shape === x.shape);
+      if (!result) continue;
+      const shape = shapeById(x.shape);
+      const c = shape.config;
+      const t = targets.find((y) => y.shape === x.shape && y.hs === x.hs);
+      const failed = result.rows.filter((r) => !ok(r)).map((r) => `${engineById(r.engine).label}: ${r.error ?? 'check failed'}`);
+      lines.push(`| ${env.label} | ${shape.label} (vocab ${c.vocabSize}, ${c.nHeads} heads, dMlp ${c.dMlp}) | ` +
+        `${parametersText(env, x.shape)} | ${hs ? fmtMs(hs.ms) : ''} | ` +
+        `${peer ? `${fmtMs(peer.ms)} (${engineById(peer.engine).export ?? peer.engine})` : ''} | ` +
+        `${t ? t.gotText : ''} | ${t ? t.needText : fmtX(x.need)} | ${t ? (t.pass ? 'PASS' : '**FAIL**') : failed.join('; ').replace(/\|/g, '/')} |`);
+    }
+  }
+  if (lines.length === 0) return [];
+  return [
+    'hs.createTransformer(config).forward(tokens) (logits only, no hooks) against onnxruntime-web on the',
+    'torch.onnx export of the same reference module (tools/tiny_transformer.py) with the same seeded weights,',
+    'the faster of its two exports (fixed shapes; dynamic B and T); one thread each; pre-norm, learned positions,',
+    'causal, exact GELU, biases. **x** is onnxruntime-web\'s time over headscope\'s.', '',
+    '| environment | model | parameters | headscope ms | onnxruntime-web ms (export) | x | needed | status |',
+    '|---|---|---|---|---|---|---|---|',
+    ...lines,
+  ];
+}
+
+/**
+ * The generation rows of every environment: per context, the time per new token with the KV
+ * cache, the two generate calls it comes from, the full forward, their ratio; then the targets.
+ */
+function generationSection(results) {
+  const lines = [];
+  const targetLines = [];
+  for (const env of results.envs) {
+    for (const g of generationRows(env)) {
+      const c = g.cached;
+      const failed = (env.shapes.find((s) => s.shape === g.shape.id)?.rows ?? []).filter((r) => !ok(r))
+        .map((r) => `${engineById(r.engine).label}: ${r.error ?? (r.check?.ok ? 'no time' : `check failed: ${r.check?.detail}`)}`);
+      lines.push(`| ${env.label} | ${g.shape.T} | ${c ? `${fmtMs(c.ms)} (${fmtMs(c.q1)} to ${fmtMs(c.q3)})` : ''} | ` +
+        `${c ? `${fmtMs(c.generateMs)} / ${fmtMs(c.promptMs)}` : ''} | ${g.full ? fmtMs(g.full.ms) : ''} | ` +
+        `${c && g.full ? fmtX(g.full.ms / c.ms) : ''} | ${failed.join('; ').replace(/\|/g, '/')} |`);
+    }
+    for (const x of evaluateTargets(env).filter((y) => y.generation)) {
+      const what = x.generation === 'linear'
+        ? `linear: per-token(${LINEAR.to}) <= ${LINEAR.slack} x ${LINEAR.to / LINEAR.from} x per-token(${LINEAR.from})`
+        : `faster than recomputing the full forward from context ${RECOMPUTE_FROM} on`;
+      targetLines.push(`- ${env.label}, ${what}: ${x.pass ? 'met' : '**not met**'}, ${x.gotText} (${x.needText}); ${x.detail}.`);
+    }
+  }
+  if (lines.length === 0) return [];
+  const shape = GENERATION[0];
+  const c = shape.config;
+  const k = shape.newTokens;
+  return [
+    `\`model.generate(prompt, { maxNewTokens })\`, greedy, of one causal model (${c.nLayers} layers, dModel ${c.dModel}, ${c.nHeads} heads, ` +
+      `dMlp ${c.dMlp}, vocab ${c.vocabSize}, maxLen ${c.maxLen}, the config's seed; ${parametersText(results.envs[0], shape.id) || 'its'} parameters),`,
+    `one sequence (B = ${shape.B}), one thread. **per new token** at a **context** c: on a prompt of c - ${k / 2} tokens, the median`,
+    `over pairs of calls of (generate of ${k + 1} tokens - generate of 1) / ${k}: the ${k} decode steps after the prompt\'s pass,`,
+    `which see c - ${k / 2 - 1} ... c + ${k / 2} keys (c + 1/2 on average); in parentheses the quartiles of the pairs (a wide range: a`,
+    'busy machine); then the medians of the two calls. **full forward**: `forward` over c tokens, what a program without a',
+    'KV cache runs for each new token. **x**: full forward / per new token.', '',
+    `| environment | context | per new token, KV cache (ms) | generate ${k + 1} / 1 tokens (ms) | full forward (ms) | x | failed |`,
+    '|---|---|---|---|---|---|---|',
+    ...lines, '',
+    ...(targetLines.length ? targetLines : ['No generation target was measured in this run (they need contexts 64, 128 and 256).']),
+  ];
+}
+
 function versionsLine(results) {
   const node = results.envs.find((e) => e.env === 'node');
   const chromium = results.envs.find((e) => e.env === 'chromium');
@@ -137,10 +276,12 @@ function markdown(results) {
   if (results.quick) out.push('- **Quick run** (`--quick`): few shapes and runs; not a measurement to quote.');
   out.push('', '![time per engine per shape, log scale](chart.svg)', '');
   out.push('Every engine runs one thread, in one process (Node) or one page (Chromium), on the same inputs and',
-    'weights, from JS Float32Arrays to a JS Float32Array (input conversion and copies in, output copy out,',
-    'inside the timing). **ms** is the median time per call; **x headscope** is that engine\'s time divided',
-    'by headscope\'s without weights (above 1: headscope is faster). Absolute numbers move between machines',
-    'and runs; the ratios within one run are the comparison. **% of peak** is the row\'s GFLOP/s over the',
+    'weights, from JS Float32Arrays (transformer rows: token ids) to a JS Float32Array (input conversion and copies',
+    'in, output copy out, inside the timing; onnxruntime-web\'s int64 token ids are made once, before). **ms** is the',
+    'median time per call; **x headscope** is that engine\'s time divided by headscope\'s without weights',
+    '(transformer rows: by headscope\'s Transformer.forward; generation rows: by generate\'s time per new token, so',
+    'the full forward\'s is what the KV cache saves); above 1: headscope is faster. Absolute numbers move between',
+    'machines and runs; the ratios within one run are the comparison. **% of peak** is the row\'s GFLOP/s over the',
     'measured SIMD128 multiply+add peak (Roofline below); **spread** is the slowest timed run over the fastest',
     '(large: the machine was busy during that row).', '',
     'The rows marked **(2 threads)** are the exception: headscope\'s `init({ threads: 2 })` module and a',
@@ -163,6 +304,11 @@ function markdown(results) {
     }
   }
 
+  const transformer = transformerTable(results);
+  if (transformer.length) out.push('## Transformer', '', ...transformer, '');
+  const generation = generationSection(results);
+  if (generation.length) out.push('## Generation', '', ...generation, '');
+
   out.push('## Roofline', '');
   out.push('| environment | SIMD128 mul+add peak | best accumulators | headscope projections (E=768) | fraction of peak |', '|---|---|---|---|---|');
   for (const env of results.envs) {
@@ -178,7 +324,7 @@ function markdown(results) {
       '|---|---|---|---|---|---|---|---|---|');
     for (const s of env.shapes) {
       const shape = shapeById(s.shape);
-      const hs = row(env, s.shape, 'hs');
+      const hs = row(env, s.shape, baseEngine(shape));
       for (const r of s.rows) {
         const e = engineById(r.engine);
         const check = r.error ? `error: ${r.error.replace(/\|/g, '/').slice(0, 120)}`
@@ -193,7 +339,7 @@ function markdown(results) {
         const ratio = hs ? fmtX(r.ms / hs.ms) : '';
         const label = e.headscope ? `**${e.label}**` : e.label;
         out.push(`| ${shape.label} | ${label} | ${fmtMs(r.ms)} | ${r.gflops.toFixed(2)} | ${pct} | ${ratio} | ` +
-          `${r.runs} x ${r.batch} | ${(r.max / r.min).toFixed(2)} | ${check} |`);
+          `${r.runs} x ${r.batch} | ${r.min > 0 ? (r.max / r.min).toFixed(2) : `${fmtMs(r.min)} to ${fmtMs(r.max)} ms`} | ${check} |`);
       }
     }
     out.push('');
@@ -237,8 +383,29 @@ function markdown(results) {
     '  reshape/transpose into heads, batched `matMul`, `softmax`, causal mask added as a constant, `dataSync()`.',
     '  The Eigen reference path (`ReferenceForward`, scalar Eigen 3.4 in WASM) via a small Embind module',
     '  (`tools/bench/eigen_bench.cc`). Plain JS: loops over Float32Arrays.',
+    '- **Transformer rows.** `hs.createTransformer(config)` with the config\'s seed (PyTorch\'s default initialisation:',
+    '  attention biases 0, LayerNorm 1 and 0), `forward({ data: Int32Array, shape: [B, T] })`, logits only; its',
+    '  `stateDict()` written to `build/bench/onnx/` and loaded into the reference module `tools/tiny_transformer.py`',
+    '  (float32, eval) by `tools/bench/make_transformer_onnx.py` (Debian\'s torch 1.13), which exports it with',
+    '  `torch.onnx.export`: opset 17, int64 `tokens` (B, T) in, `logits` (B, T, vocab) out (the module\'s hooks dropped',
+    '  by a wrapper), constant folding on; twice, with fixed shapes and with dynamic B and T axes. onnxruntime-web runs',
+    '  both as the MHA graphs (`wasm`, one thread, graph optimization `all`); the targets take the faster. Its int64',
+    '  tokens are converted once, before timing (an ort.Tensor per call).',
     `- **Check.** Before timing, each engine's output is compared with headscope's: max|a-b| / max|headscope| <= ${CHECK_TOLERANCE}.`,
-    '  An engine that fails is reported and not timed.',
+    '  An engine that fails is reported and not timed. Generation rows: generate\'s tokens must be the argmax (the first',
+    '  largest) of the last row of a full `forward` over the tokens before them at steps 0, 1, k/2 and k, and the logits',
+    '  they were chosen from (`logits: true`) that row within the same tolerance (seen: the same bits); the full forward\'s',
+    '  last row must be generate\'s first step.',
+    '- **Generation rows.** `hs.createTransformer(config)` (tt-1m\'s sizes with 512 positions), seeded tokens, one sequence',
+    '  (`{ data, shape: [1, n] }`). Per new token at context c, on a prompt of c - k/2 tokens (so that the k timed steps are',
+    '  centred on c): generate(prompt, { maxNewTokens: k + 1 }) runs the prompt\'s pass and then k decode',
+    '  steps (one position through every block against the cached keys and values), generate(prompt, { maxNewTokens: 1 })',
+    '  the prompt\'s pass alone (its one token comes from that pass\'s logits). Each is warmed up as above; then',
+    `  ${results.timing.minRuns * GENERATE_PAIRS} pairs of one call of each, back to back, the order alternating, and the time per token is the median`,
+    '  over the pairs of (time(k + 1) - time(1)) / k: within a pair the machine\'s load is about the same, which two',
+    '  medians taken seconds apart do not guarantee, and the prompt\'s pass, most of either call, drops out. Its flops: one',
+    '  position through every block at the mean context of the k steps. The full forward: `forward` over c tokens, timed as',
+    '  the other rows, logits of every position (what `forward` gives; a program without a cache takes the last row).',
     `- **Timing.** Warm-up (>= ${results.timing.minWarmupCalls} calls and ${results.timing.warmupMs} ms), then ${results.timing.minRuns} timed runs, median. A run`,
     `  is a batch of calls when one call takes under ${results.timing.targetRunMs / 2} ms (batch = ${results.timing.targetRunMs} ms / call time), divided by the batch.`,
     `  The reference rows (Eigen, plain JS) get ${results.timing.slowRuns} runs when one call exceeds ${results.timing.slowCallMs} ms.`,
@@ -246,9 +413,12 @@ function markdown(results) {
     '  and to Chromium with --expose-gc) runs before each row\'s warm-up, so no row pays for the garbage of the rows',
     '  before it; the garbage a row makes itself (every engine allocates its outputs) is collected within its timing.',
     '- **Inputs.** Unbatched query (L, E), distinct key and value (S, E), U(-1, 1); in_proj_weight xavier-uniform,',
-    '  out_proj.weight U(+-1/sqrt(E)), biases U(+-0.1); deterministic (tools/bench/engines.js).',
+    '  out_proj.weight U(+-1/sqrt(E)), biases U(+-0.1); deterministic (tools/bench/engines.js). Transformer rows:',
+    '  (B, T) token ids uniform over the vocabulary, seeded; weights from the config\'s seed.',
     '- **GFLOP/s.** Multiply and add counted apart: projections 2E^2(2L + 2S), attention 4E per unmasked',
-    '  (query, key) pair (causal: L(L+1)/2 pairs); softmax and biases not counted.',
+    '  (query, key) pair (causal: L(L+1)/2 pairs); softmax and biases not counted. Transformer rows, per sequence:',
+    '  per block 8D^2 T (in_proj, out_proj) + 4D per unmasked pair + 4 D dMlp T (MLP), and 2 D vocab T (unembedding);',
+    '  LayerNorm, GELU, softmax, biases and embeddings not counted.',
     '- **Roofline.** `tools/bench/roofline.cc`: `acc = acc * m + a` on N independent f32x4 registers (f32x4.mul +',
     '  f32x4.add, 8 flops; SIMD128 has no FMA), best N of 1..16; the fraction of peak of each headscope row uses it.',
     '- **Projection rate.** Decode L=1 over S=4096 keys: its work is 99.9% K/V projection GEMM (S x E by E x E);',
@@ -266,6 +436,8 @@ function markdown(results) {
 const COLORS = {
   hs: '#1b7f3b', 'hs-heads': '#6cc47f', 'hs-out': '#0e4d22', 'ort-mha': '#1f5fbf', 'ort-matmul': '#7fa8e8',
   tfjs: '#e07b00', eigen: '#8a5cc7', js: '#9a9a9a', 'hs-mt': '#b8860b', 'ort-mha-mt': '#0b2f6b',
+  'hs-model': '#2e9e8f', 'ort-model': '#4b3fa8', 'ort-model-dyn': '#9d93e0',
+  'hs-gen': '#c2185b', 'hs-gen-full': '#f48fb1',
 };
 
 const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
@@ -277,15 +449,19 @@ export function chart(results) {
   })).filter((p) => p.shapes.length);
   const all = panels.flatMap((p) => p.shapes.flatMap((s) => s.rows.filter(ok).map((r) => r.ms)));
   const engines = ENGINES.filter((e) => panels.some((p) => p.shapes.some((s) => s.rows.some((r) => r.engine === e.id))));
+  // A shape's bars: the engines of its kind that ran anywhere, in one slot each.
+  const slots = (shapeId) => enginesFor(shapeById(shapeId)).filter((e) => engines.includes(e));
   const lo = Math.floor(Math.log10(Math.min(...all, 1)));
   const hi = Math.ceil(Math.log10(Math.max(...all, 1)));
   const groups = Math.max(...panels.map((p) => p.shapes.length), 1);
   const bar = 9;
-  const groupW = engines.length * bar + 18;
+  const groupW = Math.max(1, ...panels.flatMap((p) => p.shapes.map((sh) => slots(sh.shape).length))) * bar + 18;
   const left = 64;
   const width = Math.max(760, left + groups * groupW + 24);
   const panelH = 300;
-  const labelH = 90;
+  // Room for the longest shape label, written at -35 degrees (about 6.3 px a character).
+  const longest = Math.max(...panels.flatMap((p) => p.shapes.map((sh) => shapeById(sh.shape).label.length)), 0);
+  const labelH = Math.max(90, Math.ceil(longest * 6.3 * Math.sin((35 * Math.PI) / 180)) + 30);
   // Legend: as many rows as the width needs.
   const legend = [];
   let lx = left;
@@ -318,13 +494,14 @@ export function chart(results) {
     s.push(`<text x="14" y="${y0 + panelH / 2}" transform="rotate(-90 14 ${y0 + panelH / 2})" text-anchor="middle" fill="#555">ms per call</text>`);
     p.shapes.forEach((sh, gi) => {
       const gx = left + 10 + gi * groupW;
-      engines.forEach((e, ei) => {
+      const kindEngines = slots(sh.shape);
+      kindEngines.forEach((e, ei) => {
         const r = sh.rows.find((x) => x.engine === e.id);
         if (!ok(r)) return;
         const yy = y(r.ms, y0);
         s.push(`<rect x="${gx + ei * bar}" y="${yy.toFixed(1)}" width="${bar - 1}" height="${(y0 + panelH - yy).toFixed(1)}" fill="${COLORS[e.id]}"><title>${esc(`${shapeById(sh.shape).label} - ${e.label}: ${fmtMs(r.ms)} ms`)}</title></rect>`);
       });
-      const cx = gx + (engines.length * bar) / 2;
+      const cx = gx + (kindEngines.length * bar) / 2;
       s.push(`<text x="${cx}" y="${y0 + panelH + 14}" text-anchor="end" transform="rotate(-35 ${cx} ${y0 + panelH + 14})">${esc(shapeById(sh.shape).label)}</text>`);
     });
   });

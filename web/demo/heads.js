@@ -244,14 +244,15 @@ function syncLabels(container, labels) {
  * 16-head, 32-token grid is 16k cells: as DOM elements they take a third of a second to lay out),
  * token labels on both axes as text. The canvas is one keyboard stop: arrow keys, Home/End and
  * PageUp/PageDown move the active cell, whose description becomes the canvas's accessible name and
- * goes to `onCell` (the view's live explanation line). Hover and click work too.
+ * goes to `onCell` (the view's live explanation line). Hover and click work too. Also the
+ * loader's attention-pattern grid of a transformer case (transformer-case.js).
  * @param {Element} root
  * @param {{ id: string, name: string, data: ArrayLike<number>, rows: number, cols: number,
  *   stride?: number, rowLabels: string[], colLabels: string[], scale?: object,
  *   masked?: (i: number, j: number) => boolean, describe: (i: number, j: number) => string,
  *   active?: [number, number] | null, onCell?: (i: number, j: number, byKeyOrClick: boolean) => void }} m
  */
-function renderHeatmap(root, m) {
+export function renderHeatmap(root, m) {
   const parts = partsOf(root, 'heatmap', () => createHeatmap(root));
   parts.update(m);
 }

@@ -1,6 +1,7 @@
 // "Your weights": load a case file (the JSON case format: a PyTorch state_dict and the forward
 // arguments, e.g. exported from a model) by file picker or drag and drop, check it, run it, and
-// hand it to the Walkthrough and Heads views. The file is only ever parsed as JSON and shown as
+// hand it to the Walkthrough and Heads views; a "kind": "transformer" case is checked and its
+// attention patterns shown here (transformer-case.js). The file is only ever parsed as JSON and shown as
 // text: a weights file cannot run code or fetch anything.
 //
 // A load is a job of stages (reading, parsing, loading the weights, computing, checking), shown
@@ -8,10 +9,11 @@
 // anything: a new load cancels the running one, and a cancelled job's late results are dropped.
 import { HeadscopeError } from '../lib/index.js';
 import { endPageWorker, pageWorker, pageWorkerStarted } from './page-worker.js';
-import { compareWithExpected, parseCase } from '../lib/case.js';
+import { compareWithExpected, parseCase, transformerCaseHooks, transformerCaseResult } from '../lib/case.js';
 import { seedWorkedExample } from '../lib/examples.js';
 import { callDims } from '../lib/shapes.js';
 import { stateFromCase } from './walkthrough-model.js';
+import { describeTransformerConfig, patternHooks, renderTransformerCase } from './transformer-case.js';
 
 // Files above this are refused before reading (a case of E = 768 with L = 512 is ~30 MB of JSON).
 // Parsing runs on the page's thread at 20-40 ms per MB, so this also bounds that pause.
@@ -129,7 +131,11 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
     ' config, its ',
     el('code', '', 'state_dict'),
     ' and the forward inputs (optionally the expected output, which is then checked). ',
-    `It is shown in both views; nothing leaves this page. Files up to ${formatBytes(MAX_FILE_BYTES)}.`);
+    'It is shown in both views. A ',
+    el('code', '', '"kind": "transformer"'),
+    ' case (a small transformer, its tokens and expected logits, loss and hooks) is checked and its ',
+    'attention patterns shown here. Nothing leaves this page. ' +
+    `Files up to ${formatBytes(MAX_FILE_BYTES)}.`);
 
   const drop = el('label', 'hs-drop');
   const input = el('input');
@@ -175,9 +181,11 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
   const summary = el('div', 'hs-load-summary');
   summary.setAttribute('aria-live', 'polite');
   const actions = el('div', 'hs-controls');
+  // A transformer case's check and pattern grid (transformer-case.js).
+  const transformerView = el('div', 'hs-tcase');
   const controls = el('div', 'hs-controls');
   controls.append(exampleButton, download);
-  root.replaceChildren(intro, drop, controls, progress, error, summary, actions);
+  root.replaceChildren(intro, drop, controls, progress, error, summary, actions, transformerView);
 
   function showElapsed() {
     if (job) elapsed.textContent = formatSeconds(performance.now() - job.started);
@@ -218,6 +226,7 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
     error.textContent = '';
     summary.replaceChildren();
     actions.replaceChildren();
+    transformerView.replaceChildren();
     jobTitle.textContent = `Loading ${fileName}${size === undefined ? '' : ` (${formatBytes(size)})`}`;
     progress.classList.remove('hs-job-cancelled');
     cancelButton.hidden = false;
@@ -279,12 +288,60 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
     }
   }
 
+  // A transformer case, on this thread (the worker runs attention cases only): runCase's steps
+  // in stages, asking for every layer's pattern besides the hooks the case expects.
+  async function runTransformer(current, c) {
+    await enter(current, 'weights');
+    const model = hs.createTransformer(c.config);
+    try {
+      model.loadStateDict(c.stateDict);
+      const hooks = transformerCaseHooks(c, model.hookNames(), patternHooks(c.config.nLayers));
+      await enter(current, 'compute');
+      const started = performance.now();
+      const out = model.forward(c.tokens, { hooks, headGates: c.headGates });
+      return { result: transformerCaseResult(c, out), ms: performance.now() - started };
+    } finally {
+      model.dispose();
+    }
+  }
+
+  async function showTransformer(current, c) {
+    const { result, ms } = await runTransformer(current, c);
+    await enter(current, 'check');
+    const check = c.expected === null ? null : compareWithExpected(c, result);
+    if (current !== job) throw CANCELLED;
+    endStage(current);
+    const t = c.tokens.shape;
+    const lines = [
+      `${c.name ?? current.fileName}: a transformer case, ${describeTransformerConfig(c.config)}`,
+      `tokens [${t.join(', ')}]${c.targets ? ', with targets' : ''}${c.headGates ? ', with head gates' : ''}; ` +
+        `logits [${result.logits.shape.join(', ')}]${result.loss === undefined ? '' : `, loss ${result.loss}`} — ` +
+        `computed in ${ms < 1000 ? `${ms.toFixed(1)} ms` : formatSeconds(ms)}`,
+      timeLine(current),
+    ];
+    if (check === null) lines.splice(2, 0, 'The file has no expected values to check.');
+    for (const line of lines) summary.append(el('p', '', line));
+    renderTransformerCase(transformerView, { c, result, check });
+    actions.append(el('span', 'hs-note', 'The Walkthrough and Heads views take attention cases; this ' +
+      'transformer case is shown here.'));
+  }
+
+  function timeLine(current) {
+    return `Time: ${current.times.map(([id, t]) => `${STAGES.find((s) => s.id === id).label.toLowerCase()} ` +
+      formatSeconds(t)).join(', ')}; ${formatSeconds(performance.now() - current.started)} in all.`;
+  }
+
   async function load(current, text) {
     const { fileName } = current;
     try {
       await enter(current, 'parse');
       // parseCase reads the text itself, so its rules (JSON, a byte order mark) decide.
       const c = parseCase(text);
+      if (c.kind === 'transformer') {
+        await showTransformer(current, c);
+        onStatus(`Loaded ${fileName}.`);
+        return;
+      }
       const { result, ms } = await run(current, c);
       await enter(current, 'check');
       const q = c.query.shape;
@@ -307,8 +364,7 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
       const walkthrough = stateFromCase(c);
       if (current !== job) throw CANCELLED;
       endStage(current);
-      lines.push(`Time: ${current.times.map(([id, t]) => `${STAGES.find((s) => s.id === id).label.toLowerCase()} ` +
-        formatSeconds(t)).join(', ')}; ${formatSeconds(performance.now() - current.started)} in all.`);
+      lines.push(timeLine(current));
 
       for (const line of lines) summary.append(el('p', '', line));
       const toHeads = el('button', 'hs-primary', 'Show in the Heads view');
@@ -343,6 +399,7 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
       progress.hidden = true;
       summary.replaceChildren();
       actions.replaceChildren();
+      transformerView.replaceChildren();
       error.textContent = `Could not load ${file.name}: it is ${file.size} bytes, more than the ` +
         `${formatBytes(MAX_FILE_BYTES)} (${MAX_FILE_BYTES} bytes) this page reads`;
       onStatus(`Could not load ${file.name}.`);

@@ -1,9 +1,11 @@
-// The JSON case format (shared/spec/case-format.md in the headscope repository): a PyTorch
-// state_dict, the forward arguments, and optionally the expected results. Errors are
+// The JSON case format (docs/case-format.md in the headscope repository): a PyTorch state_dict,
+// the forward arguments, and optionally the expected results, of one MultiheadAttention call
+// ("kind" absent or "mha") or one forward pass of the small transformer ("kind": "transformer":
+// tokens, optional targets and head gates; expected logits, loss and hooks). Errors are
 // PARSE_ERROR and name the JSON path ("inputs.query[1][2]: expected a number ...").
 import { HeadscopeError } from './errors.js';
 import { callDims, weightsShape } from './shapes.js';
-import { MAX_DIM, describe, toFloatTensor, toMask } from './tensor.js';
+import { MAX_DIM, describe, toFloatTensor, toMask, toTokens, typedArrayName } from './tensor.js';
 
 const CONFIG_KEYS = {
   embed_dim: 'embedDim', num_heads: 'numHeads', bias: 'bias', add_bias_kv: 'addBiasKV',
@@ -14,6 +16,28 @@ const INPUT_KEYS = ['query', 'key', 'value', 'key_padding_mask', 'attn_mask', 'n
   'average_attn_weights', 'is_causal'];
 const FLAGS = { need_weights: 'needWeights', average_attn_weights: 'averageAttnWeights',
   is_causal: 'isCausal' };
+
+// The document's "kind" (absent or null: "mha").
+const CASE_KINDS = ['mha', 'transformer'];
+
+// "kind": "transformer": config keys (snake_case in the document) and createTransformer's names,
+// with the reference module's defaults (undefined: required), in the order they are checked (the
+// native parser's, src/headscope/case_file.cc). Sizes are integers in [min, max].
+const TRANSFORMER_CONFIG = [
+  ['vocab_size', 'vocabSize', { size: 1 }], ['max_len', 'maxLen', { size: 1 }],
+  ['d_model', 'dModel', { size: 1 }], ['n_layers', 'nLayers', { size: 1, max: 256, value: 1 }],
+  ['n_heads', 'nHeads', { size: 1, value: 1 }], ['d_mlp', 'dMlp', { size: 0, value: 0 }],
+  ['norm', 'norm', { choices: ['pre', 'post', 'none'], value: 'pre' }],
+  ['positions', 'positions', { choices: ['learned', 'sinusoidal', 'none'], value: 'learned' }],
+  ['causal', 'causal', { bool: true, value: true }],
+  ['act', 'act', { choices: ['gelu', 'relu'], value: 'gelu' }],
+  ['bias', 'bias', { bool: true, value: true }],
+  ['ln_eps', 'lnEps', { positive: true, value: 1e-5 }],
+];
+const TRANSFORMER_INPUT_KEYS = ['tokens', 'targets', 'head_gates'];
+const TRANSFORMER_EXPECTED_KEYS = ['logits', 'loss', 'hooks'];
+/** The target that is not counted in the loss (F.cross_entropy's ignore_index). */
+export const IGNORE_INDEX = -100;
 
 // Limits on hostile or mistaken input, the same as the native parser's (src/headscope/
 // case_file.h: kMaxCaseBytes, kMaxJsonDepth, kMaxJsonContainers, kMaxResultJsonBytes). A BERT-base
@@ -498,8 +522,9 @@ const tensor = (value, path) => asParseError(() => toFloatTensor(value, path, { 
 const mask = (value, path) => asParseError(() => toMask(value, path, { nonFiniteStrings: true }));
 
 /**
- * Parses a case document (an object or JSON text) into the arguments of createMultiheadAttention,
- * loadStateDict and forward, plus `expected` ({ output, weights } tensors, or null).
+ * Parses a case document (an object or JSON text). "kind" absent, null or "mha": the arguments of
+ * createMultiheadAttention, loadStateDict and forward, plus `expected` ({ output, weights }
+ * tensors, or null); "transformer": see parseTransformerCase. Either has `kind`.
  */
 // parseCase's own results, so that a parsed case handed on (the page parses a loaded file
 // once and gives the result to every view) is not parsed again. Private to this module: nothing
@@ -515,10 +540,22 @@ export function parseCase(caseDocument, { maxInputBytes = MAX_CASE_BYTES } = {})
     doc = parseJsonText(doc, maxInputBytes);
   }
   object(doc, '$');
+  // "kind" first: it decides what the rest of the document must be.
+  const kind = doc.kind === undefined || doc.kind === null ? 'mha' : doc.kind;
+  if (!CASE_KINDS.includes(kind)) {
+    throw parseError('kind', `expected one of ${CASE_KINDS.map((k) => `"${k}"`).join(', ')} (absent or ` +
+      `null: "mha"), got ${describe(doc.kind)}`);
+  }
   if (doc.name !== undefined && doc.name !== null && typeof doc.name !== 'string') {
     throw parseError('name', `expected a string, got ${describe(doc.name)}`);
   }
+  const parsed = kind === 'transformer' ? parseTransformerCase(doc) : parseMhaCase(doc);
+  parsedCases.add(parsed);
+  return parsed;
+}
 
+// The "mha" kind: the arguments of createMultiheadAttention, loadStateDict and forward.
+function parseMhaCase(doc) {
   const cfg = object(doc.config, 'config');
   checkKeys(cfg, Object.keys(CONFIG_KEYS), 'config');
   if (cfg.dropout !== undefined && cfg.dropout !== null && cfg.dropout !== 0) {
@@ -587,9 +624,247 @@ export function parseCase(caseDocument, { maxInputBytes = MAX_CASE_BYTES } = {})
       weights: e.weights == null ? null : tensor(e.weights, 'expected.weights'),
     };
   }
-  const parsed = { name: doc.name ?? null, config, stateDict, query, key, value, options, expected };
-  parsedCases.add(parsed);
-  return parsed;
+  return { kind: 'mha', name: doc.name ?? null, config, stateDict, query, key, value, options, expected };
+}
+
+// ---------------------------------------------------------------------------------------------
+// "kind": "transformer" (docs/case-format.md): one forward pass of the small transformer.
+
+/** Token ids (or targets) read like forward()'s tokens, as PARSE_ERROR naming the JSON path. */
+const tokenIds = (value, path) => asParseError(() => toTokens(value, path));
+
+// The path of element `i` of a (T) or (B, T) tensor.
+function elementPath(path, shape, i) {
+  return shape.length === 1 ? `${path}[${i}]` : `${path}[${Math.floor(i / shape[1])}][${i % shape[1]}]`;
+}
+
+function transformerConfig(cfg) {
+  checkKeys(cfg, TRANSFORMER_CONFIG.map(([key]) => key), 'config');
+  const config = {};
+  for (const [key, jsName, rule] of TRANSFORMER_CONFIG) {
+    const path = `config.${key}`;
+    const v = cfg[key];
+    if (v === undefined || v === null) {
+      if (rule.value === undefined) throw parseError(path, `required, expected an integer in [1, ${MAX_DIM}]`);
+      config[jsName] = rule.value;
+      continue;
+    }
+    if (rule.size !== undefined) {
+      const max = rule.max ?? MAX_DIM;
+      if (!(Number.isInteger(v) && v >= rule.size && v <= max)) {
+        throw parseError(path, `expected an integer in [${rule.size}, ${max}], got ${describe(v)}`);
+      }
+    } else if (rule.choices !== undefined) {
+      if (!rule.choices.includes(v)) {
+        throw parseError(path, `expected one of ${rule.choices.map((c) => `"${c}"`).join(', ')}, got ${describe(v)}`);
+      }
+    } else if (rule.bool) {
+      if (typeof v !== 'boolean') throw parseError(path, `expected true or false, got ${describe(v)}`);
+    } else if (!(typeof v === 'number' && v > 0 && Number.isFinite(v))) {
+      throw parseError(path, `expected a finite number > 0, got ${describe(v)}`);
+    }
+    config[jsName] = v;
+  }
+  if (config.dModel % config.nHeads !== 0) {
+    throw parseError('config.n_heads', `d_model (${config.dModel}) must be divisible by n_heads ` +
+      `(${config.nHeads})`);
+  }
+  return config;
+}
+
+function transformerInputs(inputs, config) {
+  checkKeys(inputs, TRANSFORMER_INPUT_KEYS, 'inputs');
+  if (inputs.tokens === undefined || inputs.tokens === null) throw parseError('inputs.tokens', 'required');
+  const tokens = tokenIds(inputs.tokens, 'inputs.tokens');
+  const { shape } = tokens;
+  if (shape.length !== 1 && shape.length !== 2) {
+    throw parseError('inputs.tokens', `expected (T) or (B, T) token ids, got shape [${shape.join(', ')}]`);
+  }
+  const T = shape[shape.length - 1];
+  if (shape[0] < 1 || T < 1) {
+    throw parseError('inputs.tokens', `expected at least one row of at least one token, got shape [${shape.join(', ')}]`);
+  }
+  if (T > config.maxLen) {
+    throw parseError('inputs.tokens', `T = ${T} tokens, more than config.max_len = ${config.maxLen}`);
+  }
+  const V = config.vocabSize;
+  for (let i = 0; i < tokens.count; i++) {
+    const t = tokens.data[i];
+    if (t < 0 || t >= V) {
+      throw parseError(elementPath('inputs.tokens', shape, i), `expected a token id in [0, ${V - 1}] ` +
+        `(config.vocab_size ${V}), got ${t}`);
+    }
+  }
+  let targets = null;
+  if (inputs.targets !== undefined && inputs.targets !== null) {
+    targets = tokenIds(inputs.targets, 'inputs.targets');
+    if (targets.shape.join(', ') !== shape.join(', ')) {
+      throw parseError('inputs.targets', `expected the shape of inputs.tokens, [${shape.join(', ')}], ` +
+        `got [${targets.shape.join(', ')}]`);
+    }
+    let counted = 0;
+    for (let i = 0; i < targets.count; i++) {
+      const t = targets.data[i];
+      if (t === IGNORE_INDEX) continue;
+      if (t < 0 || t >= V) {
+        throw parseError(elementPath('inputs.targets', shape, i), `expected ${IGNORE_INDEX} (not ` +
+          `counted) or a token id in [0, ${V - 1}] (config.vocab_size ${V}), got ${t}`);
+      }
+      counted++;
+    }
+    if (counted === 0) {
+      throw parseError('inputs.targets', `every target is ${IGNORE_INDEX}: there is no loss to ` +
+        'compute (at least one position must be counted)');
+    }
+  }
+  let headGates = null;
+  if (inputs.head_gates !== undefined && inputs.head_gates !== null) {
+    headGates = tensor(inputs.head_gates, 'inputs.head_gates');
+    const want = [config.nLayers, config.nHeads];
+    if (headGates.shape.join(', ') !== want.join(', ')) {
+      throw parseError('inputs.head_gates', `expected shape (n_layers, n_heads) = [${want.join(', ')}], ` +
+        `got [${headGates.shape.join(', ')}]`);
+    }
+  }
+  return { tokens, targets, headGates };
+}
+
+function transformerExpected(e, hasTargets) {
+  object(e, 'expected');
+  checkKeys(e, TRANSFORMER_EXPECTED_KEYS, 'expected');
+  if (e.logits === undefined || e.logits === null) throw parseError('expected.logits', 'required when expected is given');
+  const logits = tensor(e.logits, 'expected.logits');
+  let loss = null;
+  if (e.loss !== undefined && e.loss !== null) {
+    if (!hasTargets) throw parseError('expected.loss', 'given without inputs.targets (the loss is of the targets)');
+    if (typeof e.loss !== 'number') throw parseError('expected.loss', `expected a number, got ${describe(e.loss)}`);
+    loss = e.loss;
+  } else if (hasTargets) {
+    throw parseError('expected.loss', 'required when inputs.targets is given');
+  }
+  const hooks = new Map();
+  if (e.hooks !== undefined && e.hooks !== null) {
+    // The document's order (the reference's), not sorted: results and reports follow it.
+    for (const name of Object.keys(object(e.hooks, 'expected.hooks'))) {
+      hooks.set(name, tensor(e.hooks[name], memberPath('expected.hooks', name)));
+    }
+  }
+  return { logits, loss, hooks };
+}
+
+/**
+ * The "transformer" kind: { kind, name, config (createTransformer's, camelCase, defaults filled
+ * in), stateDict (Map), tokens, targets (or null), headGates (or null), expected: null or
+ * { logits, loss (a number, or null without targets), hooks (Map from hook name to tensor) } }.
+ * Whether the expected hook names are hooks of the config is checked when the case runs
+ * (transformerCaseHooks), against the engine's own list.
+ */
+function parseTransformerCase(doc) {
+  const config = transformerConfig(object(doc.config, 'config'));
+  const sd = object(doc.state_dict, 'state_dict');
+  const stateDict = new Map();
+  for (const key of sortedKeys(sd)) stateDict.set(key, tensor(sd[key], memberPath('state_dict', key)));
+  const { tokens, targets, headGates } = transformerInputs(object(doc.inputs, 'inputs'), config);
+  const expected = doc.expected === undefined || doc.expected === null ? null
+    : transformerExpected(doc.expected, targets !== null);
+  return { kind: 'transformer', name: doc.name ?? null, config, stateDict, tokens, targets, headGates, expected };
+}
+
+/**
+ * The hooks a run of the parsed transformer case asks for: those `expected.hooks` names, then
+ * `extra` ones not among them. Names that are not among `hookNames` (the model's hookNames())
+ * are PARSE_ERROR naming them in the document.
+ */
+export function transformerCaseHooks(parsedCase, hookNames, extra = []) {
+  const names = parsedCase.expected === null ? [] : [...parsedCase.expected.hooks.keys()];
+  for (const name of names) {
+    if (!hookNames.includes(name)) {
+      throw parseError(memberPath('expected.hooks', name), `not a hook of this config (its hooks: ` +
+        `${hookNames.join(', ')})`);
+    }
+  }
+  for (const name of extra) if (!names.includes(name)) names.push(name);
+  return names;
+}
+
+/**
+ * Mean cross-entropy of logits [..., V] (a Float32Array) against targets (an Int32Array of the
+ * positions), over the positions whose target is not -100, in double: Transformer::Loss's
+ * arithmetic (src/headscope/transformer.cc), as F.cross_entropy(ignore_index=-100) defines it.
+ * The targets are the parsed case's (checked: in range, at least one counted).
+ */
+export function caseLoss(logits, targets, vocab) {
+  let total = 0;
+  let counted = 0;
+  for (let p = 0; p < targets.length; p++) {
+    const t = targets[p];
+    if (t === IGNORE_INDEX) continue;
+    const row = p * vocab;
+    let max = logits[row];
+    for (let j = 1; j < vocab; j++) max = logits[row + j] > max ? logits[row + j] : max;
+    let sum = 0;
+    for (let j = 0; j < vocab; j++) sum += Math.exp(logits[row + j] - max);
+    total += max + Math.log(sum) - logits[row + t];
+    counted++;
+  }
+  return total / counted;
+}
+
+/**
+ * runCase's result from forward()'s { logits, hooks? }: the same, plus `loss` when the case has
+ * targets.
+ */
+export function transformerCaseResult(parsedCase, forwardResult) {
+  const out = { logits: forwardResult.logits };
+  if (forwardResult.hooks !== undefined) out.hooks = forwardResult.hooks;
+  if (parsedCase.targets !== null) {
+    out.loss = caseLoss(forwardResult.logits.data, parsedCase.targets.data, parsedCase.config.vocabSize);
+  }
+  return out;
+}
+
+// A result's tensor read once: a real typed array as `data` and an array as `shape` (then a
+// tensor of headscope's own), else bad().
+function resultTensor(t, name, bad) {
+  if (t === null || typeof t !== 'object') bad();
+  const data = t.data;
+  const shape = t.shape;
+  if (typedArrayName(data) === undefined || !Array.isArray(shape)) bad();
+  return toFloatTensor({ data, shape }, name);
+}
+
+/**
+ * A result as checkCase reads it (from a caller, or from across a worker boundary: plain
+ * objects), each field read once into tensors of headscope's own: { output, weights } of an
+ * attention case, { logits, hooks (a Map), loss } of a transformer case.
+ */
+export function readCaseResult(parsedCase, result) {
+  const fail = (expected) => {
+    throw new HeadscopeError('INVALID_ARGUMENT', `result: expected ${expected}, got ${describe(result)}`);
+  };
+  if (parsedCase.kind !== 'transformer') {
+    const bad = () => fail('{ output: Tensor, weights: Tensor | null } as forward() and runCase() return');
+    if (result === null || typeof result !== 'object') bad();
+    const { output, weights } = result;
+    return {
+      output: resultTensor(output, 'result.output', bad),
+      weights: weights === null ? null : resultTensor(weights, 'result.weights', bad),
+    };
+  }
+  const bad = () => fail('{ logits: Tensor, hooks?: { [name]: Tensor }, loss?: number } as runCase() ' +
+    'returns for a transformer case');
+  if (result === null || typeof result !== 'object') bad();
+  const { logits, hooks, loss } = result;
+  const out = { logits: resultTensor(logits, 'result.logits', bad), hooks: new Map(), loss: null };
+  if (hooks !== undefined && hooks !== null) {
+    if (typeof hooks !== 'object') bad();
+    for (const name of Object.keys(hooks)) out.hooks.set(name, resultTensor(hooks[name], `result.hooks['${name}']`, bad));
+  }
+  if (loss !== undefined && loss !== null) {
+    if (typeof loss !== 'number') bad();
+    out.loss = loss;
+  }
+  return out;
 }
 
 function compareTensor(name, got, want, tolerance, result) {
@@ -633,6 +908,7 @@ function compareTensor(name, got, want, tolerance, result) {
  * max |got - expected| / max |expected| <= tolerance.
  */
 export function compareWithExpected(parsedCase, result, tolerance = 1e-4) {
+  if (parsedCase.kind === 'transformer') return compareTransformerCase(parsedCase, result, tolerance);
   const out = { ok: false, maxRelativeError: 0, detail: '' };
   const want = parsedCase.expected;
   if (want === null) {
@@ -649,6 +925,54 @@ export function compareWithExpected(parsedCase, result, tolerance = 1e-4) {
     return out;
   }
   out.ok = true;
+  return out;
+}
+
+// A result's hook by name: runCase's object of hooks, or readTransformerCaseResult's Map.
+function resultHook(hooks, name) {
+  if (hooks === undefined || hooks === null) return undefined;
+  if (hooks instanceof Map) return hooks.get(name);
+  return Object.hasOwn(hooks, name) ? hooks[name] : undefined;
+}
+
+/**
+ * A transformer case: compareWithExpected's { ok, maxRelativeError (the worst of the tensors),
+ * detail (the first failure) } plus every tensor's own check, `tensors`: [{ name, ok,
+ * maxRelativeError, detail }] (logits, then the expected hooks in the document's order, named
+ * "hooks.<name>"), and `loss`: { got, expected, error, ok } (null without an expected loss), where
+ * error = |got - expected| / max(1, |expected|) must be <= tolerance.
+ */
+function compareTransformerCase(parsedCase, result, tolerance) {
+  const out = { ok: false, maxRelativeError: 0, detail: '', tensors: [], loss: null };
+  const want = parsedCase.expected;
+  if (want === null) {
+    out.detail = 'the case has no expected values';
+    return out;
+  }
+  const fail = (detail) => {
+    if (out.detail === '') out.detail = detail;
+  };
+  const check = (name, got, wanted) => {
+    const one = { maxRelativeError: 0, detail: '' };
+    const ok = got === undefined ? false : compareTensor(name, got, wanted, tolerance, one);
+    if (got === undefined) one.detail = `${name}: not in the result`;
+    out.tensors.push({ name, ok, maxRelativeError: one.maxRelativeError, detail: one.detail });
+    out.maxRelativeError = Math.max(out.maxRelativeError, one.maxRelativeError);
+    if (!ok) fail(one.detail);
+  };
+  check('logits', result.logits, want.logits);
+  for (const [name, t] of want.hooks) check(`hooks.${name}`, resultHook(result.hooks, name), t);
+  if (want.loss !== null) {
+    const got = typeof result.loss === 'number' ? result.loss : null;
+    const error = got === null ? NaN : Math.abs(got - want.loss) / Math.max(1, Math.abs(want.loss));
+    const ok = error <= tolerance;
+    out.loss = { got, expected: want.loss, error, ok };
+    if (!ok) {
+      fail(got === null ? 'loss: not in the result' : `loss: got ${got}, expected ${want.loss} ` +
+        `(error ${error.toPrecision(3)} > ${tolerance})`);
+    }
+  }
+  out.ok = out.detail === '';
   return out;
 }
 
@@ -677,8 +1001,27 @@ export function resultWeightsShape(parsedCase) {
   return weightsShape(callDims(config, query.shape, key.shape), options);
 }
 
-/** An upper bound of the bytes of {"output": ..., "weights": ...} and a newline. */
+// A transformer case's printed result: {"logits": ..., "loss": <at most 24 characters>, "hooks":
+// {<name>: ..., ...}} and a newline is at most 64 bytes besides the tensors and the hook names;
+// each hook at most the largest hook shape of the config ([B,T,D], [B,H,T,dh], [B,H,T,T],
+// [B,T,V]; no B unbatched) plus its quoted name and ": " ", ".
+function transformerResultJsonBytesBound(parsedCase) {
+  const { shape } = parsedCase.tokens;
+  const lead = shape.length === 2 ? [shape[0]] : [];
+  const T = shape[shape.length - 1];
+  const { dModel: D, nHeads: H, vocabSize: V } = parsedCase.config;
+  const hook = Math.max(...[[T, D], [H, T, D / H], [H, T, T], [T, V]].map((s) => tensorJsonBytesBound([...lead, ...s])));
+  let bytes = 64 + tensorJsonBytesBound([...lead, T, V]);
+  for (const name of parsedCase.expected?.hooks.keys() ?? []) bytes += hook + name.length + 6;
+  return bytes;
+}
+
+/**
+ * An upper bound of the bytes of {"output": ..., "weights": ...} and a newline (a transformer
+ * case: of {"logits": ..., "loss": ..., "hooks": {...}} and a newline).
+ */
 export function resultJsonBytesBound(parsedCase) {
+  if (parsedCase.kind === 'transformer') return transformerResultJsonBytesBound(parsedCase);
   const weights = resultWeightsShape(parsedCase);
   return 32 + tensorJsonBytesBound(parsedCase.query.shape) +
     (weights === null ? 0 : tensorJsonBytesBound(weights));
@@ -688,8 +1031,15 @@ export function resultJsonBytesBound(parsedCase) {
 export function checkResultJsonSize(parsedCase, maxBytes = MAX_RESULT_JSON_BYTES) {
   const bound = resultJsonBytesBound(parsedCase);
   if (bound <= maxBytes) return;
-  const weights = resultWeightsShape(parsedCase);
   const shown = bound >= 1.8e19 ? '18446744073709551615' : String(bound);
+  if (parsedCase.kind === 'transformer') {
+    const { shape } = parsedCase.tokens;
+    const hooks = parsedCase.expected?.hooks.size ?? 0;
+    throw new HeadscopeError('RESOURCE_EXHAUSTED', `result: its JSON text could take ${shown} bytes ` +
+      `(logits [${[...shape, parsedCase.config.vocabSize].join(', ')}], ${hooks} hook${hooks === 1 ? '' : 's'}), ` +
+      `more than the limit of ${maxBytes} bytes`);
+  }
+  const weights = resultWeightsShape(parsedCase);
   throw new HeadscopeError('RESOURCE_EXHAUSTED', `result: its JSON text could take ${shown} bytes ` +
     `(output [${parsedCase.query.shape.join(', ')}], weights ${weights === null ? 'null'
       : `[${weights.join(', ')}]`}), more than the limit of ${maxBytes} bytes`);

@@ -4,6 +4,7 @@
 //   headscope run FILE.json|- [--check] [--tolerance T] [--head-gates G0,G1,...] [--head-stats]
 //                 [--max-input-bytes N] [--max-output-bytes N]
 //                                                       run a case file, print output + weights
+//                                                       (a transformer case: logits, loss, hooks)
 //   headscope example                                   the seed's worked example, step by step
 //
 // Exit codes: 0 ok, 1 --check mismatch, 2 bad input (one line on stderr, "headscope: ..."): a file
@@ -47,6 +48,9 @@ const USAGE = `usage:
       Runs one case file (the JSON case format: config, state_dict, inputs, optional expected;
       FILE '-' reads standard input) and prints {"output": ..., "weights": ...} as JSON; weights
       is null when need_weights is false, and non-finite numbers are written "inf", "-inf", "nan".
+      A "kind": "transformer" case prints {"logits": ..., "loss": ..., "hooks": {...}}: loss
+      with inputs.targets, hooks those its expected section names (--head-gates and --head-stats
+      are for attention cases only).
       --check               compare with the file's "expected", exit 1 on mismatch (with
                             --head-gates: the gated result)
       --tolerance T         relative error allowed by --check (default 1e-4)
@@ -241,6 +245,24 @@ function* resultChunks(result) {
     }
     yield* nested(0);
   }
+  if (result.logits !== undefined) {
+    // A transformer case: {"logits": ..., "loss": ..., "hooks": {...}}, as its expected section.
+    text = '{"logits": ';
+    yield* tensor(result.logits);
+    if (result.loss !== undefined) {
+      text += `, "loss": ${Number.isFinite(result.loss) ? String(result.loss) : formatNumber(result.loss)}`;
+    }
+    if (result.hooks !== undefined) {
+      text += ', "hooks": {';
+      for (const [i, [name, t]] of Object.entries(result.hooks).entries()) {
+        text += `${i ? ', ' : ''}${JSON.stringify(name)}: `;
+        yield* tensor(t);
+      }
+      text += '}';
+    }
+    yield `${text}}\n`;
+    return;
+  }
   yield* tensor(result.output);
   text += ', "weights": ';
   if (result.weights === null) text += 'null';
@@ -330,6 +352,13 @@ async function run(args) {
   }
   const c = named(() => parseCase(bytes, { maxInputBytes }));
   bytes = null;
+  if (c.kind === 'transformer') {
+    const flag = headGates !== null ? '--head-gates' : headStats ? '--head-stats' : null;
+    if (flag !== null) {
+      throw new UsageError(`${file}: ${flag} applies to attention cases only, and this is a ` +
+        `"kind": "transformer" case${flag === '--head-gates' ? ' (its gates are inputs.head_gates)' : ''}`);
+    }
+  }
   if (headGates !== null && headGates.length !== c.config.numHeads) {
     throw new UsageError(`${file}: --head-gates: expected ${c.config.numHeads} numbers (one per ` +
       `head), got ${headGates.length}`);
@@ -346,7 +375,10 @@ async function run(args) {
   const cmp = compareWithExpected(c, result, tolerance);
   const err = cmp.maxRelativeError.toPrecision(3);
   if (cmp.ok) {
-    process.stderr.write(`headscope: ${file}: ok, matches expected (max relative error ${err}, ` +
+    // A transformer case: over how many tensors, and the loss's own error.
+    const over = cmp.tensors === undefined ? '' : ` over ${cmp.tensors.length} tensors` +
+      (cmp.loss === null ? '' : `, loss error ${cmp.loss.error.toPrecision(3)}`);
+    process.stderr.write(`headscope: ${file}: ok, matches expected (max relative error ${err}${over}, ` +
       `tolerance ${tolerance}, ${hs.kernelTarget})\n`);
     return 0;
   }

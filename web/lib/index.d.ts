@@ -171,6 +171,8 @@ export interface MultiheadAttention {
 
 /** A case document of the headscope case format (PyTorch state_dict + forward arguments). */
 export interface CaseDocument {
+  /** Absent, null or 'mha': an attention case ("transformer": TransformerCaseDocument). */
+  kind?: 'mha' | null;
   name?: string | null;
   config: {
     embed_dim: number;
@@ -242,6 +244,30 @@ export interface TransformerForwardOptions {
   headGates?: readonly (readonly number[])[] | { data: Float32Array; shape: readonly number[] } | null;
 }
 
+export interface GenerateOptions {
+  /** New tokens per sequence, 0 .. maxLen - T; default 1. */
+  maxNewTokens?: number;
+  /** 0 (default): greedy, the first largest logit; > 0: sample from softmax(logits / temperature). */
+  temperature?: number;
+  /** Sample among the topK largest logits only; 0 (default): all. */
+  topK?: number;
+  /** Then among the smallest set of them whose probability reaches topP, in (0, 1]; 1 (default): all. */
+  topP?: number;
+  /** An integer in [0, 2^53 - 1] fixing the draws (default 0): the same seed, the same tokens. */
+  seed?: number;
+  /** (nLayers, nHeads), as forward's. */
+  headGates?: TransformerForwardOptions['headGates'];
+  /** Also return the logits each new token was chosen from. */
+  logits?: boolean;
+}
+
+/** A tensor of int32 token ids. */
+export interface TokenTensor {
+  data: Int32Array;
+  shape: number[];
+  toArray(): any;
+}
+
 export interface Transformer {
   readonly config: Readonly<Required<TransformerConfig>>;
   readonly disposed: boolean;
@@ -252,7 +278,60 @@ export interface Transformer {
   stateDict(): Record<string, Tensor>;
   /** logits (B, T, vocabSize), or (T, vocabSize) for (T) tokens; hooks only when asked for. */
   forward(tokens: TokensInput, options?: TransformerForwardOptions): { logits: Tensor; hooks?: Record<string, Tensor> };
+  /**
+   * The prompt (T) or (B, T) then maxNewTokens new tokens: (T + n) or (B, T + n); with
+   * options.logits also the logits they were chosen from, (n, V) or (B, n, V). A causal model
+   * keeps a KV cache; greedy steps are the argmax of a full recomputation, bit for bit.
+   */
+  generate(prompt: TokensInput, options?: GenerateOptions): { tokens: TokenTensor; logits?: Tensor };
   dispose(): void;
+}
+
+/** A "kind": "transformer" case document (docs/case-format.md): one forward pass of the model. */
+export interface TransformerCaseDocument {
+  kind: 'transformer';
+  name?: string | null;
+  /** TinyTransformer's keyword arguments, snake_case (createTransformer's config in camelCase). */
+  config: {
+    vocab_size: number;
+    max_len: number;
+    d_model: number;
+    n_layers?: number | null;
+    n_heads?: number | null;
+    d_mlp?: number | null;
+    norm?: 'pre' | 'post' | 'none' | null;
+    positions?: 'learned' | 'sinusoidal' | 'none' | null;
+    causal?: boolean | null;
+    act?: 'gelu' | 'relu' | null;
+    bias?: boolean | null;
+    ln_eps?: number | null;
+  };
+  state_dict: { [key: string]: unknown };
+  inputs: {
+    /** (T) or (B, T) integers in [0, vocab_size), 1 <= T <= max_len. */
+    tokens: unknown;
+    /** The shape of tokens: token ids, or -100 (not counted in the loss). */
+    targets?: unknown;
+    /** (n_layers, n_heads) floats. */
+    head_gates?: unknown;
+  };
+  expected?: { logits: unknown; loss?: number | null; hooks?: { [hook: string]: unknown } | null } | null;
+}
+
+/** runCase's result for a transformer case. */
+export interface TransformerCaseResult {
+  logits: Tensor;
+  /** The hooks the case's expected section names, in its order. */
+  hooks?: Record<string, Tensor>;
+  /** With inputs.targets: the mean cross-entropy over the counted positions (float64). */
+  loss?: number;
+}
+
+export interface TransformerCaseCheck extends CaseCheck {
+  /** logits, then "hooks.<name>" for each expected hook: each one's own check. */
+  tensors: { name: string; ok: boolean; maxRelativeError: number; detail: string }[];
+  /** error = |got - expected| / max(1, |expected|); null when the case expects no loss. */
+  loss: { got: number | null; expected: number; error: number; ok: boolean } | null;
 }
 
 export interface Headscope {
@@ -263,10 +342,19 @@ export interface Headscope {
   createMultiheadAttention(config: MultiheadAttentionConfig): MultiheadAttention;
   /** A small transformer of tools/tiny_transformer.py's kind, with weights from config.seed. */
   createTransformer(config: TransformerConfig): Transformer;
-  /** Runs one case document (an object, JSON text, or its UTF-8 bytes; at most 256 MiB). */
-  runCase(caseDocument: CaseDocument | string | Uint8Array | ArrayBuffer): ForwardResult;
-  /** Compares a result with the case's expected values (default tolerance 1e-4). */
-  checkCase(caseDocument: CaseDocument | string | Uint8Array | ArrayBuffer, result: ForwardResult, options?: { tolerance?: number }): CaseCheck;
+  /**
+   * Runs one case document (an object, JSON text, or its UTF-8 bytes; at most 256 MiB): an
+   * attention case's { output, weights }, a "transformer" case's { logits, hooks?, loss? }.
+   */
+  runCase(caseDocument: TransformerCaseDocument): TransformerCaseResult;
+  runCase(caseDocument: CaseDocument): ForwardResult;
+  runCase(caseDocument: string | Uint8Array | ArrayBuffer): ForwardResult | TransformerCaseResult;
+  /**
+   * Compares a result with the case's expected values (default tolerance 1e-4); a transformer
+   * case's check also reports each tensor and the loss.
+   */
+  checkCase(caseDocument: TransformerCaseDocument, result: TransformerCaseResult, options?: { tolerance?: number }): TransformerCaseCheck;
+  checkCase(caseDocument: CaseDocument | TransformerCaseDocument | string | Uint8Array | ArrayBuffer, result: ForwardResult | TransformerCaseResult, options?: { tolerance?: number }): CaseCheck | TransformerCaseCheck;
   /** Objects created and not yet disposed. */
   liveHandles(): number;
   /** wasmBytes: WebAssembly memory size; heapInUse: bytes handed out by malloc. */
@@ -323,7 +411,9 @@ export type WorkerLike =
 /**
  * Runs headscope in a Web Worker (or a Node worker thread) with the same API shape, every call
  * returning a promise: large cases off the main thread. Default worker: the package's worker.js.
- * Rejections are HeadscopeError with the same code and message as in-thread calls.
+ * Rejections are HeadscopeError with the same code, message and argument as in-thread calls;
+ * arguments go over as structured clones (each read once), so a Proxy, a function, a symbol or a
+ * detached buffer is refused with INVALID_ARGUMENT naming the argument.
  */
 export declare function initWorker(worker?: WorkerLike | string | URL | null,
   options?: { timeoutMs?: number }): Promise<RemoteHeadscope>;
@@ -335,21 +425,41 @@ export interface RemoteHeadscope {
   readonly kernelTarget: string;
   readonly worker: WorkerLike;
   createMultiheadAttention(config: MultiheadAttentionConfig): Promise<RemoteMultiheadAttention>;
-  runCase(caseDocument: CaseDocument | string): Promise<ForwardResult>;
-  checkCase(caseDocument: CaseDocument | string | Uint8Array | ArrayBuffer, result: ForwardResult, options?: { tolerance?: number }): Promise<CaseCheck>;
+  createTransformer(config: TransformerConfig): Promise<RemoteTransformer>;
+  runCase(caseDocument: TransformerCaseDocument): Promise<TransformerCaseResult>;
+  runCase(caseDocument: CaseDocument): Promise<ForwardResult>;
+  runCase(caseDocument: string | Uint8Array | ArrayBuffer): Promise<ForwardResult | TransformerCaseResult>;
+  checkCase(caseDocument: TransformerCaseDocument, result: TransformerCaseResult, options?: { tolerance?: number }): Promise<TransformerCaseCheck>;
+  checkCase(caseDocument: CaseDocument | TransformerCaseDocument | string | Uint8Array | ArrayBuffer, result: ForwardResult | TransformerCaseResult, options?: { tolerance?: number }): Promise<CaseCheck | TransformerCaseCheck>;
   liveHandles(): Promise<number>;
   memory(): Promise<{ wasmBytes: number; heapInUse: number }>;
-  /** Ends the worker; pending and later calls reject with DISPOSED. */
+  /** Ends the worker (every object counts as disposed); pending and later calls reject with DISPOSED. */
   terminate(): Promise<void>;
 }
 
 export interface RemoteMultiheadAttention {
   readonly config: Readonly<NormalizedConfig>;
+  /** True once dispose() was called or the worker is gone. */
   readonly disposed: boolean;
   parameterShapes(): Record<string, number[]>;
   loadStateDict(stateDict: StateDict, options?: { strict?: boolean }): Promise<void>;
   forward(query: TensorInput, key: TensorInput, value: TensorInput, options?: TraceOptions): Promise<ForwardResult>;
   trace(query: TensorInput, key: TensorInput, value: TensorInput, options?: TraceOptions): Promise<AttentionTrace>;
+  /** Never rejects. */
+  dispose(): Promise<void>;
+}
+
+/** A Transformer living in the worker (RemoteHeadscope.createTransformer): Transformer's API, async. */
+export interface RemoteTransformer {
+  readonly config: Readonly<Required<TransformerConfig>>;
+  /** True once dispose() was called or the worker is gone. */
+  readonly disposed: boolean;
+  parameterShapes(): Record<string, number[]>;
+  hookNames(): string[];
+  loadStateDict(stateDict: StateDict, options?: { strict?: boolean }): Promise<void>;
+  stateDict(): Promise<Record<string, Tensor>>;
+  forward(tokens: TokensInput, options?: TransformerForwardOptions): Promise<{ logits: Tensor; hooks?: Record<string, Tensor> }>;
+  generate(...args: Parameters<Transformer['generate']>): Promise<ReturnType<Transformer['generate']>>;
   /** Never rejects. */
   dispose(): Promise<void>;
 }

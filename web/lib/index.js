@@ -16,7 +16,9 @@ import {
   MAX_DIM, Tensor, checkTimeoutMs, describe, describeThrown, readArgument, toFloatTensor, toMask,
   toTokens, typedArrayLength, typedArrayName, typedArraySet,
 } from './tensor.js';
-import { parseCase, compareWithExpected } from './case.js';
+import {
+  parseCase, compareWithExpected, readCaseResult, transformerCaseHooks, transformerCaseResult,
+} from './case.js';
 
 export { HeadscopeError, Tensor };
 export { initWorker } from './worker-client.js';
@@ -531,6 +533,7 @@ class Headscope {
     this._u8 = core.HEAPU8;
     this._u32 = core.HEAPU32;
     this._f32 = core.HEAPF32;
+    this._i32 = core.HEAP32;
     // The threaded module's memory is a SharedArrayBuffer, which growth does not detach.
     this._shared = typeof SharedArrayBuffer === 'function' &&
       core.HEAPU8.buffer instanceof SharedArrayBuffer;
@@ -546,6 +549,7 @@ class Headscope {
       this._u8 = this._core.HEAPU8;
       this._u32 = this._core.HEAPU32;
       this._f32 = this._core.HEAPF32;
+      this._i32 = this._core.HEAP32;
     }
     return this;
   }
@@ -579,10 +583,23 @@ class Headscope {
     return new Transformer(this, c);
   }
 
-  /** Runs one case document (shared/spec/case-format.md): { output, weights }. */
+  /**
+   * Runs one case document (docs/case-format.md): { output, weights }; a "transformer" case:
+   * { logits, hooks? (those its expected section names), loss? (with targets) }.
+   */
   runCase(caseDocument) {
     Headscope.open(this, 'runCase');
     const c = readArgument('caseDocument', () => parseCase(caseDocument));
+    if (c.kind === 'transformer') {
+      const model = this.createTransformer(c.config);
+      try {
+        model.loadStateDict(c.stateDict);
+        const hooks = transformerCaseHooks(c, model.hookNames());
+        return transformerCaseResult(c, model.forward(c.tokens, { hooks, headGates: c.headGates }));
+      } finally {
+        model.dispose();
+      }
+    }
     const mha = this.createMultiheadAttention(c.config);
     try {
       mha.loadStateDict(c.stateDict);
@@ -594,7 +611,9 @@ class Headscope {
 
   /**
    * Compares a result with the case's `expected`: shapes equal, NaN/inf at the same places, and
-   * max |got - expected| / max |expected| <= tolerance per tensor.
+   * max |got - expected| / max |expected| <= tolerance per tensor (a transformer case: logits and
+   * every expected hook, each reported in `tensors`, and the loss within tolerance x
+   * max(1, |expected|), reported in `loss`).
    */
   checkCase(caseDocument, result, options = {}) {
     Headscope.check(this, 'checkCase');
@@ -603,28 +622,10 @@ class Headscope {
     if (typeof tolerance !== 'number' || !(tolerance >= 0)) {
       fail('INVALID_ARGUMENT', `options.tolerance: expected a non-negative number, got ${describe(tolerance)}`);
     }
+    const c = readArgument('caseDocument', () => parseCase(caseDocument));
     // The result read once into tensors of its own (results that crossed a worker boundary are
     // plain objects, and a caller's object may be anything).
-    const got = readArgument('result', () => {
-      const badResult = () => fail('INVALID_ARGUMENT', 'result: expected { output: Tensor, ' +
-        `weights: Tensor | null } as forward() and runCase() return, got ${describe(result)}`);
-      // One read of each field; then a tensor of headscope's own from what was read.
-      const tensorOf = (t, name) => {
-        if (t === null || typeof t !== 'object') badResult();
-        const data = t.data;
-        const shape = t.shape;
-        if (typedArrayName(data) === undefined || !Array.isArray(shape)) badResult();
-        return toFloatTensor({ data, shape }, name);
-      };
-      if (result === null || typeof result !== 'object') badResult();
-      const output = result.output;
-      const weights = result.weights;
-      return {
-        output: tensorOf(output, 'result.output'),
-        weights: weights === null ? null : tensorOf(weights, 'result.weights'),
-      };
-    });
-    const c = readArgument('caseDocument', () => parseCase(caseDocument));
+    const got = readArgument('result', () => readCaseResult(c, result));
     return compareWithExpected(c, got, tolerance);
   }
 
@@ -1146,6 +1147,20 @@ function normalizeTransformerConfig(config) {
 }
 
 const TRANSFORMER_FORWARD = Object.freeze({ hooks: null, headGates: null });
+const TRANSFORMER_GENERATE = Object.freeze({
+  maxNewTokens: 1, temperature: 0, topK: 0, topP: 1, seed: 0, headGates: null, logits: false,
+});
+
+/** Token ids (T) or (B, T) as a (B, T) int32 snapshot, and whether they were batched. */
+function toTokenRows(tokens, name) {
+  const t = toTokens(tokens, name);
+  const batched = t.shape.length !== 1;
+  if (!batched) t.shape = [1, t.shape[0]];
+  if (t.shape.length !== 2) {
+    fail('SHAPE_MISMATCH', `${name}: expected (T) or (B, T) token ids, got shape [${t.shape.join(', ')}]`);
+  }
+  return { t, batched };
+}
 
 /** A transformer in WebAssembly memory (hs.createTransformer). */
 class Transformer {
@@ -1229,24 +1244,31 @@ class Transformer {
     Transformer.check(this, 'forward');
     this._handle();
     const given = readOptions(options, TRANSFORMER_FORWARD);
-    const t = toTokens(tokens, 'tokens');
-    const batched = t.shape.length !== 1;
-    if (!batched) t.shape = [1, t.shape[0]];
-    if (t.shape.length !== 2) {
-      fail('SHAPE_MISMATCH', `tokens: expected (T) or (B, T) token ids, got shape [${t.shape.join(', ')}]`);
-    }
+    const { t, batched } = toTokenRows(tokens, 'tokens');
     let hookList = [];
     if (given.hooks !== undefined && given.hooks !== null) {
       hookList = readArgument('options.hooks', () => {
-        if (!Array.isArray(given.hooks)) {
-          fail('INVALID_ARGUMENT', `options.hooks: expected an array of hook names, got ${describe(given.hooks)}`);
+        const hooks = given.hooks;
+        if (!Array.isArray(hooks)) {
+          fail('INVALID_ARGUMENT', `options.hooks: expected an array of hook names, got ${describe(hooks)}`);
         }
-        const names = [...given.hooks];
-        names.forEach((n, i) => {
-          if (typeof n !== 'string' || n.includes('\n')) {
-            fail('INVALID_ARGUMENT', `options.hooks[${i}]: expected a hook name, got ${describe(n)}`);
+        // length read once and bounded by the model's hooks (each may be asked for once), then
+        // each element read once: a sparse array of length 2^32 - 1 or a Proxy whose length grows
+        // is refused rather than walked.
+        const n = hooks.length;
+        const most = this._hookNames.length;
+        if (!Number.isInteger(n) || n < 0 || n > most) {
+          fail('INVALID_ARGUMENT', `options.hooks: expected at most ${most} hook names (this model's ` +
+            `hookNames(), each once), got an array of length ${describe(n)}`);
+        }
+        const names = new Array(n);
+        for (let i = 0; i < n; i++) {
+          const name = hooks[i];
+          if (typeof name !== 'string' || name === '' || name.includes('\n')) {
+            fail('INVALID_ARGUMENT', `options.hooks[${i}]: expected a hook name, got ${describe(name)}`);
           }
-        });
+          names[i] = name;
+        }
         return names;
       });
     }
@@ -1258,6 +1280,38 @@ class Transformer {
     const results = this._readResults(1 + hookList.length, !batched);
     const out = { logits: results[0] };
     if (hookList.length > 0) out.hooks = Object.fromEntries(hookList.map((n, i) => [n, results[i + 1]]));
+    return out;
+  }
+
+  /**
+   * Appends options.maxNewTokens (default 1) tokens to the prompt, (T) or (B, T) token ids:
+   * greedy at temperature 0 (the default; the first largest logit), else sampled from
+   * softmax(logits / temperature) cut to the topK largest (0: all) and the topP nucleus (1: all),
+   * with options.seed (an integer, default 0) fixing the draws. A causal model keeps a KV cache:
+   * each new token costs one position's pass, and its logits are the bits forward() gives the
+   * last position of the whole sequence. Returns { tokens } (int32, the prompt then the new
+   * tokens: (T + n) or (B, T + n)), and with options.logits also logits ((n, V) or (B, n, V)),
+   * the logits each new token was chosen from. options.headGates as forward's.
+   */
+  generate(prompt, options = {}) {
+    Transformer.check(this, 'generate');
+    this._handle();
+    const given = readOptions(options, TRANSFORMER_GENERATE);
+    const o = { ...TRANSFORMER_GENERATE };
+    for (const k of Object.keys(given)) if (given[k] !== undefined) o[k] = given[k];
+    for (const k of ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed']) {
+      if (typeof o[k] !== 'number') fail('INVALID_ARGUMENT', `options.${k}: expected a number, got ${describe(o[k])}`);
+    }
+    checkBool(o.logits, 'options.logits');
+    const { t, batched } = toTokenRows(prompt, 'prompt');
+    const gates = o.headGates === null ? null : toFloatTensor(o.headGates, 'options.headGates');
+    const handle = this._handle();  // a getter may have disposed this object
+    this._write([t, gates]);
+    this._check(callCore(() => handle.generate(o.maxNewTokens, o.temperature, o.topK, o.topP,
+      o.seed, o.logits)));
+    const results = this._readResults(o.logits ? 2 : 1, !batched);
+    const out = { tokens: results[0] };
+    if (o.logits) out.logits = results[1];
     return out;
   }
 
@@ -1330,7 +1384,8 @@ class Transformer {
       const shape = [];
       for (let d = 0; d < rank; d++) shape.push(u32[w + P.dims + d]);
       const start = u32[w + P.address] >>> 2;
-      const data = heap._f32.slice(start, start + u32[w + P.count]);
+      const view = u32[w + P.type] === P.int32 ? heap._i32 : heap._f32;  // token ids: int32
+      const data = view.slice(start, start + u32[w + P.count]);
       out.push(new Tensor(data, unbatched && shape.length > 1 && shape[0] === 1 ? shape.slice(1) : shape));
     }
     return out;

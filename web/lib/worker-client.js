@@ -9,11 +9,19 @@
 //   output.toArray();
 //   await hs.terminate();
 //
-// Inputs are copied to the worker (structured clone: the caller keeps its arrays); results come
-// back as Tensor objects whose buffers were transferred, not copied. Failures reject with the
-// HeadscopeError (same code and message) the call would throw in the calling thread.
+//   const model = await hs.createTransformer({ vocabSize: 28, maxLen: 32, dModel: 32 });
+//   const { logits, hooks } = await model.forward([[1, 2, 3]], { hooks: ['hook_embed'] });
+//
+// Inputs are copied to the worker (each argument read once, into a structured clone whose buffers
+// are then transferred: the caller keeps its arrays); results come back as Tensor objects whose
+// buffers were transferred, not copied. Failures reject with the HeadscopeError (same code,
+// message and argument) the call would throw in the calling thread; an argument that structured
+// clone cannot carry (a Proxy, a function, a symbol, a detached buffer) is INVALID_ARGUMENT
+// naming it, and nothing is sent.
 import { HeadscopeError } from './errors.js';
-import { Tensor, checkTimeoutMs, describe } from './tensor.js';
+import {
+  Tensor, argumentError, checkTimeoutMs, describe, describeThrown, readArgument, typedArrayName,
+} from './tensor.js';
 
 const hasGlobalWorker = typeof Worker === 'function';
 
@@ -154,7 +162,7 @@ class Channel {
       const ready = this.readyPending;
       if (ready === null) return;
       this.readyPending = null;
-      if (data.error) ready.reject(new HeadscopeError(data.error.code, data.error.message));
+      if (data.error) ready.reject(errorIn(data.error));
       else ready.resolve(data.kernelTarget);
       return;
     }
@@ -162,20 +170,30 @@ class Channel {
     if (request === undefined) return;  // a reply nobody waits for (a collected object's dispose)
     this.pending.delete(data.id);
     if (data.ok) request.resolve(data.result);
-    else request.reject(new HeadscopeError(data.error.code, data.error.message));
+    else request.reject(errorIn(data.error));
     if (this.pending.size === 0) this.idle();
   }
 
-  request(op, args) {
-    if (this.closed !== null) {
-      return Promise.reject(new HeadscopeError(this.closed.code, this.closed.message));
+  // `names` name the arguments (null: headscope's own, such as an object id): each is read once
+  // into a snapshot (see snapshot()). A disposed object's request is sent all the same: the
+  // worker, which serves in order, answers DISPOSED (also when a getter of the arguments disposed
+  // it: that dispose was sent first).
+  request(op, args, names) {
+    let sent;
+    try {
+      if (this.closed !== null) throw this.closedError();
+      sent = snapshot(args, names);
+      // The caller's getters ran: one may have ended the worker.
+      if (this.closed !== null) throw this.closedError();
+    } catch (e) {
+      return Promise.reject(e);
     }
     return new Promise((resolve, reject) => {
       const id = this.nextId++;
       try {
-        this.worker.postMessage({ id, op, args });
+        this.worker.postMessage({ id, op, args: sent.args }, sent.transfer);
       } catch (e) {
-        // DataCloneError: something in the arguments (a function, say) cannot be sent.
+        // Not expected once every argument is a clone of its own; said in the same words.
         reject(new HeadscopeError('INVALID_ARGUMENT', `${op}: the arguments cannot be sent to the ` +
           `worker (${e?.message ?? e})`));
         return;
@@ -183,6 +201,10 @@ class Channel {
       this.pending.set(id, { resolve, reject });
       this.busy();
     });
+  }
+
+  closedError() {
+    return new HeadscopeError(this.closed.code, this.closed.message);
   }
 
   // A request without a reply to wait for.
@@ -232,17 +254,108 @@ class Channel {
   }
 }
 
-function tensorsIn(result) {
-  const out = {};
-  for (const [name, t] of Object.entries(result)) {
-    // headStats is a group of tensors ({ entropy, distance, maxWeight }), as in-thread.
-    out[name] = t === null ? null : name === 'headStats' ? tensorsIn(t) : new Tensor(t.data, t.shape);
+function errorIn(error) {
+  return new HeadscopeError(error.code, error.message,
+    error.argument === undefined ? undefined : { argument: error.argument });
+}
+
+/**
+ * The arguments of one request, each read once into a structured clone of its own, which the
+ * worker gets with its buffers transferred (one copy in all, as postMessage alone makes). An
+ * argument given twice (self-attention's query, key and value) is cloned once. A getter that
+ * throws is INVALID_ARGUMENT naming the argument (index.js's words); so is a value that cannot
+ * cross, before anything is sent.
+ * @returns {{ args: unknown[], transfer: ArrayBuffer[] }}
+ */
+function snapshot(args, names) {
+  const out = new Array(args.length);
+  const buffers = new Set();
+  for (let i = 0; i < args.length; i++) {
+    const value = args[i];
+    const first = typeof value === 'object' && value !== null ? args.indexOf(value) : i;
+    if (first < i) {
+      out[i] = out[first];
+    } else if (names[i] === null || value === null ||
+        (typeof value !== 'object' && typeof value !== 'function' && typeof value !== 'symbol')) {
+      out[i] = value;   // a primitive: nothing to read, and a string is copied once by postMessage
+    } else {
+      try {
+        out[i] = structuredClone(value);
+      } catch (e) {
+        throw cloneError(e, names[i]);
+      }
+      collectBuffers(out[i], buffers, 0);
+    }
   }
+  return { args: out, transfer: [...buffers] };
+}
+
+function cloneError(e, name) {
+  if (typeof DOMException === 'function' && e instanceof DOMException && e.name === 'DataCloneError') {
+    return new HeadscopeError('INVALID_ARGUMENT', `${name}: cannot be sent to the worker ` +
+      `(${describeThrown(e)}); expected plain values (objects, arrays, numbers, strings, typed ` +
+      'arrays), not a Proxy, a function, a symbol or a detached buffer', { cause: e });
+  }
+  return argumentError(e, name);
+}
+
+// The ArrayBuffers of a snapshot's typed arrays (a SharedArrayBuffer is shared, not moved), down
+// to where tensors sit: stateDict -> entry -> data, options -> headGates -> data, result -> hooks
+// -> tensor -> data. Nested arrays (of numbers) hold none.
+function collectBuffers(value, buffers, depth) {
+  if (value === null || typeof value !== 'object' || depth > 3 || Array.isArray(value)) return;
+  const buffer = ArrayBuffer.isView(value) ? value.buffer : value;
+  if (buffer instanceof ArrayBuffer) {
+    buffers.add(buffer);
+    return;
+  }
+  for (const v of value instanceof Map ? value.values() : Object.values(value)) {
+    collectBuffers(v, buffers, depth + 1);
+  }
+}
+
+// A result as the worker sends it (resultOut in worker.js): each { data, shape } a Tensor, groups
+// of them (headStats, hooks, a stateDict) objects of Tensors, anything else as it is.
+function resultIn(value) {
+  if (value === null || typeof value !== 'object') return value;
+  if (typedArrayName(value.data) !== undefined && Array.isArray(value.shape)) return new Tensor(value.data, value.shape);
+  if (Array.isArray(value)) return value.map(resultIn);
+  const out = {};
+  for (const [name, v] of Object.entries(value)) out[name] = resultIn(v);
   return out;
+}
+
+// The fields checkCase reads of a result of either case kind ({ output, weights } or { logits,
+// hooks, loss }), each read once; the rest (headStats, a caller's own additions) stays behind.
+const CASE_RESULT_FIELDS = ['output', 'weights', 'logits', 'hooks', 'loss'];
+function caseResult(result) {
+  if (result === null || typeof result !== 'object') return result;
+  return readArgument('result', () => {
+    const fields = {};
+    for (const name of CASE_RESULT_FIELDS) {
+      const value = result[name];
+      if (value !== undefined) fields[name] = value;
+    }
+    return fields;
+  });
+}
+
+// `this` of a method called detached (`const f = model.forward; f()`) or on a look-alike object:
+// index.js's error, as the calling thread's objects give it.
+function wrongThis(className, method, self) {
+  return new HeadscopeError('INVALID_ARGUMENT', `${className}.${method}: called on ${describe(self)}, ` +
+    `not on a ${className}; call it as object.${method}(...) (a method taken off its object loses its this)`);
 }
 
 /** init()'s API, asynchronous, in a worker. */
 class RemoteHeadscope {
+  #brand = true;
+
+  static check(self, method) {
+    if (self === null || typeof self !== 'object' || !(#brand in self)) throw wrongThis('Headscope', method, self);
+    return self;
+  }
+
   constructor(channel, kernelTarget) {
     this._channel = channel;
     // An object dropped without dispose() still frees its memory in the worker when collected.
@@ -253,71 +366,125 @@ class RemoteHeadscope {
 
   /** The Worker (browser) or worker_threads Worker serving this API. */
   get worker() {
-    return this._channel.worker;
+    return RemoteHeadscope.check(this, 'worker')._channel.worker;
   }
 
   /** @param {object} config torch.nn.MultiheadAttention's constructor arguments, camelCase. */
   async createMultiheadAttention(config) {
-    const created = await this._channel.request('create', [config]);
-    return new RemoteMultiheadAttention(this, created);
+    const channel = RemoteHeadscope.check(this, 'createMultiheadAttention')._channel;
+    return new RemoteMultiheadAttention(this, await channel.request('create', [config], ['config']));
   }
 
-  /** Runs one case document (shared/spec/case-format.md) in the worker: { output, weights }. */
+  /** @param {object} config createTransformer's config (index.js), in the worker. */
+  async createTransformer(config) {
+    const channel = RemoteHeadscope.check(this, 'createTransformer')._channel;
+    return new RemoteTransformer(this, await channel.request('createTransformer', [config], ['config']));
+  }
+
+  /** Runs one case document (docs/case-format.md) in the worker: init()'s runCase result. */
   async runCase(caseDocument) {
-    return tensorsIn(await this._channel.request('runCase', [caseDocument]));
+    const channel = RemoteHeadscope.check(this, 'runCase')._channel;
+    return resultIn(await channel.request('runCase', [caseDocument], ['caseDocument']));
   }
 
-  /** init()'s checkCase, run in the worker: { ok, maxRelativeError, detail }. */
-  checkCase(caseDocument, result, options) {
-    const plain = result !== null && typeof result === 'object'
-      ? { output: result.output ?? null, weights: result.weights ?? null } : result;
-    return this._channel.request('checkCase', [caseDocument, plain, options]);
+  /** init()'s checkCase, run in the worker: { ok, maxRelativeError, detail } (and more, per kind). */
+  async checkCase(caseDocument, result, options) {
+    const channel = RemoteHeadscope.check(this, 'checkCase')._channel;
+    return channel.request('checkCase', [caseDocument, caseResult(result), options],
+      ['caseDocument', 'result', 'options']);
   }
 
   /** Objects created in the worker and not yet disposed. */
-  liveHandles() {
-    return this._channel.request('liveHandles', []);
+  async liveHandles() {
+    return RemoteHeadscope.check(this, 'liveHandles')._channel.request('liveHandles', [], []);
   }
 
   /** The worker's { wasmBytes, heapInUse }. */
-  memory() {
-    return this._channel.request('memory', []);
+  async memory() {
+    return RemoteHeadscope.check(this, 'memory')._channel.request('memory', [], []);
   }
 
   /**
-   * Ends the worker. Pending and later calls reject with HeadscopeError DISPOSED.
+   * Ends the worker, which frees everything it held: every object of this API counts as
+   * disposed, and pending and later calls reject with HeadscopeError DISPOSED.
    * @returns {Promise<void>}
    */
-  terminate() {
-    return this._channel.terminate();
+  async terminate() {
+    return RemoteHeadscope.check(this, 'terminate')._channel.terminate();
   }
 }
 
-/** A MultiheadAttention living in the worker; every method returns a promise. */
-class RemoteMultiheadAttention {
-  constructor(owner, { id, config, parameterShapes }) {
+/** What the worker's objects share: an id in the worker, its requests, dispose(), disposed. */
+class RemoteObject {
+  // The class name ('MultiheadAttention', 'Transformer'): a brand no look-alike can carry.
+  #kind;
+
+  static check(self, kind, method) {
+    if (self === null || typeof self !== 'object' || !(#kind in self) || self.#kind !== kind) {
+      throw wrongThis(kind, method, self);
+    }
+    return self;
+  }
+
+  constructor(owner, kind, { id, config, parameterShapes }) {
+    this.#kind = kind;
     this._owner = owner;
     this._channel = owner._channel;
     this._id = id;
     this._disposed = false;
     this._parameterShapes = parameterShapes;
-    /** The constructor arguments with PyTorch's defaults filled in. */
+    /** The config with the defaults filled in (PyTorch's, for a MultiheadAttention). */
     this.config = Object.freeze(config);
     owner._finalizer.register(this, id, this);
   }
 
+  _shapes() {
+    return Object.fromEntries(Object.entries(this._parameterShapes).map(([k, s]) => [k, s.slice()]));
+  }
+
+  // A request for this object: [id, ...args], the arguments named by `names`.
+  _request(op, args, names) {
+    return this._channel.request(op, [this._id, ...args], [null, ...names]);
+  }
+
+  _dispose() {
+    if (this._disposed) return Promise.resolve();
+    this._disposed = true;
+    this._owner._finalizer.unregister(this);
+    // (A worker that was terminated or died has nothing left to free.)
+    return this._channel.request('dispose', [this._id], [null]).then(() => {}, () => {});
+  }
+
+  // Disposed, or its worker is gone (terminated or died), which freed it.
+  _isDisposed() {
+    return this._disposed || this._channel.closed !== null;
+  }
+}
+
+/** A MultiheadAttention living in the worker; every method returns a promise. */
+class RemoteMultiheadAttention extends RemoteObject {
+  constructor(owner, created) {
+    super(owner, 'MultiheadAttention', created);
+  }
+
+  static check(self, method) {
+    return RemoteObject.check(self, 'MultiheadAttention', method);
+  }
+
   /** state_dict keys this config has, with their shapes, in PyTorch's order. */
   parameterShapes() {
-    return Object.fromEntries(Object.entries(this._parameterShapes).map(([k, s]) => [k, s.slice()]));
+    return RemoteMultiheadAttention.check(this, 'parameterShapes')._shapes();
   }
 
   /** @returns {Promise<void>} */
   async loadStateDict(stateDict, options) {
-    await this._channel.request('loadStateDict', [this._id, stateDict, options]);
+    await RemoteMultiheadAttention.check(this, 'loadStateDict')
+      ._request('loadStateDict', [stateDict, options], ['stateDict', 'options']);
   }
 
   /** @returns {Promise<{ output: Tensor, weights: Tensor | null }>} */
   async forward(query, key, value, options) {
+    RemoteMultiheadAttention.check(this, 'forward');
     // The result comes back as arrays transferred from the worker; writing into the caller's
     // array would take another copy and hide that. Refused rather than silently ignored.
     if (options !== null && typeof options === 'object' && options.out !== undefined &&
@@ -325,12 +492,14 @@ class RemoteMultiheadAttention {
       throw new HeadscopeError('INVALID_ARGUMENT', 'options.out: not available through ' +
         'initWorker() (results arrive as arrays transferred from the worker); omit it');
     }
-    return tensorsIn(await this._channel.request('forward', [this._id, query, key, value, options]));
+    return resultIn(await this._request('forward', [query, key, value, options],
+      ['query', 'key', 'value', 'options']));
   }
 
   /** @returns {Promise<{ q, k, v, scores, weights, headOutputs, concat, output }>} of Tensors */
   async trace(query, key, value, options) {
-    return tensorsIn(await this._channel.request('trace', [this._id, query, key, value, options]));
+    return resultIn(await RemoteMultiheadAttention.check(this, 'trace')
+      ._request('trace', [query, key, value, options], ['query', 'key', 'value', 'options']));
   }
 
   /**
@@ -339,18 +508,66 @@ class RemoteMultiheadAttention {
    * @returns {Promise<void>}
    */
   async dispose() {
-    if (this._disposed) return;
-    this._disposed = true;
-    this._owner._finalizer.unregister(this);
-    try {
-      await this._channel.request('dispose', [this._id]);
-    } catch {
-      // The worker was terminated or died: nothing left to free.
-    }
+    return RemoteMultiheadAttention.check(this, 'dispose')._dispose();
   }
 
-  /** True once dispose() was called. */
+  /** True once dispose() was called, or once the worker is gone. */
   get disposed() {
-    return this._disposed;
+    return RemoteMultiheadAttention.check(this, 'disposed')._isDisposed();
+  }
+}
+
+/** A Transformer (hs.createTransformer) living in the worker; every method returns a promise. */
+class RemoteTransformer extends RemoteObject {
+  constructor(owner, created) {
+    super(owner, 'Transformer', created);
+    this._hookNames = created.hookNames;
+  }
+
+  static check(self, method) {
+    return RemoteObject.check(self, 'Transformer', method);
+  }
+
+  /** state_dict keys and shapes of this config, in the reference module's order. */
+  parameterShapes() {
+    return RemoteTransformer.check(this, 'parameterShapes')._shapes();
+  }
+
+  /** The hook names forward({ hooks }) accepts for this config. */
+  hookNames() {
+    return RemoteTransformer.check(this, 'hookNames')._hookNames.slice();
+  }
+
+  /** All or nothing, as in the calling thread. @returns {Promise<void>} */
+  async loadStateDict(stateDict, options) {
+    await RemoteTransformer.check(this, 'loadStateDict')
+      ._request('Transformer.loadStateDict', [stateDict, options], ['stateDict', 'options']);
+  }
+
+  /** @returns {Promise<Record<string, Tensor>>} every weight, as copies */
+  async stateDict() {
+    return resultIn(await RemoteTransformer.check(this, 'stateDict')._request('Transformer.stateDict', [], []));
+  }
+
+  /** @returns {Promise<{ logits: Tensor, hooks?: Record<string, Tensor> }>} */
+  async forward(tokens, options) {
+    return resultIn(await RemoteTransformer.check(this, 'forward')
+      ._request('Transformer.forward', [tokens, options], ['tokens', 'options']));
+  }
+
+  /** The calling thread's generate(prompt, options), in the worker: its tensors. */
+  async generate(prompt, options) {
+    return resultIn(await RemoteTransformer.check(this, 'generate')
+      ._request('Transformer.generate', [prompt, options], ['prompt', 'options']));
+  }
+
+  /** Frees the model's memory in the worker; later calls reject with DISPOSED. Never rejects. */
+  async dispose() {
+    return RemoteTransformer.check(this, 'dispose')._dispose();
+  }
+
+  /** True once dispose() was called, or once the worker is gone. */
+  get disposed() {
+    return RemoteTransformer.check(this, 'disposed')._isDisposed();
   }
 }

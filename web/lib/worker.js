@@ -7,79 +7,120 @@
 //
 // Protocol (structured-clone messages):
 //   worker -> caller, once:  { type: 'ready', kernelTarget } or { type: 'ready', error: { code, message } }
-//   caller -> worker:        { id, op, args }   op: create | loadStateDict | forward | trace | dispose
-//                                                   | runCase | checkCase | liveHandles | memory
-//   worker -> caller:        { id, ok: true, result } or { id, ok: false, error: { code, message } }
-// Replies come in request order. Tensors go out as { data: Float32Array, shape } with their buffers
-// transferred. An error is answered and the worker keeps serving; nothing a request does ends it.
+//   caller -> worker:        { id, op, args }   op: create | createTransformer | dispose | runCase
+//                                                   | checkCase | liveHandles | memory, or a method
+//                                                   of a created object (args [objectId, ...]):
+//                                                   loadStateDict | forward | trace (MultiheadAttention)
+//                                                   | Transformer.<loadStateDict | stateDict | forward
+//                                                   | generate>
+//   worker -> caller:        { id, ok: true, result } or { id, ok: false, error: { code, message, argument? } }
+// Replies come in request order. Tensors go out as { data, shape } (data a Float32Array, or an
+// Int32Array of token ids), groups of them (headStats, hooks, a stateDict) as objects of those,
+// with their buffers transferred. An error is answered and the worker keeps serving; nothing a
+// request does ends it. `argument` is the HeadscopeError's structured argument id, if it has one.
 //
 // The file loads in browsers without touching node: modules: node:worker_threads is imported only
 // when there is no worker global scope (`self`).
-import { init, HeadscopeError } from './index.js';
+import { init, HeadscopeError, Tensor } from './index.js';
 
-const objects = new Map();  // object id -> MultiheadAttention
+// object id -> { kind, object }: kind is the class name, 'MultiheadAttention' or 'Transformer'.
+const objects = new Map();
 let nextObjectId = 1;
 
-// Same code and message as using a disposed MultiheadAttention in the calling thread (index.js).
-function disposedError() {
-  return new HeadscopeError('DISPOSED', 'MultiheadAttention: this object was disposed; create a new one');
+function register(kind, object) {
+  const id = nextObjectId++;
+  objects.set(id, { kind, object });
+  return id;
 }
 
-function lookup(id) {
-  const mha = objects.get(id);
-  if (mha === undefined) throw disposedError();
-  return mha;
-}
-
-function tensorOut(t, transfer) {
-  if (t === null || t === undefined) return null;
-  if (!transfer.includes(t.data.buffer)) transfer.push(t.data.buffer);
-  return { data: t.data, shape: t.shape };
-}
-
-// { name: Tensor | null } -> { name: { data, shape } | null }, collecting buffers to transfer.
-function tensorsOut(result, transfer) {
-  const out = {};
-  for (const [name, t] of Object.entries(result)) {
-    // headStats is a group of tensors ({ entropy, distance, maxWeight }), not a tensor.
-    out[name] = name === 'headStats' ? tensorsOut(t, transfer) : tensorOut(t, transfer);
+// The object of this kind, or the DISPOSED error the calling thread gives for a disposed one
+// (index.js's words). An id of another kind is no object of this one.
+function lookup(id, kind) {
+  const entry = objects.get(id);
+  if (entry === undefined || entry.kind !== kind) {
+    throw new HeadscopeError('DISPOSED', `${kind}: this object was disposed; create a new one`);
   }
+  return entry.object;
+}
+
+// A result as it crosses: Tensors as { data, shape } with their buffers collected for transfer,
+// groups of them (headStats, hooks, a stateDict) as objects of those, anything else (null, a
+// loss, a number) as it is.
+function resultOut(value, transfer) {
+  if (value === null || typeof value !== 'object') return value;
+  if (value instanceof Tensor) {
+    if (!transfer.includes(value.data.buffer)) transfer.push(value.data.buffer);
+    return { data: value.data, shape: value.shape };
+  }
+  if (Array.isArray(value)) return value.map((v) => resultOut(v, transfer));
+  const out = {};
+  for (const [name, v] of Object.entries(value)) out[name] = resultOut(v, transfer);
   return out;
+}
+
+// index.js's Transformer.forward copies options.hooks by iterating it, which walks the array's
+// whole length: a sparse array of length 2^32 - 1 (which crosses to the worker in a few bytes)
+// exhausts the JS heap, and a worker that runs out of heap takes its whole process down with it.
+// An array longer than hookNames() holds a name twice or one the model does not have, which
+// forward refuses anyway: refused here before the walk, as INVALID_ARGUMENT naming it.
+function checkHooksLength(model, options) {
+  const hooks = options !== null && typeof options === 'object' ? options.hooks : undefined;
+  if (!Array.isArray(hooks)) return;
+  const most = model.hookNames().length;
+  if (hooks.length > most) {
+    throw new HeadscopeError('INVALID_ARGUMENT', `options.hooks: expected at most ${most} hook ` +
+      `names (this model's hookNames(), each once), got an array of length ${hooks.length}`);
+  }
+}
+
+// The request of a method of `kind`: args [objectId, ...arguments] -> its result, tensors
+// transferred.
+function method(kind, name) {
+  return (hs, [id, ...args], transfer) => {
+    const object = lookup(id, kind);
+    // (generate is the Transformer's in builds that have it.)
+    if (typeof object[name] !== 'function') {
+      throw new HeadscopeError('INVALID_ARGUMENT', `${kind}.${name}: not available in this build ` +
+        'of headscope');
+    }
+    if (kind === 'Transformer' && name === 'forward') checkHooksLength(object, args[1]);
+    return resultOut(object[name](...args), transfer) ?? null;
+  };
 }
 
 const OPS = {
   create(hs, [config]) {
     const mha = hs.createMultiheadAttention(config);
-    const id = nextObjectId++;
-    objects.set(id, mha);
-    return { id, config: mha.config, parameterShapes: mha.parameterShapes() };
+    return { id: register('MultiheadAttention', mha), config: mha.config,
+      parameterShapes: mha.parameterShapes() };
   },
-  loadStateDict(hs, [id, stateDict, options]) {
-    lookup(id).loadStateDict(stateDict, options);
-    return null;
+  createTransformer(hs, [config]) {
+    const model = hs.createTransformer(config);
+    return { id: register('Transformer', model), config: model.config,
+      parameterShapes: model.parameterShapes(), hookNames: model.hookNames() };
   },
-  forward(hs, [id, query, key, value, options], transfer) {
-    return tensorsOut(lookup(id).forward(query, key, value, options), transfer);
-  },
-  trace(hs, [id, query, key, value, options], transfer) {
-    return tensorsOut(lookup(id).trace(query, key, value, options), transfer);
-  },
+  loadStateDict: method('MultiheadAttention', 'loadStateDict'),
+  forward: method('MultiheadAttention', 'forward'),
+  trace: method('MultiheadAttention', 'trace'),
+  'Transformer.loadStateDict': method('Transformer', 'loadStateDict'),
+  'Transformer.stateDict': method('Transformer', 'stateDict'),
+  'Transformer.forward': method('Transformer', 'forward'),
+  'Transformer.generate': method('Transformer', 'generate'),
   dispose(hs, [id]) {
     // Disposing twice is a no-op, as in the calling thread.
-    const mha = objects.get(id);
-    if (mha !== undefined) {
+    const entry = objects.get(id);
+    if (entry !== undefined) {
       objects.delete(id);
-      mha.dispose();
+      entry.object.dispose();
     }
     return null;
   },
   runCase(hs, [caseDocument], transfer) {
-    return tensorsOut(hs.runCase(caseDocument), transfer);
+    return resultOut(hs.runCase(caseDocument), transfer);
   },
   checkCase(hs, [caseDocument, result, options]) {
     // Tensors arrive as plain { data, shape } objects, which is all the comparison reads.
-    const r = result !== null && typeof result === 'object' ? result : {};
-    return hs.checkCase(caseDocument, { output: r.output ?? null, weights: r.weights ?? null }, options);
+    return hs.checkCase(caseDocument, result, options);
   },
   liveHandles(hs) {
     return hs.liveHandles();
@@ -90,7 +131,10 @@ const OPS = {
 };
 
 function errorOut(e) {
-  if (e instanceof HeadscopeError) return { code: e.code, message: e.message };
+  if (e instanceof HeadscopeError) {
+    return e.argument === undefined ? { code: e.code, message: e.message }
+      : { code: e.code, message: e.message, argument: e.argument };
+  }
   // Not a HeadscopeError: a TypeError from a malformed argument the API did not anticipate, or a
   // bug. Either way the caller gets a HeadscopeError and the worker carries on.
   return { code: 'INTERNAL', message: `headscope worker: ${e?.message ?? String(e)}` };

@@ -101,6 +101,7 @@ HWY_NOINLINE void WriteRowSinksSlow(const AttentionArgs& a, size_t n, size_t h, 
   float max = 0.0f;  // weights are >= 0; a fully masked row (all 0, or no keys) gives 0
   double entropy = 0.0, distance = 0.0;
   const size_t positioned = keys < a.shape.kv_len ? keys : a.shape.kv_len;
+  const size_t pos = a.modifiers.q_offset + i;
   for (size_t j = 0; j < keys; ++j) {
     const float w = weights[j];
     if (w != w) {
@@ -112,7 +113,7 @@ HWY_NOINLINE void WriteRowSinksSlow(const AttentionArgs& a, size_t n, size_t h, 
     if (w > 0.0f) {
       const double wd = static_cast<double>(w);
       if (sinks.entropy != nullptr) entropy -= wd * std::log(wd);
-      if (j < positioned) distance += wd * static_cast<double>(i > j ? i - j : j - i);
+      if (j < positioned) distance += wd * static_cast<double>(pos > j ? pos - j : j - pos);
     }
   }
   if (sinks.max_weight != nullptr) sinks.max_weight[at] = max;
@@ -183,24 +184,34 @@ HWY_INLINE void SmallTransposeK(const float* HWY_RESTRICT k, size_t ld_k, size_t
 }
 
 // row[j] = q . k_j for j < keys, q already divided by sqrt(hd), from SmallTransposeK's layout.
+// Every score is the packed path's: a multiply-add chain over x from 0, in the target's MulAdd
+// (FMA natively where the target has it, multiply then add in WebAssembly SIMD128), the last
+// keys % Lanes keys through one-lane vectors of the same operations rather than scalar code,
+// whose contraction the compiler decides. So a row's numbers depend neither on the path nor on
+// how many keys follow it (what generation with a KV cache relies on, transformer.h).
 HWY_INLINE void SmallScores(const float* HWY_RESTRICT q, const float* HWY_RESTRICT kt,
                             size_t keys, size_t hd, float* HWY_RESTRICT row) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   size_t j = 0;
   for (; j + N <= keys; j += N) {
-    auto acc = hn::Mul(hn::Set(d, q[0]), hn::LoadU(d, kt + j));
-    for (size_t x = 1; x < hd; ++x) acc = hn::MulAdd(hn::Set(d, q[x]), hn::LoadU(d, kt + x * keys + j), acc);
+    auto acc = hn::Zero(d);
+    for (size_t x = 0; x < hd; ++x) acc = hn::MulAdd(hn::Set(d, q[x]), hn::LoadU(d, kt + x * keys + j), acc);
     hn::StoreU(acc, d, row + j);
   }
+  const hn::CappedTag<float, 1> d1;
   for (; j < keys; ++j) {
-    float dot = 0.0f;
-    for (size_t x = 0; x < hd; ++x) dot += q[x] * kt[x * keys + j];
-    row[j] = dot;
+    auto acc = hn::Zero(d1);
+    for (size_t x = 0; x < hd; ++x) {
+      acc = hn::MulAdd(hn::Set(d1, q[x]), hn::LoadU(d1, kt + x * keys + j), acc);
+    }
+    hn::StoreU(acc, d1, row + j);
   }
 }
 
-// out[0, hd) = sum over j < keys of w[j] * v[j * ld_v + x]; 0 when keys is 0.
+// out[0, hd) = sum over j < keys of w[j] * v[j * ld_v + x]; 0 when keys is 0. The same
+// multiply-add chain over j as the packed path's weights x V, the last hd % Lanes columns through
+// one-lane vectors (see SmallScores).
 HWY_INLINE void SmallWeightedSum(const float* HWY_RESTRICT w, size_t keys,
                                  const float* HWY_RESTRICT v, size_t ld_v, size_t hd,
                                  float* HWY_RESTRICT out) {
@@ -214,17 +225,21 @@ HWY_INLINE void SmallWeightedSum(const float* HWY_RESTRICT w, size_t keys,
     }
     hn::StoreU(acc, d, out + x);
   }
+  const hn::CappedTag<float, 1> d1;
   for (; x < hd; ++x) {
-    float acc = 0.0f;
-    for (size_t j = 0; j < keys; ++j) acc += w[j] * v[j * ld_v + x];
-    out[x] = acc;
+    auto acc = hn::Zero(d1);
+    for (size_t j = 0; j < keys; ++j) {
+      acc = hn::MulAdd(hn::Set(d1, w[j]), hn::LoadU(d1, v + j * ld_v + x), acc);
+    }
+    hn::StoreU(acc, d1, out + x);
   }
 }
 
 // Tutorial-sized heads (see SmallAttention): direct dot products on the projected rows, no
 // packing, and the softmax over a whole tile of short rows at once. Same stages, masks and
-// zero-row policy as the packed path; only the order of additions inside a dot product or a sum
-// differs (both stay within float rounding of PyTorch).
+// zero-row policy as the packed path, and the same operations in the same order for each number
+// (SmallScores, SoftmaxRowsImpl's sums, SmallWeightedSum): a row gets the packed path's bits, so
+// the choice of path (which depends on the number of keys) never shows in the results.
 HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
   const AttentionShape& s = a.shape;
   const size_t L = s.q_len, S = s.kv_total, hd = s.head_dim;

@@ -65,7 +65,10 @@ struct ScoreModifiers {
   const float* attn_mask = nullptr;  // [L, S], or [N*H, L, S] when attn_mask_per_head
   bool attn_mask_per_head = false;
   const float* key_padding_mask = nullptr;  // [N, S]
-  bool causal = false;                      // query i sees keys j <= i (of the first S)
+  bool causal = false;                      // query i sees keys j <= q_offset + i (of the first S)
+  // The key position of query row 0: the queries are the keys q_offset.. of a longer sequence
+  // (generation with a KV cache: new tokens after the cached ones). 0 otherwise.
+  size_t q_offset = 0;
 
   // Slots for what comes next, not implemented (nothing reads them yet, so they are not fields):
   // - ALiBi: `const float* alibi_slopes` [H], adding -slope_h * (i - j) where the masks are added.
@@ -85,7 +88,7 @@ struct KeyRange {
 };
 inline KeyRange VisibleKeys(const AttentionShape& shape, const ScoreModifiers& mods, size_t i) {
   KeyRange r{0, shape.kv_len};
-  if (mods.causal && i + 1 < r.end) r.end = i + 1;
+  if (mods.causal && mods.q_offset + i + 1 < r.end) r.end = mods.q_offset + i + 1;
   return r;
 }
 
@@ -98,8 +101,9 @@ struct RowSinks {
   float* max_weight = nullptr;
   // Shannon entropy of the row in nats, -sum_j w_j ln w_j over all S' keys (0 ln 0 = 0).
   float* entropy = nullptr;
-  // Attention distance, sum_j w_j |i - j| over the first S keys: the extra keys (bias_k, the zero
-  // key) have no position, so the weight on them adds no distance.
+  // Attention distance, sum_j w_j |p - j| over the first S keys, p = q_offset + i the query's
+  // position: the extra keys (bias_k, the zero key) have no position, so the weight on them adds
+  // no distance.
   float* distance = nullptr;
   bool any() const { return max_weight != nullptr || entropy != nullptr || distance != nullptr; }
 };

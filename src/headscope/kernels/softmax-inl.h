@@ -213,13 +213,17 @@ HWY_INLINE void SoftmaxRowsImpl(float* HWY_RESTRICT tile, size_t rows, size_t n,
       for (size_t j = 0; j < n; ++j) row[j] = std::numeric_limits<float>::quiet_NaN();
       continue;
     }
-    float sum = 0.0f;
-    if (full != 0) {
-      auto vsum = hn::LoadU(d, row);
-      for (size_t j = N; j < full; j += N) vsum = hn::Add(vsum, hn::LoadU(d, row + j));
-      sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+    // SoftmaxImpl's sum, operation for operation: lane l adds the entries j = l (mod Lanes) in
+    // order, the last n % Lanes through one vector padded with 0, then one SumOfLanes. So a row's
+    // weights are the packed path's bits, and do not depend on how many (masked) keys follow it.
+    auto vsum = hn::Zero(d);
+    for (size_t j = 0; j < full; j += N) vsum = hn::Add(vsum, hn::LoadU(d, row + j));
+    if (full < n) {
+      HWY_ALIGN float tail[hn::MaxLanes(d)] = {};
+      for (size_t j = full; j < n; ++j) tail[j - full] = row[j];
+      vsum = hn::Add(vsum, hn::Load(d, tail));
     }
-    for (size_t j = full; j < n; ++j) sum += row[j];
+    const float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
     if (!(sum > 0.0f)) {
       // All -inf (masked), including rows Highway 1.0.3's EMU128 MaxOfLanes let through (it
       // starts from -FLT_MAX rather than -inf, see RowMax): the zero-row policy.

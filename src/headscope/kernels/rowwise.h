@@ -1,0 +1,28 @@
+// Row-wise stages of the transformer (transformer.cc): LayerNorm over the last dimension and the
+// MLP's activations, SIMD-vectorized. Each row (each element, for the activations) is computed
+// with the same operations in the same order whatever the number of rows, so a row's result does
+// not depend on the rows around it (what generation with a KV cache relies on, transformer.h).
+#ifndef HEADSCOPE_KERNELS_ROWWISE_H_
+#define HEADSCOPE_KERNELS_ROWWISE_H_
+
+#include <cstddef>
+
+namespace headscope {
+
+// torch.nn.LayerNorm over rows of d floats: out = (x - mean) / sqrt(var + eps) * w + b, with
+// the biased variance, in float as torch's CPU kernel accumulates (two passes: the mean, then
+// the squared deviations from it, so no cancellation). `out` may be `in`.
+void LayerNormRows(const float* in, size_t rows, size_t d, const float* w, const float* b,
+                   float eps, float* out);
+
+// F.gelu, the erf form, in place: 0.5 x (1 + erf(x / sqrt(2))), with erf as PyTorch's vectorized
+// CPU kernel computes it (Abramowitz and Stegun 7.1.26, |error| < 1.5e-7: torch's
+// Vectorized<float>::erf), so the numbers are those torch's float GELU gives.
+void GeluInPlace(float* x, size_t n);
+
+// F.relu in place (NaN stays NaN).
+void ReluInPlace(float* x, size_t n);
+
+}  // namespace headscope
+
+#endif  // HEADSCOPE_KERNELS_ROWWISE_H_

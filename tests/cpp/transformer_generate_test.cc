@@ -1,0 +1,257 @@
+// Transformer::Generate: greedy generation with the KV cache against a full recomputation at
+// every step (the step's logits are the bits of Forward's last row over the sequence so far),
+// across configs whose attention changes kernel path (<= 12 keys: the small-head path; more: the
+// packed one) and query tile (64 rows) while the context grows; sampling's rules (top_k, top_p,
+// seeds); non-causal models; head gates; bad options.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "headscope/transformer.h"
+
+namespace headscope {
+namespace {
+
+TransformerConfig Config(int64_t vocab, int64_t max_len, int64_t d_model, int64_t heads = 1,
+                         int64_t layers = 1, int64_t d_mlp = 0) {
+  TransformerConfig c;
+  c.vocab_size = vocab;
+  c.max_len = max_len;
+  c.d_model = d_model;
+  c.n_heads = heads;
+  c.n_layers = layers;
+  c.d_mlp = d_mlp;
+  return c;
+}
+
+std::unique_ptr<Transformer> Model(const TransformerConfig& c, uint64_t seed) {
+  std::unique_ptr<Transformer> m;
+  EXPECT_TRUE(Transformer::Create(c, &m).ok());
+  EXPECT_TRUE(m->InitializeFromSeed(seed).ok());
+  return m;
+}
+
+std::vector<int32_t> Prompt(int64_t B, int64_t T, int64_t V, int salt) {
+  std::vector<int32_t> t(static_cast<size_t>(B * T));
+  for (size_t i = 0; i < t.size(); ++i) t[i] = static_cast<int32_t>((i * 7 + salt * 13 + 3) % V);
+  return t;
+}
+
+// Generates n tokens after the prompt (greedy, logits kept) and checks every step against
+// Forward over the sequence so far: the same bits for the last row's logits, the token its argmax.
+void ExpectGreedyMatchesRecomputation(Transformer* m, int64_t B, int64_t T, int64_t n,
+                                      const TensorView& gates = TensorView()) {
+  const TransformerConfig& c = m->config();
+  const int64_t V = c.vocab_size, W = T + n;
+  const std::vector<int32_t> prompt = Prompt(B, T, V, static_cast<int>(c.d_model));
+  GenerateOptions o;
+  o.max_new_tokens = n;
+  o.keep_logits = true;
+  o.head_gates = gates;
+  GenerateResult g;
+  const Status s = m->Generate({prompt.data(), B, T}, o, &g);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  ASSERT_EQ(g.tokens_shape, (Shape{B, W}));
+  ASSERT_EQ(g.logits_shape, (Shape{B, n, V}));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) ASSERT_EQ(g.tokens[b * W + t], prompt[b * T + t]);
+  }
+  TransformerOptions fo;
+  fo.head_gates = gates;
+  std::vector<int32_t> so_far(static_cast<size_t>(B * W));
+  for (int64_t step = 0; step < n; ++step) {
+    const int64_t len = T + step;
+    for (int64_t b = 0; b < B; ++b) {
+      std::memcpy(so_far.data() + b * len, g.tokens.data() + b * W, len * sizeof(int32_t));
+    }
+    TransformerResult full;
+    ASSERT_TRUE(m->Forward({so_far.data(), B, len}, fo, &full).ok());
+    for (int64_t b = 0; b < B; ++b) {
+      SCOPED_TRACE("step " + std::to_string(step) + ", sequence " + std::to_string(b) +
+                   ", context " + std::to_string(len));
+      const float* want = full.logits.data() + (b * len + len - 1) * V;
+      const float* got = g.logits.data() + (b * n + step) * V;
+      ASSERT_EQ(0, std::memcmp(want, got, V * sizeof(float)))
+          << "first logit: cached " << got[0] << ", recomputed " << want[0];
+      const int32_t argmax =
+          static_cast<int32_t>(std::max_element(want, want + V) - want);  // first largest
+      ASSERT_EQ(g.tokens[b * W + len], argmax);
+    }
+  }
+}
+
+TEST(TransformerGenerate, GreedyWithTheKvCacheIsTheFullRecomputationBitForBit) {
+  struct Case {
+    int64_t d_model, heads, layers, d_mlp, max_len;
+    NormPlacement norm;
+    PositionKind positions;
+    Activation act;
+    bool bias;
+    int64_t B, T;
+  };
+  const Case cases[] = {
+      // The induction shape: 2 layers, attention only, head dim 16, the context crossing the
+      // small-head path's 12 keys.
+      {32, 2, 2, 0, 32, NormPlacement::kPre, PositionKind::kLearned, Activation::kGelu, true, 1, 3},
+      // Head dims that are not a multiple of the SIMD width (3, 5, 12), MLPs, every norm and
+      // position kind, batches.
+      {12, 4, 1, 24, 20, NormPlacement::kPost, PositionKind::kSinusoidal, Activation::kRelu, true, 3, 1},
+      {15, 3, 3, 8, 24, NormPlacement::kNone, PositionKind::kNone, Activation::kGelu, false, 2, 5},
+      {24, 2, 2, 40, 18, NormPlacement::kPre, PositionKind::kSinusoidal, Activation::kGelu, false, 2, 12},
+      {8, 8, 4, 16, 16, NormPlacement::kPost, PositionKind::kLearned, Activation::kRelu, true, 1, 1},
+      // Past one query tile (64 rows) and into the packed path's range skipping.
+      {64, 4, 2, 128, 80, NormPlacement::kPre, PositionKind::kLearned, Activation::kGelu, true, 2, 60},
+  };
+  for (const Case& k : cases) {
+    TransformerConfig c;
+    c.vocab_size = 29;
+    c.max_len = k.max_len;
+    c.d_model = k.d_model;
+    c.n_heads = k.heads;
+    c.n_layers = k.layers;
+    c.d_mlp = k.d_mlp;
+    c.norm = k.norm;
+    c.positions = k.positions;
+    c.act = k.act;
+    c.bias = k.bias;
+    SCOPED_TRACE("d_model " + std::to_string(k.d_model) + ", heads " + std::to_string(k.heads) +
+                 ", layers " + std::to_string(k.layers) + ", d_mlp " + std::to_string(k.d_mlp));
+    auto m = Model(c, 7 + static_cast<uint64_t>(k.d_model));
+    ExpectGreedyMatchesRecomputation(m.get(), k.B, k.T, k.max_len - k.T);
+  }
+}
+
+TEST(TransformerGenerate, NonCausalModelsRecomputeAndMatchToo) {
+  TransformerConfig c = Config(17, 16, 16, 4, 2, 32);
+  c.causal = false;
+  auto m = Model(c, 3);
+  ExpectGreedyMatchesRecomputation(m.get(), 2, 4, 12);
+}
+
+TEST(TransformerGenerate, HeadGatesApplyAsInForward) {
+  TransformerConfig c = Config(23, 20, 16, 2, 2);
+  auto m = Model(c, 11);
+  const float gates[] = {1.0f, 0.0f, 0.5f, -1.0f};
+  ExpectGreedyMatchesRecomputation(m.get(), 2, 3, 17, TensorView(gates, Shape{2, 2}, 4));
+}
+
+TEST(TransformerGenerate, ZeroNewTokensReturnsThePrompt) {
+  TransformerConfig c = Config(10, 4, 8, 1, 1);
+  auto m = Model(c, 1);
+  const std::vector<int32_t> p = {1, 2, 3, 4};
+  GenerateOptions o;
+  o.max_new_tokens = 0;
+  GenerateResult g;
+  ASSERT_TRUE(m->Generate({p.data(), 1, 4}, o, &g).ok());
+  EXPECT_EQ(g.tokens, p);
+  EXPECT_EQ(g.tokens_shape, (Shape{1, 4}));
+}
+
+// Sampling: a pure function of the seed; top_k = 1 and a tiny top_p are greedy; each sampled
+// token lies in the top_k / top_p set of the logits it was drawn from; seeds differ.
+TEST(TransformerGenerate, SamplingFollowsTopKTopPAndTheSeed) {
+  TransformerConfig c = Config(40, 48, 16, 2, 1);
+  auto m = Model(c, 5);
+  const int64_t B = 4, T = 2, n = 46, V = c.vocab_size, W = T + n;
+  const std::vector<int32_t> prompt = Prompt(B, T, V, 1);
+  const auto run = [&](double temperature, int64_t top_k, double top_p, uint64_t seed) {
+    GenerateOptions o;
+    o.max_new_tokens = n;
+    o.temperature = temperature;
+    o.top_k = top_k;
+    o.top_p = top_p;
+    o.seed = seed;
+    o.keep_logits = true;
+    GenerateResult g;
+    EXPECT_TRUE(m->Generate({prompt.data(), B, T}, o, &g).ok());
+    return g;
+  };
+  GenerateResult greedy = run(0, 0, 1, 0);
+  EXPECT_EQ(run(2.0, 1, 1.0, 9).tokens, greedy.tokens);
+  EXPECT_EQ(run(2.0, 0, 1e-9, 9).tokens, greedy.tokens);
+  GenerateResult a = run(1.5, 0, 1.0, 1), a2 = run(1.5, 0, 1.0, 1), b = run(1.5, 0, 1.0, 2);
+  EXPECT_EQ(a.tokens, a2.tokens);
+  EXPECT_NE(a.tokens, b.tokens);
+  EXPECT_NE(a.tokens, greedy.tokens);
+  // Membership of each drawn token in its step's top-k and nucleus.
+  for (int64_t top_k : {int64_t{3}, int64_t{0}}) {
+    for (double top_p : {1.0, 0.6}) {
+      GenerateResult g = run(0.8, top_k, top_p, 77);
+      for (int64_t bb = 0; bb < B; ++bb) {
+        for (int64_t s = 0; s < n; ++s) {
+          const float* row = g.logits.data() + (bb * n + s) * V;
+          std::vector<int> order(static_cast<size_t>(V));
+          for (int j = 0; j < V; ++j) order[j] = j;
+          std::sort(order.begin(), order.end(), [&](int x, int y) {
+            return row[x] != row[y] ? row[x] > row[y] : x < y;
+          });
+          size_t keep = top_k > 0 ? static_cast<size_t>(top_k) : static_cast<size_t>(V);
+          std::vector<double> p(keep);
+          double total = 0;
+          for (size_t i = 0; i < keep; ++i) {
+            total += p[i] = std::exp((row[order[i]] - row[order[0]]) / 0.8);
+          }
+          double mass = 0;
+          size_t nucleus = 0;
+          while (nucleus < keep && (nucleus == 0 || mass < top_p * total)) mass += p[nucleus++];
+          const int32_t tok = g.tokens[bb * W + T + s];
+          const auto at = std::find(order.begin(), order.begin() + nucleus, tok);
+          ASSERT_NE(at, order.begin() + nucleus)
+              << "token " << tok << " outside the top_k " << top_k << " / top_p " << top_p;
+        }
+      }
+    }
+  }
+}
+
+TEST(TransformerGenerate, BadOptionsAreRefusedNamingThem) {
+  TransformerConfig c = Config(10, 8, 8, 2, 1);
+  auto m = Model(c, 1);
+  const std::vector<int32_t> p = {1, 2, 3};
+  const std::vector<int32_t> bad = {1, 10, 3};
+  const auto refuse = [&](const std::vector<int32_t>& tokens, GenerateOptions o, Arg arg,
+                          const std::string& needle) {
+    GenerateResult g;
+    const Status s = m->Generate({tokens.data(), 1, 3}, o, &g);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.argument(), arg) << s.ToString();
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.ToString();
+  };
+  GenerateOptions o;
+  refuse(bad, o, Arg::kPrompt, "token [0, 1] is 10");
+  o.max_new_tokens = 6;
+  refuse(p, o, Arg::kMaxNewTokens, "[0, 5]");
+  o.max_new_tokens = -1;
+  refuse(p, o, Arg::kMaxNewTokens, "got -1");
+  o = GenerateOptions();
+  o.temperature = -0.5;
+  refuse(p, o, Arg::kTemperature, ">= 0");
+  o.temperature = std::nan("");
+  refuse(p, o, Arg::kTemperature, ">= 0");
+  o = GenerateOptions();
+  o.top_k = -2;
+  refuse(p, o, Arg::kTopK, "got -2");
+  o = GenerateOptions();
+  o.top_p = 0.0;
+  refuse(p, o, Arg::kTopP, "(0, 1]");
+  o.top_p = 1.5;
+  refuse(p, o, Arg::kTopP, "(0, 1]");
+  o = GenerateOptions();
+  const float gates[] = {1, 1, 1};
+  o.head_gates = TensorView(gates, Shape{3}, 3);
+  refuse(p, o, Arg::kHeadGates, "[1, 2]");
+  // The model still works after every refusal.
+  GenerateResult g;
+  GenerateOptions ok;
+  ok.max_new_tokens = 5;
+  ASSERT_TRUE(m->Generate({p.data(), 1, 3}, ok, &g).ok());
+  EXPECT_EQ(g.tokens.size(), 8u);
+}
+
+}  // namespace
+}  // namespace headscope
