@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -231,6 +232,59 @@ TEST(Transformer, HooksCostNothingWhenNotAskedAndChangeNoNumber) {
     ASSERT_TRUE(g.model->Forward(tv, TransformerOptions(), &plain).ok());
     EXPECT_EQ(before, plain.logits.data()) << "a repeated call reuses its buffers";
   }
+}
+
+// The hooked pattern of layer l is, bit for bit, what a standalone MultiheadAttention with that
+// layer's weights computes (Trace, batch_first, is_causal as the model, the layer's gates) on the
+// layer's input. The input is hook_resid_pre where the block has no ln1 before its attention
+// (norm post or none); with norm pre it is ln1(hook_resid_pre), which the model does not hook.
+TEST(Transformer, HookedPatternsAreTheLayersMultiheadAttentionTrace) {
+  int checked = 0;
+  for (const std::string& file : TransformerGoldenFiles()) {
+    GoldenCase g;
+    ASSERT_NO_FATAL_FAILURE(Load(file, &g));
+    if (g.config.norm == NormPlacement::kPre) continue;
+    SCOPED_TRACE(file);
+    const int64_t L = g.config.n_layers, H = g.config.n_heads, D = g.config.d_model;
+    TransformerOptions o;
+    for (int64_t l = 0; l < L; ++l) {
+      o.hooks.push_back("blocks." + std::to_string(l) + ".hook_resid_pre");
+      o.hooks.push_back("blocks." + std::to_string(l) + ".attn.hook_pattern");
+    }
+    if (!g.gates.empty()) o.head_gates = {g.gates.data(), {L, H}, g.gates.size()};
+    TransformerResult r;
+    ASSERT_TRUE(g.model->Forward({g.tokens.data(), g.batch, g.length}, o, &r).ok());
+    for (int64_t l = 0; l < L; ++l) {
+      MhaConfig mc;
+      mc.embed_dim = D;
+      mc.num_heads = H;
+      mc.bias = g.config.bias;
+      mc.batch_first = true;
+      std::unique_ptr<MultiheadAttention> mha;
+      ASSERT_TRUE(MultiheadAttention::Create(mc, &mha).ok());
+      const std::string b = "blocks." + std::to_string(l) + ".attn.";
+      for (const char* key : {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"}) {
+        TensorView v;
+        if (g.model->GetParameter(b + key, &v).ok()) {
+          ASSERT_TRUE(mha->SetParameter(key, v).ok());
+        }
+      }
+      const TraceTensor& x = r.hooks[static_cast<size_t>(2 * l)].second;
+      const TensorView in{x.data.data(), x.shape, x.data.size()};
+      ForwardOptions fo;
+      fo.is_causal = g.config.causal;
+      if (!g.gates.empty()) fo.head_gates = {g.gates.data() + l * H, {H}, static_cast<size_t>(H)};
+      AttentionTrace t;
+      ASSERT_TRUE(mha->Trace(in, in, in, fo, &t).ok());
+      const TraceTensor& pattern = r.hooks[static_cast<size_t>(2 * l + 1)].second;
+      ASSERT_EQ(pattern.shape, t.weights.shape) << "layer " << l;
+      EXPECT_EQ(0, std::memcmp(pattern.data.data(), t.weights.data.data(),
+                               pattern.data.size() * sizeof(float)))
+          << "layer " << l;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 10) << "too few layers without ln1 before attention among the goldens";
 }
 
 // GetParameter (the stateDict() export) gives back every loaded entry, bit for bit, under the

@@ -125,6 +125,9 @@ test('bad prompts and options are refused naming them, and the model keeps worki
     expectError(() => m.generate([1, 2.5]), 'INVALID_ARGUMENT', 'prompt[1]: expected an integer token id');
     expectError(() => m.generate([]), 'SHAPE_MISMATCH', 'prompt');
     expectError(() => m.generate([[[1]]]), 'SHAPE_MISMATCH', 'prompt: expected (T) or (B, T)');
+    // The sequences of a batch share the cache's positions: prompts of different lengths are a
+    // ragged array, refused naming the row (pad them, or generate them one by one).
+    expectError(() => m.generate([[1, 2, 3], [4, 5]]), 'SHAPE_MISMATCH', 'prompt[1]');
     const cases = [
       [{ maxNewTokens: 6 }, 'INVALID_ARGUMENT', 'options.maxNewTokens', '[0, 5]', 'maxLen = 8'],
       [{ maxNewTokens: -1 }, 'INVALID_ARGUMENT', 'options.maxNewTokens', 'got -1'],
