@@ -104,6 +104,14 @@ const float* ParameterStore::data(int i) const {
   return owned.data.data() != nullptr ? owned.data.data() + e.offset : nullptr;
 }
 
+float* ParameterStore::MutableData(int i) {
+  if (!loaded(i)) return nullptr;
+  Entry& e = entries_[i];
+  Entry& owned = e.target >= 0 ? entries_[e.target] : e;
+  owned.version = ++version_;
+  return owned.data.data() + e.offset;
+}
+
 uint64_t ParameterStore::version(int i) const {
   const Entry& e = entries_[i];
   return e.target >= 0 ? entries_[e.target].version : e.version;

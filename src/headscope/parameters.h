@@ -1,5 +1,6 @@
-// ParameterStore: a model's named float tensors (weights today; gradients and optimizer state
-// are more entries of the same kind), each with a fixed shape, addressed by name.
+// ParameterStore: a model's named float tensors (its weights), each with a fixed shape, addressed
+// by name. Optimizer state is not here but in the Optimizer (optim.h says why); an optimizer step
+// writes the weights in place through MutableData.
 //
 // An entry is either a tensor the store owns, or an alias: a name for a contiguous part of
 // another entry (torch's packed in_proj_weight (3E, E) is also reachable as q_proj_weight,
@@ -56,6 +57,11 @@ class ParameterStore {
   bool loaded(int i) const;
   // The entry's floats (an alias: its part of the target's), null while nothing of it is loaded.
   const float* data(int i) const;
+  // The same floats for writing in place (an optimizer step): bumps the store's version and the
+  // entry's (an alias: its target's) before returning, so data derived from the old values is
+  // rebuilt. The caller writes before anything reads derived data again. Null, changing
+  // nothing, while the entry is not loaded.
+  float* MutableData(int i);
 
   // Bumped by every Set; an entry's version changes when it or a part of it (or, for an alias,
   // its target) changes.

@@ -58,6 +58,13 @@ constexpr ArgNames kArgNames[] = {
     {"top_k", "options.topK", "options.topK"},
     {"top_p", "options.topP", "options.topP"},
     {"seed", "options.seed", "options.seed"},
+    {"optimizer", "options.type", "options.type"},
+    {"lr", "options.lr", "options.lr"},
+    {"betas", "options.betas", "options.betas"},
+    {"eps", "options.eps", "options.eps"},
+    {"weight_decay", "options.weightDecay", "options.weightDecay"},
+    {"max_norm", "options.clipGradNorm", "options.clipGradNorm"},
+    {"grads", "grads", "grads"},
     {"config", "config", "config"},
 };
 static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kConfig) + 1);

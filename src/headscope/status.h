@@ -37,6 +37,8 @@ enum class Arg {
   kTokens, kTargets, kHooks,  // the Transformer's forward arguments
   kVocabSize, kMaxLen, kDModel, kNLayers, kNHeads, kDMlp, kLnEps, kSeed,  // and its config
   kPrompt, kMaxNewTokens, kTemperature, kTopK, kTopP, kSampleSeed,  // its generate's
+  kOptimizer, kLr, kBetas, kEps, kWeightDecay, kClipGradNorm,  // its optimizer's options
+  kGrads,  // the gradients an optimizer step applies
   kConfig,  // a whole config (its weights' size)
 };
 enum class Naming { kTorch, kJs };

@@ -64,6 +64,39 @@ TEST(ParameterStore, AliasesWriteIntoTheirTargetAndCountAsParts) {
   EXPECT_NE(copy.data(0), store.data(whole));
 }
 
+// Writing in place (an optimizer step) goes through MutableData, which bumps the versions first;
+// nothing of an entry that is not loaded can be written.
+TEST(ParameterStore, MutableDataBumpsTheVersions) {
+  ParameterStore store;
+  const int whole = store.Add("w", {4, 2});
+  const int top = store.AddAlias("top", whole, 0, {2, 2});
+  const int bottom = store.AddAlias("bottom", whole, 4, {2, 2});
+  const uint64_t v0 = store.version();
+  EXPECT_EQ(store.MutableData(whole), nullptr);
+  EXPECT_EQ(store.MutableData(top), nullptr);
+  EXPECT_EQ(store.version(), v0);  // nothing to write: nothing changed
+
+  const float a[] = {1, 2, 3, 4};
+  ASSERT_TRUE(store.Set(top, {a, {2, 2}, 4}, "top").ok());
+  EXPECT_EQ(store.MutableData(whole), nullptr);   // half loaded
+  EXPECT_EQ(store.MutableData(bottom), nullptr);  // not loaded
+  const uint64_t v1 = store.version(), vw = store.version(whole);
+  float* p = store.MutableData(top);
+  EXPECT_EQ(p, store.data(top));
+  EXPECT_GT(store.version(), v1);
+  EXPECT_GT(store.version(whole), vw);  // an alias's write is its target's change
+  EXPECT_EQ(store.version(top), store.version(whole));
+  p[0] = 10;
+  EXPECT_EQ(store.data(whole)[0], 10);
+
+  ASSERT_TRUE(store.Set(bottom, {a, {2, 2}, 4}, "bottom").ok());
+  const uint64_t v2 = store.version(whole);
+  float* q = store.MutableData(whole);
+  EXPECT_EQ(q, store.data(whole));
+  EXPECT_GT(store.version(whole), v2);
+  EXPECT_TRUE(store.loaded(whole));
+}
+
 std::unique_ptr<MultiheadAttention> Module(const MhaConfig& c) {
   std::unique_ptr<MultiheadAttention> mha;
   EXPECT_TRUE(MultiheadAttention::Create(c, &mha).ok());
