@@ -569,11 +569,12 @@ Status Transformer::TooLarge(int64_t B, int64_t T, size_t limit) const {
                     " bytes, or could not be allocated");
 }
 
-// Hook `suffix` of layer `l` (-1: of the model), if it is in `hooks`: a copy of `data`, shaped
-// `shape` (an allocation failure sets *failed, reported once the pass is done).
+// Hook `suffix` of layer `l` (-1: of the model), if it is in `hooks` (null: none): a copy of
+// `data`, shaped `shape` (an allocation failure sets *failed, reported once the pass is done).
 void Transformer::KeepHook(int64_t l, const char* suffix, const float* data, const Shape& shape,
                            std::vector<std::pair<std::string, TraceTensor>>* hooks,
                            bool* failed) {
+  if (hooks == nullptr) return;
   for (auto& h : *hooks) {
     if (!IsHook(h.first, l, suffix)) continue;
     h.second.shape = shape;
@@ -598,7 +599,8 @@ void Transformer::Unembed(const float* rows, size_t M, float* logits) {
 // residual stream [B*T, D] in x_ (before ln_final). cached: each block's attention runs through
 // its KV cache (ForwardCached: the cache holds positions 0 .. pos0 - 1 and takes these), else
 // through Forward / Trace over these tokens alone (pos0 is 0 then). `hooks`: the hooks to keep
-// (none for cached passes). Sizes the activations, counting from `bytes` already planned.
+// (null: none, as in generation's passes; `hooks_failed` may be null then). Sizes the
+// activations, counting from `bytes` already planned.
 Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const TensorView& gates,
                               bool cached, size_t bytes,
                               std::vector<std::pair<std::string, TraceTensor>>* hooks,
@@ -674,7 +676,9 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     const TensorView in{a_in, btd, M * Dz};
     bool traced = false;
     for (const char* a : kAttnHooks) {
-      for (const auto& h : *hooks) traced = traced || IsHook(h.first, l, a);
+      for (size_t i = 0; hooks != nullptr && i < hooks->size(); ++i) {
+        traced = traced || IsHook((*hooks)[i].first, l, a);
+      }
     }
     const float* attn_out;
     if (cached) {
@@ -859,22 +863,17 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
                 static_cast<size_t>(T) * sizeof(int32_t));
   }
   if (n == 0) return Status::Ok();
-  no_hooks_.clear();
-  bool unused = false;
-  if (c.causal) {
-    for (auto& layer : layers_) {
-      if (!layer->cache.Reset(static_cast<size_t>(B), static_cast<size_t>(W),
-                              static_cast<size_t>(D))) {
-        return ArgError(StatusCode::kResourceExhausted, Arg::kMaxNewTokens,
-                        "out of memory for the KV cache of " + Str(W) + " positions");
-      }
+  for (auto& layer : layers_) {
+    if (c.causal && !layer->cache.Reset(static_cast<size_t>(B), static_cast<size_t>(W),
+                                        static_cast<size_t>(D))) {
+      return ArgError(StatusCode::kResourceExhausted, Arg::kMaxNewTokens,
+                      "out of memory for the KV cache of " + Str(W) + " positions");
     }
-    // The prompt through every block, filling the caches.
-    HEADSCOPE_RETURN_IF_ERROR(RunBlocks(prompt, 0, o.head_gates, true, bytes, &no_hooks_, &unused));
-  } else {
-    step_tokens_.resize(static_cast<size_t>(B * W));
-    HEADSCOPE_RETURN_IF_ERROR(RunBlocks(prompt, 0, o.head_gates, false, bytes, &no_hooks_, &unused));
   }
+  // A step's tokens: one new position per sequence (causal), or every sequence so far.
+  step_tokens_.resize(static_cast<size_t>(B * W));
+  // The prompt through every block (filling the caches of a causal model).
+  HEADSCOPE_RETURN_IF_ERROR(RunBlocks(prompt, 0, o.head_gates, c.causal, bytes, nullptr, nullptr));
   LastLogits(B, T);
   const uint64_t stream = Mix64(o.seed ^ Fnv1a64("generate"));
   for (int64_t s = 0; s < n; ++s) {
@@ -892,10 +891,9 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
     const int64_t len = T + s + 1;  // tokens so far
     if (c.causal) {
       // One new position per sequence, through the caches.
-      step_tokens_.resize(static_cast<size_t>(B));
       for (int64_t b = 0; b < B; ++b) step_tokens_[static_cast<size_t>(b)] = result->tokens[static_cast<size_t>(b * W + len - 1)];
       HEADSCOPE_RETURN_IF_ERROR(RunBlocks({step_tokens_.data(), B, 1}, len - 1, o.head_gates, true,
-                                          bytes, &no_hooks_, &unused));
+                                          bytes, nullptr, nullptr));
       LastLogits(B, 1);
     } else {
       // Bidirectional attention: every position sees the new token, so nothing computed before
@@ -905,7 +903,7 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
                     static_cast<size_t>(len) * sizeof(int32_t));
       }
       HEADSCOPE_RETURN_IF_ERROR(RunBlocks({step_tokens_.data(), B, len}, 0, o.head_gates, false,
-                                          bytes, &no_hooks_, &unused));
+                                          bytes, nullptr, nullptr));
       LastLogits(B, len);
     }
   }

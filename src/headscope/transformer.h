@@ -239,7 +239,6 @@ class Transformer {
   AlignedBuffer last_, step_logits_;
   std::vector<int32_t> step_tokens_, order_;
   std::vector<double> probs_;
-  std::vector<std::pair<std::string, TraceTensor>> no_hooks_;
 };
 
 }  // namespace headscope

@@ -412,6 +412,13 @@ function unknownOption(name, key, allowed) {
  * An options argument read once: a new plain object holding the caller's own enumerable keys
  * (each read exactly once), all of them in `allowed`. undefined counts as {}.
  */
+/** The defaults with what readOptions read over them (an option given as undefined: the default). */
+function withDefaults(given, defaults) {
+  const out = { ...defaults };
+  for (const k of Object.keys(given)) if (given[k] !== undefined) out[k] = given[k];
+  return out;
+}
+
 function readOptions(options, allowed, name = 'options') {
   if (options === undefined) return {};
   return readArgument(name, () => {
@@ -475,9 +482,7 @@ export function normalizeConfig(config) {
         `got ${describe(config)}`);
     }
   });
-  const given = readOptions(config, CONFIG_DEFAULTS, 'config');
-  const c = { ...CONFIG_DEFAULTS };
-  for (const k of Object.keys(given)) if (given[k] !== undefined) c[k] = given[k];
+  const c = withDefaults(readOptions(config, CONFIG_DEFAULTS, 'config'), CONFIG_DEFAULTS);
   c.embedDim = checkNumber(c.embedDim, 'config.embedDim');
   c.numHeads = checkNumber(c.numHeads, 'config.numHeads');
   for (const k of ['bias', 'addBiasKV', 'addZeroAttn', 'batchFirst']) checkBool(c[k], `config.${k}`);
@@ -1130,9 +1135,7 @@ function normalizeTransformerConfig(config) {
         `got ${describe(config)}`);
     }
   });
-  const given = readOptions(config, TRANSFORMER_DEFAULTS, 'config');
-  const c = { ...TRANSFORMER_DEFAULTS };
-  for (const k of Object.keys(given)) if (given[k] !== undefined) c[k] = given[k];
+  const c = withDefaults(readOptions(config, TRANSFORMER_DEFAULTS, 'config'), TRANSFORMER_DEFAULTS);
   for (const k of ['vocabSize', 'maxLen', 'dModel', 'nLayers', 'nHeads', 'dMlp', 'lnEps', 'seed']) {
     checkNumber(c[k], `config.${k}`);
   }
@@ -1296,9 +1299,7 @@ class Transformer {
   generate(prompt, options = {}) {
     Transformer.check(this, 'generate');
     this._handle();
-    const given = readOptions(options, TRANSFORMER_GENERATE);
-    const o = { ...TRANSFORMER_GENERATE };
-    for (const k of Object.keys(given)) if (given[k] !== undefined) o[k] = given[k];
+    const o = withDefaults(readOptions(options, TRANSFORMER_GENERATE), TRANSFORMER_GENERATE);
     for (const k of ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed']) {
       if (typeof o[k] !== 'number') fail('INVALID_ARGUMENT', `options.${k}: expected a number, got ${describe(o[k])}`);
     }
