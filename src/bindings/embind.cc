@@ -562,6 +562,9 @@ class TransformerHandle {
         return code;
       }
     }
+    // The optimizer (its moments and step count) stays with the model, as torch's optimizer
+    // state survives model.load_state_dict.
+    staging_->TakeOptimizerFrom(model_.get());
     model_ = std::move(staging_);
     return Report(Status::Ok());
   }
@@ -656,6 +659,74 @@ class TransformerHandle {
     return 0;
   }
 
+  // Training. Tokens in slot 0 (int32 (B, T)), optional gates in slot 1, targets in slot 2
+  // (int32, the tokens' shape). Result slots 0 .. P-1: the gradients (views of the model's
+  // buffers) in TransformerParams order; slot P: the gate gradients (nLayers, nHeads) when asked.
+  int backward(bool gate_grads) {
+    if (model_ == nullptr) return NotInitialized();
+    TokenView tokens;
+    const int32_t* targets = nullptr;
+    int code = TrainingInputs(&tokens, &targets);
+    if (code != 0) return code;
+    BackwardOptions o;
+    o.head_gate_grads = gate_grads;
+    const uint32_t* g = call_ + kWordsPerTensor;
+    o.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
+    BackwardResult r;
+    code = Report(model_->Backward(tokens, targets, o, &r));
+    if (code != 0) return code;
+    last_loss_ = r.loss;
+    const std::vector<TransformerParamSpec> params = TransformerParams(model_->config());
+    if (!GrowResult(params.size() + 1)) return OutOfMemory();
+    for (size_t i = 0; i < params.size(); ++i) {
+      TensorView v;
+      code = Report(model_->Gradient(params[i].name, &v));
+      if (code != 0) return code;
+      WriteTensor(result_.data() + i * kWordsPerTensor, v.data, v.shape, v.size);
+    }
+    const TransformerConfig& c = model_->config();
+    gate_grads_.assign(r.head_gate_grads.begin(), r.head_gate_grads.end());
+    WriteTensor(result_.data() + params.size() * kWordsPerTensor, gate_grads_.data(),
+                gate_grads ? Shape{c.n_layers, c.n_heads} : Shape{}, gate_grads_.size());
+    return 0;
+  }
+  // kind: 0 AdamW, 1 SGD (JS maps the names; any other number is the core's error).
+  int setOptimizer(int kind, double lr, double beta1, double beta2, double eps,
+                   double weight_decay, double clip_grad_norm) {
+    if (model_ == nullptr) return NotInitialized();
+    OptimizerConfig o;
+    o.kind = static_cast<OptimizerConfig::Kind>(kind);
+    o.lr = lr;
+    o.beta1 = beta1;
+    o.beta2 = beta2;
+    o.eps = eps;
+    o.weight_decay = weight_decay;
+    o.clip_grad_norm = clip_grad_norm;
+    return Report(model_->SetOptimizer(o));
+  }
+  // Tokens in slot 0, targets in slot 2 (slot 1 empty). The step's numbers: lastLoss,
+  // lastGradNorm, lastClipped, lastStepped, lastRefused.
+  int trainStep() {
+    if (model_ == nullptr) return NotInitialized();
+    TokenView tokens;
+    const int32_t* targets = nullptr;
+    int code = TrainingInputs(&tokens, &targets);
+    if (code != 0) return code;
+    code = Report(model_->TrainStep(tokens, targets, &step_));
+    if (code == 0) last_loss_ = step_.loss;
+    return code;
+  }
+  double lastLoss() const { return last_loss_; }
+  double lastGradNorm() const { return step_.grad_norm; }
+  bool lastClipped() const { return step_.clipped; }
+  bool lastStepped() const { return step_.stepped; }
+  std::string lastRefused() const { return step_.refused; }
+  double optimizerSteps() const {
+    return model_ != nullptr && model_->optimizer() != nullptr
+               ? static_cast<double>(model_->optimizer()->steps())
+               : 0;
+  }
+
   // Frees what the last call kept (hooks, arena, generation); they regrow on demand.
   void trim() {
     arena_.Release();
@@ -674,6 +745,23 @@ class TransformerHandle {
             static_cast<int64_t>(t[kDimsWord]), static_cast<int64_t>(t[kDimsWord + 1])};
     return true;
   }
+  // Tokens (slot 0) and targets (slot 2, int32 of the tokens' shape) for backward / trainStep.
+  int TrainingInputs(TokenView* tokens, const int32_t** targets) {
+    if (!CallTokens(tokens)) {
+      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kTokens, "expected int32 (B, T)"));
+    }
+    const uint32_t* t = call_ + 2 * kWordsPerTensor;
+    if (t[kTypeWord] != kInt32 || t[kRankWord] != 2 ||
+        t[kDimsWord] != static_cast<uint32_t>(tokens->batch) ||
+        t[kDimsWord + 1] != static_cast<uint32_t>(tokens->length)) {
+      return Report(ArgError(StatusCode::kShapeMismatch, Arg::kTargets,
+                             "expected integers of the tokens' shape (" +
+                                 std::to_string(tokens->batch) + ", " +
+                                 std::to_string(tokens->length) + ")"));
+    }
+    *targets = reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(t[kAddressWord]));
+    return 0;
+  }
   bool GrowResult(size_t tensors) {
     if (result_.size() >= tensors * kWordsPerTensor) return true;
     result_.resize(tensors * kWordsPerTensor);  // (a few words per hook: allocation cannot fail
@@ -691,8 +779,11 @@ class TransformerHandle {
   TransformerOptions options_;
   TransformerResult result_store_;
   GenerateResult generated_;
+  TrainStepResult step_;
+  double last_loss_ = 0;
+  std::vector<float> gate_grads_;
   AlignedBuffer arena_;
-  uint32_t call_[2 * kWordsPerTensor] = {};
+  uint32_t call_[3 * kWordsPerTensor] = {};
   std::vector<uint32_t> result_ = std::vector<uint32_t>(kWordsPerTensor);
   LastStatus status_;
 };
@@ -737,6 +828,15 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("parameter", &TransformerHandle::parameter)
       .function("forward", &TransformerHandle::forward)
       .function("generate", &TransformerHandle::generate)
+      .function("backward", &TransformerHandle::backward)
+      .function("setOptimizer", &TransformerHandle::setOptimizer)
+      .function("trainStep", &TransformerHandle::trainStep)
+      .function("lastLoss", &TransformerHandle::lastLoss)
+      .function("lastGradNorm", &TransformerHandle::lastGradNorm)
+      .function("lastClipped", &TransformerHandle::lastClipped)
+      .function("lastStepped", &TransformerHandle::lastStepped)
+      .function("lastRefused", &TransformerHandle::lastRefused)
+      .function("optimizerSteps", &TransformerHandle::optimizerSteps)
       .function("trim", &TransformerHandle::trim)
       .function("lastStatus", &TransformerHandle::lastStatus);
   emscripten::class_<Handle>("Handle")

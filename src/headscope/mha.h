@@ -90,6 +90,8 @@ class MultiheadAttention {
 
   const MhaConfig& config() const { return weights_.config(); }
   const MhaWeights& weights() const { return weights_; }
+  // Parameter p for writing in place (MhaWeights::MutableData): the next pass repacks it.
+  float* MutableParameter(Param p) { return weights_.MutableData(p); }
 
   // Loads one state_dict entry by PyTorch's key name (or an alias, AliasParams) into the
   // parameter store. The kernels' packed copies follow on the next pass (or Prepare()).

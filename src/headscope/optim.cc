@@ -15,6 +15,7 @@ namespace {
 
 // The shortest %g text that reads back as the same double ("0.1", "1e+39", "nan").
 std::string Num(double v) {
+  if (std::isnan(v)) return "nan";  // (printf writes "-nan" for a NaN with its sign bit set)
   char buf[40];
   for (int precision = 1; precision <= 17; ++precision) {
     std::snprintf(buf, sizeof(buf), "%.*g", precision, v);
@@ -24,6 +25,7 @@ std::string Num(double v) {
 }
 // The same for a float32 value: the shortest text that reads back as the same float.
 std::string Num(float v) {
+  if (std::isnan(v)) return "nan";
   char buf[40];
   for (int precision = 1; precision <= 9; ++precision) {
     std::snprintf(buf, sizeof(buf), "%.*g", precision, static_cast<double>(v));

@@ -11,6 +11,7 @@
 #include "headscope/kernels/rowwise.h"
 #include "headscope/kernels/softmax.h"
 #include "headscope/plan.h"
+#include "headscope/transformer_internal.h"
 
 namespace headscope {
 namespace {
@@ -292,24 +293,6 @@ std::vector<std::string> TransformerHookNames(const TransformerConfig& c) {
 }
 
 // One block: its attention module and the store entries of its LayerNorms and MLP (-1: absent).
-struct Transformer::Layer {
-  std::unique_ptr<MultiheadAttention> attn;
-  KvCache cache;  // Generate's keys and values of this layer (causal models)
-  int ln1_w = -1, ln1_b = -1, ln2_w = -1, ln2_b = -1;
-  int fc_in_w = -1, fc_in_b = -1, fc_out_w = -1, fc_out_b = -1;
-};
-
-// A Linear weight packed for MatMulPacked, stamped with the store version it was packed from.
-struct PackedLinear {
-  AlignedBuffer panels;
-  uint64_t version = 0;
-};
-struct Transformer::Packed {
-  std::vector<PackedLinear> fc_in, fc_out;  // per layer
-  PackedLinear unembed;
-  uint64_t version = 0;  // the store version all of them were brought up to
-};
-
 Transformer::Transformer(const TransformerConfig& config) : config_(config) {}
 Transformer::~Transformer() = default;
 
@@ -349,6 +332,7 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
   t->ln_final_b_ = t->store_.Find("ln_final.bias");
   t->unembed_w_ = t->store_.Find("unembed.weight");
   t->unembed_b_ = t->store_.Find("unembed.bias");
+  t->params_ = TransformerParams(config);
   t->packed_->fc_in.resize(static_cast<size_t>(config.n_layers));
   t->packed_->fc_out.resize(static_cast<size_t>(config.n_layers));
   *out = std::move(t);
@@ -604,7 +588,7 @@ void Transformer::Unembed(const float* rows, size_t M, float* logits) {
 Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const TensorView& gates,
                               bool cached, size_t bytes,
                               std::vector<std::pair<std::string, TraceTensor>>* hooks,
-                              bool* hooks_failed) {
+                              bool* hooks_failed, Saved* saved) {
   const TransformerConfig& c = config_;
   const int64_t B = tokens.batch, T = tokens.length, D = c.d_model;
   const int64_t H = c.n_heads, L = c.n_layers;
@@ -625,6 +609,20 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     KeepHook(l, suffix, data, shape, hooks, hooks_failed);
   };
   const Shape btd{B, T, D};
+  // A training forward (saved): each stage's numbers the backward reads, copied as they appear.
+  bool save_failed = false;
+  const auto save = [&](AlignedBuffer* dst, const float* src, uint64_t n) {
+    if (save_failed) return;
+    if (!Resize(dst, n, &bytes, limit)) {
+      save_failed = true;
+      return;
+    }
+    std::memcpy(dst->data(), src, static_cast<size_t>(n) * sizeof(float));
+  };
+  if (saved != nullptr && saved->layers.size() != static_cast<size_t>(L)) {
+    saved->layers.clear();
+    saved->layers.resize(static_cast<size_t>(L));
+  }
 
   // Embeddings: x = tok_embed[tokens] (+ positions).
   const float* tok_embed = store_.data(tok_embed_);
@@ -662,7 +660,9 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
   const bool pre = c.norm == NormPlacement::kPre, post = c.norm == NormPlacement::kPost;
   for (int64_t l = 0; l < L; ++l) {
     Layer& layer = *layers_[static_cast<size_t>(l)];
+    SavedLayer* sl = saved != nullptr ? &saved->layers[static_cast<size_t>(l)] : nullptr;
     keep(l, "hook_resid_pre", x_.data(), btd);
+    if (sl != nullptr) save(&sl->resid_pre, x_.data(), MD);
     const float* a_in = x_.data();
     if (pre) {
       LayerNorm(x_.data(), M, Dz, store_.data(layer.ln1_w), store_.data(layer.ln1_b), c.ln_eps,
@@ -681,7 +681,19 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       }
     }
     const float* attn_out;
-    if (cached) {
+    if (sl != nullptr) {
+      // Forward with the per-head weights: the same kernels and bits as without them (mha.h).
+      // The gated concatenation (in the context's activations until the next layer's call) and
+      // the weights are what the attention's backward reads; it recomputes the projections.
+      o.need_weights = true;
+      o.average_attn_weights = false;
+      HEADSCOPE_RETURN_IF_ERROR(layer.attn->Forward(in, in, in, o, &attn_result_, &context_));
+      save(&sl->concat, context_.activations.concat, MD);
+      save(&sl->pattern, attn_result_.weights.data(),
+           SaturatingProduct({static_cast<uint64_t>(B * H), static_cast<uint64_t>(T),
+                              static_cast<uint64_t>(T)}));
+      attn_out = attn_result_.output.data();
+    } else if (cached) {
       HEADSCOPE_RETURN_IF_ERROR(
           layer.attn->ForwardCached(in, o, &layer.cache, &attn_result_, &context_));
       attn_out = attn_result_.output.data();
@@ -701,12 +713,14 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     }
     keep(l, "hook_attn_out", attn_out, btd);
     AddInPlace(x_.data(), attn_out, M * Dz);
+    if (post && sl != nullptr) save(&sl->sum1, x_.data(), MD);
     if (post) {
       LayerNorm(x_.data(), M, Dz, store_.data(layer.ln1_w), store_.data(layer.ln1_b), c.ln_eps,
                 x_.data());
     }
     if (c.d_mlp > 0) {
       keep(l, "hook_resid_mid", x_.data(), btd);
+      if (sl != nullptr) save(&sl->resid_mid, x_.data(), MD);
       const float* m_in = x_.data();
       if (pre) {
         LayerNorm(x_.data(), M, Dz, store_.data(layer.ln2_w), store_.data(layer.ln2_b), c.ln_eps,
@@ -718,11 +732,13 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       const float* fc_out_b = layer.fc_out_b >= 0 ? store_.data(layer.fc_out_b) : nullptr;
       MatMulPacked(m_in, Dz, packed_->fc_in[static_cast<size_t>(l)].panels.data(), fc_in_b, M,
                    Mlp, Dz, 1.0f, hidden_.data(), Mlp, threads);
+      if (sl != nullptr) save(&sl->h_pre, hidden_.data(), SaturatingProduct({rows, static_cast<uint64_t>(Mlp)}));
       Activate(c.act, hidden_.data(), M * Mlp);
       MatMulPacked(hidden_.data(), Mlp, packed_->fc_out[static_cast<size_t>(l)].panels.data(),
                    fc_out_b, M, Dz, Mlp, 1.0f, mlp_out_.data(), Dz, threads);
       keep(l, "hook_mlp_out", mlp_out_.data(), btd);
       AddInPlace(x_.data(), mlp_out_.data(), M * Dz);
+      if (post && sl != nullptr) save(&sl->sum2, x_.data(), MD);
       if (post) {
         LayerNorm(x_.data(), M, Dz, store_.data(layer.ln2_w), store_.data(layer.ln2_b), c.ln_eps,
                   x_.data());
@@ -730,6 +746,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     }
     keep(l, "hook_resid_post", x_.data(), btd);
   }
+  if (save_failed) return TooLarge(B, T, limit);
   return Status::Ok();
 }
 
@@ -907,34 +924,6 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
       LastLogits(B, len);
     }
   }
-  return Status::Ok();
-}
-
-Status Transformer::Loss(const float* logits, int64_t positions, int64_t vocab,
-                         const int32_t* targets, double* loss) {
-  double total = 0;
-  int64_t counted = 0;
-  for (int64_t p = 0; p < positions; ++p) {
-    const int32_t t = targets[p];
-    if (t == -100) continue;
-    if (t < 0 || t >= vocab) {
-      return ArgError(StatusCode::kInvalidArgument, Arg::kTargets,
-                      "target " + Str(p) + " is " + Str(t) + ", expected -100 (ignored) or an "
-                      "integer in [0, " + Str(vocab - 1) + "]");
-    }
-    const float* row = logits + p * vocab;
-    double max = row[0];
-    for (int64_t j = 1; j < vocab; ++j) max = row[j] > max ? row[j] : max;
-    double sum = 0;
-    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - max);
-    total += max + std::log(sum) - row[t];
-    ++counted;
-  }
-  if (counted == 0) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kTargets,
-                    "every target is -100 (ignored): there is no loss to compute");
-  }
-  *loss = total / static_cast<double>(counted);
   return Status::Ok();
 }
 

@@ -25,6 +25,7 @@
 
 #include "headscope/activations.h"
 #include "headscope/mha.h"
+#include "headscope/optim.h"
 #include "headscope/parameters.h"
 #include "headscope/status.h"
 #include "headscope/tensor.h"
@@ -115,6 +116,31 @@ struct GenerateResult {
   Shape logits_shape;    // rank 0 unless keep_logits
 };
 
+// Training (transformer_train.cc): Backward and TrainStep.
+struct BackwardOptions {
+  TensorView head_gates;         // [n_layers, n_heads] or empty, as TransformerOptions'
+  bool head_gate_grads = false;  // also d loss / d gate[l][h] (at gates 1 when none are given)
+};
+
+struct BackwardResult {
+  double loss = 0;  // Loss() of the pass's logits: the bits Forward + Loss give
+  // d loss / d gate, [n_layers * n_heads], when asked for: Michel et al. 2019's head importance
+  // is its absolute value (summed over batches).
+  std::vector<double> head_gate_grads;
+};
+
+struct TrainStepResult {
+  double loss = 0;       // the batch's loss before the update
+  double grad_norm = 0;  // the global L2 norm of the gradients, before clipping
+  bool clipped = false;  // clipping scaled the gradients
+  // False when the optimizer refused the step because it would have made a weight or a moment
+  // non-finite (a NaN or infinite loss or gradient, an overflowing step): the weights, the
+  // moments and the step count are unchanged, and `refused` says why (the optimizer's message,
+  // optim.h "Non-finite steps").
+  bool stepped = false;
+  std::string refused;
+};
+
 // Initial weights from a seed (Transformer::InitializeFromSeed). Part of the public contract: the
 // same seed gives bit-identical weights on every platform (natively and in WebAssembly, any
 // thread count), and each value is a pure function of (seed, state_dict key, element index), so
@@ -200,9 +226,36 @@ class Transformer {
   static Status Loss(const float* logits, int64_t positions, int64_t vocab, const int32_t* targets,
                      double* loss);
 
+  // ---- Training (transformer_train.cc) ----
+  // The gradient of Loss(Forward(tokens).logits, targets) with respect to every parameter (and,
+  // when asked, every head gate), by the backward of each stage of the reference module: the
+  // forward pass keeps each layer's activations, then the stages run in reverse. Targets [B, T]
+  // as Loss takes them (-100: not counted). The forward is Forward's own (the same kernels, so
+  // result->loss is the bits Forward + Loss give); the gradients are float32 with reductions in
+  // a fixed order, so they are the same bits with any thread count and in every build of one
+  // SIMD target set. Gradient(name) reads them afterwards.
+  Status Backward(const TokenView& tokens, const int32_t* targets, const BackwardOptions& options,
+                  BackwardResult* result);
+  // The last Backward's (or TrainStep's) gradient of a TransformerParams key, [shape of the key]:
+  // kUnknownParameter for another key, kInvalidArgument before any Backward. The view reads
+  // the model's buffer, overwritten by the next Backward.
+  Status Gradient(std::string_view name, TensorView* out) const;
+
+  // A new optimizer for the model's parameters (its state starts empty, as a new torch optimizer
+  // does); ValidateOptimizerConfig's errors. Until it is called, TrainStep refuses.
+  Status SetOptimizer(const OptimizerConfig& config);
+  const Optimizer* optimizer() const { return optimizer_.get(); }
+  // Moves `other`'s optimizer (state included) to this model, a model of the same config: how a
+  // binding that loads weights into a staging model keeps the optimizer across the swap.
+  void TakeOptimizerFrom(Transformer* other) { optimizer_ = std::move(other->optimizer_); }
+  // Backward on the batch, then one optimizer step over every parameter in the reference's
+  // named_parameters() order (TransformerParams), with the optimizer's clipping.
+  Status TrainStep(const TokenView& tokens, const int32_t* targets, TrainStepResult* result);
+
  private:
   explicit Transformer(const TransformerConfig& config);
   struct Layer;
+  struct Saved;  // what a training forward keeps for the backward (transformer_internal.h)
   Status Prepare();
   Status CheckTokens(const TokenView& tokens, Arg arg, int64_t max_positions,
                      const char* limit) const;
@@ -213,9 +266,11 @@ class Transformer {
   void Unembed(const float* rows, size_t M, float* logits);
   Status RunBlocks(const TokenView& tokens, int64_t pos0, const TensorView& gates, bool cached,
                    size_t bytes, std::vector<std::pair<std::string, TraceTensor>>* hooks,
-                   bool* hooks_failed);
+                   bool* hooks_failed, Saved* saved = nullptr);
   void LastLogits(int64_t B, int64_t T);
   int32_t Sample(const float* row, const GenerateOptions& options, double u);
+  Status BackwardPass(const TokenView& tokens, const int32_t* targets,
+                      const BackwardOptions& options, BackwardResult* result);
 
   TransformerConfig config_;
   ParameterStore store_;  // everything but the attention layers' own weights
@@ -239,6 +294,13 @@ class Transformer {
   AlignedBuffer last_, step_logits_;
   std::vector<int32_t> step_tokens_, order_;
   std::vector<double> probs_;
+  // Training: the saved activations and scratch, one gradient buffer per TransformerParams entry
+  // (in its order), the optimizer.
+  std::unique_ptr<Saved> saved_;
+  std::vector<TransformerParamSpec> params_;
+  std::vector<AlignedBuffer> grads_;
+  bool have_grads_ = false;
+  std::unique_ptr<Optimizer> optimizer_;
 };
 
 }  // namespace headscope

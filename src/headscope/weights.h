@@ -82,6 +82,13 @@ class MhaWeights {
     return i >= 0 ? store_.data(i) : nullptr;
   }
   const MhaConfig& config() const { return config_; }
+  // Parameter p's floats for writing in place (an optimizer step): ParameterStore::MutableData,
+  // which bumps the versions so the packed panels are rebuilt before the next pass reads them.
+  // Null while p is not loaded or not in the config.
+  float* MutableData(Param p) {
+    const int i = index_[static_cast<int>(p)];
+    return i >= 0 ? store_.MutableData(i) : nullptr;
+  }
 
   // The store's version, and the version of the tensor behind parameter p (packed caches are
   // stamped with it; an alias reports its target's).

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "headscope/kernels/dispatch.h"
 #include "headscope/kernels/matmul.h"
+#include "headscope/kernels/rowwise.h"
 #include "headscope/kernels/softmax.h"
 #include "test_util.h"
 
@@ -80,6 +81,34 @@ TEST(MatMulKernel, TransposedPackingReadsColumns) {
         MatMulPacked(a.data(), k, packed.data(), nullptr, m, n, k, 1.0f, c.data(), n);
         MatMulScalar(a.data(), k, v.data(), 1, ld, nullptr, m, n, k, 1.0f, want.data(), n);
         EXPECT_LT(test::RelativeError(c.data(), want.data(), m * n), 1e-5) << n << "x" << k;
+      }
+    }
+  });
+}
+
+TEST(MatMulKernel, TransposedLeftOperandGivesTheSameBitsAsItsCopy) {
+  // MatMulPackedTransA reads A (m, k) from its transpose (k, m); against MatMulPacked on an
+  // explicit row-major copy: bit for bit, over the micro-kernel's row tails, the 64-row cache
+  // block and every edge of the last panel.
+  std::mt19937 rng(7);
+  test::ForEachTarget([&](const char* target) {
+    for (size_t m : {1, 3, 5, 8, 13, 64, 70}) {
+      for (size_t n : {1, 7, 16, 33}) {
+        for (size_t k : {1, 9, 40}) {
+          const size_t lda = m + 3;  // (k, m) rows of stride lda
+          std::vector<float> at = test::RandomVector(&rng, k * lda), a(m * k);
+          for (size_t i = 0; i < m; ++i) {
+            for (size_t p = 0; p < k; ++p) a[i * k + p] = at[p * lda + i];
+          }
+          std::vector<float> b = test::RandomVector(&rng, n * k), bias = test::RandomVector(&rng, n);
+          std::vector<float> packed(PackedFloats(n, k));
+          PackB(b.data(), n, k, k, 1, packed.data());
+          std::vector<float> got(m * n), want(m * n);
+          MatMulPackedTransA(at.data(), lda, packed.data(), bias.data(), m, n, k, 0.5f, got.data(), n);
+          MatMulPacked(a.data(), k, packed.data(), bias.data(), m, n, k, 0.5f, want.data(), n);
+          ASSERT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)))
+              << target << " " << m << "x" << n << "x" << k;
+        }
       }
     }
   });
@@ -304,6 +333,66 @@ TEST(Targets, NativeBuildDispatchesToASimdTarget) {
   EXPECT_NE(name, "SCALAR");
 }
 #endif
+
+}  // namespace
+}  // namespace headscope
+
+namespace headscope {
+namespace {
+
+// LayerNormBackwardRows against the backward written in double from the definitions, on every
+// target, for row lengths across the vector width (1 .. 3 vectors and tails) and several rows;
+// `add` adds to what dx held.
+TEST(RowwiseKernels, LayerNormBackwardMatchesDouble) {
+  std::mt19937 rng(11);
+  test::ForEachTarget([&](const char* target) {
+    for (size_t d : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 33, 64}) {
+      for (bool add : {false, true}) {
+        const size_t rows = 5;
+        const float eps = 1e-5f;
+        std::vector<float> x = test::RandomVector(&rng, rows * d, 2.0f);
+        std::vector<float> dy = test::RandomVector(&rng, rows * d);
+        std::vector<float> w = test::RandomVector(&rng, d);
+        std::vector<float> dx0 = test::RandomVector(&rng, rows * d), dx = dx0;
+        std::vector<float> dw(d, 99.0f), db(d, 99.0f);
+        LayerNormBackwardRows(x.data(), dy.data(), rows, d, w.data(), eps, dx.data(), add,
+                              dw.data(), db.data());
+        std::vector<double> want_dx(rows * d), want_dw(d, 0.0), want_db(d, 0.0);
+        for (size_t r = 0; r < rows; ++r) {
+          double mean = 0, var = 0, mg = 0, mgx = 0;
+          for (size_t j = 0; j < d; ++j) mean += x[r * d + j];
+          mean /= static_cast<double>(d);
+          for (size_t j = 0; j < d; ++j) var += (x[r * d + j] - mean) * (x[r * d + j] - mean);
+          var /= static_cast<double>(d);
+          const double rstd = 1.0 / std::sqrt(var + eps);
+          for (size_t j = 0; j < d; ++j) {
+            const double xhat = (x[r * d + j] - mean) * rstd, g = double(dy[r * d + j]) * w[j];
+            mg += g / static_cast<double>(d);
+            mgx += g * xhat / static_cast<double>(d);
+            want_dw[j] += dy[r * d + j] * xhat;
+            want_db[j] += dy[r * d + j];
+          }
+          for (size_t j = 0; j < d; ++j) {
+            const double xhat = (x[r * d + j] - mean) * rstd, g = double(dy[r * d + j]) * w[j];
+            want_dx[r * d + j] = rstd * (g - mg - xhat * mgx) + (add ? dx0[r * d + j] : 0.0);
+          }
+        }
+        const auto check = [&](const std::vector<float>& got, const std::vector<double>& want,
+                               const char* what) {
+          double diff = 0, scale = 1e-6;
+          for (size_t i = 0; i < want.size(); ++i) {
+            diff = std::max(diff, std::abs(got[i] - want[i]));
+            scale = std::max(scale, std::abs(want[i]));
+          }
+          EXPECT_LE(diff / scale, 1e-5) << target << " d=" << d << " add=" << add << " " << what;
+        };
+        check(dx, want_dx, "dx");
+        check(dw, want_dw, "dw");
+        check(db, want_db, "db");
+      }
+    }
+  });
+}
 
 }  // namespace
 }  // namespace headscope

@@ -103,6 +103,55 @@ TEST_F(TransformerThreads, GenerationIsBitIdenticalForAnyThreadCount) {
   }
 }
 
+// Training: the backward's products take the threaded matmuls at this size; gradients, gate
+// gradients and the weights after three AdamW steps are 1 thread's bits.
+TEST_F(TransformerThreads, TrainingIsBitIdenticalForAnyThreadCount) {
+  const int64_t B = 4, T = 48;
+  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>((i * 37 + 11) % 96);
+    targets[i] = i % 7 == 3 ? -100 : static_cast<int32_t>((i * 13 + 2) % 96);
+  }
+  const TokenView tv{tokens.data(), B, T};
+  // Three steps, then a backward with gate gradients: every buffer and gradient compared.
+  const auto run = [&](int threads, std::vector<float>* out) {
+    SetThreadCount(threads);
+    std::unique_ptr<Transformer> m = LargeModel(64, 7);
+    OptimizerConfig oc;
+    oc.lr = 3e-3;
+    oc.clip_grad_norm = 0.5;
+    ASSERT_TRUE(m->SetOptimizer(oc).ok());
+    for (int s = 0; s < 3; ++s) {
+      TrainStepResult r;
+      ASSERT_TRUE(m->TrainStep(tv, targets.data(), &r).ok());
+      ASSERT_TRUE(r.stepped);
+      out->push_back(static_cast<float>(r.loss));
+      out->push_back(static_cast<float>(r.grad_norm));
+    }
+    BackwardOptions bo;
+    bo.head_gate_grads = true;
+    BackwardResult br;
+    ASSERT_TRUE(m->Backward(tv, targets.data(), bo, &br).ok());
+    for (double g : br.head_gate_grads) out->push_back(static_cast<float>(g));
+    for (const TransformerParamSpec& p : TransformerParams(m->config())) {
+      TensorView w, g;
+      ASSERT_TRUE(m->GetParameter(p.name, &w).ok());
+      ASSERT_TRUE(m->Gradient(p.name, &g).ok());
+      out->insert(out->end(), w.data, w.data + w.size);
+      out->insert(out->end(), g.data, g.data + g.size);
+    }
+  };
+  std::vector<float> want;
+  run(1, &want);
+  for (int threads : {2, 3}) {
+    SCOPED_TRACE(std::to_string(threads) + " threads");
+    std::vector<float> got;
+    run(threads, &got);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size() * sizeof(float)));
+  }
+}
+
 // InitializeFromSeed itself does not depend on the thread count (it is serial; this pins it).
 TEST_F(TransformerThreads, SeededWeightsDoNotDependOnTheThreadCount) {
   TransformerConfig c;

@@ -126,3 +126,20 @@ export async function transformerTypes(): Promise<number> {
   model.dispose();
   return logits.shape[2] + (pattern?.shape.length ?? 0) + model.hookNames().length + ids.length + (stepLogits?.length ?? 0);
 }
+
+export async function trainingTypes(): Promise<number> {
+  const hs = await init();
+  const model: Transformer = hs.createTransformer({ vocabSize: 28, maxLen: 32, dModel: 32, nLayers: 2, nHeads: 2, seed: 1 });
+  const { loss, grads } = model.backward([[1, 2, 3]], [[2, 3, -100]], { headGateGrads: true });
+  const w: Float32Array = grads['unembed.weight'].data;
+  model.setOptimizer({ type: 'adamw', lr: 1e-2, betas: [0.9, 0.98], eps: 1e-8, weightDecay: 0.01, clipGradNorm: 1 });
+  model.setOptimizer({ type: 'sgd', lr: 0.1 });
+  // @ts-expect-error SGD has no betas
+  model.setOptimizer({ type: 'sgd', lr: 0.1, betas: [0.9, 0.99] });
+  // @ts-expect-error the type is required
+  model.setOptimizer({ lr: 0.1 });
+  const r = model.trainStep({ data: new Int32Array([1, 2]), shape: [1, 2] }, [[2, -100]]);
+  const refused: string | undefined = r.stepped ? undefined : r.refused;
+  model.dispose();
+  return loss + w.length + r.gradNorm + (refused?.length ?? 0) + model.optimizerSteps;
+}

@@ -28,3 +28,22 @@ export async function remoteTransformerCaseTypes(doc: TransformerCaseDocument): 
   await remote.terminate();
   return check.ok;
 }
+
+import type { TrainingRun, TrainProgress, TrainStepResult } from 'headscope';
+export async function remoteTrainingTypes(): Promise<number> {
+  const remote = await initWorker();
+  const model = await remote.createTransformer({ vocabSize: 27, maxLen: 16, dModel: 16, nLayers: 2, nHeads: 2 });
+  await model.setOptimizer({ type: 'adamw', lr: 3e-3, betas: [0.9, 0.98], clipGradNorm: 1 });
+  const step: TrainStepResult = await model.trainStep([[1, 2, 3]], [[2, 3, -100]]);
+  const { loss, grads } = await model.backward([[1, 2, 3]], [[2, 3, -100]], { headGateGrads: true });
+  const gate: number | undefined = grads.headGates?.[0]?.[1];
+  let seen = 0;
+  const run: TrainingRun = await model.train({ steps: 10, task: { name: 'induction', seqLen: 16 }, batchSize: 4 },
+    { onProgress: (e: TrainProgress) => { seen += e.losses.length; } });
+  await run.pause();
+  await run.resume();
+  const done = await run.done;
+  await model.dispose();
+  await remote.terminate();
+  return step.loss + loss + (gate ?? 0) + done.step + seen;
+}

@@ -3,8 +3,10 @@
 // WASM and plain JS, one thread each, same inputs and weights, in Node and in Debian's Chromium;
 // plus 2-thread rows (headscope's init({ threads: 2 }), onnxruntime-web numThreads = 2) on the
 // larger shapes (engines.js MT_SHAPES); transformer rows (hs.createTransformer's forward
-// against onnxruntime-web on the torch.onnx export of the reference module); and generation rows
-// (its generate's time per new token with the KV cache against a full forward over the context).
+// against onnxruntime-web on the torch.onnx export of the reference module); generation rows
+// (its generate's time per new token with the KV cache against a full forward over the context);
+// and training rows (steps per second of its trainStep against the same model in tfjs ops with
+// tf.train.adam, and natively PyTorch on the CPU, one thread: tools/bench/torch_train_bench.py).
 //
 //   npm run bench                      everything; writes docs/bench/results.md, chart.svg, results.json
 //   npm run bench -- --quick           smoke run: the two tutorial shapes, the small transformer and
@@ -13,8 +15,10 @@
 //     --quick          fewer shapes and runs (engines.js QUICK_SHAPES)
 //     --node-only      skip Chromium          --chromium-only   skip Node
 //     --shapes a,b     only these shape ids (tools/bench/engines.js SHAPES), or every shape of a
-//                      kind: mha, transformer, generate (gen-64,gen-128,gen-256,gen-384)
-//     --engines a,b    only these engines (hs, hs-model, hs-gen always run: the kinds' references)
+//                      kind: mha, transformer, generate (gen-64,gen-128,gen-256,gen-384),
+//                      train (train-small,train-1m)
+//     --engines a,b    only these engines (hs, hs-model, hs-gen, hs-train always run: the kinds'
+//                      references; torch-cpu-train is the native PyTorch training row)
 //     --out DIR        where the reports go (default docs/bench)
 //     --no-build       use the built modules as they are (default: `npm run build` and the
 //                      bench's CMake targets first; both are no-ops when up to date)
@@ -25,6 +29,9 @@
 // and runs tools/bench/make_onnx.py (Debian's python3-onnx) to build the ONNX graphs from them,
 // writes each transformer row's seeded state_dict there and runs make_transformer_onnx.py
 // (Debian's python3-torch) to export the reference module with it (each only when changed),
+// for the training rows writes each train shape's seeded state_dict and batch pool to
+// build/bench/train/ and times PyTorch's steps on them first (torch_train_bench.py, when
+// python3-torch is importable; its first-step losses are the reference of the JS rows' checks),
 // measures the SIMD128 roofline, checks every engine's output against its kind's headscope row
 // (max relative error <= 1e-3, or the engine is not timed; the generation rows: greedy tokens
 // against the argmax of full forwards), times it (warm-up, then the median of >= 20 runs; calls
@@ -44,13 +51,16 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import {
   ENGINES, FULL_TIMING, MEMORY_SHAPE, QUICK_SHAPES, QUICK_TIMING, SHAPES, baseEngine, benchShape,
-  enginesFor, kindOf, loadThreaded, makeWeights, memoryProbe, modelId, roofline, transformerWeights,
-  weightsBytes, weightsId,
+  enginesFor, flops, kindOf, loadThreaded, makeWeights, memoryProbe, modelId, roofline, trainBatches,
+  transformerWeights, weightsBytes, weightsId,
 } from './engines.js';
 import { writeReports } from './report.mjs';
+import { TRAIN_OPTIMIZER, TRAIN_POOL, trainBatchesBytes } from './train.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const ONNX_DIR = join(ROOT, 'build/bench/onnx');
+const TRAIN_DIR = join(ROOT, 'build/bench/train');
+const TORCH_ENGINE = 'torch-cpu-train';
 // The npm package as built when the run starts: Node, the memory probe and the page all load this
 // copy (one per run, removed at its end), so a rebuild of web/lib during a long run cannot mix two
 // builds in one report, and two runs at once do not share one.
@@ -246,6 +256,94 @@ async function makeTransformerOnnx(shapes) {
   runPython('make_transformer_onnx.py', spec, "Debian's python3-torch and python3-onnx");
 }
 
+// --- PyTorch training (native) ------------------------------------------------------------------
+
+/**
+ * The native PyTorch training row of each train shape: writes its seeded state_dict (headscope's,
+ * as the tfjs row starts from) and its batch pool to build/bench/train/, runs
+ * torch_train_bench.py on them (one thread) and returns { native, trainReference }: native is
+ * the results' `native` entry (rows as benchShape's), trainReference each shape's first two
+ * losses, which the JS rows are checked against. Without python3-torch the rows say `skipped`.
+ */
+async function runTorchTrain(shapes, timing) {
+  mkdirSync(TRAIN_DIR, { recursive: true });
+  const hs = await (await importHeadscope()).init();
+  const models = shapes.map((s) => {
+    const { entries, bytes } = transformerWeights(hs, s);
+    const weights = join(TRAIN_DIR, `${s.id}.weights.bin`);
+    const batches = join(TRAIN_DIR, `${s.id}.batches.bin`);
+    writeIfChanged(weights, bytes);
+    writeIfChanged(batches, trainBatchesBytes(trainBatches(s)));
+    return {
+      id: s.id, batch: s.B, tokens: s.T, pool: TRAIN_POOL, config: referenceConfig(s.config),
+      state_dict: entries, weights, batches,
+    };
+  });
+  hs.close();
+  const spec = join(TRAIN_DIR, 'train.json');
+  writeFileSync(spec, JSON.stringify({ threads: 1, optimizer: TRAIN_OPTIMIZER, timing, models }, null, 1));
+  log(`bench: [torch] training ${shapes.map((s) => s.id).join(', ')} (torch_train_bench.py, 1 thread)`);
+  const r = spawnSync('/usr/bin/python3', [join(ROOT, 'tools/bench/torch_train_bench.py'), '--spec', spec], {
+    cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'], encoding: 'utf8',
+  });
+  let out = null;
+  try {
+    out = JSON.parse((r.stdout ?? '').trim().split('\n').pop());
+  } catch { /* reported below */ }
+  const fail = (what, message) => ({
+    native: {
+      env: 'native', label: 'PyTorch (native CPU)',
+      shapes: shapes.map((s) => ({ shape: s.id, rows: [{ engine: TORCH_ENGINE, [what]: message }] })),
+    },
+    trainReference: {},
+  });
+  if (r.error || r.status !== 0 || !out?.rows) {
+    const message = out?.error ?? `torch_train_bench.py failed (${r.error?.message ?? `exit ${r.status}`}): ` +
+      `${(r.stderr ?? '').slice(-2000)}`;
+    // No torch (exit 3; no /usr/bin/python3) is a skipped row, not a failure: the row is a
+    // reference, in no target.
+    const missing = r.status === 3 || r.error?.code === 'ENOENT';
+    return fail(missing ? 'skipped' : 'error', missing ? `${message} (tools/setup.sh installs python3-torch)` : message);
+  }
+  // Debian's torch calls the libblas.so.3 of the alternatives system: netlib's reference BLAS
+  // unless OpenBLAS/BLIS is installed; the label says which, as it decides the row's speed.
+  const blas = !out.blas ? 'BLAS unknown' : /\/blas\/libblas/.test(out.blas) ? "netlib's reference BLAS"
+    : /openblas/i.test(out.blas) ? 'OpenBLAS' : /blis/i.test(out.blas) ? 'BLIS' : /mkl/i.test(out.blas) ? 'MKL' : out.blas;
+  const label = `PyTorch ${out.torch} (native CPU, ${out.threads} thread${out.threads === 1 ? '' : 's'}` +
+    `${out.cpuCapability ? `, ${out.cpuCapability}` : ''}, ${blas})`;
+  const native = {
+    env: 'native', label,
+    versions: { torch: out.torch, threads: out.threads, cpuCapability: out.cpuCapability, blas: out.blas },
+    shapes: out.rows.map((t) => {
+      const shape = shapes.find((s) => s.id === t.shape);
+      const { stepsPerSecond, firstLosses, ...row } = t;
+      delete row.shape;
+      const l = t.losses;
+      return {
+        shape: t.shape,
+        rows: [{
+          engine: TORCH_ENGINE, ...row,
+          check: {
+            ok: l.decreased, error: null,
+            detail: `first-step loss ${l.first.toFixed(6)} (the JS rows' reference); ` +
+              (l.decreased ? `loss ${l.firstCycle.toFixed(4)} -> ${l.lastCycle.toFixed(4)} over ${l.steps} steps`
+                : `loss did not decrease: ${l.detail ?? `${l.firstCycle} -> ${l.lastCycle}`}`),
+          },
+          gflops: flops(shape).total / (t.ms * 1e6),
+        }],
+      };
+    }),
+  };
+  for (const s of native.shapes) {
+    const row = s.rows[0];
+    log(`bench: [torch] ${s.shape.padEnd(17)} ${TORCH_ENGINE.padEnd(13)} ${row.ms.toPrecision(4)} ms/step ` +
+      `(${(1000 / row.ms).toPrecision(4)} steps/s, ${row.runs}x${row.batch}), first-step loss ${row.losses.first.toFixed(6)}` +
+      `${row.check.ok ? '' : ` CHECK FAILED: ${row.check.detail}`}`);
+  }
+  const trainReference = Object.fromEntries(out.rows.map((t) => [t.shape, { losses: t.firstLosses }]));
+  return { native, trainReference };
+}
+
 // --- Node -------------------------------------------------------------------------------------
 
 async function loadEmscripten(path) {
@@ -282,6 +380,10 @@ async function nodeContext(args) {
   };
   if (!versions.tfjsSimd) throw new Error('tfjs: WASM SIMD is not available');
   const ctx = { hs, ort, tf, eigen, gc: nodeGc(), loadModel: async (file) => readFileSync(join(ONNX_DIR, file)) };
+  // A module of its own (init with wasmBinary is never shared) for each training row of
+  // headscope, so that its wasm memory after training is the training's alone.
+  const wasmBinary = readFileSync(join(ROOT, LIB_SNAPSHOT, 'headscope_core.wasm'));
+  ctx.freshHeadscope = () => init({ wasmBinary });
   // Node's 'onnxruntime-web' (ort.node.min.mjs) shares onnxruntime-common's backend registry
   // between instances; the self-contained browser bundle, under its own URL, is a second one.
   const ortBundle = join(ROOT, 'node_modules/onnxruntime-web/dist/ort.wasm.min.mjs');
@@ -305,11 +407,15 @@ async function inTwoPasses(work, runShape) {
   return shapes;
 }
 
+const fmtErr = (e, digits) => (Number.isFinite(e) ? e.toExponential(digits) : 'n/a');
+
 function logRow(env) {
   return (shape, row) => {
-    const what = row.error ? `ERROR ${row.error}`
-      : !row.check?.ok ? `CHECK FAILED (${row.check?.error?.toExponential(2)}: ${row.check?.detail})`
-        : `${row.ms.toPrecision(4)} ms (${row.runs}x${row.batch}, err ${row.check.error.toExponential(1)})` +
+    const what = row.skipped ? `SKIPPED ${row.skipped}` : row.error ? `ERROR ${row.error}`
+      : !row.check?.ok ? `CHECK FAILED (${fmtErr(row.check?.error, 2)}: ${row.check?.detail})`
+        : `${row.ms.toPrecision(4)} ms (${row.runs}x${row.batch}, err ${fmtErr(row.check.error, 1)})` +
+          (row.losses ? ` = ${(1000 / row.ms).toPrecision(4)} steps/s; ${row.check.detail}; ` +
+            `loss ${row.losses.firstCycle.toFixed(4)} -> ${row.losses.lastCycle.toFixed(4)} over ${row.losses.steps} steps` : '') +
           (row.newTokens ? ` per new token: generate of ${row.newTokens + 1} tokens ${row.generateMs.toPrecision(4)} ms, ` +
             `of 1 ${row.promptMs.toPrecision(4)} ms` : '');
     log(`bench: [${env}] ${shape.id.padEnd(17)} ${row.engine.padEnd(13)} ${what}`);
@@ -321,14 +427,19 @@ function plan(args) {
   const shapes = SHAPES.filter((s) => ids.includes(s.id));
   // A shape's engines are its kind's (some name the shapes they run on); the kind's headscope
   // engine always runs, the reference of the checks. The decode series rows are headscope only.
+  // Native engines (PyTorch's training row) run outside the JS environments: see runAll.
   const wanted = (id, s) => id === baseEngine(s) || !args.engines || args.engines.includes(id);
   return shapes.map((s) => ({
-    shape: s, engines: s.series ? [baseEngine(s)] : enginesFor(s).map((e) => e.id).filter((id) => wanted(id, s)),
+    shape: s,
+    engines: s.series ? [baseEngine(s)]
+      : enginesFor(s).filter((e) => !e.native).map((e) => e.id).filter((id) => wanted(id, s)),
+    native: enginesFor(s).filter((e) => e.native && (!args.engines || args.engines.includes(e.id))).map((e) => e.id),
   }));
 }
 
-async function runNode(args, work, timing) {
+async function runNode(args, work, timing, trainReference) {
   const { ctx, roof, versions } = await nodeContext(args);
+  ctx.trainReference = trainReference;
   log(`bench: [node] roofline probe`);
   const result = { env: 'node', label: `Node ${process.version}`, versions, roofline: roofline(roof, { quick: args.quick }) };
   log(`bench: [node] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
@@ -346,7 +457,7 @@ async function runNode(args, work, timing) {
 
 // --- Chromium ---------------------------------------------------------------------------------
 
-async function runChromium(args, work, timing) {
+async function runChromium(args, work, timing, trainReference) {
   const { chromium } = await import('playwright-core');
   const { startServer } = await import('../serve.js');
   // The repository as the root: the page, web/lib, node_modules' peers and build/ outputs.
@@ -382,7 +493,8 @@ async function runChromium(args, work, timing) {
     log(`bench: [chromium] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
     const logger = logRow('chromium');
     result.shapes = await inTwoPasses(work, async (shape, engines) => {
-      const r = await page.evaluate(([id, e, t]) => window.headscopeBench.shape(id, e, t), [shape.id, engines, timing]);
+      const r = await page.evaluate(([id, e, t, extra]) => window.headscopeBench.shape(id, e, t, extra),
+        [shape.id, engines, timing, { trainReference }]);
       for (const row of r.rows) logger(shape, row);
       return r;
     });
@@ -443,6 +555,9 @@ async function runAll(args, argv, started, headscope) {
   if (onnx('mha').length) makeOnnx(onnx('mha'));
   if (onnx('transformer').length) await makeTransformerOnnx(onnx('transformer'));
   const timing = args.quick ? QUICK_TIMING : FULL_TIMING;
+  // PyTorch's training rows first, alone on the machine: their losses are the JS rows' reference.
+  const torchShapes = work.filter((w) => w.native.includes(TORCH_ENGINE)).map((w) => w.shape);
+  const { native, trainReference } = torchShapes.length ? await runTorchTrain(torchShapes, timing) : { trainReference: {} };
   const results = {
     date: new Date().toISOString(),
     command: commandLine(argv),
@@ -451,14 +566,16 @@ async function runAll(args, argv, started, headscope) {
     headscope,
     timing,
     envs: [],
+    ...(native && { native }),
   };
-  if (args.node) results.envs.push(await runNode(args, work, timing));
-  if (args.chromium) results.envs.push(await runChromium(args, work, timing));
+  if (args.node) results.envs.push(await runNode(args, work, timing, trainReference));
+  if (args.chromium) results.envs.push(await runChromium(args, work, timing, trainReference));
   results.seconds = Math.round((Date.now() - started) / 1000);
   const files = writeReports(results, args.out);
   log(`bench: done in ${results.seconds} s: ${files.map((f) => relative(process.cwd(), f)).join(', ')}`);
-  const failed = results.envs.flatMap((e) => e.shapes.flatMap((s) => s.rows
-    .filter((r) => r.error || !r.check?.ok).map((r) => `${e.env} ${s.shape} ${r.engine}`)));
+  // A skipped row (an engine this build or machine does not have) is reported, not a failure.
+  const failed = [...results.envs, ...(native ? [native] : [])].flatMap((e) => e.shapes.flatMap((s) => s.rows
+    .filter((r) => !r.skipped && (r.error || !r.check?.ok)).map((r) => `${e.env} ${s.shape} ${r.engine}`)));
   if (failed.length) {
     log(`bench: engines that failed their check or errored: ${failed.join('; ')}`);
     process.exitCode = 1;

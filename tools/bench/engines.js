@@ -14,12 +14,22 @@
 //    time per new token with its KV cache at context T against a full forward over T tokens (what
 //    a program without a cache runs per new token). Its engines check themselves (the greedy tokens
 //    against the argmax of full forwards), as the two compute different things.
+//  - 'train': training steps per second of the same model (train.js): forward, mean cross-entropy,
+//    backward and optimizer step on next-token batches of seeded random tokens, a fixed pool cycled;
+//    headscope's trainStep (AdamW) against the model written in tfjs ops (Adam) and, natively,
+//    PyTorch on the CPU (bench.mjs runs tools/bench/torch_train_bench.py). Its engines check
+//    themselves (first-step losses against each other's, the loss decreasing over the timed steps);
+//    a timed call is one step, from Int32Array token ids and targets to the loss as a JS number.
 // Every engine computes it on the same inputs and weights, and every timed call goes from JS
 // arrays (Float32Arrays; token ids) to a JS Float32Array: input conversion/copy into the engine
 // and the output copy out are inside the timing. Each kind's headscope engine (KIND_BASE) is the
 // reference of the checks and of the ratios.
 
 import { hashString, seededRandom as mulberry32 } from '../../web/demo/transforms.js';
+import { registerTfjsGradients } from './tfjs_gradients.js';
+import { SkipError, makeTrainBatches, prepareHeadscopeTrain, prepareTfjsTrain } from './train.js';
+
+export { SkipError };
 
 /**
  * A transformer row's full config: the reference module's defaults (pre-norm, learned positions,
@@ -62,6 +72,12 @@ export const SHAPES = [
     id: `gen-${T}`, kind: 'generate', label: `generate 4L d128 context ${T} B=1`, B: 1, T, newTokens: 32,
     config: transformerConfig({ vocabSize: 512, maxLen: 512, dModel: 128, nLayers: 4, nHeads: 4, dMlp: 512 }),
   })),
+  // Training (issue 14): steps per second on B = 16 sequences of T tokens (train.js). The
+  // induction lab's 2-layer attention-only model, and 4 blocks with MLPs (0.82M parameters).
+  { id: 'train-small', kind: 'train', label: 'train 2L d32 T=32 B=16', B: 16, T: 32,
+    config: transformerConfig({ vocabSize: 28, maxLen: 32, dModel: 32, nLayers: 2, nHeads: 2, dMlp: 0 }) },
+  { id: 'train-1m', kind: 'train', label: 'train 4L d128 T=64 B=16', B: 16, T: 64,
+    config: transformerConfig({ vocabSize: 64, maxLen: 64, dModel: 128, nLayers: 4, nHeads: 4, dMlp: 512 }) },
 ];
 export const QUICK_SHAPES = ['tiny-3', 'tiny-8', 'tt-small', 'gen-64'];
 /** The memory target's shape: headscope alone, without weights, in a fresh module. */
@@ -103,10 +119,16 @@ export const ENGINES = [
   // full forward over the context that a program without a cache would run for each new token.
   { id: 'hs-gen', label: 'headscope Transformer.generate, per new token (KV cache)', headscope: true, kind: 'generate' },
   { id: 'hs-gen-full', label: 'headscope Transformer.forward over the context (no cache)', headscope: true, kind: 'generate' },
+  // Training rows (train.js): one optimizer step each. tfjs's Adam has no weight decay (AdamW's
+  // decay is one multiply per parameter: the omission only makes tfjs's step cheaper). The native
+  // PyTorch row is measured by bench.mjs in a subprocess, outside the JS environments.
+  { id: 'hs-train', label: 'headscope Transformer.trainStep (AdamW)', headscope: true, kind: 'train' },
+  { id: 'tfjs-train', label: 'tfjs-backend-wasm (SIMD) ops + tf.train.adam (no weight decay)', peer: 'tfjs', kind: 'train' },
+  { id: 'torch-cpu-train', label: 'PyTorch 1.13 CPU, native, 1 thread (torch.optim.AdamW)', native: true, kind: 'train' },
 ];
 
 /** The engine of each kind that every other engine of a shape is checked against and divided by. */
-export const KIND_BASE = { mha: 'hs', transformer: 'hs-model', generate: 'hs-gen' };
+export const KIND_BASE = { mha: 'hs', transformer: 'hs-model', generate: 'hs-gen', train: 'hs-train' };
 export const kindOf = (shapeOrEngine) => shapeOrEngine.kind ?? 'mha';
 export const baseEngine = (shape) => KIND_BASE[kindOf(shape)];
 /** The engines that run on a shape: its kind's, less those that name other shapes. */
@@ -210,6 +232,7 @@ export function makeInputs(shape) {
 export function flops(shape) {
   if (kindOf(shape) === 'transformer') return transformerFlops(shape);
   if (kindOf(shape) === 'generate') return decodeStepFlops(shape);
+  if (kindOf(shape) === 'train') return trainStepFlops(shape);
   const { L, S, E, causal } = shape;
   const pairs = causal ? (L * (L + 1)) / 2 : L * S;
   const projection = 2 * E * E * (2 * L + 2 * S);
@@ -227,6 +250,17 @@ function transformerFlops(shape) {
   const { B, T } = shape;
   const pairs = shape.config.causal ? (T * (T + 1)) / 2 : T * T;
   return modelFlops(shape.config, B * T, B * pairs);
+}
+
+/**
+ * One training step, estimated as 3 forwards over its B x T tokens (the backward's two matmuls
+ * per forward matmul: the gradients of the inputs and of the weights), each counted as
+ * transformerFlops counts; the optimizer's elementwise update, the loss and tfjs's one-hot
+ * embedding matmul are not counted.
+ */
+function trainStepFlops(shape) {
+  const f = transformerFlops(shape);
+  return Object.fromEntries(Object.entries(f).map(([k, v]) => [k, 3 * v]));
 }
 
 /**
@@ -642,6 +676,9 @@ export async function prepareEngine(engineId, ctx, shape, w, x) {
     case 'hs-gen-full': return prepareGeneration(ctx, shape, x.tokens, false);
     case 'ort-model': case 'ort-model-dyn':
       return prepareOrtModel(ctx, shape, x.tokens, ENGINES.find((e) => e.id === engineId).suffix);
+    case 'hs-train': return prepareHeadscopeTrain(ctx, shape, x.batches);
+    case 'tfjs-train': return prepareTfjsTrain(ctx, shape, x.batches, registerTfjsGradients);
+    case 'torch-cpu-train': throw new Error('torch-cpu-train is native: bench.mjs runs tools/bench/torch_train_bench.py');
     default: throw new Error(`unknown engine ${engineId}`);
   }
 }
@@ -771,8 +808,14 @@ async function measurePerToken(long, short, k, timing) {
   };
 }
 
+/** A train shape's batch pool (train.js makeTrainBatches), from its seeded generator. */
+export function trainBatches(shape) {
+  return makeTrainBatches(shape, mulberry32(hashString(`train-${shape.id}`)));
+}
+
 /** A shape's weights (MHA: made here, cached per (E, H); a transformer's come from its seed) and inputs. */
 function shapeData(ctx, shape) {
+  if (kindOf(shape) === 'train') return { w: null, x: { batches: trainBatches(shape) } };
   if (kindOf(shape) !== 'mha') return { w: null, x: { tokens: makeTokens(shape) } };
   ctx.weights ??= new Map();
   if (!ctx.weights.has(weightsId(shape))) ctx.weights.set(weightsId(shape), makeWeights(shape.E, shape.H));
@@ -784,9 +827,12 @@ function shapeData(ctx, shape) {
  * without weights for MHA) is the reference of the numerical check; an engine whose output
  * differs by more than CHECK_TOLERANCE is not timed. Without it first (the 2-thread pass), the
  * reference is computed once, untimed, and no row of it is returned. A reference runner's
- * `facts` (a transformer's parameter count) are returned with the rows. A runner may bring its
- * own check(output) (the generation rows, whose engines compute different things), its own
- * measure(timing) (measurePerToken) and the flops of its call (else the shape's).
+ * `facts` (a transformer's parameter count) are returned with the rows (another runner's when
+ * the reference has none). A runner may bring its own check(output, reference) (the generation
+ * and training rows, whose engines compute different things), its own measure(timing)
+ * (measurePerToken), an afterMeasure(row) whose fields are added to the timed row (the training
+ * rows' loss trajectory, which may fail the check) and the flops of its call (else the shape's).
+ * An engine that cannot run in this build throws SkipError: its row says `skipped`, not `error`.
  */
 export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) {
   const base = baseEngine(shape);
@@ -815,8 +861,9 @@ export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) 
         reference = out;
         facts = runner.facts;
       }
+      facts ??= runner.facts;
       if (runner.check) {
-        row.check = runner.check(out);
+        row.check = runner.check(out, reference);
       } else if (id === base) {
         row.check = { ok: true, error: 0, detail: 'reference' };
       } else {
@@ -830,9 +877,11 @@ export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) 
         ctx.gc?.();
         Object.assign(row, await (runner.measure ? runner.measure(timing) : measure(runner, engine, timing)));
         row.gflops = (runner.flops ?? f.total) / (row.ms * 1e6);
+        if (runner.afterMeasure) Object.assign(row, runner.afterMeasure(row));
       }
     } catch (error) {
-      row.error = String(error?.message ?? error);
+      if (error?.skip) row.skipped = String(error.message);
+      else row.error = String(error?.message ?? error);
     } finally {
       try { runner?.dispose(); } catch { /* already gone */ }
     }

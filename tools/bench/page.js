@@ -51,6 +51,17 @@ async function setup() {
       return new Uint8Array(await r.arrayBuffer());
     },
   };
+  // The training rows of headscope run in a module of their own (init with wasmBinary is never
+  // shared), so that its wasm memory after training is the training's alone (engines.js, train.js).
+  let wasmBinary = null;
+  ctx.freshHeadscope = async () => {
+    if (!wasmBinary) {
+      const r = await fetch(`/${libDir}/headscope_core.wasm`);
+      if (!r.ok) throw new Error(`headscope_core.wasm: HTTP ${r.status}`);
+      wasmBinary = new Uint8Array(await r.arrayBuffer());
+    }
+    return init({ wasmBinary });
+  };
   await loadThreaded(ctx, init, () => import('/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs?threads=2'),
     '/node_modules/onnxruntime-web/dist/');
   window.headscopeBench = {
@@ -63,10 +74,13 @@ async function setup() {
       crossOriginIsolated,
     },
     roofline: (options) => roofline(roof, options),
-    shape: async (id, engines, timing) => {
+    // extra.trainReference: PyTorch's first training losses per train shape (bench.mjs measures
+    // them natively), the reference of the training rows' checks.
+    shape: async (id, engines, timing, extra = {}) => {
       const shape = SHAPES.find((s) => s.id === id);
+      ctx.trainReference = extra.trainReference ?? {};
       const result = await benchShape(ctx, shape, engines, timing, (s, row) =>
-        log(`${s.id} ${row.engine}: ${row.ms?.toFixed(4) ?? row.error ?? 'check failed'}`));
+        log(`${s.id} ${row.engine}: ${row.ms?.toFixed(4) ?? row.skipped ?? row.error ?? 'check failed'}`));
       return result;
     },
   };

@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import {
   CHECK_TOLERANCE, ENGINES, GENERATE_PAIRS, MEMORY_SHAPE, SHAPES, baseEngine, enginesFor, flops, kindOf,
 } from './engines.js';
+import { TRAIN_LOSS_TOLERANCE, TRAIN_OPTIMIZER, TRAIN_POOL, TRAIN_STEP2_TOLERANCE } from './train.js';
 
 const shapeById = (id) => SHAPES.find((s) => s.id === id);
 const engineById = (id) => ENGINES.find((e) => e.id === id);
@@ -250,6 +251,99 @@ function generationSection(results) {
   ];
 }
 
+// The training rows ('train' shapes, train.js): steps per second of headscope's trainStep, the
+// same model in tfjs ops with tf.train.adam, and natively PyTorch (results.native). Reported, no
+// target yet.
+const TRAINING = SHAPES.filter((s) => kindOf(s) === 'train');
+const TRAIN_ENGINES = ['hs-train', 'tfjs-train', 'torch-cpu-train'];
+
+/** Steps per second of a row's ms per step, to about 3 digits. */
+function fmtRate(ms) {
+  const r = 1000 / ms;
+  return r >= 100 ? r.toFixed(0) : r >= 10 ? r.toFixed(1) : r.toPrecision(3);
+}
+
+/** A training row's memory after its timed steps, as text. */
+function trainMemoryText(r) {
+  const m = r.memory;
+  if (!m) return '';
+  if (r.engine === 'hs-train') return `${MB(m.wasmBytes)} wasm${m.freshModule ? ' (own module)' : ''}, ${MB(m.heapInUse)} malloc'd`;
+  if (r.engine === 'tfjs-train') return `${m.wasmBytes ? `${MB(m.wasmBytes)} wasm, ` : ''}${MB(m.tensorBytes)} in ${m.tensors} tensors`;
+  return '';
+}
+
+/** A training row's relative loss differences from the other engines', steps 1 / 2, as text. */
+function againstText(r) {
+  const a = Object.entries(r.check.against ?? {});
+  if (a.length === 0) return r.engine === 'torch-cpu-train' ? 'the reference' : 'no reference';
+  const e = (x) => (Number.isFinite(x) ? x.toExponential(1) : '-');
+  return `vs ${a.map(([name, d]) => `${name} ${e(d.step1)} / ${e(d.step2)}`).join(', ')}`;
+}
+
+function trainingSection(results) {
+  const lines = [];
+  const ratios = [];
+  const envs = [...results.envs, ...(results.native ? [results.native] : [])];
+  for (const env of envs) {
+    for (const shape of TRAINING) {
+      const result = env.shapes.find((s) => s.shape === shape.id);
+      if (!result) continue;
+      const c = shape.config;
+      const params = parametersText(env, shape.id) || parametersText(results.envs[0] ?? env, shape.id);
+      for (const id of TRAIN_ENGINES) {
+        const r = result.rows.find((x) => x.engine === id);
+        if (!r) continue;
+        const e = engineById(id);
+        const name = e.headscope ? `**${e.label}**` : e.label;
+        const model = `${shape.label} (vocab ${c.vocabSize}, ${c.nHeads} heads, dMlp ${c.dMlp})`;
+        if (!ok(r)) {
+          const why = r.skipped ? `skipped: ${r.skipped}` : r.error ? `error: ${r.error}` : `**check failed**: ${r.check?.detail}`;
+          lines.push(`| ${env.label} | ${model} | ${params} | ${name} | | | | | ${why.replace(/\|/g, '/').slice(0, 300)} | | |`);
+          continue;
+        }
+        const pct = env.roofline ? `${(100 * r.gflops / env.roofline.gflops).toFixed(0)}%` : 'n/a (native)';
+        const l = r.losses;
+        lines.push(`| ${env.label} | ${model} | ${params} | ${name} | ${fmtRate(r.ms)} | ${fmtMs(r.ms)} | ` +
+          `${r.gflops.toFixed(2)} | ${pct} | ${l.first.toFixed(5)} (${againstText(r)}) | ` +
+          `${l.firstCycle.toFixed(4)} -> ${l.lastCycle.toFixed(4)} (${l.steps} steps) | ${trainMemoryText(r)} |`);
+      }
+      const hs = row(env, shape.id, 'hs-train');
+      const tfjs = row(env, shape.id, 'tfjs-train');
+      if (tfjs) {
+        ratios.push(`- ${env.label}, ${shape.label}: ` + (hs
+          ? `headscope ${fmtRate(hs.ms)} steps/s / tfjs ${fmtRate(tfjs.ms)} steps/s = **${fmtX(tfjs.ms / hs.ms)}**.`
+          : `tfjs ${fmtRate(tfjs.ms)} steps/s; headscope not measured ` +
+            `(${result.rows.find((x) => x.engine === 'hs-train')?.skipped ?? 'no row'}).`));
+      }
+    }
+  }
+  if (lines.length === 0) return [];
+  const o = TRAIN_OPTIMIZER;
+  return [
+    `Training steps per second, one thread each: a step is the forward over B sequences of T tokens, the mean cross-entropy`,
+    `of the next-token targets (the tokens shifted left, the last position ignored: -100), the backward and the optimizer's`,
+    `update, the loss back in JS as a number. The tokens are seeded uniform random ids, a pool of ${TRAIN_POOL} batches cycled, the same`,
+    "for every engine, from the same initial weights (headscope's seeded `stateDict()`). headscope: `trainStep` with",
+    `AdamW (lr ${o.lr}, betas (${o.betas.join(', ')}), eps ${o.eps}, weight decay ${o.weightDecay}, no clipping); tfjs: the reference module in`,
+    'tfjs-core ops on tfjs-backend-wasm (SIMD, one thread), `tf.train.adam(lr, 0.9, 0.999, 1e-8)` in `optimizer.minimize`: **no',
+    "weight decay** (tfjs's Adam has no decoupled decay; it is one multiply per parameter, so its absence only makes tfjs's step",
+    'cheaper); PyTorch: torch.optim.AdamW (foreach=False), native CPU code (not WebAssembly: a reference, in no target).',
+    "Debian's torch calls the system's libblas.so.3 for its matmuls (BLAS_INFO=generic); its label says which BLAS that was:",
+    "with netlib's reference BLAS they run at a few GFLOP/s, far below a build with MKL or OpenBLAS, so that row is PyTorch as",
+    'installed here, not PyTorch at its best.',
+    `**first-step loss**: the initial weights on the first batch; in parentheses its relative difference from the other engines'`,
+    `(headscope's, PyTorch's) at step 1 / step 2 (after one update: a check of the gradients), held to ${TRAIN_LOSS_TOLERANCE} / ${TRAIN_LOSS_TOLERANCE}`,
+    `(tfjs: ${TRAIN_LOSS_TOLERANCE} / ${TRAIN_STEP2_TOLERANCE}, as it has no weight decay). **loss**: the mean`,
+    `over the first and the last full cycle of the pool (the same batches), which must decrease. GFLOP/s: 3 x the forward's`,
+    "count (Method); % of peak: of the SIMD128 peak (Roofline). Memory after training the model: headscope's wasm memory (its",
+    "own module), tfjs's wasm heap and its live tensors.", '',
+    '| environment | model | parameters | engine | steps/s | ms/step | GFLOP/s | % of peak | first-step loss (check) | loss, first -> last cycle | memory after training |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+    ...lines, '',
+    ...(ratios.length ? ['headscope / tfjs, in steps per second:', '', ...ratios] : []),
+  ];
+}
+
 function versionsLine(results) {
   const node = results.envs.find((e) => e.env === 'node');
   const chromium = results.envs.find((e) => e.env === 'chromium');
@@ -308,6 +402,8 @@ function markdown(results) {
   if (transformer.length) out.push('## Transformer', '', ...transformer, '');
   const generation = generationSection(results);
   if (generation.length) out.push('## Generation', '', ...generation, '');
+  const training = trainingSection(results);
+  if (training.length) out.push('## Training', '', ...training, '');
 
   out.push('## Roofline', '');
   out.push('| environment | SIMD128 mul+add peak | best accumulators | headscope projections (E=768) | fraction of peak |', '|---|---|---|---|---|');
@@ -327,9 +423,11 @@ function markdown(results) {
       const hs = row(env, s.shape, baseEngine(shape));
       for (const r of s.rows) {
         const e = engineById(r.engine);
-        const check = r.error ? `error: ${r.error.replace(/\|/g, '/').slice(0, 120)}`
-          : r.check.ok ? (r.engine === 'hs' ? 'reference' : r.check.error.toExponential(1))
-            : `**FAILED** ${r.check.error.toExponential(1)}: not timed`;
+        const err = (x) => (Number.isFinite(x) ? x.toExponential(1) : 'no reference');
+        const check = r.skipped ? `skipped: ${r.skipped.replace(/\|/g, '/').slice(0, 120)}`
+          : r.error ? `error: ${r.error.replace(/\|/g, '/').slice(0, 120)}`
+            : r.check.ok ? (r.engine === 'hs' ? 'reference' : err(r.check.error))
+              : `**FAILED** ${err(r.check.error)}: ${r.ms > 0 ? 'its loss did not decrease' : 'not timed'}`;
         if (!ok(r)) {
           out.push(`| ${shape.label} | ${e.label} | | | | | | | ${check} |`);
           continue;
@@ -418,7 +516,20 @@ function markdown(results) {
     '- **GFLOP/s.** Multiply and add counted apart: projections 2E^2(2L + 2S), attention 4E per unmasked',
     '  (query, key) pair (causal: L(L+1)/2 pairs); softmax and biases not counted. Transformer rows, per sequence:',
     '  per block 8D^2 T (in_proj, out_proj) + 4D per unmasked pair + 4 D dMlp T (MLP), and 2 D vocab T (unembedding);',
-    '  LayerNorm, GELU, softmax, biases and embeddings not counted.',
+    '  LayerNorm, GELU, softmax, biases and embeddings not counted. Training rows: 3 x the forward\'s count per step (the',
+    '  backward computes two matmuls per forward matmul, the inputs\' and the weights\' gradients); the optimizer\'s update, the',
+    '  loss and tfjs\'s one-hot embedding matmul not counted.',
+    '- **Training rows.** Each timed call is one step (train.js): headscope `model.trainStep({ data, shape: [B, T] }, targets)`',
+    '  after `setOptimizer({ type: \'adamw\', ... })`, the model from the config\'s seed, in a module of its own (`init({',
+    '  wasmBinary })`); tfjs: every parameter a `tf.variable` initialised from that model\'s `stateDict()`, the forward of',
+    '  tools/tiny_transformer.py in tfjs ops (pre-norm LayerNorm from mean/rsqrt, exact GELU with `tf.erf`, causal softmax',
+    '  attention with 1/sqrt(dh), token embedding as oneHot x tok_embed since tfjs-backend-wasm has no kernel for gather\'s',
+    '  gradient, `logSoftmax` cross-entropy over the non-ignored targets), `optimizer.minimize(loss, true, variables)`, the',
+    '  loss read with `dataSync()`; tfjs-core\'s gradient functions for those kernels registered from tools/bench/tfjs_gradients.js',
+    '  (copies of tfjs-core 4.22\'s own, which its bundles do not register); PyTorch: tools/bench/torch_train_bench.py',
+    '  (Debian\'s torch 1.13, `torch.set_num_threads(1)`), run by bench.mjs before the JS rows, timed by the same rules.',
+    '  The token ids go from an Int32Array into each engine inside the step. Two untimed steps first (the checks), then',
+    '  the warm-up and the timed runs: the loss trajectory is over all of them.',
     '- **Roofline.** `tools/bench/roofline.cc`: `acc = acc * m + a` on N independent f32x4 registers (f32x4.mul +',
     '  f32x4.add, 8 flops; SIMD128 has no FMA), best N of 1..16; the fraction of peak of each headscope row uses it.',
     '- **Projection rate.** Decode L=1 over S=4096 keys: its work is 99.9% K/V projection GEMM (S x E by E x E);',
@@ -438,6 +549,7 @@ const COLORS = {
   tfjs: '#e07b00', eigen: '#8a5cc7', js: '#9a9a9a', 'hs-mt': '#b8860b', 'ort-mha-mt': '#0b2f6b',
   'hs-model': '#2e9e8f', 'ort-model': '#4b3fa8', 'ort-model-dyn': '#9d93e0',
   'hs-gen': '#c2185b', 'hs-gen-full': '#f48fb1',
+  'hs-train': '#5d4037', 'tfjs-train': '#ffb74d', 'torch-cpu-train': '#607d8b',
 };
 
 const esc = (s) => String(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');

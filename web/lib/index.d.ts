@@ -261,6 +261,41 @@ export interface GenerateOptions {
   logits?: boolean;
 }
 
+export interface BackwardOptions {
+  /** (nLayers, nHeads) gates the forward pass runs with, as forward's. */
+  headGates?: TransformerForwardOptions['headGates'];
+  /** Also return grads.headGates: d loss / d gate [l][h] (at gates of 1 when none are given). */
+  headGateGrads?: boolean;
+}
+
+export interface BackwardResult {
+  /** Mean cross-entropy over the targets that are not -100 (the loss of forward's logits). */
+  loss: number;
+  /** d loss / d weight for every stateDict() key; headGates with options.headGateGrads. */
+  grads: Record<string, Tensor> & { headGates?: number[][] };
+}
+
+/** setOptimizer's options: torch.optim.AdamW (the defaults below) or SGD (momentum 0). */
+export type OptimizerOptions =
+  | { type: 'adamw'; lr?: number; betas?: readonly [number, number]; eps?: number; weightDecay?: number; clipGradNorm?: number }
+  | { type: 'sgd'; lr?: number; clipGradNorm?: number };
+
+export interface TrainStepResult {
+  /** The batch's loss before the update. */
+  loss: number;
+  /** The global L2 norm of the gradients before clipping. */
+  gradNorm: number;
+  /** Whether clipGradNorm scaled the gradients. */
+  clipped: boolean;
+  /** False when the optimizer refused a step that would make a weight non-finite (nothing changed). */
+  stepped: boolean;
+  /** Why the step was refused (only when stepped is false). */
+  refused?: string;
+}
+
+/** Targets: the tokens' shape, integers in [0, vocabSize) or -100 (not counted). */
+export type TargetsInput = TokensInput;
+
 /** A tensor of int32 token ids. */
 export interface TokenTensor {
   data: Int32Array;
@@ -284,6 +319,14 @@ export interface Transformer {
    * keeps a KV cache; greedy steps are the argmax of a full recomputation, bit for bit.
    */
   generate(prompt: TokensInput, options?: GenerateOptions): { tokens: TokenTensor; logits?: Tensor };
+  /** Gradients of the loss on (tokens, targets) without changing any weight. */
+  backward(tokens: TokensInput, targets: TargetsInput, options?: BackwardOptions): BackwardResult;
+  /** A new optimizer (empty state) for every weight; AdamW's defaults: lr 1e-3, betas [0.9, 0.999], eps 1e-8, weightDecay 0.01; clipGradNorm 0 (none). */
+  setOptimizer(options: OptimizerOptions): void;
+  /** backward, then one optimizer step. */
+  trainStep(tokens: TokensInput, targets: TargetsInput): TrainStepResult;
+  /** Steps the current optimizer has taken. */
+  readonly optimizerSteps: number;
   dispose(): void;
 }
 
@@ -460,6 +503,42 @@ export interface RemoteTransformer {
   stateDict(): Promise<Record<string, Tensor>>;
   forward(tokens: TokensInput, options?: TransformerForwardOptions): Promise<{ logits: Tensor; hooks?: Record<string, Tensor> }>;
   generate(...args: Parameters<Transformer['generate']>): Promise<ReturnType<Transformer['generate']>>;
+  backward(...args: Parameters<Transformer['backward']>): Promise<BackwardResult>;
+  setOptimizer(options: OptimizerOptions): Promise<void>;
+  trainStep(...args: Parameters<Transformer['trainStep']>): Promise<TrainStepResult>;
+  /** Many steps in the worker, in chunks, with progress events; resolves at once to the run. */
+  train(spec: TrainSpec, options?: { onProgress?: (event: TrainProgress) => void }): Promise<TrainingRun>;
   /** Never rejects. */
   dispose(): Promise<void>;
+}
+
+/** RemoteTransformer.train's spec: a built-in task (with batchSize) or batches, cycled. */
+export type TrainSpec = {
+  steps: number;
+  /** The first batch index (task.batch(batchSize, startIndex + step)); default 0. */
+  startIndex?: number;
+  /** About how long the worker trains between serving other requests; default 30 ms. */
+  chunkMs?: number;
+} & (
+  | { task: { name: string; [option: string]: unknown }; batchSize: number }
+  | { batches: ReadonlyArray<{ tokens: TokensInput; targets: TargetsInput }> }
+);
+
+export interface TrainProgress {
+  /** Steps done so far. */
+  step: number;
+  /** This chunk's per-step losses and gradient norms. */
+  losses: Float64Array;
+  gradNorms: Float64Array;
+  elapsedMs: number;
+}
+
+export interface TrainingRun {
+  readonly step: number;
+  readonly status: 'running' | 'paused' | 'done' | 'cancelled' | 'refused' | 'error';
+  /** Resolves when the run ends; never rejects. */
+  readonly done: Promise<{ status: 'done' | 'cancelled' | 'refused' | 'error'; step: number; refused?: string; error?: HeadscopeError }>;
+  pause(): Promise<{ status: string; step: number | null }>;
+  resume(): Promise<{ status: string; step: number | null }>;
+  cancel(): Promise<{ status: string; step: number | null }>;
 }

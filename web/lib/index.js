@@ -1150,6 +1150,12 @@ function normalizeTransformerConfig(config) {
 }
 
 const TRANSFORMER_FORWARD = Object.freeze({ hooks: null, headGates: null });
+const TRANSFORMER_BACKWARD = Object.freeze({ headGates: null, headGateGrads: false });
+// torch.optim.AdamW's defaults; SGD (momentum 0, no weight decay) takes lr and clipGradNorm only.
+const OPTIMIZER_OPTIONS = Object.freeze({
+  adamw: Object.freeze({ type: 'adamw', lr: 1e-3, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01, clipGradNorm: 0 }),
+  sgd: Object.freeze({ type: 'sgd', lr: 1e-3, clipGradNorm: 0 }),
+});
 const TRANSFORMER_GENERATE = Object.freeze({
   maxNewTokens: 1, temperature: 0, topK: 0, topP: 1, seed: 0, headGates: null, logits: false,
 });
@@ -1163,6 +1169,20 @@ function toTokenRows(tokens, name) {
     fail('SHAPE_MISMATCH', `${name}: expected (T) or (B, T) token ids, got shape [${t.shape.join(', ')}]`);
   }
   return { t, batched };
+}
+
+/**
+ * tokens and targets of backward / trainStep as (B, T) int32 snapshots: the targets must have
+ * the tokens' shape, (T) with (T) or (B, T) with (B, T) (the sizes are the core's check).
+ */
+function trainingRows(tokens, targets) {
+  const { t, batched } = toTokenRows(tokens, 'tokens');
+  const y = toTokenRows(targets, 'targets');
+  if (y.batched !== batched) {
+    const shape = (r) => `[${(r.batched ? r.t.shape : r.t.shape.slice(1)).join(', ')}]`;
+    fail('SHAPE_MISMATCH', `targets: expected the tokens' shape ${shape({ t, batched })}, got ${shape(y)}`);
+  }
+  return { t, y: y.t };
 }
 
 /** A transformer in WebAssembly memory (hs.createTransformer). */
@@ -1316,6 +1336,120 @@ class Transformer {
     return out;
   }
 
+  /**
+   * The gradient of the mean cross-entropy of forward(tokens)'s logits against targets (the
+   * tokens' shape; -100 where nothing is predicted) with respect to every weight, without
+   * changing any: { loss, grads: { name: Tensor } } in stateDict()'s keys and order; with
+   * options.headGateGrads also grads.headGates, d loss / d gate as nested arrays (nLayers,
+   * nHeads) of numbers (at options.headGates, or at gates of 1).
+   */
+  backward(tokens, targets, options = {}) {
+    Transformer.check(this, 'backward');
+    this._handle();
+    const o = withDefaults(readOptions(options, TRANSFORMER_BACKWARD), TRANSFORMER_BACKWARD);
+    checkBool(o.headGateGrads, 'options.headGateGrads');
+    const { t, y } = trainingRows(tokens, targets);
+    const gates = o.headGates === null ? null : toFloatTensor(o.headGates, 'options.headGates');
+    const handle = this._handle();  // a getter may have disposed this object
+    this._write([t, gates, y]);
+    this._check(callCore(() => handle.backward(o.headGateGrads)));
+    const names = [...this._parameters.keys()];
+    const results = this._readResults(names.length + (o.headGateGrads ? 1 : 0), false);
+    const grads = {};
+    names.forEach((n, i) => { grads[n] = results[i]; });
+    if (o.headGateGrads) {
+      const g = results[names.length];
+      const [L, H] = g.shape;
+      grads.headGates = Array.from({ length: L }, (_, l) => Array.from(g.data.subarray(l * H, (l + 1) * H)));
+    }
+    return { loss: callCore(() => handle.lastLoss()), grads };
+  }
+
+  /**
+   * A new optimizer for this model's weights (its state starts empty, as a new torch optimizer's
+   * does): { type: 'adamw', lr, betas: [b1, b2], eps, weightDecay, clipGradNorm } with
+   * torch.optim.AdamW's defaults (lr 1e-3, betas [0.9, 0.999], eps 1e-8, weightDecay 0.01), or
+   * { type: 'sgd', lr, clipGradNorm }. clipGradNorm > 0 clips the global gradient norm to it
+   * before each step (clip_grad_norm_); 0, the default, does not clip.
+   */
+  setOptimizer(options) {
+    Transformer.check(this, 'setOptimizer');
+    this._handle();
+    readArgument('options', () => {
+      if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+        fail('INVALID_ARGUMENT', `options: expected an object like { type: 'adamw', lr: 1e-3 }, got ${describe(options)}`);
+      }
+    });
+    // Every own key read once (AdamW's keys include SGD's), then the type's own set checked.
+    const given = readOptions(options, OPTIMIZER_OPTIONS.adamw);
+    const type = given.type;
+    if (typeof type !== 'string' || !hasOwn(OPTIMIZER_OPTIONS, type)) {
+      fail('INVALID_ARGUMENT', `options.type: expected 'adamw' or 'sgd', got ${describe(type)}`);
+    }
+    const defaults = OPTIMIZER_OPTIONS[type];
+    for (const key of Object.keys(given)) {
+      if (!hasOwn(defaults, key)) unknownOption('options', key, defaults);
+    }
+    const o = withDefaults(given, defaults);
+    for (const k of ['lr', 'eps', 'weightDecay', 'clipGradNorm']) {
+      if (k in defaults && typeof o[k] !== 'number') {
+        fail('INVALID_ARGUMENT', `options.${k}: expected a number, got ${describe(o[k])}`);
+      }
+    }
+    let betas = [0.9, 0.999];
+    if (type === 'adamw') {
+      betas = readArgument('options.betas', () => {
+        const b = o.betas;
+        if (!Array.isArray(b) || b.length !== 2) {
+          fail('INVALID_ARGUMENT', `options.betas: expected [beta1, beta2], got ${describe(b)}`);
+        }
+        const pair = [b[0], b[1]];
+        for (const v of pair) {
+          if (typeof v !== 'number') fail('INVALID_ARGUMENT', `options.betas: expected two numbers, got ${describe(v)}`);
+        }
+        return pair;
+      });
+    }
+    const handle = this._handle();
+    this._check(callCore(() => handle.setOptimizer(type === 'adamw' ? 0 : 1, o.lr, betas[0], betas[1],
+      type === 'adamw' ? o.eps : 1e-8, type === 'adamw' ? o.weightDecay : 0, o.clipGradNorm)));
+  }
+
+  /**
+   * One training step on a batch: backward, then the optimizer's update of every weight (in the
+   * reference's named_parameters() order). Returns { loss, gradNorm, clipped, stepped } with the
+   * batch's loss before the update and the gradients' global norm before clipping. A step that
+   * would make a weight non-finite (a NaN or infinite loss or gradient, an overflowing update)
+   * is not taken: stepped is false, refused says why, and the weights, the optimizer's state and
+   * its step count are unchanged.
+   */
+  trainStep(tokens, targets) {
+    Transformer.check(this, 'trainStep');
+    this._handle();
+    const { t, y } = trainingRows(tokens, targets);
+    const handle = this._handle();
+    this._write([t, null, y]);
+    this._check(callCore(() => handle.trainStep()));
+    const out = {
+      loss: callCore(() => handle.lastLoss()),
+      gradNorm: callCore(() => handle.lastGradNorm()),
+      clipped: callCore(() => handle.lastClipped()),
+      stepped: callCore(() => handle.lastStepped()),
+    };
+    if (!out.stepped) out.refused = callCore(() => handle.lastRefused());
+    return out;
+  }
+
+  /** Steps the current optimizer has taken (0 before setOptimizer). */
+  get optimizerSteps() {
+    if (this === null || typeof this !== 'object' || !(#brand in this)) {
+      fail('INVALID_ARGUMENT', `Transformer.optimizerSteps: called on ${describe(this)}, not on a ` +
+        'Transformer; read it as model.optimizerSteps');
+    }
+    const handle = this._handle();
+    return callCore(() => handle.optimizerSteps());
+  }
+
   /** Frees this model's WebAssembly memory; later use throws HeadscopeError (DISPOSED). */
   dispose() {
     disposeState(Transformer.check(this, 'dispose')._hs, this._state);
@@ -1352,7 +1486,7 @@ class Transformer {
     }
     const heap = this._hs._heap();
     const u32 = heap._u32;
-    for (let i = 0; i < 2; i++) {
+    for (let i = 0; i < 3; i++) {  // the call block's slots (embind.cc's TransformerHandle)
       const w = this._callBlock + i * P.wordsPerTensor;
       const t = i < slots.length ? slots[i] : null;
       if (t === null) {

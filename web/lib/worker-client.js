@@ -112,6 +112,8 @@ class Channel {
     this.worker = worker;
     this.owned = owned;
     this.pending = new Map();  // request id -> { resolve, reject }
+    this.runs = new Map();     // training job id -> its TrainingRun's event handler
+    this.early = new Map();    // job id -> events that came before the run was registered
     this.nextId = 1;
     this.closed = null;        // { code, message } once the worker cannot be used
     this.ready = new Promise((resolve, reject) => {
@@ -166,12 +168,36 @@ class Channel {
       else ready.resolve(data.kernelTarget);
       return;
     }
+    if (data.type === 'train-progress' || data.type === 'train-done') {
+      const run = this.runs.get(data.job);
+      if (run !== undefined) run(data);
+      else this.early.set(data.job, [...(this.early.get(data.job) ?? []), data]);
+      if (data.type === 'train-done') {
+        this.runs.delete(data.job);
+        if (this.pending.size === 0 && this.runs.size === 0) this.idle();
+      }
+      return;
+    }
     const request = this.pending.get(data.id);
     if (request === undefined) return;  // a reply nobody waits for (a collected object's dispose)
     this.pending.delete(data.id);
     if (data.ok) request.resolve(data.result);
     else request.reject(errorIn(data.error));
-    if (this.pending.size === 0) this.idle();
+    if (this.pending.size === 0 && this.runs.size === 0) this.idle();
+  }
+
+  // Routes a training job's events to `handler` (those that came first, too); the worker stays
+  // referenced (Node) until the run ends.
+  watchRun(job, handler) {
+    this.runs.set(job, handler);
+    this.busy();
+    const early = this.early.get(job) ?? [];
+    this.early.delete(job);
+    for (const event of early) {
+      handler(event);
+      if (event.type === 'train-done') this.runs.delete(job);
+    }
+    if (this.pending.size === 0 && this.runs.size === 0) this.idle();
   }
 
   // `names` name the arguments (null: headscope's own, such as an object id): each is read once
@@ -228,6 +254,9 @@ class Channel {
     const pending = [...this.pending.values()];
     this.pending.clear();
     for (const request of pending) request.reject(new HeadscopeError(code, message));
+    const runs = [...this.runs.values()];
+    this.runs.clear();
+    for (const run of runs) run({ type: 'train-done', status: 'error', error: { code, message } });
     if ((code === 'INTERNAL' || code === 'LOAD_ERROR') && this.owned) this.stop();
   }
 
@@ -517,6 +546,57 @@ class RemoteMultiheadAttention extends RemoteObject {
   }
 }
 
+/**
+ * A training run in the worker (RemoteTransformer.train). `done` resolves when it ends with
+ * { status: 'done' | 'cancelled' | 'refused' | 'error', step, refused?, error? } (refused: a step
+ * the optimizer would not take, see trainStep; error: a HeadscopeError); it never rejects.
+ */
+class TrainingRun {
+  constructor(model, job, onProgress) {
+    this._model = model;
+    this._job = job;
+    /** Steps done so far (as of the last progress event). */
+    this.step = 0;
+    /** 'running' | 'paused' | 'done' | 'cancelled' | 'refused' | 'error' */
+    this.status = 'running';
+    this.done = new Promise((resolve) => {
+      model._channel.watchRun(job, (event) => {
+        if (event.step !== undefined && event.step !== null) this.step = event.step;
+        if (event.type === 'train-progress') {
+          if (onProgress !== undefined) {
+            try {
+              onProgress({ step: event.step, losses: event.losses, gradNorms: event.gradNorms,
+                elapsedMs: event.elapsedMs });
+            } catch {
+              // A throwing callback must not end the run's bookkeeping.
+            }
+          }
+          return;
+        }
+        this.status = event.status;
+        const out = { status: event.status, step: this.step };
+        if (event.refused !== undefined) out.refused = event.refused;
+        if (event.error !== undefined) out.error = errorIn(event.error);
+        resolve(out);
+      });
+    });
+  }
+
+  async _control(action) {
+    const r = await this._model._request('Transformer.trainControl', [this._job, action], [null, null]);
+    if (r.status === 'paused' || r.status === 'running') this.status = r.status;
+    if (r.step !== null) this.step = r.step;
+    return r;
+  }
+
+  /** Stops after the current chunk; resolves with { status: 'paused', step } (the step it stopped at). */
+  pause() { return this._control('pause'); }
+  /** Continues a paused run. */
+  resume() { return this._control('resume'); }
+  /** Ends the run after the current chunk; `done` then resolves with status 'cancelled'. */
+  cancel() { return this._control('cancel'); }
+}
+
 /** A Transformer (hs.createTransformer) living in the worker; every method returns a promise. */
 class RemoteTransformer extends RemoteObject {
   constructor(owner, created) {
@@ -559,6 +639,45 @@ class RemoteTransformer extends RemoteObject {
   async generate(prompt, options) {
     return resultIn(await RemoteTransformer.check(this, 'generate')
       ._request('Transformer.generate', [prompt, options], ['prompt', 'options']));
+  }
+
+  /** The calling thread's backward(tokens, targets, options), in the worker. */
+  async backward(tokens, targets, options) {
+    return resultIn(await RemoteTransformer.check(this, 'backward')
+      ._request('Transformer.backward', [tokens, targets, options], ['tokens', 'targets', 'options']));
+  }
+
+  /** The calling thread's setOptimizer(options), in the worker. @returns {Promise<void>} */
+  async setOptimizer(options) {
+    await RemoteTransformer.check(this, 'setOptimizer')
+      ._request('Transformer.setOptimizer', [options], ['options']);
+  }
+
+  /** The calling thread's trainStep(tokens, targets), in the worker. */
+  async trainStep(tokens, targets) {
+    return RemoteTransformer.check(this, 'trainStep')
+      ._request('Transformer.trainStep', [tokens, targets], ['tokens', 'targets']);
+  }
+
+  /**
+   * Trains in the worker without a request per step: spec.steps trainStep calls (with the
+   * optimizer setOptimizer set) on batches of a built-in task (spec.task: { name, ...options }
+   * as makeTask takes them, spec.batchSize; batch index spec.startIndex + step) or on
+   * spec.batches ([{ tokens, targets }], cycled). The worker runs the steps in chunks of about
+   * spec.chunkMs (default 30) ms and serves other requests between them (a forward to draw
+   * patterns, pause, cancel), so neither thread freezes. options.onProgress({ step, losses,
+   * gradNorms, elapsedMs }) gets each chunk: the steps done so far and the chunk's per-step
+   * losses and gradient norms (Float64Arrays). Resolves at once to a TrainingRun.
+   * @returns {Promise<TrainingRun>}
+   */
+  async train(spec, options = {}) {
+    RemoteTransformer.check(this, 'train');
+    const onProgress = options?.onProgress;
+    if (onProgress !== undefined && typeof onProgress !== 'function') {
+      throw new HeadscopeError('INVALID_ARGUMENT', `options.onProgress: expected a function, got ${typeof onProgress}`);
+    }
+    const { job } = await this._request('Transformer.train', [spec], ['spec']);
+    return new TrainingRun(this, job, onProgress);
   }
 
   /** Frees the model's memory in the worker; later calls reject with DISPOSED. Never rejects. */

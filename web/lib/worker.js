@@ -12,8 +12,15 @@
 //                                                   of a created object (args [objectId, ...]):
 //                                                   loadStateDict | forward | trace (MultiheadAttention)
 //                                                   | Transformer.<loadStateDict | stateDict | forward
-//                                                   | generate>
+//                                                   | generate | backward | setOptimizer | trainStep
+//                                                   | train | trainControl>
 //   worker -> caller:        { id, ok: true, result } or { id, ok: false, error: { code, message, argument? } }
+// Training runs (Transformer.train): the reply is { job } at once; the steps then run in chunks of
+// about spec.chunkMs (default 30 ms) between which other requests are served (a forward for the
+// live patterns, trainControl to pause, resume or cancel), each chunk followed by
+//   worker -> caller:        { type: 'train-progress', job, step, losses, gradNorms, elapsedMs }
+// and the run's end by      { type: 'train-done', job, status: 'done' | 'cancelled' | 'refused'
+//                             | 'error', step, refused?, error? }.
 // Replies come in request order. Tensors go out as { data, shape } (data a Float32Array, or an
 // Int32Array of token ids), groups of them (headStats, hooks, a stateDict) as objects of those,
 // with their buffers transferred. An error is answered and the worker keeps serving; nothing a
@@ -22,6 +29,7 @@
 // The file loads in browsers without touching node: modules: node:worker_threads is imported only
 // when there is no worker global scope (`self`).
 import { init, HeadscopeError, Tensor } from './index.js';
+import { makeTask } from './tasks.js';
 
 // object id -> { kind, object }: kind is the class name, 'MultiheadAttention' or 'Transformer'.
 const objects = new Map();
@@ -73,6 +81,126 @@ function checkHooksLength(model, options) {
   }
 }
 
+// ---- Training runs ----
+const jobs = new Map();  // job id -> the run's state
+let nextJobId = 1;
+const now = () => (typeof performance === 'object' ? performance.now() : Date.now());
+
+// Runs `f` after the messages already queued are handled: setImmediate in Node; a MessageChannel
+// in browsers (a nested setTimeout(0) is clamped to 4 ms there).
+let yieldChannel = null;
+const yieldQueue = [];
+function yieldThen(f) {
+  if (typeof setImmediate === 'function') {
+    setImmediate(f);
+    return;
+  }
+  if (yieldChannel === null) {
+    yieldChannel = new MessageChannel();
+    yieldChannel.port1.onmessage = () => yieldQueue.shift()?.();
+  }
+  yieldQueue.push(f);
+  yieldChannel.port2.postMessage(0);
+}
+
+function integerOption(value, name, min, max) {
+  if (!Number.isInteger(value) || value < min || value > max) {
+    throw new HeadscopeError('INVALID_ARGUMENT', `${name}: expected an integer in [${min}, ${max}], ` +
+      `got ${typeof value === 'number' ? value : typeof value}`);
+  }
+  return value;
+}
+
+const TRAIN_SPEC = ['steps', 'batchSize', 'task', 'batches', 'startIndex', 'chunkMs'];
+
+// spec: { steps, task: { name, ...options } and batchSize, or batches: [{ tokens, targets }]
+// (cycled), startIndex (the first batch index, default 0), chunkMs } -> a function of the batch
+// index and the run's settings. Read once, here.
+function readTrainSpec(spec) {
+  if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) {
+    throw new HeadscopeError('INVALID_ARGUMENT', `spec: expected an object like { steps: 100, ` +
+      `task: { name: 'induction' }, batchSize: 16 }, got ${spec === null ? 'null' : typeof spec}`);
+  }
+  for (const key of Object.keys(spec)) {
+    if (!TRAIN_SPEC.includes(key)) {
+      throw new HeadscopeError('INVALID_ARGUMENT', `spec.${key}: unknown option (expected one of ` +
+        `${TRAIN_SPEC.join(', ')})`);
+    }
+  }
+  const steps = integerOption(spec.steps, 'spec.steps', 1, 1e9);
+  const startIndex = integerOption(spec.startIndex ?? 0, 'spec.startIndex', 0, 2 ** 40);
+  const chunkMs = spec.chunkMs ?? 30;
+  if (typeof chunkMs !== 'number' || !(chunkMs >= 1 && chunkMs <= 10000)) {
+    throw new HeadscopeError('INVALID_ARGUMENT', `spec.chunkMs: expected a number in [1, 10000], got ${chunkMs}`);
+  }
+  let batchAt;
+  if (spec.task !== undefined && spec.batches !== undefined) {
+    throw new HeadscopeError('INVALID_ARGUMENT', 'spec: give either task (with batchSize) or batches, not both');
+  }
+  if (spec.task !== undefined) {
+    const { name, ...options } = spec.task ?? {};
+    const task = makeTask(name, options);
+    const batchSize = integerOption(spec.batchSize, 'spec.batchSize', 1, 4096);
+    batchAt = (i) => task.batch(batchSize, i);
+  } else if (Array.isArray(spec.batches) && spec.batches.length > 0) {
+    const batches = spec.batches.slice();
+    batchAt = (i) => batches[i % batches.length];
+  } else {
+    throw new HeadscopeError('INVALID_ARGUMENT', 'spec: expected task: { name, ...options } with ' +
+      'batchSize, or batches: a non-empty array of { tokens, targets }');
+  }
+  return { steps, startIndex, chunkMs, batchAt };
+}
+
+function finishJob(post, job, status, extra = {}) {
+  if (!jobs.has(job.id)) return;
+  jobs.delete(job.id);
+  send(post, { type: 'train-done', job: job.id, status, step: job.step, ...extra }, []);
+}
+
+function runChunk(post, job) {
+  job.scheduled = false;
+  if (!jobs.has(job.id)) return;
+  if (job.cancelled) {
+    finishJob(post, job, 'cancelled');
+    return;
+  }
+  if (job.paused) return;  // trainControl('resume') schedules the next chunk
+  const start = now();
+  const losses = [];
+  const gradNorms = [];
+  let refused = null;
+  try {
+    while (job.step < job.steps && now() - start < job.chunkMs) {
+      const { tokens, targets } = job.batchAt(job.startIndex + job.step);
+      const r = job.model.trainStep(tokens, targets);
+      losses.push(r.loss);
+      gradNorms.push(r.gradNorm);
+      if (!r.stepped) {
+        refused = r.refused;
+        break;
+      }
+      job.step++;
+    }
+  } catch (e) {
+    finishJob(post, job, 'error', { error: errorOut(e) });
+    return;
+  }
+  const l = Float64Array.from(losses);
+  const g = Float64Array.from(gradNorms);
+  send(post, { type: 'train-progress', job: job.id, step: job.step, losses: l, gradNorms: g,
+    elapsedMs: now() - start }, [l.buffer, g.buffer]);
+  if (refused !== null) finishJob(post, job, 'refused', { refused });
+  else if (job.step >= job.steps) finishJob(post, job, 'done');
+  else schedule(post, job);
+}
+
+function schedule(post, job) {
+  if (job.scheduled) return;
+  job.scheduled = true;
+  yieldThen(() => runChunk(post, job));
+}
+
 // The request of a method of `kind`: args [objectId, ...arguments] -> its result, tensors
 // transferred.
 function method(kind, name) {
@@ -106,11 +234,51 @@ const OPS = {
   'Transformer.stateDict': method('Transformer', 'stateDict'),
   'Transformer.forward': method('Transformer', 'forward'),
   'Transformer.generate': method('Transformer', 'generate'),
-  dispose(hs, [id]) {
+  'Transformer.backward': method('Transformer', 'backward'),
+  'Transformer.setOptimizer': method('Transformer', 'setOptimizer'),
+  'Transformer.trainStep': method('Transformer', 'trainStep'),
+  // A training run in chunks (the protocol above); the model needs an optimizer already.
+  'Transformer.train'(hs, [id, spec], transfer, post) {
+    const model = lookup(id, 'Transformer');
+    const settings = readTrainSpec(spec);
+    const job = { id: nextJobId++, modelId: id, model, step: 0, paused: false, cancelled: false,
+      scheduled: false, ...settings };
+    jobs.set(job.id, job);
+    schedule(post, job);
+    return { job: job.id };
+  },
+  // [id, job, 'pause' | 'resume' | 'cancel'] -> { status: 'running' | 'paused' | 'cancelled' |
+  // 'finished', step }: served between chunks, so a paused run's step stays as returned.
+  'Transformer.trainControl'(hs, [id, jobId, action], transfer, post) {
+    lookup(id, 'Transformer');
+    if (!['pause', 'resume', 'cancel'].includes(action)) {
+      throw new HeadscopeError('INVALID_ARGUMENT', `action: expected 'pause', 'resume' or 'cancel', got ${String(action)}`);
+    }
+    const job = jobs.get(jobId);
+    if (job === undefined || job.modelId !== id) return { status: 'finished', step: null };
+    if (action === 'pause') job.paused = true;
+    if (action === 'resume' && job.paused) {
+      job.paused = false;
+      schedule(post, job);
+    }
+    if (action === 'cancel') {
+      job.cancelled = true;
+      schedule(post, job);  // ends it at once, paused or not, after this reply
+      return { status: 'cancelled', step: job.step };
+    }
+    return { status: job.paused ? 'paused' : 'running', step: job.step };
+  },
+  dispose(hs, [id], transfer, post) {
     // Disposing twice is a no-op, as in the calling thread.
     const entry = objects.get(id);
     if (entry !== undefined) {
       objects.delete(id);
+      for (const job of jobs.values()) {
+        if (job.modelId === id) {
+          job.cancelled = true;
+          schedule(post, job);
+        }
+      }
       entry.object.dispose();
     }
     return null;
@@ -153,7 +321,7 @@ function serve(post, hsPromise) {
         if (!Object.hasOwn(OPS, op)) {
           throw new HeadscopeError('INVALID_ARGUMENT', `headscope worker: unknown request ${JSON.stringify(op)}`);
         }
-        reply = { id, ok: true, result: OPS[op](hs, Array.isArray(args) ? args : [], transfer) };
+        reply = { id, ok: true, result: OPS[op](hs, Array.isArray(args) ? args : [], transfer, post) };
       } catch (e) {
         reply = { id, ok: false, error: errorOut(e) };
       }

@@ -49,7 +49,10 @@ inline constexpr size_t kRowBlock = 64;
 
 // C[kRows, cols] = alpha * A[kRows, k] * Bgroup + bias, where Bgroup is kGroupCols columns of a
 // packed panel (row p of it at b + p * kPanel). `cols` < kGroupCols only on the last panel.
-template <size_t kRows, class D>
+// A(r, p) is a[r * lda + p], or with kTransA a[p * lda + r] (A stored as its transpose, (k, m):
+// the backward's dW = dY^T X reads dY so, without a transposed copy). Either way each element of
+// C is the same multiply-add chain over p, so the two give the same bits for the same A.
+template <size_t kRows, bool kTransA = false, class D>
 HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
                             const float* HWY_RESTRICT b, size_t k,
                             const float* HWY_RESTRICT bias_group, float alpha,
@@ -65,7 +68,7 @@ HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
     V bv[G::kVecs];
     for (size_t v = 0; v < G::kVecs; ++v) bv[v] = hn::LoadU(d, bp + v * G::kLanes);
     for (size_t r = 0; r < kRows; ++r) {
-      const V av = hn::Set(d, a[r * lda + p]);
+      const V av = hn::Set(d, kTransA ? a[p * lda + r] : a[r * lda + p]);
       for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
     }
   }
@@ -90,21 +93,23 @@ HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
 
 // Runs MicroKernel<rows> for 1 <= rows < kRows (the last block of rows) without a runtime loop
 // inside the kernel: each count gets its own fully unrolled instance.
-template <size_t kRows, class D>
+template <size_t kRows, bool kTransA = false, class D>
 HWY_INLINE void MicroKernelTail(size_t rows, D d, const float* a, size_t lda, const float* b,
                                 size_t k, const float* bias_group, float alpha, float* c,
                                 size_t ldc, size_t cols) {
   if constexpr (kRows > 0) {
     if (rows == kRows) {
-      MicroKernel<kRows>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+      MicroKernel<kRows, kTransA>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
     } else {
-      MicroKernelTail<kRows - 1>(rows, d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+      MicroKernelTail<kRows - 1, kTransA>(rows, d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
     }
   }
 }
 
 // packed_k: the k that packed_b was packed with, when only its first k rows are used (a causal
-// tile needs only the keys up to its last query); 0 means k.
+// tile needs only the keys up to its last query); 0 means k. kTransA: A stored as (k, m), see
+// MicroKernel.
+template <bool kTransA = false>
 HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
                                  const float* HWY_RESTRICT packed_b,
                                  const float* HWY_RESTRICT bias, size_t m, size_t n, size_t k,
@@ -134,12 +139,13 @@ HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
         }
         size_t i = i0;
         for (; i + G::kRows <= i_end; i += G::kRows) {
-          MicroKernel<G::kRows>(d, a + i * lda, lda, panel + g, k, bias_group, alpha,
-                                c + i * ldc + col, ldc, cols);
+          MicroKernel<G::kRows, kTransA>(d, kTransA ? a + i : a + i * lda, lda, panel + g, k,
+                                         bias_group, alpha, c + i * ldc + col, ldc, cols);
         }
         if (i < i_end) {
-          MicroKernelTail<G::kRows - 1>(i_end - i, d, a + i * lda, lda, panel + g, k, bias_group,
-                                        alpha, c + i * ldc + col, ldc, cols);
+          MicroKernelTail<G::kRows - 1, kTransA>(i_end - i, d, kTransA ? a + i : a + i * lda,
+                                                 lda, panel + g, k, bias_group, alpha,
+                                                 c + i * ldc + col, ldc, cols);
         }
       }
     }

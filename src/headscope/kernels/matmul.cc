@@ -21,6 +21,11 @@ void MatMulPackedTarget(const float* a, size_t lda, const float* packed_b, const
   MatMulPackedImpl(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
 }
 
+void MatMulPackedTransATarget(const float* a, size_t lda, const float* packed_b, const float* bias,
+                              size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc) {
+  MatMulPackedImpl<true>(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace headscope
 HWY_AFTER_NAMESPACE();
@@ -29,13 +34,20 @@ HWY_AFTER_NAMESPACE();
 namespace headscope {
 
 HEADSCOPE_EXPORT(MatMulPackedTarget);
+HEADSCOPE_EXPORT(MatMulPackedTransATarget);
 
-void MatMulPacked(const float* a, size_t lda, const float* packed_b, const float* bias, size_t m,
-                  size_t n, size_t k, float alpha, float* c, size_t ldc, int threads) {
+namespace {
+// One product, on the pool when it is worth it. trans_a: A stored as (k, m), A(i, p) = a[p * lda
+// + i], so a block of rows starts at a + i0 instead of a + i0 * lda.
+void MatMulPackedAny(bool trans_a, const float* a, size_t lda, const float* packed_b,
+                     const float* bias, size_t m, size_t n, size_t k, float alpha, float* c,
+                     size_t ldc, int threads) {
+  const auto kernel = trans_a ? HEADSCOPE_DISPATCH(MatMulPackedTransATarget)
+                              : HEADSCOPE_DISPATCH(MatMulPackedTarget);
   if (ThreadCount() == 1 || threads < ThreadCount() ||
       static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
           kParallelMinMacs) {
-    HEADSCOPE_DISPATCH(MatMulPackedTarget)(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
+    kernel(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
     return;
   }
   // Tasks are blocks of kRowBlock rows x a run of whole panels: each is the same kernel on a
@@ -57,10 +69,21 @@ void MatMulPacked(const float* a, size_t lda, const float* packed_b, const float
     const size_t j0 = (task % col_runs) * panels_per_run * kPanel;
     const size_t rows = m - i0 < kRowBlockRows ? m - i0 : kRowBlockRows;
     const size_t cols = n - j0 < panels_per_run * kPanel ? n - j0 : panels_per_run * kPanel;
-    HEADSCOPE_DISPATCH(MatMulPackedTarget)(a + i0 * lda, lda, packed_b + j0 * k,
-                                           bias != nullptr ? bias + j0 : nullptr, rows, cols, k,
-                                           alpha, c + i0 * ldc + j0, ldc);
+    kernel(trans_a ? a + i0 : a + i0 * lda, lda, packed_b + j0 * k,
+           bias != nullptr ? bias + j0 : nullptr, rows, cols, k, alpha, c + i0 * ldc + j0, ldc);
   });
+}
+}  // namespace
+
+void MatMulPacked(const float* a, size_t lda, const float* packed_b, const float* bias, size_t m,
+                  size_t n, size_t k, float alpha, float* c, size_t ldc, int threads) {
+  MatMulPackedAny(false, a, lda, packed_b, bias, m, n, k, alpha, c, ldc, threads);
+}
+
+void MatMulPackedTransA(const float* a, size_t lda, const float* packed_b, const float* bias,
+                        size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc,
+                        int threads) {
+  MatMulPackedAny(true, a, lda, packed_b, bias, m, n, k, alpha, c, ldc, threads);
 }
 
 void PackB(const float* b, size_t n, size_t k, size_t row_stride, size_t col_stride,

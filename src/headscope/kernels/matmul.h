@@ -30,6 +30,14 @@ void PackB(const float* b, size_t n, size_t k, size_t row_stride, size_t col_str
 void MatMulPacked(const float* a, size_t lda, const float* packed_b, const float* bias, size_t m,
                   size_t n, size_t k, float alpha, float* c, size_t ldc, int threads = 1);
 
+// The same with A stored transposed: A (m, k) is A(i, p) = a[p * lda + i] (a row-major (k, m)
+// block with leading dimension lda >= m). The backward's dW = dY^T X and P^T dZ read their
+// left-hand operand so instead of copying its transpose. Each element of C is the chain of
+// MatMulPacked's for the same A: the same bits.
+void MatMulPackedTransA(const float* a, size_t lda, const float* packed_b, const float* bias,
+                        size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc,
+                        int threads = 1);
+
 // Plain triple loop with the same contract (B unpacked, as given to PackB): the scalar reference
 // the kernel tests compare against.
 void MatMulScalar(const float* a, size_t lda, const float* b, size_t row_stride,

@@ -62,6 +62,114 @@ void LayerNormRowsTarget(const float* in, size_t rows, size_t d, const float* w,
   }
 }
 
+// Rows shorter than this take the double-precision scalar backward: with a handful of entries the
+// LayerNorm output hardly depends on x (d = 1: not at all), dx is the difference of nearly equal
+// terms times a large rstd, and float's rounding of them would be most of it.
+inline constexpr size_t kLayerNormBackwardMinVector = 16;
+
+// dx, dw, db as LayerNormBackwardRowsTarget's contract, in double (dw, db zeroed by the caller).
+HWY_INLINE void LayerNormBackwardRowsDouble(const float* in, const float* dy, size_t rows,
+                                            size_t d, const float* w, float eps, float* dx,
+                                            bool add, float* dw, float* db) {
+  for (size_t r = 0; r < rows; ++r) {
+    const float* x = in + r * d;
+    const float* g = dy + r * d;
+    double mean = 0, var = 0, mg = 0, mgx = 0;
+    for (size_t j = 0; j < d; ++j) mean += x[j];
+    mean /= static_cast<double>(d);
+    for (size_t j = 0; j < d; ++j) var += (x[j] - mean) * (x[j] - mean);
+    var /= static_cast<double>(d);
+    const double rstd = 1.0 / std::sqrt(var + static_cast<double>(eps));
+    for (size_t j = 0; j < d; ++j) {
+      const double xhat = (x[j] - mean) * rstd, gw = static_cast<double>(g[j]) * w[j];
+      mg += gw;
+      mgx += gw * xhat;
+      dw[j] = static_cast<float>(dw[j] + g[j] * xhat);
+      db[j] += g[j];
+    }
+    mg /= static_cast<double>(d);
+    mgx /= static_cast<double>(d);
+    for (size_t j = 0; j < d; ++j) {
+      const double xhat = (x[j] - mean) * rstd;
+      const double v = rstd * (static_cast<double>(g[j]) * w[j] - mg - xhat * mgx);
+      dx[r * d + j] = add ? static_cast<float>(dx[r * d + j] + v) : static_cast<float>(v);
+    }
+  }
+}
+
+// The backward of LayerNormRowsTarget (rowwise.h: LayerNormBackwardRows). The row statistics are
+// the forward's (the same two passes); the sums over a row are lane-wise, then SumOfLanes, and
+// dw / db accumulate row after row, so the order is fixed for a target whatever the thread count.
+void LayerNormBackwardRowsTarget(const float* in, const float* dy, size_t rows, size_t d,
+                                 const float* w, float eps, float* dx, bool add, float* dw,
+                                 float* db) {
+  for (size_t j = 0; j < d; ++j) dw[j] = db[j] = 0.0f;
+  if (d < kLayerNormBackwardMinVector) {
+    LayerNormBackwardRowsDouble(in, dy, rows, d, w, eps, dx, add, dw, db);
+    return;
+  }
+  const hn::ScalableTag<float> df;
+  const size_t N = hn::Lanes(df), full = d - d % N;
+  const float inv_d = 1.0f / static_cast<float>(d);
+  for (size_t r = 0; r < rows; ++r) {
+    const float* HWY_RESTRICT x = in + r * d;
+    const float* HWY_RESTRICT g = dy + r * d;
+    float* HWY_RESTRICT out = dx + r * d;
+    auto sum = hn::Zero(df);
+    size_t j = 0;
+    for (; j < full; j += N) sum = hn::Add(sum, hn::LoadU(df, x + j));
+    float mean = hn::GetLane(hn::SumOfLanes(df, sum));
+    for (; j < d; ++j) mean += x[j];
+    mean *= inv_d;
+    const auto vmean = hn::Set(df, mean);
+    auto sq = hn::Zero(df);
+    for (j = 0; j < full; j += N) {
+      const auto t = hn::Sub(hn::LoadU(df, x + j), vmean);
+      sq = hn::MulAdd(t, t, sq);
+    }
+    float var = hn::GetLane(hn::SumOfLanes(df, sq));
+    for (; j < d; ++j) var += (x[j] - mean) * (x[j] - mean);
+    var *= inv_d;
+    const float rstd = 1.0f / std::sqrt(var + eps);
+    const auto vrstd = hn::Set(df, rstd);
+    // mean of g = dy * w and of g * xhat
+    auto sg = hn::Zero(df), sgx = hn::Zero(df);
+    for (j = 0; j < full; j += N) {
+      const auto xhat = hn::Mul(hn::Sub(hn::LoadU(df, x + j), vmean), vrstd);
+      const auto dyv = hn::LoadU(df, g + j);
+      const auto gv = hn::Mul(dyv, hn::LoadU(df, w + j));
+      sg = hn::Add(sg, gv);
+      sgx = hn::MulAdd(gv, xhat, sgx);
+      hn::StoreU(hn::MulAdd(dyv, xhat, hn::LoadU(df, dw + j)), df, dw + j);
+      hn::StoreU(hn::Add(dyv, hn::LoadU(df, db + j)), df, db + j);
+    }
+    float mg = hn::GetLane(hn::SumOfLanes(df, sg)), mgx = hn::GetLane(hn::SumOfLanes(df, sgx));
+    for (; j < d; ++j) {
+      const float xhat = (x[j] - mean) * rstd;
+      const float gv = g[j] * w[j];
+      mg += gv;
+      mgx += gv * xhat;
+      dw[j] += g[j] * xhat;
+      db[j] += g[j];
+    }
+    mg *= inv_d;
+    mgx *= inv_d;
+    const auto vmg = hn::Set(df, mg), vmgx = hn::Set(df, mgx);
+    for (j = 0; j < full; j += N) {
+      const auto xhat = hn::Mul(hn::Sub(hn::LoadU(df, x + j), vmean), vrstd);
+      const auto gv = hn::Mul(hn::LoadU(df, g + j), hn::LoadU(df, w + j));
+      auto v = hn::Mul(vrstd, hn::NegMulAdd(xhat, vmgx, hn::Sub(gv, vmg)));
+      if (add) v = hn::Add(v, hn::LoadU(df, out + j));
+      hn::StoreU(v, df, out + j);
+    }
+    for (; j < d; ++j) {
+      const float xhat = (x[j] - mean) * rstd;
+      const float v = rstd * ((g[j] * w[j] - mg) - xhat * mgx);
+      out[j] = add ? out[j] + v : v;
+    }
+  }
+}
+
 // erf(x) for a vector, as torch's Vectorized<float>::erf: t = 1 / (1 + p |x|), r = a polynomial
 // in t, erf = sign(x) (1 - r t exp(-x^2)).
 template <class D, class V>
@@ -94,6 +202,39 @@ void GeluInPlaceTarget(float* x, size_t n) {
   for (; i < n; ++i) hn::StoreU(Gelu(d1, hn::LoadU(d1, x + i)), d1, x + i);
 }
 
+// GELU's derivative times dy: Phi(x) + x phi(x), with Phi from the same erf as the forward and
+// phi(x) = exp(-x^2 / 2) / sqrt(2 pi), the exponential erf(x / sqrt(2)) computes anyway.
+template <class D>
+HWY_INLINE hn::Vec<D> GeluGrad(D d, hn::Vec<D> x, hn::Vec<D> dy) {
+  const auto z = hn::Mul(x, hn::Set(d, 0.70710678118654752440f));
+  const auto az = hn::Abs(z);
+  const auto one = hn::Set(d, 1.0f);
+  const auto t = hn::Div(one, hn::MulAdd(hn::Set(d, 0.3275911f), az, one));
+  auto r = hn::MulAdd(hn::Set(d, 1.061405429f), t, hn::Set(d, -1.453152027f));
+  r = hn::MulAdd(r, t, hn::Set(d, 1.421413741f));
+  r = hn::MulAdd(r, t, hn::Set(d, -0.284496736f));
+  r = hn::MulAdd(r, t, hn::Set(d, 0.254829592f));
+  const auto e = ExpNonPositive(d, hn::Neg(hn::Mul(az, az)));  // exp(-x^2 / 2)
+  const auto erf = hn::CopySign(hn::NegMulAdd(hn::Mul(t, e), r, one), z);
+  const auto half = hn::Set(d, 0.5f);
+  const auto cdf = hn::MulAdd(half, erf, half);
+  const auto pdf = hn::Mul(e, hn::Set(d, 0.39894228040143267794f));
+  return hn::Mul(dy, hn::MulAdd(x, pdf, cdf));
+}
+
+void GeluBackwardTarget(const float* x, float* dy, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(GeluGrad(d, hn::LoadU(d, x + i), hn::LoadU(d, dy + i)), d, dy + i);
+  }
+  const hn::CappedTag<float, 1> d1;
+  for (; i < n; ++i) {
+    hn::StoreU(GeluGrad(d1, hn::LoadU(d1, x + i), hn::LoadU(d1, dy + i)), d1, dy + i);
+  }
+}
+
 void ReluInPlaceTarget(float* x, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
@@ -117,6 +258,8 @@ namespace headscope {
 HEADSCOPE_EXPORT(LayerNormRowsTarget);
 HEADSCOPE_EXPORT(GeluInPlaceTarget);
 HEADSCOPE_EXPORT(ReluInPlaceTarget);
+HEADSCOPE_EXPORT(GeluBackwardTarget);
+HEADSCOPE_EXPORT(LayerNormBackwardRowsTarget);
 
 void LayerNormRows(const float* in, size_t rows, size_t d, const float* w, const float* b,
                    float eps, float* out) {
@@ -126,6 +269,15 @@ void LayerNormRows(const float* in, size_t rows, size_t d, const float* w, const
 void GeluInPlace(float* x, size_t n) { HEADSCOPE_DISPATCH(GeluInPlaceTarget)(x, n); }
 
 void ReluInPlace(float* x, size_t n) { HEADSCOPE_DISPATCH(ReluInPlaceTarget)(x, n); }
+
+void LayerNormBackwardRows(const float* in, const float* dy, size_t rows, size_t d,
+                           const float* w, float eps, float* dx, bool add, float* dw, float* db) {
+  HEADSCOPE_DISPATCH(LayerNormBackwardRowsTarget)(in, dy, rows, d, w, eps, dx, add, dw, db);
+}
+
+void GeluBackward(const float* x, float* dy, size_t n) {
+  HEADSCOPE_DISPATCH(GeluBackwardTarget)(x, dy, n);
+}
 
 }  // namespace headscope
 #endif  // HWY_ONCE

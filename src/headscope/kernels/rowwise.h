@@ -15,6 +15,13 @@ namespace headscope {
 void LayerNormRows(const float* in, size_t rows, size_t d, const float* w, const float* b,
                    float eps, float* out);
 
+// The backward of LayerNormRows (the training pass, transformer_train.cc): for rows of d floats
+// with input `in` and output gradient `dy`, dx = rstd (dy w - mean(dy w) - xhat mean(dy w xhat))
+// (written, or added to dx when `add`), dw = sum over rows of dy xhat and db = sum of dy
+// (written), with xhat and rstd the forward's statistics. In float, the sums in a fixed order.
+void LayerNormBackwardRows(const float* in, const float* dy, size_t rows, size_t d,
+                           const float* w, float eps, float* dx, bool add, float* dw, float* db);
+
 // F.gelu, the erf form, in place: 0.5 x (1 + erf(x / sqrt(2))), with erf as PyTorch's vectorized
 // CPU kernel computes it (Abramowitz and Stegun 7.1.26, |error| < 1.5e-7: torch's
 // Vectorized<float>::erf), so the numbers are those torch's float GELU gives.
@@ -22,6 +29,10 @@ void GeluInPlace(float* x, size_t n);
 
 // F.relu in place (NaN stays NaN).
 void ReluInPlace(float* x, size_t n);
+
+// The backward of GeluInPlace: dy[i] *= Phi(x[i]) + x[i] phi(x[i]) (torch's GeluBackward for
+// approximate='none'), with Phi from the forward's erf and phi(x) = exp(-x^2 / 2) / sqrt(2 pi).
+void GeluBackward(const float* x, float* dy, size_t n);
 
 }  // namespace headscope
 

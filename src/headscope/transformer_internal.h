@@ -1,0 +1,59 @@
+// The parts of Transformer that transformer.cc (the forward passes) and transformer_train.cc
+// (backward and training) share: a layer, the packed Linear panels, and what the forward keeps
+// for the backward. Not a public header.
+#ifndef HEADSCOPE_TRANSFORMER_INTERNAL_H_
+#define HEADSCOPE_TRANSFORMER_INTERNAL_H_
+
+#include <memory>
+#include <vector>
+
+#include "headscope/transformer.h"
+
+namespace headscope {
+
+struct Transformer::Layer {
+  std::unique_ptr<MultiheadAttention> attn;
+  KvCache cache;  // Generate's keys and values of this layer (causal models)
+  int ln1_w = -1, ln1_b = -1, ln2_w = -1, ln2_b = -1;
+  int fc_in_w = -1, fc_in_b = -1, fc_out_w = -1, fc_out_b = -1;
+};
+
+// A Linear weight packed for MatMulPacked, stamped with the store version it was packed from.
+struct PackedLinear {
+  AlignedBuffer panels;
+  uint64_t version = 0;
+};
+struct Transformer::Packed {
+  std::vector<PackedLinear> fc_in, fc_out;  // per layer
+  PackedLinear unembed;
+  uint64_t version = 0;  // the store version all of them were brought up to
+};
+
+// What a training forward keeps per layer for the backward ([M, D] rows, M = B * T, unless
+// noted), copied as the forward produces them (the forward itself is the one Forward runs).
+// What is cheap to compute again is not kept: the LayerNorm outputs (one row-wise pass), the
+// attention's projections (one product, a third of the layer's) and the MLP's activation; that
+// halves a layer's memory (the 1M model's training stays within 64 MB of WebAssembly memory).
+struct SavedLayer {
+  AlignedBuffer resid_pre;  // the block's input (ln1's input under pre-norm)
+  AlignedBuffer sum1;       // post-norm: resid_pre + attention output, ln1's input
+  AlignedBuffer concat;     // the heads' outputs after their gates, [B, T, D]
+  AlignedBuffer pattern;    // softmax weights [B, H, T, T]
+  AlignedBuffer resid_mid;  // the MLP sub-block's input x (ln2's input under pre-norm)
+  AlignedBuffer h_pre;      // fc_in's output before the activation, [M, d_mlp]
+  AlignedBuffer sum2;       // post-norm: resid_mid + MLP output, ln2's input
+};
+
+struct Transformer::Saved {
+  std::vector<SavedLayer> layers;
+  AlignedBuffer final_in;  // the last block's output: ln_final's input under pre-norm
+  AlignedBuffer logits;    // [M, V]
+  // The backward's buffers: gradients flowing through the residual stream and the stages, the
+  // packed right-hand operand of each product, the recomputed projections, per-head tiles.
+  AlignedBuffer dx, dtmp, dnorm, dwide, dlogits, pack, qkv, tile_m, tile_ds;
+  std::vector<double> ln_acc;  // LayerNorm backward's per-column sums
+};
+
+}  // namespace headscope
+
+#endif  // HEADSCOPE_TRANSFORMER_INTERNAL_H_

@@ -1,0 +1,501 @@
+// Training of the Transformer: the backward of every stage of the reference module
+// (shared/spec/tiny_transformer.py) and the optimizer step over its parameters.
+//
+// The forward is RunBlocks with a Saved (transformer.cc): the same kernels as Forward, keeping
+// each stage's numbers the backward reads. The backward then runs the stages in reverse, on the
+// residual stream's gradient dx [M, D] (M = B * T rows):
+//   logits = xf Wu^T + bu          dWu = dlogits^T xf, dbu = colsum, dxf = dlogits Wu
+//   ln_final, ln1, ln2             LayerNorm's backward, per row in double
+//   MLP: h = act(h_pre)            dW = dy^T x, dx = dy W for fc_out and fc_in; act' on h_pre
+//   attention (per batch element n, head h, with P the softmax weights, g the head's gate):
+//     concat = g P V, out = concat Wo^T + bo
+//     dWo = dout^T concat, dconcat = dout Wo
+//     M = dZ V^T (dZ: head h's columns of dconcat), d gate = sum(P * M), dP = g M
+//     dV = g P^T dZ,  dS = P * (dP - rowsum(P * dP)),  dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd)
+//     dWin = dqkv^T a_in, da_in = dqkv Win
+//   embeddings                     scatter-add of dx's rows into the token and position rows
+// Every product is MatMulPacked (the forward's kernel: its bits do not depend on the thread
+// count), with the right-hand operand packed by PackB through strides (a transposed operand costs
+// no copy) and the left-hand one transposed into a buffer where it must be; every other
+// reduction (column sums, LayerNorm's, the gate gradients) is a loop in a fixed order. So the
+// gradients are the same bits with 1 or N threads, natively and in WebAssembly for one SIMD
+// target set (the kernels' target; FMA is not used by any of them).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "headscope/kernels/matmul.h"
+#include "headscope/kernels/rowwise.h"
+#include "headscope/kernels/softmax.h"
+#include "headscope/plan.h"
+#include "headscope/transformer.h"
+#include "headscope/transformer_internal.h"
+
+namespace headscope {
+namespace {
+
+std::string Str(int64_t v) { return std::to_string(v); }
+
+bool Grow(AlignedBuffer* b, uint64_t floats, size_t* bytes, size_t limit) {
+  return AddBytes(bytes, floats, limit) && b->Resize(static_cast<size_t>(floats));
+}
+
+// c [m, n] = alpha * a [m, k] (lda) B^T, B(j, p) = b[j * rs + p * cs]: PackB into `pack`, then
+// the forward's kernel.
+void Product(const float* a, size_t lda, const float* b, size_t rs, size_t cs, size_t m, size_t n,
+             size_t k, float alpha, float* c, size_t ldc, float* pack, int threads) {
+  PackB(b, n, k, rs, cs, pack);
+  MatMulPacked(a, lda, pack, nullptr, m, n, k, alpha, c, ldc, threads);
+}
+
+// out[j] = sum over rows of a[i, j], in row order, in float (a bias gradient: rows of M
+// values; the compiler vectorizes across j, which changes no order within a column).
+void ColumnSums(const float* a, size_t rows, size_t cols, size_t lda, float* out) {
+  std::memset(out, 0, cols * sizeof(float));
+  for (size_t i = 0; i < rows; ++i) {
+    const float* r = a + i * lda;
+    for (size_t j = 0; j < cols; ++j) out[j] += r[j];
+  }
+}
+
+// The mean cross-entropy of logits [positions, vocab] against targets (-100: not counted), in
+// double: per counted row max + log(sum exp(x - max)) - x[target]. With `grad`, also its
+// gradient (softmax(row) - onehot(target)) / counted, 0 on the rows not counted, from the same
+// exponentials. Targets were checked by the caller.
+double CrossEntropy(const float* logits, size_t positions, size_t vocab, const int32_t* targets,
+                    size_t counted, float* grad) {
+  double total = 0;
+  const double inv = 1.0 / static_cast<double>(counted);
+  for (size_t p = 0; p < positions; ++p) {
+    const int32_t t = targets[p];
+    float* g = grad != nullptr ? grad + p * vocab : nullptr;
+    if (t == -100) {
+      if (g != nullptr) std::memset(g, 0, vocab * sizeof(float));
+      continue;
+    }
+    const float* row = logits + p * vocab;
+    double max = row[0];
+    for (size_t j = 1; j < vocab; ++j) max = row[j] > max ? row[j] : max;
+    double sum = 0;
+    if (g == nullptr) {
+      for (size_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - max);
+    } else {
+      for (size_t j = 0; j < vocab; ++j) {
+        const double e = std::exp(row[j] - max);
+        g[j] = static_cast<float>(e);  // kept for the gradient below (e <= 1)
+        sum += e;
+      }
+    }
+    total += max + std::log(sum) - row[t];
+    if (g != nullptr) {
+      const double scale = inv / sum;
+      for (size_t j = 0; j < vocab; ++j) g[j] = static_cast<float>(g[j] * scale);
+      g[t] = static_cast<float>(static_cast<double>(g[t]) - inv);
+    }
+  }
+  return total / static_cast<double>(counted);
+}
+
+// Targets [positions]: -100 or in [0, vocab); the count of the counted ones, at least one.
+Status CheckTargets(const int32_t* targets, int64_t positions, int64_t length, int64_t vocab,
+                    size_t* counted) {
+  *counted = 0;
+  for (int64_t p = 0; p < positions; ++p) {
+    const int32_t t = targets[p];
+    if (t == -100) continue;
+    if (t < 0 || t >= vocab) {
+      const std::string at = length > 0 ? "[" + Str(p / length) + ", " + Str(p % length) + "]"
+                                        : Str(p);
+      return ArgError(StatusCode::kInvalidArgument, Arg::kTargets,
+                      "target " + at + " is " + Str(t) + ", expected -100 (ignored) or an " +
+                          "integer in [0, " + Str(vocab - 1) + "] (" + ArgName(Arg::kVocabSize) +
+                          " " + Str(vocab) + ")");
+    }
+    ++*counted;
+  }
+  if (*counted == 0) {
+    return ArgError(StatusCode::kInvalidArgument, Arg::kTargets,
+                    "every target is -100 (ignored): there is no loss to compute");
+  }
+  return Status::Ok();
+}
+
+// The backward of y = LayerNorm(x) * w + b over rows of d (kernels/rowwise.h).
+void LayerNormBackward(const float* x, const float* dy, size_t rows, size_t d, const float* w,
+                       double eps, float* dx, bool add, float* dw, float* db,
+                       std::vector<double>* /*acc*/) {
+  LayerNormBackwardRows(x, dy, rows, d, w, static_cast<float>(eps), dx, add, dw, db);
+}
+
+// dh *= act'(h_pre), elementwise: GELU (erf form) Phi(x) + x phi(x); ReLU 1 where x > 0, else 0
+// (torch's threshold_backward: 0 at x = 0).
+void ActivationBackward(Activation act, const float* h_pre, float* dh, size_t n) {
+  if (act == Activation::kRelu) {
+    for (size_t i = 0; i < n; ++i) dh[i] = h_pre[i] > 0 ? dh[i] : 0.0f;
+    return;
+  }
+  GeluBackward(h_pre, dh, n);  // kernels/rowwise.h
+}
+
+// h = act(h_pre) as the forward computes it (GeluInPlace / ReluInPlace on a copy).
+void Activated(Activation act, const float* h_pre, float* h, size_t n) {
+  std::memcpy(h, h_pre, n * sizeof(float));
+  if (act == Activation::kRelu) {
+    ReluInPlace(h, n);
+  } else {
+    GeluInPlace(h, n);
+  }
+}
+}  // namespace
+
+Status Transformer::Loss(const float* logits, int64_t positions, int64_t vocab,
+                         const int32_t* targets, double* loss) {
+  size_t counted = 0;
+  HEADSCOPE_RETURN_IF_ERROR(CheckTargets(targets, positions, 0, vocab, &counted));
+  *loss = CrossEntropy(logits, static_cast<size_t>(positions), static_cast<size_t>(vocab), targets,
+                       counted, nullptr);
+  return Status::Ok();
+}
+
+Status Transformer::SetOptimizer(const OptimizerConfig& config) {
+  std::unique_ptr<Optimizer> opt;
+  HEADSCOPE_RETURN_IF_ERROR(Optimizer::Create(config, &opt));
+  optimizer_ = std::move(opt);
+  return Status::Ok();
+}
+
+Status Transformer::Gradient(std::string_view name, TensorView* out) const {
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].name != name) continue;
+    if (!have_grads_) {
+      return Status(StatusCode::kInvalidArgument, Arg::kStateDict,
+                    "grads['" + std::string(name) + "']: no gradients yet (run backward first)");
+    }
+    const size_t n = static_cast<size_t>(params_[i].shape.NumElements());
+    *out = TensorView(grads_[i].data(), params_[i].shape, n);
+    return Status::Ok();
+  }
+  std::string keys;
+  for (const TransformerParamSpec& p : TransformerParams(config_)) {
+    keys += (keys.empty() ? "" : ", ") + p.name;
+  }
+  return Status(StatusCode::kUnknownParameter, Arg::kStateDict,
+                "grads['" + std::string(name) + "']: unknown key for this config (expected keys: " +
+                    keys + ")");
+}
+
+Status Transformer::Backward(const TokenView& tokens, const int32_t* targets,
+                             const BackwardOptions& options, BackwardResult* result) {
+  const Status s = BackwardPass(tokens, targets, options, result);
+  if (!s.ok()) have_grads_ = false;  // a failed pass may have written some gradients
+  return s;
+}
+
+Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets,
+                                 const BackwardOptions& options, BackwardResult* result) {
+  const TransformerConfig& c = config_;
+  const int64_t B = tokens.batch, T = tokens.length, V = c.vocab_size;
+  HEADSCOPE_RETURN_IF_ERROR(CheckTokens(tokens, Arg::kTokens, c.max_len, ArgName(Arg::kMaxLen)));
+  if (targets == nullptr) {
+    return ArgError(StatusCode::kShapeMismatch, Arg::kTargets,
+                    "expected (B, T) = (" + Str(B) + ", " + Str(T) + ") targets, got none");
+  }
+  HEADSCOPE_RETURN_IF_ERROR(CheckGates(options.head_gates));
+  // Targets first, before any work (Loss's check, naming (b, t)).
+  size_t counted = 0;
+  HEADSCOPE_RETURN_IF_ERROR(CheckTargets(targets, B * T, T, V, &counted));
+  HEADSCOPE_RETURN_IF_ERROR(Prepare());
+  if (saved_ == nullptr) {
+    saved_.reset(new (std::nothrow) Saved);
+    if (saved_ == nullptr) return TooLarge(B, T, context_.max_call_bytes);
+  }
+  Saved& sv = *saved_;
+
+  // ---- Forward, keeping the stages ----
+  context_.UseProcessDefaults();
+  const size_t limit = context_.max_call_bytes;
+  const uint64_t rows = static_cast<uint64_t>(B * T);
+  const size_t M = static_cast<size_t>(rows), D = static_cast<size_t>(c.d_model);
+  const size_t Vz = static_cast<size_t>(V), Mlp = static_cast<size_t>(c.d_mlp);
+  const size_t H = static_cast<size_t>(c.n_heads), hd = D / H, Tz = static_cast<size_t>(T);
+  const size_t L = static_cast<size_t>(c.n_layers);
+  size_t bytes = 0;
+  const uint64_t MD = SaturatingProduct({rows, static_cast<uint64_t>(D)});
+  if (!Grow(&sv.logits, SaturatingProduct({rows, static_cast<uint64_t>(V)}), &bytes, limit)) {
+    return TooLarge(B, T, limit);
+  }
+  // The backward's buffers are counted first, so RunBlocks's own accounting adds to them.
+  const uint64_t wide = std::max<uint64_t>(3 * D, Mlp);
+  uint64_t pack = 0, trans = 0;
+  const auto need = [&](uint64_t n, uint64_t k) {
+    pack = std::max<uint64_t>(pack, PackedFloats(static_cast<size_t>(n), static_cast<size_t>(k)));
+  };
+  for (uint64_t in : {static_cast<uint64_t>(D), static_cast<uint64_t>(Mlp)}) {
+    need(in, rows);  // dW = dy^T x: x packed as (in, M)
+  }
+  need(D, 3 * D);   // da_in = dqkv Win
+  need(3 * D, D);   // qkv = a_in Win^T, recomputed
+  need(D, D);       // dconcat = dout Wo
+  need(D, V);       // dxf = dlogits Wu
+  need(D, Mlp);     // dm_in = dh Wfc_in
+  need(Mlp, D);     // dh = dm Wfc_out
+  need(Tz, hd);     // M = dZ V^T
+  need(hd, Tz);     // dV, dQ, dK
+  trans = SaturatingProduct({rows, 3 * static_cast<uint64_t>(D)});  // the recomputed q | k | v
+  const uint64_t tile = static_cast<uint64_t>(Tz) * Tz;
+  if (!Grow(&sv.dx, MD, &bytes, limit) || !Grow(&sv.dtmp, MD, &bytes, limit) ||
+      !Grow(&sv.dnorm, MD, &bytes, limit) ||
+      !Grow(&sv.dwide, SaturatingProduct({rows, wide}), &bytes, limit) ||
+      !Grow(&sv.dlogits, SaturatingProduct({rows, static_cast<uint64_t>(V)}), &bytes, limit) ||
+      !Grow(&sv.pack, pack, &bytes, limit) || !Grow(&sv.qkv, trans, &bytes, limit) ||
+      !Grow(&sv.tile_m, tile, &bytes, limit) ||
+      !Grow(&sv.tile_ds, tile, &bytes, limit)) {
+    return TooLarge(B, T, limit);
+  }
+  if (grads_.size() != params_.size()) {
+    grads_.clear();
+    grads_.resize(params_.size());
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (!Grow(&grads_[i], static_cast<uint64_t>(params_[i].shape.NumElements()), &bytes, limit)) {
+      return TooLarge(B, T, limit);
+    }
+  }
+  HEADSCOPE_RETURN_IF_ERROR(RunBlocks(tokens, 0, options.head_gates, /*cached=*/false, bytes,
+                                      nullptr, nullptr, &sv));
+  const bool pre = c.norm == NormPlacement::kPre, post = c.norm == NormPlacement::kPost;
+  const double eps = static_cast<float>(c.ln_eps);  // the forward's LayerNorm takes it as float
+  if (pre) {
+    if (!sv.final_in.Resize(M * D)) return TooLarge(B, T, limit);
+    std::memcpy(sv.final_in.data(), x_.data(), M * D * sizeof(float));
+    LayerNormRows(x_.data(), M, D, store_.data(ln_final_w_), store_.data(ln_final_b_),
+                  static_cast<float>(c.ln_eps), x_.data());
+  }
+  Unembed(x_.data(), M, sv.logits.data());  // x_: the unembedding's input xf
+
+  // ---- Backward ----
+  const int threads = context_.pool.threads;
+  std::vector<double>& acc = sv.ln_acc;
+  // The gradient buffer of a TransformerParams key (the names are the reference's).
+  const auto grad = [&](const std::string& name) -> float* {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (params_[i].name == name) return grads_[i].data();
+    }
+    return nullptr;
+  };
+  // dW [out, in] = dy^T x, db = colsum(dy), and (dx != null) dx [M, in] = dy W: the backward
+  // of y = x W^T + b over M rows.
+  const auto linear = [&](const float* x, const float* w, const float* dy, size_t in, size_t out,
+                          float* dw, float* db, float* dx) {
+    PackB(x, in, M, 1, in, sv.pack.data());  // B(j, i) = x[i, j]
+    MatMulPackedTransA(dy, out, sv.pack.data(), nullptr, out, in, M, 1.0f, dw, in, threads);
+    if (db != nullptr) ColumnSums(dy, M, out, out, db);
+    if (dx != nullptr) {
+      Product(dy, out, w, 1, in, M, in, out, 1.0f, dx, in, sv.pack.data(), threads);
+    }
+  };
+
+  // The loss (Loss's bits) and dlogits = (softmax(row) - onehot(target)) / counted.
+  float* dlogits = sv.dlogits.data();
+  result->loss = CrossEntropy(sv.logits.data(), M, Vz, targets, counted, dlogits);
+  float* dx = sv.dx.data();
+  linear(x_.data(), store_.data(unembed_w_), dlogits, D, Vz, grad("unembed.weight"),
+         unembed_b_ >= 0 ? grad("unembed.bias") : nullptr, dx);
+  if (pre) {
+    LayerNormBackward(sv.final_in.data(), dx, M, D, store_.data(ln_final_w_), eps,
+                      sv.dtmp.data(), false, grad("ln_final.weight"), grad("ln_final.bias"), &acc);
+    std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
+  }
+
+  if (options.head_gate_grads) result->head_gate_grads.assign(L * H, 0.0);
+  for (size_t li = L; li-- > 0;) {
+    const Layer& layer = *layers_[li];
+    const SavedLayer& sl = sv.layers[li];
+    const std::string b = "blocks." + std::to_string(li) + ".";
+    // dx: the gradient of the block's output.
+    if (c.d_mlp > 0) {
+      if (post) {  // x_out = ln2(sum2)
+        LayerNormBackward(sl.sum2.data(), dx, M, D, store_.data(layer.ln2_w), eps,
+                          sv.dtmp.data(), false, grad(b + "ln2.weight"), grad(b + "ln2.bias"), &acc);
+        std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
+      }
+      // sum2 = resid_mid + mlp(m_in): dx is d mlp_out and (the residual) part of d resid_mid.
+      // Pre-norm: m_in = ln2(resid_mid) again, the forward's bits (kept would cost [M, D]).
+      const float* m_in = sl.resid_mid.data();
+      if (pre) {
+        LayerNormRows(sl.resid_mid.data(), M, D, store_.data(layer.ln2_w),
+                      store_.data(layer.ln2_b), static_cast<float>(eps), sv.dnorm.data());
+        m_in = sv.dnorm.data();
+      }
+      float* h = sv.dwide.data();  // h = act(h_pre), recomputed rather than kept
+      Activated(c.act, sl.h_pre.data(), h, M * Mlp);
+      // fc_out: dW = dm^T h (h is packed, so dwide is free again), dh = dm Wfc_out.
+      PackB(h, Mlp, M, 1, Mlp, sv.pack.data());
+      MatMulPackedTransA(dx, D, sv.pack.data(), nullptr, D, Mlp, M, 1.0f,
+                         grad(b + "mlp.fc_out.weight"), Mlp, threads);
+      if (layer.fc_out_b >= 0) ColumnSums(dx, M, D, D, grad(b + "mlp.fc_out.bias"));
+      float* dhid = sv.dwide.data();
+      Product(dx, D, store_.data(layer.fc_out_w), 1, Mlp, M, Mlp, D, 1.0f, dhid, Mlp,
+              sv.pack.data(), threads);
+      ActivationBackward(c.act, sl.h_pre.data(), dhid, M * Mlp);
+      // fc_in: dW = dh^T m_in, dm_in = dh Wfc_in.
+      float* dm_in = sv.dtmp.data();
+      linear(m_in, store_.data(layer.fc_in_w), dhid, D, Mlp, grad(b + "mlp.fc_in.weight"),
+             layer.fc_in_b >= 0 ? grad(b + "mlp.fc_in.bias") : nullptr, dm_in);
+      if (pre) {  // m_in = ln2(resid_mid)
+        LayerNormBackward(sl.resid_mid.data(), dm_in, M, D, store_.data(layer.ln2_w), eps,
+                          dx, /*add=*/true, grad(b + "ln2.weight"), grad(b + "ln2.bias"), &acc);
+      } else {
+        AddInPlace(dx, dm_in, M * D);
+      }
+    }
+    // dx: the gradient of resid_mid (post-norm: of ln1's output).
+    if (post) {  // resid_mid = ln1(sum1)
+      LayerNormBackward(sl.sum1.data(), dx, M, D, store_.data(layer.ln1_w), eps,
+                        sv.dtmp.data(), false, grad(b + "ln1.weight"), grad(b + "ln1.bias"), &acc);
+      std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
+    }
+    // sum1 = resid_pre + attn(a_in): dx is d attn_out and part of d resid_pre.
+    const MhaWeights& w = layer.attn->weights();
+    // out_proj: dWo = dout^T concat, dconcat = dout Wo.
+    float* dconcat = sv.dtmp.data();
+    linear(sl.concat.data(), w.out_weight(), dx, D, D, grad(b + "attn.out_proj.weight"),
+           c.bias ? grad(b + "attn.out_proj.bias") : nullptr, dconcat);
+    // The attention's input and its projections again rather than kept ([M, D] and [M, 3D] a
+    // layer: what keeps the 1M model's training within 64 MB): a_in = ln1(resid_pre) under
+    // pre-norm, and qkv [M, 3D] = a_in Win^T + bin, the products the forward's projections
+    // compute (the same kernel and operands, so the same bits, in trans, free until in_proj's
+    // backward below).
+    const float* a_in = sl.resid_pre.data();
+    if (pre) {
+      LayerNormRows(sl.resid_pre.data(), M, D, store_.data(layer.ln1_w), store_.data(layer.ln1_b),
+                    static_cast<float>(eps), sv.dnorm.data());
+      a_in = sv.dnorm.data();
+    }
+    float* qkv = sv.qkv.data();
+    PackB(w.Get(Param::kInProjWeight), 3 * D, D, D, 1, sv.pack.data());
+    MatMulPacked(a_in, D, sv.pack.data(), c.bias ? w.Get(Param::kInProjBias) : nullptr, M, 3 * D,
+                 D, 1.0f, qkv, 3 * D, threads);
+    float* dqkv = sv.dwide.data();  // [M, 3D]: dq | dk | dv per row
+    const float sqrt_hd = std::sqrt(static_cast<float>(hd));
+    const float* gates = options.head_gates.present()
+                             ? options.head_gates.data + li * H
+                             : nullptr;
+    for (size_t n = 0; n < static_cast<size_t>(B); ++n) {
+      for (size_t hh = 0; hh < H; ++hh) {
+        const size_t row0 = n * Tz * D + hh * hd;  // (n, 0, head hh) in [B, T, D]
+        const float* P = sl.pattern.data() + (n * H + hh) * Tz * Tz;
+        const float* dZ = dconcat + row0;
+        const size_t out0 = n * Tz * 3 * D + hh * hd;  // (n, 0, head hh) in [B, T, 3D]
+        const float* q = qkv + out0;
+        const float* k = q + D;
+        const float* v = q + 2 * D;
+        const float g = gates != nullptr ? gates[hh] : 1.0f;
+        // Mm [T, T] = dZ V^T.
+        float* Mm = sv.tile_m.data();
+        Product(dZ, D, v, 3 * D, 1, Tz, Tz, hd, 1.0f, Mm, Tz, sv.pack.data(), 1);
+        if (options.head_gate_grads) {
+          double sum = 0;
+          for (size_t i = 0; i < Tz * Tz; ++i) sum += static_cast<double>(P[i]) * Mm[i];
+          result->head_gate_grads[li * H + hh] += sum;
+        }
+        // dV [T, hd] = g P^T dZ.
+        PackB(dZ, hd, Tz, 1, D, sv.pack.data());
+        MatMulPackedTransA(P, Tz, sv.pack.data(), nullptr, Tz, hd, Tz, g, dqkv + out0 + 2 * D,
+                           3 * D, 1);
+        // dS = P * (dP - rowsum(P * dP)), dP = g Mm.
+        float* dS = sv.tile_ds.data();
+        for (size_t i = 0; i < Tz; ++i) {
+          const float* pr = P + i * Tz;
+          const float* mr = Mm + i * Tz;
+          double dot = 0;
+          for (size_t j = 0; j < Tz; ++j) dot += static_cast<double>(pr[j]) * (g * mr[j]);
+          for (size_t j = 0; j < Tz; ++j) {
+            dS[i * Tz + j] = static_cast<float>(pr[j] * (static_cast<double>(g * mr[j]) - dot));
+          }
+        }
+        // dQ = dS K / sqrt(hd), dK = dS^T Q / sqrt(hd) (scores = (Q / sqrt(hd)) K^T).
+        Product(dS, Tz, k, 1, 3 * D, Tz, hd, Tz, 1.0f / sqrt_hd, dqkv + out0, 3 * D,
+                sv.pack.data(), 1);
+        PackB(q, hd, Tz, 1, 3 * D, sv.pack.data());
+        MatMulPackedTransA(dS, Tz, sv.pack.data(), nullptr, Tz, hd, Tz, 1.0f / sqrt_hd,
+                           dqkv + out0 + D, 3 * D, 1);
+      }
+    }
+    // in_proj: dWin = dqkv^T a_in, da_in = dqkv Win (dconcat's room is free again).
+    float* da_in = sv.dtmp.data();
+    linear(a_in, w.Get(Param::kInProjWeight), dqkv, D, 3 * D, grad(b + "attn.in_proj_weight"),
+           c.bias ? grad(b + "attn.in_proj_bias") : nullptr, da_in);
+    if (pre) {  // a_in = ln1(resid_pre)
+      LayerNormBackward(sl.resid_pre.data(), da_in, M, D, store_.data(layer.ln1_w), eps, dx,
+                        /*add=*/true, grad(b + "ln1.weight"), grad(b + "ln1.bias"), &acc);
+    } else {
+      AddInPlace(dx, da_in, M * D);
+    }
+  }
+  // Embeddings: x0 = tok_embed[tokens] (+ pos_embed[t]).
+  float* dtok = grad("tok_embed.weight");
+  std::memset(dtok, 0, Vz * D * sizeof(float));
+  for (size_t r = 0; r < M; ++r) {
+    AddInPlace(dtok + static_cast<size_t>(tokens.data[r]) * D, dx + r * D, D);
+  }
+  if (c.positions == PositionKind::kLearned) {
+    float* dpos = grad("pos_embed.weight");
+    std::memset(dpos, 0, static_cast<size_t>(c.max_len) * D * sizeof(float));
+    for (size_t r = 0; r < M; ++r) AddInPlace(dpos + (r % Tz) * D, dx + r * D, D);
+  }
+  have_grads_ = true;
+  return Status::Ok();
+}
+
+Status Transformer::TrainStep(const TokenView& tokens, const int32_t* targets,
+                              TrainStepResult* result) {
+  if (optimizer_ == nullptr) {
+    // (No argument id: the call's arguments are fine, the model lacks an optimizer.)
+    return Status(StatusCode::kInvalidArgument,
+                  "trainStep: no optimizer set (call setOptimizer first)");
+  }
+  BackwardResult br;
+  HEADSCOPE_RETURN_IF_ERROR(Backward(tokens, targets, BackwardOptions{}, &br));
+  // The slots in named_parameters order, each the owned entry (in_proj_weight, not its
+  // q/k/v_proj_weight aliases). MutableData bumps the versions, so the next pass repacks.
+  std::vector<OptimizerParam> slots;
+  slots.reserve(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const std::string& name = params_[i].name;
+    float* p = nullptr;
+    size_t l = 0;
+    const size_t attn = name.find(".attn.");
+    if (attn != std::string::npos) {
+      l = static_cast<size_t>(std::stoll(name.substr(7, attn - 7)));
+      const std::string key = name.substr(attn + 6);
+      const Param which = key == "in_proj_weight"    ? Param::kInProjWeight
+                          : key == "in_proj_bias"    ? Param::kInProjBias
+                          : key == "out_proj.weight" ? Param::kOutProjWeight
+                                                     : Param::kOutProjBias;
+      p = layers_[l]->attn->MutableParameter(which);
+    } else {
+      p = store_.MutableData(store_.Find(name));
+    }
+    slots.push_back({p, grads_[i].data(), static_cast<size_t>(params_[i].shape.NumElements()),
+                     name});
+  }
+  OptimizerStepResult step;
+  const Status s = optimizer_->Step(slots, &step);
+  result->loss = br.loss;
+  result->grad_norm = step.grad_norm;
+  result->clipped = step.clip_coef < 1.0f;
+  result->stepped = step.stepped;
+  result->refused.clear();
+  if (!s.ok()) {
+    // Non-finite values refuse the step and leave everything as it was: reported in the result
+    // (a training loop sees loss / gradNorm and stops); any other failure is an error.
+    if (s.code() != StatusCode::kInvalidArgument) return s;
+    result->refused = s.message();
+  }
+  return Status::Ok();
+}
+
+}  // namespace headscope

@@ -1,0 +1,565 @@
+// Training of the Transformer (transformer.h: Backward, TrainStep) against PyTorch: the golden
+// cases of tests/golden/train/, written by tools/make_train_golden.py from the reference module
+// with float64 autograd: the loss, the gradient of every parameter and of every head gate within
+// 1e-4 relative per tensor, and the parameters after 5 AdamW / SGD steps (with and without
+// clipping and weight decay) within 1e-4; against the float64 reference backward
+// (reference_transformer.h, itself checked against finite differences) on 200 random configs;
+// the backward's forward is Forward's bits; the gradients do not depend on what ran before; bad
+// input is refused naming the argument.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "headscope/reference_transformer.h"
+#include "headscope/transformer.h"
+#include "nlohmann/json.hpp"
+
+namespace headscope {
+namespace {
+
+using nlohmann::json;
+constexpr double kTolerance = 1e-4;
+
+std::string GoldenDir() {
+  const char* dir = std::getenv("HEADSCOPE_TRAIN_GOLDEN_DIR");  // a regenerated set, elsewhere
+  return dir != nullptr ? dir : std::string(HEADSCOPE_GOLDEN_DIR) + "/train";
+}
+
+std::vector<std::string> GoldenFiles() {
+  std::vector<std::string> files;
+  if (!std::filesystem::exists(GoldenDir())) return files;
+  for (const auto& entry : std::filesystem::directory_iterator(GoldenDir())) {
+    if (entry.path().extension() == ".json") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+json ReadJson(const std::string& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  return json::parse(text.str());
+}
+
+template <class T>
+void Flatten(const json& j, std::vector<T>* out, std::vector<int64_t>* shape = nullptr,
+             size_t depth = 0) {
+  if (j.is_array()) {
+    if (shape != nullptr && shape->size() == depth) shape->push_back(static_cast<int64_t>(j.size()));
+    for (const json& e : j) Flatten(e, out, shape, depth + 1);
+  } else {
+    out->push_back(static_cast<T>(j.get<double>()));
+  }
+}
+
+TransformerConfig ConfigOf(const json& j) {
+  TransformerConfig c;
+  c.vocab_size = j.at("vocab_size").get<int64_t>();
+  c.max_len = j.at("max_len").get<int64_t>();
+  c.d_model = j.at("d_model").get<int64_t>();
+  c.n_layers = j.at("n_layers").get<int64_t>();
+  c.n_heads = j.at("n_heads").get<int64_t>();
+  c.d_mlp = j.at("d_mlp").get<int64_t>();
+  const std::string norm = j.at("norm");
+  c.norm = norm == "pre" ? NormPlacement::kPre
+           : norm == "post" ? NormPlacement::kPost
+                            : NormPlacement::kNone;
+  const std::string pos = j.at("positions");
+  c.positions = pos == "learned" ? PositionKind::kLearned
+                : pos == "sinusoidal" ? PositionKind::kSinusoidal
+                                      : PositionKind::kNone;
+  c.causal = j.at("causal");
+  c.act = j.at("act") == "gelu" ? Activation::kGelu : Activation::kRelu;
+  c.bias = j.at("bias");
+  c.ln_eps = j.at("ln_eps");
+  return c;
+}
+
+struct Batch {
+  std::vector<int32_t> tokens, targets;
+  int64_t batch = 0, length = 0;
+  TokenView view() const { return {tokens.data(), batch, length}; }
+};
+
+Batch BatchOf(const json& tokens, const json& targets) {
+  Batch b;
+  b.batch = static_cast<int64_t>(tokens.size());
+  b.length = static_cast<int64_t>(tokens.at(0).size());
+  Flatten(tokens, &b.tokens);
+  Flatten(targets, &b.targets);
+  return b;
+}
+
+std::unique_ptr<Transformer> ModelOf(const json& doc) {
+  std::unique_ptr<Transformer> model;
+  const Status s = Transformer::Create(ConfigOf(doc.at("config")), &model);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (!s.ok()) return nullptr;
+  for (const auto& [name, value] : doc.at("state_dict").items()) {
+    std::vector<float> data;
+    std::vector<int64_t> dims;
+    Flatten(value, &data, &dims);
+    Shape shape;
+    for (int64_t d : dims) shape.dims[shape.rank++] = d;
+    const Status set = model->SetParameter(name, {data.data(), shape, data.size()});
+    EXPECT_TRUE(set.ok()) << set.ToString();
+  }
+  return model;
+}
+
+// max |got - want| / max(max |want|, floor).
+double Error(const float* got, const std::vector<double>& want, double floor) {
+  double diff = 0, scale = floor;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff = std::max(diff, std::abs(static_cast<double>(got[i]) - want[i]));
+    scale = std::max(scale, std::abs(want[i]));
+  }
+  return diff / scale;
+}
+
+struct Worst {
+  double error = 0;
+  std::string where;
+  void Note(double e, const std::string& w) {
+    if (e > error) {
+      error = e;
+      where = w;
+    }
+  }
+};
+
+TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
+  const std::vector<std::string> files = GoldenFiles();
+  ASSERT_GE(files.size(), 30u) << GoldenDir() << " (tools/make_train_golden.py)";
+  bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool gates = false, adamw = false, adamw_clip = false, sgd = false, sgd_clip = false;
+  for (const std::string& f : files) {
+    const json doc = ReadJson(f);
+    const TransformerConfig c = ConfigOf(doc.at("config"));
+    norm[static_cast<int>(c.norm)] = pos[static_cast<int>(c.positions)] = true;
+    causal[c.causal] = act[static_cast<int>(c.act)] = bias[c.bias] = mlp[c.d_mlp > 0] = true;
+    gates = gates || !doc.at("head_gates").is_null();
+    for (const json& run : doc.at("runs")) {
+      const json& o = run.at("optimizer");
+      const bool clip = o.at("clip_grad_norm").get<double>() > 0;
+      (o.at("type") == "adamw" ? (clip ? adamw_clip : adamw) : (clip ? sgd_clip : sgd)) = true;
+    }
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(norm[i] && pos[i]) << i;
+  for (int i = 0; i < 2; ++i) EXPECT_TRUE(causal[i] && act[i] && bias[i] && mlp[i]) << i;
+  EXPECT_TRUE(gates && adamw && adamw_clip && sgd && sgd_clip);
+}
+
+TEST(TransformerTrainGolden, LossGradientsAndGateGradientsMatchPyTorch) {
+  const std::vector<std::string> files = GoldenFiles();
+  ASSERT_FALSE(files.empty());
+  Worst worst, worst_gate;
+  for (const std::string& f : files) {
+    SCOPED_TRACE(f);
+    const json doc = ReadJson(f);
+    std::unique_ptr<Transformer> model = ModelOf(doc);
+    ASSERT_NE(model, nullptr);
+    const Batch b = BatchOf(doc.at("tokens"), doc.at("targets"));
+    std::vector<float> gates;
+    if (!doc.at("head_gates").is_null()) Flatten(doc.at("head_gates"), &gates);
+    BackwardOptions o;
+    o.head_gate_grads = true;
+    const TransformerConfig& c = model->config();
+    if (!gates.empty()) o.head_gates = {gates.data(), {c.n_layers, c.n_heads}, gates.size()};
+    BackwardResult r;
+    const Status s = model->Backward(b.view(), b.targets.data(), o, &r);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    const double loss = doc.at("loss").get<double>();
+    EXPECT_NEAR(r.loss, loss, 1e-5 * std::max(1.0, std::abs(loss)));
+    // The floor: a tensor whose gradient is zero in exact arithmetic (the key bias, softmax
+    // being invariant to it) is judged on the scale of the model's gradients, where float32
+    // leaves rounding noise.
+    double scale = 0;
+    for (const auto& [name, value] : doc.at("grads").items()) {
+      std::vector<double> want;
+      Flatten(value, &want);
+      for (double v : want) scale = std::max(scale, std::abs(v));
+    }
+    for (const auto& [name, value] : doc.at("grads").items()) {
+      std::vector<double> want;
+      Flatten(value, &want);
+      TensorView got;
+      const Status g = model->Gradient(name, &got);
+      ASSERT_TRUE(g.ok()) << g.ToString();
+      ASSERT_EQ(got.size, want.size()) << name;
+      const double e = Error(got.data, want, 1e-3 * scale);
+      EXPECT_LE(e, kTolerance) << name;
+      worst.Note(e, f + " " + name);
+    }
+    std::vector<double> want_gates;
+    Flatten(doc.at("head_gate_grads"), &want_gates);
+    ASSERT_EQ(r.head_gate_grads.size(), want_gates.size());
+    std::vector<float> got_gates(r.head_gate_grads.begin(), r.head_gate_grads.end());
+    double gscale = 0;
+    for (double v : want_gates) gscale = std::max(gscale, std::abs(v));
+    const double e = Error(got_gates.data(), want_gates, std::max(1e-3 * gscale, 1e-12));
+    EXPECT_LE(e, kTolerance) << "head gates";
+    worst_gate.Note(e, f);
+  }
+  std::printf("train goldens: %zu cases; worst gradient error %.3g (%s); worst gate-gradient "
+              "error %.3g (%s)\n",
+              files.size(), worst.error, worst.where.c_str(), worst_gate.error,
+              worst_gate.where.c_str());
+}
+
+OptimizerConfig OptimizerOf(const json& o) {
+  OptimizerConfig c;
+  c.kind = o.at("type") == "adamw" ? OptimizerConfig::kAdamW : OptimizerConfig::kSgd;
+  c.lr = o.at("lr");
+  c.clip_grad_norm = o.at("clip_grad_norm");
+  if (c.kind == OptimizerConfig::kAdamW) {
+    c.beta1 = o.at("betas")[0];
+    c.beta2 = o.at("betas")[1];
+    c.eps = o.at("eps");
+    c.weight_decay = o.at("weight_decay");
+  }
+  return c;
+}
+
+TEST(TransformerTrainGolden, FiveOptimizerStepsMatchPyTorch) {
+  const std::vector<std::string> files = GoldenFiles();
+  ASSERT_FALSE(files.empty());
+  Worst worst;
+  int runs = 0;
+  for (const std::string& f : files) {
+    const json doc = ReadJson(f);
+    for (const json& run : doc.at("runs")) {
+      SCOPED_TRACE(f + " " + run.at("optimizer").dump());
+      std::unique_ptr<Transformer> model = ModelOf(doc);
+      ASSERT_NE(model, nullptr);
+      const OptimizerConfig oc = OptimizerOf(run.at("optimizer"));
+      ASSERT_TRUE(model->SetOptimizer(oc).ok());
+      bool all_t1 = true;
+      for (size_t s = 0; s < run.at("batches").size(); ++s) {
+        const json& bj = run.at("batches")[s];
+        const Batch b = BatchOf(bj.at("tokens"), bj.at("targets"));
+        all_t1 = all_t1 && b.length == 1;
+        TrainStepResult r;
+        const Status st = model->TrainStep(b.view(), b.targets.data(), &r);
+        ASSERT_TRUE(st.ok()) << st.ToString();
+        ASSERT_TRUE(r.stepped) << r.refused;
+        const double loss = run.at("losses")[s], norm = run.at("grad_norms")[s];
+        EXPECT_NEAR(r.loss, loss, 1e-5 * std::max(1.0, std::abs(loss))) << "step " << s;
+        EXPECT_NEAR(r.grad_norm, norm, kTolerance * std::max(1e-3, norm)) << "step " << s;
+        if (run.contains("clipped")) {
+          EXPECT_EQ(r.clipped, run.at("clipped")[s].get<bool>()) << "step " << s;
+        }
+      }
+      const TransformerConfig& c = model->config();
+      const size_t D = static_cast<size_t>(c.d_model);
+      for (const auto& [name, value] : run.at("state_dict_after").items()) {
+        std::vector<double> want;
+        Flatten(value, &want);
+        TensorView got;
+        ASSERT_TRUE(model->GetParameter(name, &got).ok()) << name;
+        // Entries whose gradient is zero in exact arithmetic get float32 rounding noise, which
+        // Adam's normalisation turns into steps of up to lr (the contract's rule): the key part
+        // of in_proj_bias always, and the query and key parts of the projections when every
+        // batch has one position (one key: softmax is constant).
+        std::vector<bool> noise(want.size(), false);
+        const bool in_w = name.find("in_proj_weight") != std::string::npos;
+        const bool in_b = name.find("in_proj_bias") != std::string::npos;
+        for (size_t i = 0; i < want.size(); ++i) {
+          const size_t row = in_w ? i / D : i;
+          if (in_b && row >= D && row < 2 * D) noise[i] = true;
+          if (all_t1 && (in_w || in_b) && row < 2 * D) noise[i] = true;
+        }
+        std::vector<double> kept;
+        std::vector<float> kept_got;
+        const double steps = static_cast<double>(run.at("batches").size());
+        for (size_t i = 0; i < want.size(); ++i) {
+          if (noise[i]) {
+            EXPECT_LE(std::abs(got.data[i] - want[i]), steps * oc.lr + 1e-6) << name << "[" << i
+                                                                              << "]";
+          } else {
+            kept.push_back(want[i]);
+            kept_got.push_back(got.data[i]);
+          }
+        }
+        if (kept.empty()) continue;
+        const double e = Error(kept_got.data(), kept, 1e-3);
+        EXPECT_LE(e, kTolerance) << name;
+        worst.Note(e, f + " " + name);
+      }
+      ++runs;
+    }
+  }
+  std::printf("train goldens: %d optimizer runs of 5 steps; worst parameter error %.3g (%s)\n",
+              runs, worst.error, worst.where.c_str());
+}
+
+// The fast float32 backward against the float64 reference on random configs: every option
+// combination drawn, sizes across the kernels' paths (head dims 1-16, T up to 20, 1-3 layers),
+// seeded weights with random biases, and gates with 0, negative and > 1 values.
+TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
+  std::mt19937 rng(2024);
+  Worst worst, worst_gate;
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+    TransformerConfig c;
+    c.n_heads = std::vector<int64_t>{1, 2, 4}[pick(3)];
+    const int64_t hd = std::vector<int64_t>{1, 2, 3, 8, 16}[pick(5)];
+    c.d_model = c.n_heads * hd;
+    c.vocab_size = 3 + pick(20);
+    c.max_len = 1 + pick(20);
+    c.n_layers = 1 + pick(3);
+    c.d_mlp = pick(2) == 0 ? 0 : 1 + pick(24);
+    c.norm = static_cast<NormPlacement>(pick(3));
+    c.positions = static_cast<PositionKind>(pick(3));
+    c.causal = pick(2) == 0;
+    c.act = static_cast<Activation>(pick(2));
+    c.bias = pick(3) != 0;
+    c.ln_eps = pick(2) == 0 ? 1e-5 : 1e-3;
+    const int64_t B = 1 + pick(3), T = 1 + pick(static_cast<int>(c.max_len));
+    std::unique_ptr<Transformer> model;
+    ASSERT_TRUE(Transformer::Create(c, &model).ok());
+    // The weights training starts from (PyTorch's default initialisation, from the seed), with
+    // biases and LayerNorm parameters moved off their initial 0 and 1 as training moves them.
+    // (Weights of scale 1 without LayerNorm saturate the softmax, where float32's rounding of
+    // the weights near 1 leaves ~1e-4 of the gradient: torch's float32 does no better there.)
+    ASSERT_TRUE(model->InitializeFromSeed(static_cast<uint64_t>(trial)).ok());
+    std::uniform_real_distribution<float> u(-0.3f, 0.3f);
+    std::vector<std::pair<std::string, std::vector<double>>> sd;
+    for (const TransformerParamSpec& p : TransformerParams(c)) {
+      TensorView w;
+      ASSERT_TRUE(model->GetParameter(p.name, &w).ok());
+      std::vector<float> v(w.data, w.data + w.size);
+      const bool ln = p.name.find("ln") != std::string::npos;
+      if (ln || p.name.find("bias") != std::string::npos) {
+        for (float& x : v) x += u(rng);
+        ASSERT_TRUE(model->SetParameter(p.name, {v.data(), p.shape, v.size()}).ok());
+      }
+      sd.emplace_back(p.name, std::vector<double>(v.begin(), v.end()));
+    }
+    std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = pick(static_cast<int>(c.vocab_size));
+      targets[i] = pick(4) == 0 ? -100 : pick(static_cast<int>(c.vocab_size));
+    }
+    targets[0] = pick(static_cast<int>(c.vocab_size));  // at least one counted
+    std::vector<float> gates(static_cast<size_t>(c.n_layers * c.n_heads));
+    for (float& g : gates) g = std::vector<float>{1.0f, 0.0f, -0.5f, 1.7f}[pick(4)];
+    const bool gated = pick(2) == 0;
+    std::vector<double> gates64(gates.begin(), gates.end());
+    ReferenceTransformerResult ref;
+    ASSERT_TRUE(ReferenceTransformer(c, sd, tokens.data(), B, T, targets.data(),
+                                     gated ? gates64.data() : nullptr, &ref).ok());
+    BackwardOptions o;
+    o.head_gate_grads = true;
+    if (gated) o.head_gates = {gates.data(), {c.n_layers, c.n_heads}, gates.size()};
+    BackwardResult r;
+    ASSERT_TRUE(model->Backward({tokens.data(), B, T}, targets.data(), o, &r).ok());
+    // (Which config, and how far the float32 forward is from float64 already: the gradients
+    // can be no closer than the forward's conditioning allows.)
+    TransformerResult fr;
+    ASSERT_TRUE(model->Forward({tokens.data(), B, T}, TransformerOptions{o.head_gates.present()
+        ? TransformerOptions{{}, o.head_gates} : TransformerOptions{}}, &fr).ok());
+    const double logit_error = Error(fr.logits.data(), ref.logits, 0);
+    const std::string what = "trial " + std::to_string(trial) + " (norm " +
+                             std::to_string(static_cast<int>(c.norm)) + " pos " +
+                             std::to_string(static_cast<int>(c.positions)) + " causal " +
+                             std::to_string(c.causal) + " act " +
+                             std::to_string(static_cast<int>(c.act)) + " bias " +
+                             std::to_string(c.bias) + " L" + std::to_string(c.n_layers) + " H" +
+                             std::to_string(c.n_heads) + " D" + std::to_string(c.d_model) + " mlp" +
+                             std::to_string(c.d_mlp) + " B" + std::to_string(B) + " T" +
+                             std::to_string(T) + (gated ? " gated" : "") + "; logits " +
+                             std::to_string(logit_error) + ")";
+    EXPECT_NEAR(r.loss, ref.loss, 1e-5 * std::max(1.0, std::abs(ref.loss))) << what;
+    double scale = 0;
+    for (const auto& [name, g] : ref.grads) {
+      for (double v : g) scale = std::max(scale, std::abs(v));
+    }
+    for (const auto& [name, want] : ref.grads) {
+      TensorView got;
+      ASSERT_TRUE(model->Gradient(name, &got).ok());
+      const double e = Error(got.data, want, 1e-3 * scale);
+      EXPECT_LE(e, kTolerance) << what << " " << name;
+      worst.Note(e, what + " " + name);
+    }
+    std::vector<float> got_gates(r.head_gate_grads.begin(), r.head_gate_grads.end());
+    double gscale = 1e-12;
+    for (double v : ref.head_gate_grads) gscale = std::max(gscale, 1e-3 * std::abs(v));
+    const double e = Error(got_gates.data(), ref.head_gate_grads, gscale);
+    EXPECT_LE(e, kTolerance) << what << " gates";
+    worst_gate.Note(e, what);
+  }
+  std::printf("against the float64 reference: 200 random configs; worst gradient error %.3g (%s), "
+              "worst gate-gradient error %.3g (%s)\n",
+              worst.error, worst.where.c_str(), worst_gate.error, worst_gate.where.c_str());
+}
+
+// A small model of every stage, weights from a seed.
+std::unique_ptr<Transformer> SeededModel(NormPlacement norm, int64_t d_mlp, uint64_t seed = 3) {
+  TransformerConfig c;
+  c.vocab_size = 11;
+  c.max_len = 9;
+  c.d_model = 12;
+  c.n_layers = 2;
+  c.n_heads = 3;
+  c.d_mlp = d_mlp;
+  c.norm = norm;
+  std::unique_ptr<Transformer> model;
+  EXPECT_TRUE(Transformer::Create(c, &model).ok());
+  EXPECT_TRUE(model->InitializeFromSeed(seed).ok());
+  return model;
+}
+
+Batch SeededBatch(int64_t B, int64_t T, int64_t V, uint32_t seed) {
+  Batch b;
+  b.batch = B;
+  b.length = T;
+  uint32_t x = seed;
+  const auto next = [&] {
+    x = x * 1664525u + 1013904223u;
+    return static_cast<int32_t>((x >> 8) % static_cast<uint32_t>(V));
+  };
+  for (int64_t i = 0; i < B * T; ++i) b.tokens.push_back(next());
+  for (int64_t i = 0; i < B * T; ++i) b.targets.push_back(i % 5 == 4 ? -100 : next());
+  return b;
+}
+
+TEST(TransformerTrain, TheBackwardsForwardIsForwardsBitsAndGradientsDependOnNothingElse) {
+  for (NormPlacement norm : {NormPlacement::kPre, NormPlacement::kPost, NormPlacement::kNone}) {
+    std::unique_ptr<Transformer> model = SeededModel(norm, 20);
+    const Batch b = SeededBatch(3, 7, 11, 5);
+    TransformerResult fr;
+    ASSERT_TRUE(model->Forward(b.view(), {}, &fr).ok());
+    double loss = 0;
+    ASSERT_TRUE(Transformer::Loss(fr.logits.data(), 21, 11, b.targets.data(), &loss).ok());
+    BackwardResult r1;
+    ASSERT_TRUE(model->Backward(b.view(), b.targets.data(), {}, &r1).ok());
+    EXPECT_EQ(r1.loss, loss);  // bit for bit
+    std::vector<std::vector<float>> first;
+    for (const TransformerParamSpec& p : TransformerParams(model->config())) {
+      TensorView g;
+      ASSERT_TRUE(model->Gradient(p.name, &g).ok());
+      first.emplace_back(g.data, g.data + g.size);
+    }
+    // Another shape in between (buffers resized), then the first batch again: the same bits.
+    const Batch other = SeededBatch(1, 9, 11, 8);
+    BackwardResult r2;
+    ASSERT_TRUE(model->Backward(other.view(), other.targets.data(), {}, &r2).ok());
+    ASSERT_TRUE(model->Backward(b.view(), b.targets.data(), {}, &r2).ok());
+    EXPECT_EQ(r2.loss, r1.loss);
+    size_t k = 0;
+    for (const TransformerParamSpec& p : TransformerParams(model->config())) {
+      TensorView g;
+      ASSERT_TRUE(model->Gradient(p.name, &g).ok());
+      EXPECT_EQ(0, std::memcmp(g.data, first[k++].data(), g.size * sizeof(float))) << p.name;
+    }
+    // And Forward still gives what it gave (the training pass shares its buffers).
+    TransformerResult again;
+    ASSERT_TRUE(model->Forward(b.view(), {}, &again).ok());
+    EXPECT_EQ(0, std::memcmp(again.logits.data(), fr.logits.data(),
+                             fr.logits.size() * sizeof(float)));
+  }
+}
+
+TEST(TransformerTrain, TrainingLowersTheLossAndForwardSeesTheNewWeights) {
+  std::unique_ptr<Transformer> model = SeededModel(NormPlacement::kPre, 16);
+  OptimizerConfig oc;
+  oc.lr = 1e-2;
+  ASSERT_TRUE(model->SetOptimizer(oc).ok());
+  const Batch b = SeededBatch(4, 8, 11, 2);
+  TrainStepResult first, r;
+  ASSERT_TRUE(model->TrainStep(b.view(), b.targets.data(), &first).ok());
+  for (int s = 0; s < 30; ++s) ASSERT_TRUE(model->TrainStep(b.view(), b.targets.data(), &r).ok());
+  EXPECT_TRUE(r.stepped);
+  EXPECT_LT(r.loss, 0.5 * first.loss) << first.loss << " -> " << r.loss;
+  EXPECT_EQ(model->optimizer()->steps(), 31);
+  // Forward after the steps: its loss is the one the next step reports (the packed panels
+  // followed the in-place updates).
+  TransformerResult fr;
+  ASSERT_TRUE(model->Forward(b.view(), {}, &fr).ok());
+  double loss = 0;
+  ASSERT_TRUE(Transformer::Loss(fr.logits.data(), 32, 11, b.targets.data(), &loss).ok());
+  TrainStepResult next;
+  ASSERT_TRUE(model->TrainStep(b.view(), b.targets.data(), &next).ok());
+  EXPECT_EQ(next.loss, loss);
+}
+
+TEST(TransformerTrain, BadInputIsRefusedNamingTheArgumentAndChangesNothing) {
+  std::unique_ptr<Transformer> model = SeededModel(NormPlacement::kPre, 0);
+  Batch b = SeededBatch(2, 5, 11, 1);
+  TensorView g;
+  EXPECT_EQ(model->Gradient("unembed.weight", &g).code(), StatusCode::kInvalidArgument);
+  TrainStepResult r;
+  Status s = model->TrainStep(b.view(), b.targets.data(), &r);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.ToString();
+  EXPECT_NE(s.message().find("setOptimizer"), std::string::npos) << s.ToString();
+  OptimizerConfig bad;
+  bad.lr = std::nan("");
+  EXPECT_EQ(model->SetOptimizer(bad).argument(), Arg::kLr);
+  ASSERT_TRUE(model->SetOptimizer(OptimizerConfig{}).ok());
+  TensorView before;
+  ASSERT_TRUE(model->GetParameter("unembed.weight", &before).ok());
+  const std::vector<float> w0(before.data, before.data + before.size);
+  for (int32_t t : {-1, 11, -99}) {
+    Batch bad_t = b;
+    bad_t.targets[3] = t;
+    s = model->TrainStep(bad_t.view(), bad_t.targets.data(), &r);
+    EXPECT_EQ(s.argument(), Arg::kTargets) << s.ToString();
+    EXPECT_NE(s.message().find("[0, 3]"), std::string::npos) << s.message();
+  }
+  Batch none = b;
+  std::fill(none.targets.begin(), none.targets.end(), -100);
+  s = model->TrainStep(none.view(), none.targets.data(), &r);
+  EXPECT_EQ(s.argument(), Arg::kTargets);
+  EXPECT_NE(s.message().find("-100"), std::string::npos);
+  Batch bad_tok = b;
+  bad_tok.tokens[0] = 11;
+  EXPECT_EQ(model->TrainStep(bad_tok.view(), b.targets.data(), &r).argument(), Arg::kTokens);
+  EXPECT_EQ(model->Backward(b.view(), nullptr, {}, &*std::make_unique<BackwardResult>()).argument(),
+            Arg::kTargets);
+  EXPECT_EQ(model->Gradient("nope", &g).code(), StatusCode::kUnknownParameter);
+  EXPECT_EQ(model->optimizer()->steps(), 0);
+  ASSERT_TRUE(model->GetParameter("unembed.weight", &before).ok());
+  EXPECT_EQ(0, std::memcmp(before.data, w0.data(), w0.size() * sizeof(float)));
+  // And it still trains.
+  s = model->TrainStep(b.view(), b.targets.data(), &r);
+  EXPECT_TRUE(s.ok() && r.stepped) << s.ToString();
+}
+
+TEST(TransformerTrain, ANonFiniteStepIsRefusedAndLeavesTheWeights) {
+  std::unique_ptr<Transformer> model = SeededModel(NormPlacement::kNone, 0);
+  // An infinite weight makes the loss and gradients non-finite.
+  TensorView w;
+  ASSERT_TRUE(model->GetParameter("unembed.weight", &w).ok());
+  std::vector<float> bad(w.data, w.data + w.size);
+  bad[0] = std::numeric_limits<float>::infinity();
+  ASSERT_TRUE(model->SetParameter("unembed.weight", {bad.data(), w.shape, bad.size()}).ok());
+  ASSERT_TRUE(model->SetOptimizer(OptimizerConfig{}).ok());
+  TensorView before;
+  ASSERT_TRUE(model->GetParameter("blocks.0.attn.in_proj_weight", &before).ok());
+  const std::vector<float> w0(before.data, before.data + before.size);
+  const Batch b = SeededBatch(2, 4, 11, 3);
+  TrainStepResult r;
+  ASSERT_TRUE(model->TrainStep(b.view(), b.targets.data(), &r).ok());
+  EXPECT_FALSE(r.stepped);
+  EXPECT_FALSE(r.refused.empty());
+  EXPECT_FALSE(std::isfinite(r.loss) && std::isfinite(r.grad_norm)) << r.loss << " " << r.grad_norm;
+  EXPECT_EQ(model->optimizer()->steps(), 0);
+  ASSERT_TRUE(model->GetParameter("blocks.0.attn.in_proj_weight", &before).ok());
+  EXPECT_EQ(0, std::memcmp(before.data, w0.data(), w0.size() * sizeof(float)));
+}
+
+}  // namespace
+}  // namespace headscope
