@@ -89,12 +89,13 @@ TEST(MatMulKernel, TransposedPackingReadsColumns) {
 TEST(MatMulKernel, TransposedLeftOperandGivesTheSameBitsAsItsCopy) {
   // MatMulPackedTransA reads A (m, k) from its transpose (k, m); against MatMulPacked on an
   // explicit row-major copy: bit for bit, over the micro-kernel's row tails, the 64-row cache
-  // block and every edge of the last panel.
+  // block, every edge of the last panel and the k blocks of a long k.
   std::mt19937 rng(7);
   test::ForEachTarget([&](const char* target) {
     for (size_t m : {1, 3, 5, 8, 13, 64, 70}) {
       for (size_t n : {1, 7, 16, 33}) {
-        for (size_t k : {1, 9, 40}) {
+        // k past kKBlock (256): the product runs in k blocks, first / middle / last.
+        for (size_t k : {1, 9, 40, 256, 257, 600}) {
           const size_t lda = m + 3;  // (k, m) rows of stride lda
           std::vector<float> at = test::RandomVector(&rng, k * lda), a(m * k);
           for (size_t i = 0; i < m; ++i) {

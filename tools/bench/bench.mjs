@@ -51,7 +51,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import {
   ENGINES, FULL_TIMING, MEMORY_SHAPE, QUICK_SHAPES, QUICK_TIMING, SHAPES, baseEngine, benchShape,
-  enginesFor, flops, kindOf, loadThreaded, makeWeights, memoryProbe, modelId, roofline, trainBatches,
+  enginesFor, flops, kindOf, loadThreaded, makeWeights, memoryProbe, modelId, roofline, trainBatches, trainMatmuls,
   transformerWeights, weightsBytes, weightsId,
 } from './engines.js';
 import { writeReports } from './report.mjs';
@@ -443,6 +443,13 @@ async function runNode(args, work, timing, trainReference) {
   log(`bench: [node] roofline probe`);
   const result = { env: 'node', label: `Node ${process.version}`, versions, roofline: roofline(roof, { quick: args.quick }) };
   log(`bench: [node] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
+  const train1m = work.find((w) => w.shape.id === 'train-1m');
+  if (train1m) {
+    result.trainMatmuls = trainMatmuls(ctx.eigen, train1m.shape, { quick: args.quick });
+    for (const [name, g] of Object.entries(result.trainMatmuls)) {
+      log(`bench: [node] train-1m ${name} matmuls ${g.gflops.toFixed(1)} GFLOP/s (${(100 * g.gflops / result.roofline.gflops).toFixed(0)}% of the peak)`);
+    }
+  }
   result.shapes = await inTwoPasses(work, (shape, engines) => benchShape(ctx, shape, engines, timing, logRow('node')));
   for (const s of ctx.ortSessions?.values() ?? []) await s.release();
   for (const s of ctx.ortMtCtx?.ortSessions?.values() ?? []) await s.release();

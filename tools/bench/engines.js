@@ -891,6 +891,41 @@ export async function benchShape(ctx, shape, engineIds, timing, log = () => {}) 
   return { shape: shape.id, flops: f, ...(facts && { facts }), rows };
 }
 
+/**
+ * The training step's matmuls, timed one at a time (eigen_bench.cc's matmulProbe, the npm
+ * module's kernels): for a train shape's model, the forward products (x W^T), the backward's
+ * input gradients (dY W) and weight gradients (dY^T X, MatMulPackedTransA, k = B * T), each
+ * group's GFLOP/s over its products (2 m n k flops each). The per-head attention products are
+ * not here (they are a few percent of the FLOPs and are measured as part of the step).
+ */
+export function trainMatmuls(eigen, shape, { quick = false } = {}) {
+  const { dModel: D, dMlp = 0, vocabSize: V } = shape.config;
+  const M = shape.B * shape.T;
+  // (out, in) of every Linear of one block, then the unembedding's (counted once per layer: the
+  // groups' rates are per product, weighted by FLOPs).
+  const linears = [[3 * D, D], [D, D]];
+  if (dMlp > 0) linears.push([dMlp, D], [D, dMlp]);
+  linears.push([V, D]);
+  const groups = {
+    forward: linears.map(([out, inn]) => [M, out, inn, false]),
+    'input gradients': linears.map(([out, inn]) => [M, inn, out, false]),
+    'weight gradients': linears.map(([out, inn]) => [out, inn, M, true]),
+  };
+  const out = {};
+  for (const [name, products] of Object.entries(groups)) {
+    let flop = 0;
+    let ms = 0;
+    for (const [m, n, k, transA] of products) {
+      const per = eigen.matmulProbe(m, n, k, transA, quick ? 1 : Math.max(1, Math.round(2e8 / (2 * m * n * k))));
+      if (!(per > 0)) throw new Error(`trainMatmuls: the probe failed for ${m}x${n}x${k}`);
+      flop += 2 * m * n * k;
+      ms += per;
+    }
+    out[name] = { gflops: flop / ms / 1e6, products: products.map(([m, n, k, t]) => `${m}x${n}x${k}${t ? ' (A^T)' : ''}`) };
+  }
+  return out;
+}
+
 /** The roofline probe: best f32x4 mul+add rate over accumulator counts, in GFLOP/s. */
 export function roofline(mod, { quick = false } = {}) {
   const counts = [1, 2, 4, 6, 8, 10, 12, 13, 14, 16];

@@ -138,6 +138,20 @@ export function evaluateTargets(env) {
     t.push({ name: 'decode L=1: time(S=4096) / time(S=1024) (linear: 4; allowed 5)', need: 5, got: d4.ms / d1.ms, kind: 'max',
       detail: `${fmtMs(d1.ms)} ms -> ${fmtMs(d4.ms)} ms` });
   }
+  // Training (issue 14): steps per second against tfjs-wasm's, the training matmuls' share of the
+  // peak (eigen_bench's probe, Node), the 1M model's wasm memory after training.
+  speedup('train 2L d32 B=16 T=32: training steps vs tfjs-wasm', 'train-small', ['tfjs-train'], 20, 'hs-train');
+  speedup('train 4L d128 dMlp 512 B=16 T=64: training steps vs tfjs-wasm', 'train-1m', ['tfjs-train'], 5, 'hs-train');
+  for (const [name, g] of Object.entries(env.trainMatmuls ?? {})) {
+    if (!env.roofline) break;
+    t.push({ name: `train-1m ${name} matmuls: fraction of the SIMD128 mul+add peak`, need: 0.5, got: g.gflops / env.roofline.gflops,
+      kind: 'min', unit: '', detail: `${g.gflops.toFixed(1)} of ${env.roofline.gflops.toFixed(1)} GFLOP/s (${g.products.join(', ')})` });
+  }
+  const train1m = row(env, 'train-1m', 'hs-train');
+  if (train1m?.memory?.wasmBytes) {
+    t.push({ name: 'train-1m: wasm memory after training (MB)', need: 64, got: train1m.memory.wasmBytes / 2 ** 20, kind: 'max',
+      unit: ' MiB', detail: `the module's own memory after the timed steps` });
+  }
   const proj = projectionRate(env);
   if (proj && env.roofline) {
     t.push({ name: 'E=768 projection matmuls: fraction of the SIMD128 mul+add peak', need: 0.6, got: proj.gflops / env.roofline.gflops, kind: 'min',

@@ -52,7 +52,13 @@ inline constexpr size_t kRowBlock = 64;
 // A(r, p) is a[r * lda + p], or with kTransA a[p * lda + r] (A stored as its transpose, (k, m):
 // the backward's dW = dY^T X reads dY so, without a transposed copy). Either way each element of
 // C is the same multiply-add chain over p, so the two give the same bits for the same A.
-template <size_t kRows, bool kTransA = false, class D>
+//
+// kPart splits k into runs (MatMulPackedImpl's k blocks, for a long k): kWhole computes C from 0
+// and finishes it (alpha, bias); kFirst starts from 0 and stores the raw sums in C; kMiddle and
+// kLast continue from the sums in C, kLast finishing. A float accumulator stored and loaded back
+// is the same float, so a split chain is the whole chain, bit for bit.
+enum KPart { kWhole, kFirst, kMiddle, kLast };
+template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, class D>
 HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
                             const float* HWY_RESTRICT b, size_t k,
                             const float* HWY_RESTRICT bias_group, float alpha,
@@ -61,7 +67,17 @@ HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
   using V = hn::Vec<D>;
   V acc[kRows][G::kVecs];
   for (size_t r = 0; r < kRows; ++r) {
-    for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = hn::Zero(d);
+    if constexpr (kPart == kMiddle || kPart == kLast) {
+      HWY_ALIGN float tail[G::kGroupCols] = {};
+      const float* src = c + r * ldc;
+      if (cols != G::kGroupCols) {
+        for (size_t j = 0; j < cols; ++j) tail[j] = src[j];
+        src = tail;
+      }
+      for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = hn::LoadU(d, src + v * G::kLanes);
+    } else {
+      for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = hn::Zero(d);
+    }
   }
   for (size_t p = 0; p < k; ++p) {
     const float* HWY_RESTRICT bp = b + p * kPanel;
@@ -78,8 +94,11 @@ HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
     HWY_ALIGN float tail[G::kGroupCols];
     float* dst = (cols == G::kGroupCols) ? crow : tail;
     for (size_t v = 0; v < G::kVecs; ++v) {
-      V out = hn::Mul(acc[r][v], valpha);
-      if (bias_group != nullptr) out = hn::Add(out, hn::LoadU(d, bias_group + v * G::kLanes));
+      V out = acc[r][v];
+      if constexpr (kPart == kWhole || kPart == kLast) {
+        out = hn::Mul(out, valpha);
+        if (bias_group != nullptr) out = hn::Add(out, hn::LoadU(d, bias_group + v * G::kLanes));
+      }
       hn::StoreU(out, d, dst + v * G::kLanes);
     }
     // Edge of the last panel: never write past column n, the caller's buffer may end there.
@@ -93,22 +112,35 @@ HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
 
 // Runs MicroKernel<rows> for 1 <= rows < kRows (the last block of rows) without a runtime loop
 // inside the kernel: each count gets its own fully unrolled instance.
-template <size_t kRows, bool kTransA = false, class D>
+template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, class D>
 HWY_INLINE void MicroKernelTail(size_t rows, D d, const float* a, size_t lda, const float* b,
                                 size_t k, const float* bias_group, float alpha, float* c,
                                 size_t ldc, size_t cols) {
   if constexpr (kRows > 0) {
     if (rows == kRows) {
-      MicroKernel<kRows, kTransA>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+      MicroKernel<kRows, kTransA, kPart>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
     } else {
-      MicroKernelTail<kRows - 1, kTransA>(rows, d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+      MicroKernelTail<kRows - 1, kTransA, kPart>(rows, d, a, lda, b, k, bias_group, alpha, c, ldc,
+                                                 cols);
     }
   }
 }
 
+// k per run of the k blocks of a transposed-A product (MatMulPackedImpl<true>): a column group's
+// run of its packed panel (kKBlock x kGroupCols floats, 16 KiB at 8 lanes) stays in L1 while the
+// row block's rows pass over it. The backward's weight gradients have k = B * T (1,024 for the
+// 1M model's batch): their whole panel (64 KiB) streamed from L2 once per micro-kernel row group.
+inline constexpr size_t kKBlock = 256;
+
 // packed_k: the k that packed_b was packed with, when only its first k rows are used (a causal
 // tile needs only the keys up to its last query); 0 means k. kTransA: A stored as (k, m), see
 // MicroKernel.
+template <bool kTransA, KPart kPart>
+HWY_INLINE void MatMulRowBlock(const float* HWY_RESTRICT a, size_t lda,
+                               const float* HWY_RESTRICT packed_b, size_t panel_floats,
+                               const float* HWY_RESTRICT bias, size_t i0, size_t i_end, size_t n,
+                               size_t k, float alpha, float* HWY_RESTRICT c, size_t ldc);
+
 template <bool kTransA = false>
 HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
                                  const float* HWY_RESTRICT packed_b,
@@ -116,37 +148,73 @@ HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
                                  float alpha, float* HWY_RESTRICT c, size_t ldc,
                                  size_t packed_k = 0) {
   const size_t panel_floats = kPanel * (packed_k != 0 ? packed_k : k);
-  const hn::ScalableTag<float> d;
-  using G = MatMulGeometry<decltype(d)>;
-  // Loop order: a block of kRowBlock rows of A stays in L2; within it, a column group of one
-  // panel (k * kGroupCols floats) stays in L1 while the block's rows pass over it.
-  for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
-    const size_t i_end = (m - i0 < kRowBlock) ? m : i0 + kRowBlock;
-    for (size_t j0 = 0; j0 < n; j0 += kPanel) {
-      const float* panel = packed_b + (j0 / kPanel) * panel_floats;
-      for (size_t g = 0; g < kPanel && j0 + g < n; g += G::kGroupCols) {
-        const size_t col = j0 + g;
-        const size_t cols = (n - col < G::kGroupCols) ? n - col : G::kGroupCols;
-        HWY_ALIGN float bias_tail[G::kGroupCols] = {};
-        const float* bias_group = nullptr;
-        if (bias != nullptr) {
-          if (cols == G::kGroupCols) {
-            bias_group = bias + col;
+  if constexpr (kTransA) {
+    if (k > kKBlock) {
+      // Runs of kKBlock over k, each over the whole row block: A's run p0.. is the rows p0.. of
+      // its stored transpose, B's the rows p0.. of each panel (panel stride unchanged).
+      for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+        const size_t i_end = (m - i0 < kRowBlock) ? m : i0 + kRowBlock;
+        for (size_t p0 = 0; p0 < k; p0 += kKBlock) {
+          const size_t kk = (k - p0 < kKBlock) ? k - p0 : kKBlock;
+          const float* ap = a + p0 * lda;
+          const float* bp = packed_b + p0 * kPanel;
+          if (p0 == 0) {
+            MatMulRowBlock<true, kFirst>(ap, lda, bp, panel_floats, bias, i0, i_end, n, kk, alpha,
+                                         c, ldc);
+          } else if (p0 + kk < k) {
+            MatMulRowBlock<true, kMiddle>(ap, lda, bp, panel_floats, bias, i0, i_end, n, kk,
+                                          alpha, c, ldc);
           } else {
-            for (size_t j = 0; j < cols; ++j) bias_tail[j] = bias[col + j];
-            bias_group = bias_tail;
+            MatMulRowBlock<true, kLast>(ap, lda, bp, panel_floats, bias, i0, i_end, n, kk, alpha,
+                                        c, ldc);
           }
         }
-        size_t i = i0;
-        for (; i + G::kRows <= i_end; i += G::kRows) {
-          MicroKernel<G::kRows, kTransA>(d, kTransA ? a + i : a + i * lda, lda, panel + g, k,
-                                         bias_group, alpha, c + i * ldc + col, ldc, cols);
+      }
+      return;
+    }
+  }
+  for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+    const size_t i_end = (m - i0 < kRowBlock) ? m : i0 + kRowBlock;
+    MatMulRowBlock<kTransA, kWhole>(a, lda, packed_b, panel_floats, bias, i0, i_end, n, k, alpha,
+                                    c, ldc);
+  }
+}
+
+// Rows [i0, i_end) of C for one run of k (kPart): every column group of every panel.
+template <bool kTransA, KPart kPart>
+HWY_INLINE void MatMulRowBlock(const float* HWY_RESTRICT a, size_t lda,
+                               const float* HWY_RESTRICT packed_b, size_t panel_floats,
+                               const float* HWY_RESTRICT bias, size_t i0, size_t i_end, size_t n,
+                               size_t k, float alpha, float* HWY_RESTRICT c, size_t ldc) {
+  const hn::ScalableTag<float> d;
+  using G = MatMulGeometry<decltype(d)>;
+  // Loop order: the row block (kRowBlock rows of A) stays in L2; within it, a column group of
+  // one panel (k * kGroupCols floats) stays in L1 while the block's rows pass over it.
+  for (size_t j0 = 0; j0 < n; j0 += kPanel) {
+    const float* panel = packed_b + (j0 / kPanel) * panel_floats;
+    for (size_t g = 0; g < kPanel && j0 + g < n; g += G::kGroupCols) {
+      const size_t col = j0 + g;
+      const size_t cols = (n - col < G::kGroupCols) ? n - col : G::kGroupCols;
+      HWY_ALIGN float bias_tail[G::kGroupCols] = {};
+      const float* bias_group = nullptr;
+      if (bias != nullptr) {
+        if (cols == G::kGroupCols) {
+          bias_group = bias + col;
+        } else {
+          for (size_t j = 0; j < cols; ++j) bias_tail[j] = bias[col + j];
+          bias_group = bias_tail;
         }
-        if (i < i_end) {
-          MicroKernelTail<G::kRows - 1, kTransA>(i_end - i, d, kTransA ? a + i : a + i * lda,
-                                                 lda, panel + g, k, bias_group, alpha,
-                                                 c + i * ldc + col, ldc, cols);
-        }
+      }
+      size_t i = i0;
+      for (; i + G::kRows <= i_end; i += G::kRows) {
+        MicroKernel<G::kRows, kTransA, kPart>(d, kTransA ? a + i : a + i * lda, lda,
+                                              panel + g, k, bias_group, alpha,
+                                              c + i * ldc + col, ldc, cols);
+      }
+      if (i < i_end) {
+        MicroKernelTail<G::kRows - 1, kTransA, kPart>(
+            i_end - i, d, kTransA ? a + i : a + i * lda, lda, panel + g, k, bias_group, alpha,
+            c + i * ldc + col, ldc, cols);
       }
     }
   }

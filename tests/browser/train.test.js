@@ -1,0 +1,80 @@
+// Training in Chromium: the same seed, batches and steps give the bits Node gives (the loss and
+// gradient norm of every step, every weight after the steps, a backward's gradients and gate
+// gradients), in the page's thread and through initWorker(); the page's own copy of web/lib.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { openPage } from './harness.js';
+
+// Runs in Node and, serialized, in the page: 40 AdamW steps (with clipping and weight decay) on
+// induction batches, then SGD steps on copy batches, then a backward with gate gradients; every
+// number as its float64 / float32 bit pattern (hex), so equality is bit equality.
+async function train(libUrl, viaWorker) {
+  const { init } = await import(`${libUrl}/index.js`);
+  const { initWorker } = await import(`${libUrl}/worker-client.js`);
+  const { makeTask } = await import(`${libUrl}/tasks.js`);
+  const hex64 = (x) => {
+    const v = new DataView(new ArrayBuffer(8));
+    v.setFloat64(0, x);
+    return v.getBigUint64(0).toString(16);
+  };
+  const hex32 = (data) => Array.from(new Uint32Array(data.buffer, data.byteOffset, data.length), (u) => u.toString(16)).join(',');
+  const induction = makeTask('induction', { seqLen: 24, seed: 7 });
+  const copy = makeTask('copy', { seqLen: 24, seed: 7 });
+  const config = { vocabSize: Math.max(induction.vocabSize, copy.vocabSize), maxLen: 24, dModel: 32, nLayers: 2,
+    nHeads: 4, dMlp: 48, seed: 3 };
+  const remote = viaWorker ? await initWorker() : null;
+  const hs = viaWorker ? null : await init();
+  const model = viaWorker ? await remote.createTransformer(config) : hs.createTransformer(config);
+  const out = { steps: [] };
+  try {
+    await model.setOptimizer({ type: 'adamw', lr: 3e-3, betas: [0.9, 0.98], weightDecay: 0.02, clipGradNorm: 0.5 });
+    for (let i = 0; i < 40; i++) {
+      const { tokens, targets } = induction.batch(8, i);
+      const r = await model.trainStep(tokens, targets);
+      out.steps.push([hex64(r.loss), hex64(r.gradNorm), r.clipped, r.stepped]);
+    }
+    await model.setOptimizer({ type: 'sgd', lr: 0.05 });
+    for (let i = 0; i < 10; i++) {
+      const { tokens, targets } = copy.batch(8, i);
+      const r = await model.trainStep(tokens, targets);
+      out.steps.push([hex64(r.loss), hex64(r.gradNorm), r.clipped, r.stepped]);
+    }
+    const probe = induction.heldOut(4, 0);
+    const { loss, grads } = await model.backward(probe.tokens, probe.targets, { headGateGrads: true });
+    out.backward = [hex64(loss), JSON.stringify(grads.headGates.map((row) => row.map(hex64)))];
+    out.grads = Object.fromEntries(Object.entries(grads).filter(([k]) => k !== 'headGates').map(([k, t]) => [k, hex32(t.data)]));
+    const sd = await model.stateDict();
+    out.weights = Object.fromEntries(Object.entries(sd).map(([k, t]) => [k, hex32(t.data)]));
+  } finally {
+    await model.dispose();
+    if (remote) await remote.terminate();
+    if (hs) hs.close();
+  }
+  return out;
+}
+
+test('training gives the bits Node gives, in the page and through its Worker', async () => {
+  const { page, pageErrors, foreignRequests, close } = await openPage('/widgets/example.html', { waitForReady: false });
+  try {
+    const inNode = await train(new URL('../../web/lib', import.meta.url).href, false);
+    const inNodeWorker = await train(new URL('../../web/lib', import.meta.url).href, true);
+    const inPage = await page.evaluate(`(${train})(new URL('/lib', location.href).href, false)`);
+    const inPageWorker = await page.evaluate(`(${train})(new URL('/lib', location.href).href, true)`);
+    assert.equal(inNode.steps.length, 50);
+    assert.ok(inNode.steps.every(([, , , stepped]) => stepped));
+    assert.ok(inNode.steps.some(([, , clipped]) => clipped), 'clipping took effect at some step');
+    for (const [what, got] of [['page', inPage], ['page worker', inPageWorker], ['node worker', inNodeWorker]]) {
+      assert.deepEqual(got.steps, inNode.steps, `${what}: losses and gradient norms`);
+      assert.deepEqual(got.backward, inNode.backward, `${what}: backward's loss and gate gradients`);
+      assert.deepEqual(Object.keys(got.weights), Object.keys(inNode.weights));
+      for (const k of Object.keys(inNode.weights)) {
+        assert.equal(got.weights[k], inNode.weights[k], `${what}: weights ${k}`);
+        assert.equal(got.grads[k], inNode.grads[k], `${what}: gradient ${k}`);
+      }
+    }
+    assert.deepEqual(pageErrors, []);
+    assert.deepEqual(foreignRequests, []);
+  } finally {
+    await close();
+  }
+});
