@@ -98,8 +98,10 @@ AttentionArgs DescribeAttention(const CallPlan& p, const CallContext& context) {
 }
 
 // Sizes the context's activations for this call (AttentionActivations' buffers), refusing calls
-// over the context's byte limit before allocating. Keeps the storage's capacity across calls.
-Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallContext* context) {
+// over the context's byte limit before allocating, counting from `counted` (the bytes of the
+// call's results). Keeps the storage's capacity across calls.
+Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallContext* context,
+                          size_t counted) {
   const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
   const uint64_t attn_floats =
       p.attn_mask_type == MaskType::kBool
@@ -118,7 +120,7 @@ Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallCont
   // Calls without statistics stop before the three row buffers.
   const int kParts = p.head_stats ? 10 : 7;
   size_t offsets[10] = {};
-  size_t total = 0, bytes = 0;
+  size_t total = 0, bytes = counted;
   for (int i = 0; i < kParts; ++i) {
     offsets[i] = total;
     // Each part starts on a 64-byte boundary (16 floats) so kernels see aligned rows.
@@ -378,6 +380,7 @@ Status MultiheadAttention::Forward(const TensorView& query, const TensorView& ke
   out.output = result->output.data();
   out.weights = options.need_weights ? result->weights.data() : nullptr;
   out.average_weights = options.average_attn_weights;
+  out.counted = bytes;
   return Run(plan, query, key, value, options, out, context);
 }
 
@@ -421,6 +424,7 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
   out.weights = trace->weights.data.data();
   out.average_weights = false;
   out.trace = trace;
+  out.counted = bytes;
   return Run(plan, query, key, value, options, out, context);
 }
 
@@ -546,7 +550,7 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
     HEADSCOPE_RETURN_IF_ERROR(Prepare());
   }
   AttentionArgs args = DescribeAttention(p, *context);
-  HEADSCOPE_RETURN_IF_ERROR(ReserveActivations(p, args, context));
+  HEADSCOPE_RETURN_IF_ERROR(ReserveActivations(p, args, context, out.counted));
   AttentionActivations& a = context->activations;
 
   ProjectQkv(p, *packed_, query, key, value, context->pool.threads, &a);

@@ -142,6 +142,9 @@ class MultiheadAttention {
     bool average_weights = false;
     AttentionTrace* trace = nullptr;  // optional
     HeadStats* head_stats = nullptr;  // optional, sized by the caller
+    // Bytes the call's results already count against the context's limit: the activations add
+    // to them, so a call's result and workspace together stay within max_call_bytes.
+    size_t counted = 0;
   };
   // The stages of one pass, in order (mha.cc).
   Status Run(const CallPlan& plan, const TensorView& query, const TensorView& key,

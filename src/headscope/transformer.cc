@@ -687,7 +687,21 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       // the weights are what the attention's backward reads; it recomputes the projections.
       o.need_weights = true;
       o.average_attn_weights = false;
-      HEADSCOPE_RETURN_IF_ERROR(layer.attn->Forward(in, in, in, o, &attn_result_, &context_));
+      // The layer's call gets what is left of the limit (the saved stages and the backward's
+      // buffers are counted already), so one training call stays within max_call_bytes.
+      context_.max_call_bytes = bytes < limit ? limit - bytes : 0;
+      const Status attn = layer.attn->Forward(in, in, in, o, &attn_result_, &context_);
+      context_.max_call_bytes = limit;
+      HEADSCOPE_RETURN_IF_ERROR(attn);
+      // What that call keeps (its result and the context's activations, reused by the next
+      // layers) stays allocated for the rest of this one: counted once, from the first layer.
+      if (l == 0 &&
+          !AddBytes(&bytes, static_cast<uint64_t>(attn_result_.output.capacity()) +
+                                attn_result_.weights.capacity() +
+                                context_.activations.storage.capacity(),
+                    limit)) {
+        return TooLarge(B, T, limit);
+      }
       save(&sl->concat, context_.activations.concat, MD);
       save(&sl->pattern, attn_result_.weights.data(),
            SaturatingProduct({static_cast<uint64_t>(B * H), static_cast<uint64_t>(T),

@@ -51,7 +51,6 @@ struct Transformer::Saved {
   // The backward's buffers: gradients flowing through the residual stream and the stages, the
   // packed right-hand operand of each product, the recomputed projections, per-head tiles.
   AlignedBuffer dx, dtmp, dnorm, dwide, dlogits, pack, qkv, tile_m, tile_ds;
-  std::vector<double> ln_acc;  // LayerNorm backward's per-column sums
 };
 
 }  // namespace headscope

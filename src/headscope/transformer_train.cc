@@ -5,7 +5,7 @@
 // each stage's numbers the backward reads. The backward then runs the stages in reverse, on the
 // residual stream's gradient dx [M, D] (M = B * T rows):
 //   logits = xf Wu^T + bu          dWu = dlogits^T xf, dbu = colsum, dxf = dlogits Wu
-//   ln_final, ln1, ln2             LayerNorm's backward, per row in double
+//   ln_final, ln1, ln2             LayerNorm's backward (kernels/rowwise.h)
 //   MLP: h = act(h_pre)            dW = dy^T x, dx = dy W for fc_out and fc_in; act' on h_pre
 //   attention (per batch element n, head h, with P the softmax weights, g the head's gate):
 //     concat = g P V, out = concat Wo^T + bo
@@ -16,10 +16,12 @@
 //   embeddings                     scatter-add of dx's rows into the token and position rows
 // Every product is MatMulPacked (the forward's kernel: its bits do not depend on the thread
 // count), with the right-hand operand packed by PackB through strides (a transposed operand costs
-// no copy) and the left-hand one transposed into a buffer where it must be; every other
-// reduction (column sums, LayerNorm's, the gate gradients) is a loop in a fixed order. So the
-// gradients are the same bits with 1 or N threads, natively and in WebAssembly for one SIMD
-// target set (the kernels' target; FMA is not used by any of them).
+// no copy), or MatMulPackedTransA where the left-hand operand is a transpose (dY^T, P^T, dS^T:
+// read in place, the same bits as on a copy); every other reduction (column sums, LayerNorm's,
+// the gate gradients) is a loop in a fixed order. So the gradients are the same bits with 1 or N
+// threads, and in every engine running one build (Node and browsers run the same WebAssembly).
+// Native and WebAssembly builds differ where the kernels' targets do: native AVX2 / AVX-512
+// MulAdd is a fused multiply-add, WASM SIMD128's a multiply then an add.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -124,8 +126,7 @@ Status CheckTargets(const int32_t* targets, int64_t positions, int64_t length, i
 
 // The backward of y = LayerNorm(x) * w + b over rows of d (kernels/rowwise.h).
 void LayerNormBackward(const float* x, const float* dy, size_t rows, size_t d, const float* w,
-                       double eps, float* dx, bool add, float* dw, float* db,
-                       std::vector<double>* /*acc*/) {
+                       double eps, float* dx, bool add, float* dw, float* db) {
   LayerNormBackwardRows(x, dy, rows, d, w, static_cast<float>(eps), dx, add, dw, db);
 }
 
@@ -229,8 +230,8 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   // The backward's buffers are counted first, so RunBlocks's own accounting adds to them.
   const uint64_t wide = std::max<uint64_t>(3 * D, Mlp);
   uint64_t pack = 0, trans = 0;
-  const auto need = [&](uint64_t n, uint64_t k) {
-    pack = std::max<uint64_t>(pack, PackedFloats(static_cast<size_t>(n), static_cast<size_t>(k)));
+  const auto need = [&](uint64_t n, uint64_t k) {  // PackedFloats(n, k), in 64 bits
+    pack = std::max<uint64_t>(pack, SaturatingProduct({(n + kPanel - 1) / kPanel * kPanel, k}));
   };
   for (uint64_t in : {static_cast<uint64_t>(D), static_cast<uint64_t>(Mlp)}) {
     need(in, rows);  // dW = dy^T x: x packed as (in, M)
@@ -254,6 +255,9 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
       !Grow(&sv.tile_ds, tile, &bytes, limit)) {
     return TooLarge(B, T, limit);
   }
+  if (c.norm == NormPlacement::kPre && !Grow(&sv.final_in, MD, &bytes, limit)) {
+    return TooLarge(B, T, limit);  // ln_final's input, kept
+  }
   if (grads_.size() != params_.size()) {
     grads_.clear();
     grads_.resize(params_.size());
@@ -268,7 +272,6 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   const bool pre = c.norm == NormPlacement::kPre, post = c.norm == NormPlacement::kPost;
   const double eps = static_cast<float>(c.ln_eps);  // the forward's LayerNorm takes it as float
   if (pre) {
-    if (!sv.final_in.Resize(M * D)) return TooLarge(B, T, limit);
     std::memcpy(sv.final_in.data(), x_.data(), M * D * sizeof(float));
     LayerNormRows(x_.data(), M, D, store_.data(ln_final_w_), store_.data(ln_final_b_),
                   static_cast<float>(c.ln_eps), x_.data());
@@ -277,7 +280,6 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
 
   // ---- Backward ----
   const int threads = context_.pool.threads;
-  std::vector<double>& acc = sv.ln_acc;
   // The gradient buffer of a TransformerParams key (the names are the reference's).
   const auto grad = [&](const std::string& name) -> float* {
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -305,7 +307,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
          unembed_b_ >= 0 ? grad("unembed.bias") : nullptr, dx);
   if (pre) {
     LayerNormBackward(sv.final_in.data(), dx, M, D, store_.data(ln_final_w_), eps,
-                      sv.dtmp.data(), false, grad("ln_final.weight"), grad("ln_final.bias"), &acc);
+                      sv.dtmp.data(), false, grad("ln_final.weight"), grad("ln_final.bias"));
     std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
   }
 
@@ -318,7 +320,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     if (c.d_mlp > 0) {
       if (post) {  // x_out = ln2(sum2)
         LayerNormBackward(sl.sum2.data(), dx, M, D, store_.data(layer.ln2_w), eps,
-                          sv.dtmp.data(), false, grad(b + "ln2.weight"), grad(b + "ln2.bias"), &acc);
+                          sv.dtmp.data(), false, grad(b + "ln2.weight"), grad(b + "ln2.bias"));
         std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
       }
       // sum2 = resid_mid + mlp(m_in): dx is d mlp_out and (the residual) part of d resid_mid.
@@ -346,7 +348,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
              layer.fc_in_b >= 0 ? grad(b + "mlp.fc_in.bias") : nullptr, dm_in);
       if (pre) {  // m_in = ln2(resid_mid)
         LayerNormBackward(sl.resid_mid.data(), dm_in, M, D, store_.data(layer.ln2_w), eps,
-                          dx, /*add=*/true, grad(b + "ln2.weight"), grad(b + "ln2.bias"), &acc);
+                          dx, /*add=*/true, grad(b + "ln2.weight"), grad(b + "ln2.bias"));
       } else {
         AddInPlace(dx, dm_in, M * D);
       }
@@ -354,7 +356,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     // dx: the gradient of resid_mid (post-norm: of ln1's output).
     if (post) {  // resid_mid = ln1(sum1)
       LayerNormBackward(sl.sum1.data(), dx, M, D, store_.data(layer.ln1_w), eps,
-                        sv.dtmp.data(), false, grad(b + "ln1.weight"), grad(b + "ln1.bias"), &acc);
+                        sv.dtmp.data(), false, grad(b + "ln1.weight"), grad(b + "ln1.bias"));
       std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
     }
     // sum1 = resid_pre + attn(a_in): dx is d attn_out and part of d resid_pre.
@@ -430,7 +432,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
            c.bias ? grad(b + "attn.in_proj_bias") : nullptr, da_in);
     if (pre) {  // a_in = ln1(resid_pre)
       LayerNormBackward(sl.resid_pre.data(), da_in, M, D, store_.data(layer.ln1_w), eps, dx,
-                        /*add=*/true, grad(b + "ln1.weight"), grad(b + "ln1.bias"), &acc);
+                        /*add=*/true, grad(b + "ln1.weight"), grad(b + "ln1.bias"));
     } else {
       AddInPlace(dx, da_in, M * D);
     }

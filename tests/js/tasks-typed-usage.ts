@@ -48,3 +48,21 @@ export async function train(steps: number): Promise<number> {
   model.dispose();
   return last + maxLength + names.length;
 }
+
+import { DETECTORS, headScores, modelHeadScores } from 'headscope/detectors';
+import type { DetectorName } from 'headscope/detectors';
+export async function detectors(): Promise<number> {
+  const task = makeTask('induction', { seqLen: 16 });
+  const hs = await init();
+  const model = hs.createTransformer({ vocabSize: task.vocabSize, maxLen: 16, dModel: 16, nLayers: 2, nHeads: 2 });
+  const probe = task.probe();
+  const { hooks } = model.forward(probe.tokens, { hooks: ['blocks.1.attn.hook_pattern'] });
+  const pattern = hooks?.['blocks.1.attn.hook_pattern'];
+  const names: readonly DetectorName[] = DETECTORS;
+  const layer1: number[] = pattern ? headScores(pattern, probe.tokens, { excludeBos: true }).induction ?? [] : [];
+  const all: number[][] = modelHeadScores(model, probe.tokens, { detectors: ['previous-token'] })['previous-token'] ?? [];
+  // @ts-expect-error not a detector
+  headScores(pattern!, probe.tokens, { detectors: ['bos'] });
+  model.dispose();
+  return names.length + layer1.length + all.length;
+}

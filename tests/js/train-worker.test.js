@@ -124,22 +124,27 @@ test('train(): pause stops at a step, other requests are served, resume and canc
 test('train(): refused steps, errors and disposal end a run with a status, never a hang', async () => {
   const m = await remote.createTransformer(CONFIG);
   try {
-    // No optimizer: the first step's error ends the run.
-    let run = await m.train({ steps: 5, task: TASK, batchSize: 2 });
-    let r = await run.done;
-    assert.equal(r.status, 'error');
-    assert.equal(r.error.code, 'INVALID_ARGUMENT');
-    assert.match(r.error.message, /setOptimizer/);
+    // No optimizer: refused at once.
+    await assert.rejects(m.train({ steps: 5, task: TASK, batchSize: 2 }), { code: 'INVALID_ARGUMENT', message: /setOptimizer/ });
     await m.setOptimizer(OPTIMIZER);
+    // One run at a time per model.
+    let run = await m.train({ steps: 1e6, task: TASK, batchSize: 2, chunkMs: 5 });
+    await assert.rejects(m.train({ steps: 5, task: TASK, batchSize: 2 }), { code: 'INVALID_ARGUMENT', message: /training already/ });
+    await run.cancel();
+    let r = await run.done;
+    assert.equal(r.status, 'cancelled');
     // A non-finite weight: the optimizer refuses the step; nothing changes.
     const sd = await m.stateDict();
     sd['unembed.weight'].data[0] = Infinity;
     await m.loadStateDict(sd);
-    run = await m.train({ steps: 5, task: TASK, batchSize: 2 });
+    const progress = [];
+    run = await m.train({ steps: 5, task: TASK, batchSize: 2 }, { onProgress: (e) => progress.push(e) });
     r = await run.done;
     assert.equal(r.status, 'refused');
     assert.equal(r.step, 0);
     assert.ok(r.refused.length > 0);
+    assert.ok(!Number.isFinite(r.loss) || !Number.isFinite(r.gradNorm), `${r.loss} ${r.gradNorm}`);
+    assert.deepEqual(progress, [], 'no step was taken, no progress');
     // Bad specs are refused at once, naming the field.
     for (const [spec, re] of [
       [{ steps: 0, task: TASK, batchSize: 2 }, /spec\.steps/],

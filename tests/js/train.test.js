@@ -1009,6 +1009,49 @@ test('training allocates nothing after its first step; maxCallBytes bounds backw
   assert.equal(hs.memory().heapInUse, heapAtStart, 'the gradients and moments are freed with the model');
 });
 
+test('maxCallBytes bounds what one backward allocates, the attention layers\' buffers included', () => {
+  // An attention-heavy shape (16 heads of dim 1, T 128: the [B, H, T, T] weights dominate). For a
+  // limit a backward accepts, the heap grows by at most that limit; below the smallest accepted
+  // limit the call is RESOURCE_EXHAUSTED.
+  const config = { vocabSize: 7, maxLen: 128, dModel: 16, nLayers: 2, nHeads: 16, seed: 1 };
+  const tokens = { data: new Int32Array(2 * 128).map((_, i) => i % 7), shape: [2, 128] };
+  const targets = { data: new Int32Array(2 * 128).map((_, i) => (i * 3) % 7), shape: [2, 128] };
+  const saved = hs.maxCallBytes;
+  const attempt = (limit) => {
+    const m = hs.createTransformer(config);
+    try {
+      m.forward(tokens);  // weights packed and forward buffers sized before the measurement
+      const h0 = hs.memory().heapInUse;
+      hs.maxCallBytes = limit;
+      try {
+        m.backward(tokens, targets);
+      } catch (e) {
+        assert.equal(e.code, 'RESOURCE_EXHAUSTED');
+        return null;
+      } finally {
+        hs.maxCallBytes = saved;
+      }
+      return hs.memory().heapInUse - h0;
+    } finally {
+      m.dispose();
+    }
+  };
+  let lo = 1 << 16;
+  let hi = 1 << 27;
+  assert.equal(attempt(lo), null);
+  const grown = attempt(hi);
+  assert.ok(grown !== null && grown <= hi);
+  while (hi - lo > 1 << 14) {
+    const mid = Math.floor((lo + hi) / 2);
+    const g = attempt(mid);
+    if (g === null) lo = mid;
+    else {
+      assert.ok(g <= mid, `a backward under a limit of ${mid} bytes grew the heap by ${g}`);
+      hi = mid;
+    }
+  }
+});
+
 // ---- Determinism ----
 
 // 20 steps of the induction task on `h`'s model; every step's result and the final weights.

@@ -327,6 +327,8 @@ export interface Transformer {
   trainStep(tokens: TokensInput, targets: TargetsInput): TrainStepResult;
   /** Steps the current optimizer has taken. */
   readonly optimizerSteps: number;
+  /** The options setOptimizer last set, defaults filled in, or null before it. */
+  readonly optimizer: Readonly<Required<OptimizerOptions>> | null;
   dispose(): void;
 }
 
@@ -537,7 +539,7 @@ export interface TrainingRun {
   readonly step: number;
   readonly status: 'running' | 'paused' | 'done' | 'cancelled' | 'refused' | 'error';
   /** Resolves when the run ends; never rejects. */
-  readonly done: Promise<{ status: 'done' | 'cancelled' | 'refused' | 'error'; step: number; refused?: string; error?: HeadscopeError }>;
+  readonly done: Promise<{ status: 'done' | 'cancelled' | 'refused' | 'error'; step: number; refused?: string; loss?: number; gradNorm?: number; error?: HeadscopeError }>;
   pause(): Promise<{ status: string; step: number | null }>;
   resume(): Promise<{ status: string; step: number | null }>;
   cancel(): Promise<{ status: string; step: number | null }>;

@@ -1413,6 +1413,19 @@ class Transformer {
     const handle = this._handle();
     this._check(callCore(() => handle.setOptimizer(type === 'adamw' ? 0 : 1, o.lr, betas[0], betas[1],
       type === 'adamw' ? o.eps : 1e-8, type === 'adamw' ? o.weightDecay : 0, o.clipGradNorm)));
+    this._optimizer = Object.freeze(type === 'adamw'
+      ? { type, lr: o.lr, betas: Object.freeze(betas), eps: o.eps, weightDecay: o.weightDecay, clipGradNorm: o.clipGradNorm }
+      : { type, lr: o.lr, clipGradNorm: o.clipGradNorm });
+  }
+
+  /** The options of the optimizer setOptimizer set, defaults filled in (frozen), or null. */
+  get optimizer() {
+    if (this === null || typeof this !== 'object' || !(#brand in this)) {
+      fail('INVALID_ARGUMENT', `Transformer.optimizer: called on ${describe(this)}, not on a ` +
+        'Transformer; read it as model.optimizer');
+    }
+    this._handle();
+    return this._optimizer ?? null;
   }
 
   /**

@@ -548,8 +548,11 @@ class RemoteMultiheadAttention extends RemoteObject {
 
 /**
  * A training run in the worker (RemoteTransformer.train). `done` resolves when it ends with
- * { status: 'done' | 'cancelled' | 'refused' | 'error', step, refused?, error? } (refused: a step
- * the optimizer would not take, see trainStep; error: a HeadscopeError); it never rejects.
+ * { status: 'done' | 'cancelled' | 'refused' | 'error', step, refused?, loss?, gradNorm?, error? }
+ * (refused: a step the optimizer would not take, see trainStep, with that step's loss and norm;
+ * error: a HeadscopeError, after the progress of the steps taken); it never rejects. Requests
+ * that change the model during a run (setOptimizer, loadStateDict, trainStep) are served
+ * between chunks, so the step they land at depends on timing.
  */
 class TrainingRun {
   constructor(model, job, onProgress) {
@@ -575,7 +578,11 @@ class TrainingRun {
         }
         this.status = event.status;
         const out = { status: event.status, step: this.step };
-        if (event.refused !== undefined) out.refused = event.refused;
+        if (event.refused !== undefined) {
+          out.refused = event.refused;
+          out.loss = event.loss;
+          out.gradNorm = event.gradNorm;
+        }
         if (event.error !== undefined) out.error = errorIn(event.error);
         resolve(out);
       });

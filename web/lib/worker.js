@@ -183,16 +183,30 @@ function runChunk(post, job) {
       job.step++;
     }
   } catch (e) {
+    progress(post, job, losses, gradNorms, start);  // the steps this chunk did take
     finishJob(post, job, 'error', { error: errorOut(e) });
     return;
   }
+  if (refused !== null) {
+    // The refused step took no step: its loss and norm go with the end, not with the steps.
+    const loss = losses.pop();
+    const gradNorm = gradNorms.pop();
+    progress(post, job, losses, gradNorms, start);
+    finishJob(post, job, 'refused', { refused, loss, gradNorm });
+    return;
+  }
+  progress(post, job, losses, gradNorms, start);
+  if (job.step >= job.steps) finishJob(post, job, 'done');
+  else schedule(post, job);
+}
+
+// One chunk's per-step losses and norms (the steps taken: losses[i] is step job.step - n + i).
+function progress(post, job, losses, gradNorms, start) {
+  if (losses.length === 0) return;
   const l = Float64Array.from(losses);
   const g = Float64Array.from(gradNorms);
   send(post, { type: 'train-progress', job: job.id, step: job.step, losses: l, gradNorms: g,
     elapsedMs: now() - start }, [l.buffer, g.buffer]);
-  if (refused !== null) finishJob(post, job, 'refused', { refused });
-  else if (job.step >= job.steps) finishJob(post, job, 'done');
-  else schedule(post, job);
 }
 
 function schedule(post, job) {
@@ -241,6 +255,17 @@ const OPS = {
   'Transformer.train'(hs, [id, spec], transfer, post) {
     const model = lookup(id, 'Transformer');
     const settings = readTrainSpec(spec);
+    if (model.optimizer === null) {
+      throw new HeadscopeError('INVALID_ARGUMENT', 'train: no optimizer set (call setOptimizer first)');
+    }
+    // One run at a time per model: two would take turns by time on the same weights, and the
+    // result would depend on the timing.
+    for (const other of jobs.values()) {
+      if (other.modelId === id) {
+        throw new HeadscopeError('INVALID_ARGUMENT', `train: this model is training already (run ` +
+          `${other.id} at step ${other.step}); cancel it or await its done first`);
+      }
+    }
     const job = { id: nextJobId++, modelId: id, model, step: 0, paused: false, cancelled: false,
       scheduled: false, ...settings };
     jobs.set(job.id, job);
