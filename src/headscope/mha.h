@@ -90,8 +90,9 @@ class MultiheadAttention {
 
   const MhaConfig& config() const { return weights_.config(); }
   const MhaWeights& weights() const { return weights_; }
-  // Parameter p for writing in place (MhaWeights::MutableData): the next pass repacks it.
-  float* MutableParameter(Param p) { return weights_.MutableData(p); }
+  // State_dict entry `name` for writing in place (MhaWeights::MutableData): the next pass
+  // repacks it.
+  float* MutableParameter(std::string_view name) { return weights_.MutableData(name); }
 
   // Loads one state_dict entry by PyTorch's key name (or an alias, AliasParams) into the
   // parameter store. The kernels' packed copies follow on the next pass (or Prepare()).

@@ -67,6 +67,8 @@ bool SplitAttnKey(std::string_view name, int64_t n_layers, size_t* layer, std::s
   return true;
 }
 
+}  // namespace
+
 Status UnknownKey(const TransformerConfig& c, const std::string& arg) {
   std::string keys;
   for (const TransformerParamSpec& p : TransformerParams(c)) {
@@ -75,6 +77,8 @@ Status UnknownKey(const TransformerConfig& c, const std::string& arg) {
   return Status(StatusCode::kUnknownParameter, Arg::kStateDict,
                 arg + ": unknown key for this config (expected keys: " + keys + ")");
 }
+
+namespace {
 
 // Hook names, compared in place: `name` is "<suffix>" (layer < 0) or "blocks.<layer>.<suffix>".
 // Forward matches the asked-for hooks this way instead of building each candidate name, so a
@@ -379,6 +383,14 @@ Status Transformer::GetParameter(std::string_view name, TensorView* out) const {
   const Shape& shape = store->shape(i);
   *out = TensorView(store->data(i), shape, static_cast<size_t>(shape.NumElements()));
   return Status::Ok();
+}
+
+float* Transformer::MutableEntry(std::string_view name) {
+  size_t l = 0;
+  std::string_view key;
+  if (SplitAttnKey(name, config_.n_layers, &l, &key)) return layers_[l]->attn->MutableParameter(key);
+  const int i = store_.Find(name);
+  return i >= 0 ? store_.MutableData(i) : nullptr;
 }
 
 Status Transformer::InitializeFromSeed(uint64_t seed) {

@@ -256,6 +256,9 @@ class Transformer {
   explicit Transformer(const TransformerConfig& config);
   struct Layer;
   struct Saved;  // what a training forward keeps for the backward (transformer_internal.h)
+  // The floats of a TransformerParams key for writing in place, from the store GetParameter
+  // reads (bumping its versions); null for a key this config does not have or not loaded.
+  float* MutableEntry(std::string_view name);
   Status Prepare();
   Status CheckTokens(const TokenView& tokens, Arg arg, int64_t max_positions,
                      const char* limit) const;

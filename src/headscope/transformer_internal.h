@@ -11,6 +11,10 @@
 
 namespace headscope {
 
+// `arg` + ": unknown key for this config (expected keys: <TransformerParams(c), in order>)",
+// kUnknownParameter naming the state_dict: the message of a key the model does not have.
+Status UnknownKey(const TransformerConfig& c, const std::string& arg);
+
 struct Transformer::Layer {
   std::unique_ptr<MultiheadAttention> attn;
   KvCache cache;  // Generate's keys and values of this layer (causal models)

@@ -124,12 +124,6 @@ Status CheckTargets(const int32_t* targets, int64_t positions, int64_t length, i
   return Status::Ok();
 }
 
-// The backward of y = LayerNorm(x) * w + b over rows of d (kernels/rowwise.h).
-void LayerNormBackward(const float* x, const float* dy, size_t rows, size_t d, const float* w,
-                       double eps, float* dx, bool add, float* dw, float* db) {
-  LayerNormBackwardRows(x, dy, rows, d, w, static_cast<float>(eps), dx, add, dw, db);
-}
-
 // dh *= act'(h_pre), elementwise: GELU (erf form) Phi(x) + x phi(x); ReLU 1 where x > 0, else 0
 // (torch's threshold_backward: 0 at x = 0).
 void ActivationBackward(Activation act, const float* h_pre, float* dh, size_t n) {
@@ -178,13 +172,7 @@ Status Transformer::Gradient(std::string_view name, TensorView* out) const {
     *out = TensorView(grads_[i].data(), params_[i].shape, n);
     return Status::Ok();
   }
-  std::string keys;
-  for (const TransformerParamSpec& p : TransformerParams(config_)) {
-    keys += (keys.empty() ? "" : ", ") + p.name;
-  }
-  return Status(StatusCode::kUnknownParameter, Arg::kStateDict,
-                "grads['" + std::string(name) + "']: unknown key for this config (expected keys: " +
-                    keys + ")");
+  return UnknownKey(config_, "grads['" + std::string(name) + "']");
 }
 
 Status Transformer::Backward(const TokenView& tokens, const int32_t* targets,
@@ -270,11 +258,11 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   HEADSCOPE_RETURN_IF_ERROR(RunBlocks(tokens, 0, options.head_gates, /*cached=*/false, bytes,
                                       nullptr, nullptr, &sv));
   const bool pre = c.norm == NormPlacement::kPre, post = c.norm == NormPlacement::kPost;
-  const double eps = static_cast<float>(c.ln_eps);  // the forward's LayerNorm takes it as float
+  const float eps = static_cast<float>(c.ln_eps);  // as the forward's LayerNorm takes it
   if (pre) {
     std::memcpy(sv.final_in.data(), x_.data(), M * D * sizeof(float));
     LayerNormRows(x_.data(), M, D, store_.data(ln_final_w_), store_.data(ln_final_b_),
-                  static_cast<float>(c.ln_eps), x_.data());
+                  eps, x_.data());
   }
   Unembed(x_.data(), M, sv.logits.data());  // x_: the unembedding's input xf
 
@@ -306,7 +294,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   linear(x_.data(), store_.data(unembed_w_), dlogits, D, Vz, grad("unembed.weight"),
          unembed_b_ >= 0 ? grad("unembed.bias") : nullptr, dx);
   if (pre) {
-    LayerNormBackward(sv.final_in.data(), dx, M, D, store_.data(ln_final_w_), eps,
+    LayerNormBackwardRows(sv.final_in.data(), dx, M, D, store_.data(ln_final_w_), eps,
                       sv.dtmp.data(), false, grad("ln_final.weight"), grad("ln_final.bias"));
     std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
   }
@@ -319,7 +307,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     // dx: the gradient of the block's output.
     if (c.d_mlp > 0) {
       if (post) {  // x_out = ln2(sum2)
-        LayerNormBackward(sl.sum2.data(), dx, M, D, store_.data(layer.ln2_w), eps,
+        LayerNormBackwardRows(sl.sum2.data(), dx, M, D, store_.data(layer.ln2_w), eps,
                           sv.dtmp.data(), false, grad(b + "ln2.weight"), grad(b + "ln2.bias"));
         std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
       }
@@ -328,7 +316,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
       const float* m_in = sl.resid_mid.data();
       if (pre) {
         LayerNormRows(sl.resid_mid.data(), M, D, store_.data(layer.ln2_w),
-                      store_.data(layer.ln2_b), static_cast<float>(eps), sv.dnorm.data());
+                      store_.data(layer.ln2_b), eps, sv.dnorm.data());
         m_in = sv.dnorm.data();
       }
       float* h = sv.dwide.data();  // h = act(h_pre), recomputed rather than kept
@@ -347,7 +335,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
       linear(m_in, store_.data(layer.fc_in_w), dhid, D, Mlp, grad(b + "mlp.fc_in.weight"),
              layer.fc_in_b >= 0 ? grad(b + "mlp.fc_in.bias") : nullptr, dm_in);
       if (pre) {  // m_in = ln2(resid_mid)
-        LayerNormBackward(sl.resid_mid.data(), dm_in, M, D, store_.data(layer.ln2_w), eps,
+        LayerNormBackwardRows(sl.resid_mid.data(), dm_in, M, D, store_.data(layer.ln2_w), eps,
                           dx, /*add=*/true, grad(b + "ln2.weight"), grad(b + "ln2.bias"));
       } else {
         AddInPlace(dx, dm_in, M * D);
@@ -355,7 +343,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     }
     // dx: the gradient of resid_mid (post-norm: of ln1's output).
     if (post) {  // resid_mid = ln1(sum1)
-      LayerNormBackward(sl.sum1.data(), dx, M, D, store_.data(layer.ln1_w), eps,
+      LayerNormBackwardRows(sl.sum1.data(), dx, M, D, store_.data(layer.ln1_w), eps,
                         sv.dtmp.data(), false, grad(b + "ln1.weight"), grad(b + "ln1.bias"));
       std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
     }
@@ -373,7 +361,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     const float* a_in = sl.resid_pre.data();
     if (pre) {
       LayerNormRows(sl.resid_pre.data(), M, D, store_.data(layer.ln1_w), store_.data(layer.ln1_b),
-                    static_cast<float>(eps), sv.dnorm.data());
+                    eps, sv.dnorm.data());
       a_in = sv.dnorm.data();
     }
     float* qkv = sv.qkv.data();
@@ -431,7 +419,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     linear(a_in, w.Get(Param::kInProjWeight), dqkv, D, 3 * D, grad(b + "attn.in_proj_weight"),
            c.bias ? grad(b + "attn.in_proj_bias") : nullptr, da_in);
     if (pre) {  // a_in = ln1(resid_pre)
-      LayerNormBackward(sl.resid_pre.data(), da_in, M, D, store_.data(layer.ln1_w), eps, dx,
+      LayerNormBackwardRows(sl.resid_pre.data(), da_in, M, D, store_.data(layer.ln1_w), eps, dx,
                         /*add=*/true, grad(b + "ln1.weight"), grad(b + "ln1.bias"));
     } else {
       AddInPlace(dx, da_in, M * D);
@@ -466,23 +454,8 @@ Status Transformer::TrainStep(const TokenView& tokens, const int32_t* targets,
   std::vector<OptimizerParam> slots;
   slots.reserve(params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    const std::string& name = params_[i].name;
-    float* p = nullptr;
-    size_t l = 0;
-    const size_t attn = name.find(".attn.");
-    if (attn != std::string::npos) {
-      l = static_cast<size_t>(std::stoll(name.substr(7, attn - 7)));
-      const std::string key = name.substr(attn + 6);
-      const Param which = key == "in_proj_weight"    ? Param::kInProjWeight
-                          : key == "in_proj_bias"    ? Param::kInProjBias
-                          : key == "out_proj.weight" ? Param::kOutProjWeight
-                                                     : Param::kOutProjBias;
-      p = layers_[l]->attn->MutableParameter(which);
-    } else {
-      p = store_.MutableData(store_.Find(name));
-    }
-    slots.push_back({p, grads_[i].data(), static_cast<size_t>(params_[i].shape.NumElements()),
-                     name});
+    slots.push_back({MutableEntry(params_[i].name), grads_[i].data(),
+                     static_cast<size_t>(params_[i].shape.NumElements()), params_[i].name});
   }
   OptimizerStepResult step;
   const Status s = optimizer_->Step(slots, &step);

@@ -82,11 +82,11 @@ class MhaWeights {
     return i >= 0 ? store_.data(i) : nullptr;
   }
   const MhaConfig& config() const { return config_; }
-  // Parameter p's floats for writing in place (an optimizer step): ParameterStore::MutableData,
-  // which bumps the versions so the packed panels are rebuilt before the next pass reads them.
-  // Null while p is not loaded or not in the config.
-  float* MutableData(Param p) {
-    const int i = index_[static_cast<int>(p)];
+  // The floats of entry `name` (a key or an alias, as Set takes them) for writing in place (an
+  // optimizer step): ParameterStore::MutableData, which bumps the versions so the packed panels
+  // are rebuilt before the next pass reads them. Null for an unknown or unloaded entry.
+  float* MutableData(std::string_view name) {
+    const int i = store_.Find(name);
     return i >= 0 ? store_.MutableData(i) : nullptr;
   }
 

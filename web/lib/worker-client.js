@@ -174,7 +174,7 @@ class Channel {
       else this.early.set(data.job, [...(this.early.get(data.job) ?? []), data]);
       if (data.type === 'train-done') {
         this.runs.delete(data.job);
-        if (this.pending.size === 0 && this.runs.size === 0) this.idle();
+        this.idleIfNothingWaits();
       }
       return;
     }
@@ -183,7 +183,7 @@ class Channel {
     this.pending.delete(data.id);
     if (data.ok) request.resolve(data.result);
     else request.reject(errorIn(data.error));
-    if (this.pending.size === 0 && this.runs.size === 0) this.idle();
+    this.idleIfNothingWaits();
   }
 
   // Routes a training job's events to `handler` (those that came first, too); the worker stays
@@ -197,7 +197,7 @@ class Channel {
       handler(event);
       if (event.type === 'train-done') this.runs.delete(job);
     }
-    if (this.pending.size === 0 && this.runs.size === 0) this.idle();
+    this.idleIfNothingWaits();
   }
 
   // `names` name the arguments (null: headscope's own, such as an object id): each is read once
@@ -276,6 +276,11 @@ class Channel {
   // A Node worker this client created keeps the process alive only while a request is pending.
   busy() {
     if (this.owned && typeof this.worker.ref === 'function') this.worker.ref();
+  }
+
+  // Idle once no request waits for a reply and no training run is active.
+  idleIfNothingWaits() {
+    if (this.pending.size === 0 && this.runs.size === 0) this.idle();
   }
 
   idle() {
