@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { HeadscopeError } from '../../web/lib/index.js';
 
 /** A seeded uniform [0, 1) generator (mulberry32, the demo's): reproducible random tests. */
-export { seededRandom as mulberry32 } from '../../web/demo/transforms.js';
+export { seededRandom as mulberry32 } from '../../web/views/heads/transforms.js';
 
 /**
  * Runs fn, which must throw a HeadscopeError with `code` whose message contains every fragment;

@@ -1,12 +1,12 @@
-// The Heads view's data transforms (web/demo/transforms.js): tokens, features, weight presets and
+// The Heads view's data transforms (web/views/heads/transforms.js): tokens, features, weight presets and
 // summaries. The presets are checked the only way that counts: the real engine runs them on the
 // seed's log line and on a sentence with repeated words, and each head looks where its construction
 // says it does.
 import { test, describe, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { init } from '../../web/lib/index.js';
-import * as T from '../../web/demo/transforms.js';
-import { caseLabels } from '../../web/demo/heads.js';
+import * as T from '../../web/views/heads/transforms.js';
+import { caseLabels } from '../../web/views/heads/view.js';
 
 const hs = await init();
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));

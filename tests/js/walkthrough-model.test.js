@@ -1,4 +1,4 @@
-// The walkthrough's pure model (web/demo/walkthrough-model.js): presets, resizing, edits, the
+// The walkthrough's pure model (web/views/walkthrough/model.js): presets, resizing, edits, the
 // state_dict it builds, which cases it shows, and the "explain this cell" texts, checked against
 // the real library's trace.
 import { test, after } from 'node:test';
@@ -11,7 +11,7 @@ import {
   identityState, randomEntry, resizeState, headDim, inputMatrices, inputData, withCell,
   toStateDict, moduleConfig, traceOptions, maskTerms, describeMasks, stateFromCase, explainCell,
   formatTerm,
-} from '../../web/demo/walkthrough-model.js';
+} from '../../web/views/walkthrough/model.js';
 
 const hs = await init();
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));

@@ -25,7 +25,7 @@
 // and the output copy out are inside the timing. Each kind's headscope engine (KIND_BASE) is the
 // reference of the checks and of the ratios.
 
-import { hashString, seededRandom as mulberry32 } from '../../web/demo/transforms.js';
+import { hashString, seededRandom as mulberry32 } from '../../web/views/heads/transforms.js';
 import { registerTfjsGradients } from './tfjs_gradients.js';
 import { SkipError, makeTrainBatches, prepareHeadscopeTrain, prepareTfjsTrain } from './train.js';
 

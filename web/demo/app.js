@@ -2,8 +2,8 @@
 // panel and owns its state; this file only loads the engine, switches tabs and routes a loaded
 // case file to both views.
 import { init } from '../lib/index.js';
-import { mountWalkthrough } from './walkthrough.js';
-import { mountHeads } from './heads.js';
+import { mountWalkthrough } from '../views/walkthrough/view.js';
+import { mountHeads } from '../views/heads/view.js';
 import { mountLoader } from './loader.js';
 
 const status = document.querySelector('.hs-status');

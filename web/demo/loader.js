@@ -8,11 +8,11 @@
 // with the elapsed time while it runs and cancellable at any stage. Only the newest job may show
 // anything: a new load cancels the running one, and a cancelled job's late results are dropped.
 import { HeadscopeError } from '../lib/index.js';
-import { endPageWorker, pageWorker, pageWorkerStarted } from './page-worker.js';
+import { endPageWorker, pageWorker, pageWorkerStarted } from '../views/common/page-worker.js';
 import { compareWithExpected, parseCase, transformerCaseHooks, transformerCaseResult } from '../lib/case.js';
 import { seedWorkedExample } from '../lib/examples.js';
 import { callDims } from '../lib/shapes.js';
-import { stateFromCase } from './walkthrough-model.js';
+import { stateFromCase } from '../views/walkthrough/model.js';
 import { describeTransformerConfig, patternHooks, renderTransformerCase } from './transformer-case.js';
 
 // Files above this are refused before reading (a case of E = 768 with L = 512 is ~30 MB of JSON).

@@ -4,8 +4,8 @@
 // blocks.{l}.attn.hook_pattern), each a compact heatmap whose rows (queries) and columns (keys)
 // are labelled by token id. Every number is the engine's (runCase's result, compareWithExpected's
 // check); user-controlled text reaches the page only through textContent.
-import { formatNumber } from './matrix.js';
-import { renderHeatmap } from './heads.js';
+import { formatNumber } from '../views/common/matrix.js';
+import { renderHeatmap } from '../views/heads/view.js';
 
 /** The longest sequence a pattern heatmap shows (the first tokens of a longer one). */
 export const MAX_PATTERN_TOKENS = 48;

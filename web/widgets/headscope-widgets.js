@@ -11,10 +11,10 @@
 // Each widget renders in its own shadow root with the demo's stylesheet; all widgets of a page
 // share one WebAssembly engine. No build step, no request to another site.
 import { init } from '../lib/index.js';
-import { mountWalkthrough } from '../demo/walkthrough.js';
-import { mountHeads } from '../demo/heads.js';
+import { mountWalkthrough } from '../views/walkthrough/view.js';
+import { mountHeads } from '../views/heads/view.js';
 
-const STYLESHEET = new URL('../demo/demo.css', import.meta.url).href;
+const STYLESHEET = new URL('../views/headscope.css', import.meta.url).href;
 let engine = null;
 const getEngine = () => (engine ??= init());
 

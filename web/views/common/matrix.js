@@ -1,6 +1,6 @@
 // Labelled matrices with numbers and a colour scale: the building block of every view.
 // Pure DOM (no innerHTML: every value reaches the page through textContent), styled by
-// demo.css; colours are set through the CSSOM, which a strict Content-Security-Policy allows.
+// headscope.css; colours are set through the CSSOM, which a strict Content-Security-Policy allows.
 
 /** Colour scales. 'weights': 0..1, one hue. 'signed': blue below 0, red above, white at 0. */
 export function makeScale(values, kind = 'signed') {
@@ -16,7 +16,7 @@ const TEAL = [13, 148, 136];
 
 /**
  * Background colour of a value, as rgba over the page background so the same scale reads in light
- * and dark colour schemes. -Infinity (a masked score) gets a hatched class instead (see demo.css).
+ * and dark colour schemes. -Infinity (a masked score) gets a hatched class instead (see headscope.css).
  */
 export function colorFor(value, scale) {
   if (!Number.isFinite(value)) return 'transparent';

@@ -18,8 +18,8 @@
 // Head h's W_Q^(h) (E, d_k) is the column block of wq, which is also the transpose of rows
 // h*d_k .. of the q block of PyTorch's in_proj_weight; the whole E x E matrix is kept so that
 // changing the number of heads regroups the same numbers instead of inventing new ones.
-import { parseCase } from '../lib/case.js';
-import { formatNumber } from './matrix.js';
+import { parseCase } from '../../lib/case.js';
+import { formatNumber } from '../common/matrix.js';
 
 /** Largest number of tokens and embedding size the walkthrough shows ("tutorial size"). */
 export const MAX_SIZE = 16;

@@ -664,7 +664,7 @@ export function batchRows(data, shape, { n = 0, batchFirst = false } = {}) {
 // ---------------------------------------------------------------------------------------------
 // Colours
 
-/** CSS colour of head h (0-based): --hs-head-1..8 from demo.css, cycled for more heads. */
+/** CSS colour of head h (0-based): --hs-head-1..8 from headscope.css, cycled for more heads. */
 export function headColor(h) {
   return `var(--hs-head-${(h % 8) + 1})`;
 }

@@ -5,12 +5,12 @@
 //
 // Everything is scoped to `root` (no ids, no document-level queries), so the view can be mounted
 // several times on one page and inside shadow roots (the <headscope-walkthrough> widget).
-import { renderMatrix, renderLegend, makeScale, colorFor, formatNumber } from './matrix.js';
+import { renderMatrix, renderLegend, makeScale, colorFor, formatNumber } from '../common/matrix.js';
 import {
   MAX_SIZE, divisors, nearestDivisor, seedState, learnedLookingState, randomState, identityState,
   resizeState, headDim, inputMatrices, inputData, withCell, toStateDict, moduleConfig, traceOptions,
   describeMasks, maskTerms, stateFromCase, explainCell,
-} from './walkthrough-model.js';
+} from './model.js';
 
 const EXPLAIN_HINT = 'Hover over or focus (Tab, then the arrow keys) any cell of Q, K, V, the ' +
   'scores, A, a head output, the concatenation or Y to see how it was computed.';
@@ -44,7 +44,7 @@ function headSlice(t, h) {
 /**
  * Mounts the walkthrough into `root`.
  * @param {HTMLElement} root  the panel (or a widget's shadow-root container); its content is replaced
- * @param {{ hs: import('../lib/index.js').Headscope, onStatus?: (text: string) => void,
+ * @param {{ hs: import('../../lib/index.js').Headscope, onStatus?: (text: string) => void,
  *           initialCase?: object | string }} options
  * @returns {{ loadCase(caseDocument: object | string): boolean, destroy(): void }}
  */

@@ -3,7 +3,7 @@
 // would double both for no gain. The loader ends it to cancel a job (a forward pass in a worker
 // cannot be interrupted); whoever asks next gets a new one, and users of the old one see their
 // calls rejected with DISPOSED and ask again.
-import { initWorker } from '../lib/index.js';
+import { initWorker } from '../../lib/index.js';
 
 let current = null;  // Promise<RemoteHeadscope> | null
 

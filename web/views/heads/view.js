@@ -9,10 +9,10 @@
 //
 // Mountable several times per page and inside a shadow root: every element is created here and
 // found through `root`, never through document-level ids.
-import { pageWorker } from './page-worker.js';
-import { parseCase } from '../lib/case.js';
-import { callDims } from '../lib/shapes.js';
-import { colorFor, formatNumber, makeScale, renderLegend } from './matrix.js';
+import { pageWorker } from '../common/page-worker.js';
+import { parseCase } from '../../lib/case.js';
+import { callDims } from '../../lib/shapes.js';
+import { colorFor, formatNumber, makeScale, renderLegend } from '../common/matrix.js';
 import * as T from './transforms.js';
 
 const EMBED_DIM = 64;
@@ -838,7 +838,7 @@ function renderChips(tokens, state, root, actions) {
  * Mounts the Heads view into `root` (an element, also inside a shadow root). Everything it creates
  * lives under `root`; mount it as often as you like.
  * @param {Element} root
- * @param {{ hs: import('../lib/index.js').Headscope, onStatus?: (text: string) => void,
+ * @param {{ hs: import('../../lib/index.js').Headscope, onStatus?: (text: string) => void,
  *   text?: string, numHeads?: 1 | 2 | 4 | 8 | 16 }} options hs: init()'s API (small work runs on
  *   it; large loaded cases start their own Web Worker); text and numHeads: the starting sentence
  *   (default: the seed's log line) and head count (default 4).
