@@ -6,7 +6,7 @@ import { test, describe, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { init } from '../../web/lib/index.js';
 import * as T from '../../web/views/heads/transforms.js';
-import { caseLabels } from '../../web/views/heads/view.js';
+import { caseLabels } from '../../web/views/heads/data.js';
 
 const hs = await init();
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));

@@ -1,0 +1,77 @@
+// DOM helpers shared by the views: elements made here (user text only through textContent), focus
+// kept across rebuilds, and per-root persistent parts, so views update in place.
+
+export function el(tag, className, text) {
+  const e = document.createElement(tag);
+  if (className) e.className = className;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+export function svgEl(tag, attributes = {}) {
+  const e = document.createElementNS(SVG_NS, tag);
+  for (const [k, v] of Object.entries(attributes)) e.setAttribute(k, String(v));
+  return e;
+}
+
+export function button(text, className = '') {
+  const b = el('button', className, text);
+  b.type = 'button';
+  return b;
+}
+
+export function labelled(text, control, className = '') {
+  const label = el('label', className);
+  label.append(el('span', 'hs-heads-label', text), control);
+  return label;
+}
+
+export function quote(token) {
+  return `“${token}”`;
+}
+
+// The element that has focus inside `container` (a document or a shadow root), if any.
+export function focusedIn(container) {
+  const active = container.getRootNode().activeElement;
+  return active && container.contains(active) ? active : null;
+}
+
+// Rebuilding a view replaces the element that had focus: find its counterpart by its stable hooks
+// (name, data-* attributes) and focus that, so keyboard users keep their place.
+export function preserveFocus(container, rebuild) {
+  const active = focusedIn(container);
+  const hooks = active ? [...active.attributes]
+    .filter((a) => a.name === 'name' || a.name.startsWith('data-'))
+    .map((a) => `[${a.name}="${CSS.escape(a.value)}"]`).join('') : '';
+  rebuild();
+  if (hooks) container.querySelector(`${active.tagName.toLowerCase()}${hooks}`)?.focus();
+}
+
+export function setText(element, text) {
+  if (element.textContent !== text) element.textContent = text;
+}
+
+// Label spans of a heatmap axis, reused and updated.
+export function syncLabels(container, labels) {
+  while (container.children.length > labels.length) container.lastChild.remove();
+  while (container.children.length < labels.length) container.append(el('span'));
+  labels.forEach((label, k) => {
+    const span = container.children[k];
+    setText(span, label);
+    if (span.title !== label) span.title = label;
+  });
+}
+
+
+// Persistent parts of a view, per root element: rebuilt only when `key` (the view's structure)
+// changes.
+const viewParts = new WeakMap();
+export function partsOf(root, key, build) {
+  let parts = viewParts.get(root);
+  if (parts === undefined || parts.key !== key) {
+    parts = { key, ...build() };
+    viewParts.set(root, parts);
+  }
+  return parts;
+}

@@ -1,0 +1,207 @@
+// The canvas heatmap of the Heads view, the ablation map and the loader's transformer patterns.
+import { colorFor, formatNumber, makeScale } from './matrix.js';
+import { el, focusedIn, partsOf, syncLabels } from './dom.js';
+
+export const WEIGHT_SCALE = makeScale([], 'weights');
+
+// Canvas draws wait until every DOM update of the frame is done: reading the theme's colours then
+// costs one style recalculation, not one per canvas.
+const drawQueue = new Set();
+export function queueDraw(draw) {
+  drawQueue.add(draw);
+  if (drawQueue.size === 1) {
+    queueMicrotask(() => {
+      const draws = [...drawQueue];
+      drawQueue.clear();
+      for (const d of draws) d();
+    });
+  }
+}
+
+// Colours of the current scheme (light or dark), read from the CSS variables at draw time, once
+// per batch of draws and root node (the page, or a widget's shadow root).
+const themeCache = new Map();
+export function themeColors(element) {
+  const rootNode = element.getRootNode();
+  const cached = themeCache.get(rootNode);
+  if (cached) return cached;
+  const style = getComputedStyle(element);
+  const v = (name, fallback) => style.getPropertyValue(name).trim() || fallback;
+  const theme = { fg: v('--hs-fg', '#1f2328'), border: v('--hs-border', '#d1d9e0'), focus: v('--hs-focus', '#0969da') };
+  themeCache.set(rootNode, theme);
+  queueMicrotask(() => themeCache.delete(rootNode));
+  return theme;
+}
+
+// colorFor() of the 0..1 weights scale, at 1/256 steps: a heatmap redraw fills up to 16k cells.
+const WEIGHT_COLORS = Array.from({ length: 257 }, (_, k) => colorFor(k / 256, WEIGHT_SCALE));
+export function cellColor(value, scale) {
+  if (scale.kind === 'weights' && value >= 0 && value <= 1) return WEIGHT_COLORS[Math.round(value * 256)];
+  return colorFor(value, scale);
+}
+
+/**
+ * A compact heatmap of a (rows x cols) block (row stride `stride`): cells drawn on a canvas (a
+ * 16-head, 32-token grid is 16k cells: as DOM elements they take a third of a second to lay out),
+ * token labels on both axes as text. The canvas is one keyboard stop: arrow keys, Home/End and
+ * PageUp/PageDown move the active cell, whose description becomes the canvas's accessible name and
+ * goes to `onCell` (the view's live explanation line). Hover and click work too. Also the
+ * loader's attention-pattern grid of a transformer case (transformer-case.js).
+ * @param {Element} root
+ * @param {{ id: string, name: string, data: ArrayLike<number>, rows: number, cols: number,
+ *   stride?: number, rowLabels: string[], colLabels: string[], scale?: object,
+ *   masked?: (i: number, j: number) => boolean, describe: (i: number, j: number) => string,
+ *   active?: [number, number] | null, onCell?: (i: number, j: number, byKeyOrClick: boolean) => void }} m
+ */
+export function renderHeatmap(root, m) {
+  const parts = partsOf(root, 'heatmap', () => createHeatmap(root));
+  parts.update(m);
+}
+
+function createHeatmap(root) {
+  const box = el('div', 'hs-heatmap');
+  const colLabels = el('div', 'hs-heatmap-cols');
+  colLabels.setAttribute('aria-hidden', 'true');
+  const rowLabels = el('div', 'hs-heatmap-rows');
+  rowLabels.setAttribute('aria-hidden', 'true');
+  const canvas = el('canvas', 'hs-heatmap-canvas');
+  canvas.tabIndex = 0;
+  canvas.setAttribute('role', 'application');
+  canvas.setAttribute('aria-roledescription', 'heatmap');
+  box.append(el('div', 'hs-heatmap-corner'), colLabels, rowLabels, canvas);
+  root.replaceChildren(box);
+
+  let m = null;
+  let cell = 0;
+  let dpr = 1;
+  let active = [0, 0];
+  let hover = null;
+  const clampCell = ([i, j]) => [Math.max(0, Math.min(m.rows - 1, i)), Math.max(0, Math.min(m.cols - 1, j))];
+  const name = () => `${m.name}. Arrow keys move between cells. Current cell: ${m.describe(active[0], active[1])}`;
+
+  const draw = () => {
+    const ctx = canvas.getContext('2d');
+    if (!ctx || m === null) return;
+    const { rows, cols, stride = m.cols, data, scale = WEIGHT_SCALE } = m;
+    const theme = themeColors(canvas);
+    const width = cols * cell;
+    const height = rows * cell;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    const gap = cell >= 14 ? 1 : 0.5;
+    const maskedCells = new Path2D();
+    let anyMasked = false;
+    for (let i = 0; i < rows; i++) {
+      for (let j = 0; j < cols; j++) {
+        if (m.masked?.(i, j)) {
+          maskedCells.rect(j * cell, i * cell, cell - gap, cell - gap);
+          anyMasked = true;
+          continue;
+        }
+        ctx.fillStyle = cellColor(data[i * stride + j], scale);
+        ctx.fillRect(j * cell, i * cell, cell - gap, cell - gap);
+      }
+    }
+    if (anyMasked) {  // hatched, like .hs-masked cells in matrix.js's tables
+      ctx.save();
+      ctx.clip(maskedCells);
+      ctx.strokeStyle = theme.border;
+      ctx.lineWidth = 1;
+      ctx.beginPath();
+      for (let t = -height; t < width; t += 5) {
+        ctx.moveTo(t, height);
+        ctx.lineTo(t + height, 0);
+      }
+      ctx.stroke();
+      ctx.restore();
+    }
+    if (Math.max(rows, cols) <= 10) {  // big cells: the numbers too
+      ctx.fillStyle = theme.fg;
+      ctx.font = '10px system-ui, sans-serif';
+      ctx.textAlign = 'center';
+      ctx.textBaseline = 'middle';
+      for (let i = 0; i < rows; i++) {
+        for (let j = 0; j < cols; j++) {
+          if (!m.masked?.(i, j)) ctx.fillText(formatNumber(data[i * stride + j], 2), (j + 0.5) * cell, (i + 0.5) * cell);
+        }
+      }
+    }
+    const ring = ([i, j], color, lineWidth) => {
+      ctx.strokeStyle = color;
+      ctx.lineWidth = lineWidth;
+      ctx.strokeRect(j * cell + lineWidth / 2, i * cell + lineWidth / 2, cell - gap - lineWidth, cell - gap - lineWidth);
+    };
+    if (hover) ring(hover, theme.fg, 1);
+    if (focusedIn(box) === canvas) ring(active, theme.focus, 2);
+  };
+
+  const cellAt = (event) => {
+    const r = canvas.getBoundingClientRect();
+    const j = Math.floor(((event.clientX - r.left) / r.width) * m.cols);
+    const i = Math.floor(((event.clientY - r.top) / r.height) * m.rows);
+    return i >= 0 && i < m.rows && j >= 0 && j < m.cols ? [i, j] : null;
+  };
+  const moveTo = (next) => {
+    active = clampCell(next);
+    canvas.setAttribute('aria-label', name());
+    m.onCell?.(active[0], active[1], true);
+    draw();
+  };
+  canvas.addEventListener('keydown', (event) => {
+    const [i, j] = active;
+    const next = {
+      ArrowUp: [i - 1, j], ArrowDown: [i + 1, j], ArrowLeft: [i, j - 1], ArrowRight: [i, j + 1],
+      Home: [i, 0], End: [i, m.cols - 1], PageUp: [0, j], PageDown: [m.rows - 1, j],
+    }[event.key];
+    if (next === undefined) return;
+    event.preventDefault();
+    moveTo(next);
+  });
+  canvas.addEventListener('focus', () => moveTo(active));
+  canvas.addEventListener('blur', draw);
+  canvas.addEventListener('mousemove', (event) => {
+    const at = cellAt(event);
+    if (at === null || (hover && at[0] === hover[0] && at[1] === hover[1])) return;
+    hover = at;
+    m.onCell?.(at[0], at[1], false);
+    draw();
+  });
+  canvas.addEventListener('mouseleave', () => {
+    hover = null;
+    draw();
+  });
+  canvas.addEventListener('click', (event) => {
+    const at = cellAt(event);
+    if (at === null) return;
+    active = at;
+    if (focusedIn(box) === canvas) moveTo(at);
+    else canvas.focus();
+  });
+
+  function update(next) {
+    m = next;
+    const size = Math.max(m.rows, m.cols);
+    const nextCell = size <= 10 ? 30 : size <= 20 ? 16 : 12;
+    const nextDpr = Math.min(3, globalThis.devicePixelRatio || 1);
+    const width = Math.max(1, Math.round(m.cols * nextCell * nextDpr));
+    const height = Math.max(1, Math.round(m.rows * nextCell * nextDpr));
+    if (canvas.width !== width || canvas.height !== height || nextCell !== cell) {
+      cell = nextCell;
+      dpr = nextDpr;
+      canvas.width = width;
+      canvas.height = height;
+      canvas.style.width = `${m.cols * cell}px`;
+      canvas.style.height = `${m.rows * cell}px`;
+      box.style.setProperty('--hs-cell', `${cell}px`);
+    }
+    syncLabels(colLabels, m.colLabels.slice(0, m.cols));
+    syncLabels(rowLabels, m.rowLabels.slice(0, m.rows));
+    box.dataset.heatmap = m.id;
+    canvas.dataset.heatmapCanvas = m.id;
+    active = clampCell(m.active ?? active);
+    if (hover && (hover[0] >= m.rows || hover[1] >= m.cols)) hover = null;
+    canvas.setAttribute('aria-label', name());
+    queueDraw(draw);
+  }
+  return { update, redraw: () => queueDraw(draw) };
+}

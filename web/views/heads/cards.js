@@ -1,0 +1,191 @@
+// The Heads view's cards: one per head (colour, preset, on/off, statistics, heatmap) and the
+// averaged card (PyTorch's default output).
+import * as T from './transforms.js';
+import { el, partsOf, setText } from '../common/dom.js';
+import { formatNumber } from '../common/matrix.js';
+import { renderHeatmap } from '../common/heatmap.js';
+import { describeCell, headLabel, shownSize } from './data.js';
+
+// One summary number of a card: "name value", its definition as the tooltip. data-stat names the
+// engine's statistic it shows (entropy, distance, maxWeight).
+function statItem(stat) {
+  const span = el('span', 'hs-head-stat');
+  span.dataset.stat = stat;
+  const name = el('span', 'hs-head-stat-name');
+  const value = el('strong');
+  span.append(name, value);
+  return {
+    element: span,
+    set(label, text, detail) {
+      setText(name, `${label} `);
+      setText(value, text);
+      span.title = detail;
+    },
+  };
+}
+
+// One card: header (colour, name, preset, on/off), description, summary numbers, heatmap.
+function createHeadCard(h, withPresets, actions) {
+  const card = el('article', 'hs-head-card');
+  const header = el('header', 'hs-head-card-header');
+  const title = el('h3', 'hs-head-title');
+  const swatch = el('span', 'hs-head-swatch');
+  swatch.setAttribute('aria-hidden', 'true');
+  const titleText = el('span', '', h === null ? '' : headLabel(h));
+  title.append(swatch, titleText);
+  header.append(title);
+  let preset = null;
+  let presetName = null;
+  let on = null;
+  if (h !== null) {
+    card.dataset.head = String(h + 1);
+    card.style.setProperty('--hs-heads-color', T.headColor(h));
+    if (T.headDashed(h)) swatch.classList.add('hs-head-swatch-dashed');
+    if (withPresets) {
+      preset = el('select', 'hs-head-preset');
+      preset.dataset.headPreset = String(h + 1);
+      preset.setAttribute('aria-label', `${headLabel(h)} preset`);
+      for (const p of T.ALL_PRESETS) {
+        const o = el('option', '', p);
+        o.value = p;
+        o.title = T.PRESET_DESCRIPTIONS[p];
+        preset.append(o);
+      }
+      preset.addEventListener('change', () => actions.setPreset(h, preset.value));
+      header.append(preset);
+    } else {
+      presetName = el('span', 'hs-head-preset-name');
+      header.append(presetName);
+    }
+    const onLabel = el('label', 'hs-head-on');
+    on = el('input');
+    on.type = 'checkbox';
+    on.dataset.headAblate = String(h + 1);
+    on.setAttribute('aria-label', `${headLabel(h)} switched on (clear to switch it off)`);
+    on.addEventListener('change', () => actions.setAblated(h, !on.checked));
+    onLabel.append(on, ' on');
+    header.append(onLabel);
+  } else {
+    card.classList.add('hs-head-average');
+  }
+  const description = el('p', 'hs-head-description');
+  const stats = el('p', 'hs-head-stats');
+  const entropy = statItem('entropy');
+  const distance = statItem('distance');
+  const confidence = statItem('maxWeight');
+  // The averaged card's numbers are the heads' numbers averaged, not its heatmap's own.
+  if (h === null) stats.append(el('span', 'hs-head-stat-name hs-head-stats-caption', 'Mean over heads:'));
+  stats.append(entropy.element, distance.element, confidence.element);
+  const map = el('div', 'hs-heatmap-box');
+  card.append(header, description, stats, map);
+  return { card, titleText, preset, presetName, on, description, entropy, distance, confidence, map };
+}
+
+/** A statistic as a card shows it: `decimals` places, '—' for NaN (a head with no query rows left). */
+export function formatStat(value, decimals) {
+  return Number.isNaN(value) ? '—' : formatNumber(value, decimals);
+}
+
+/** Decimal places the cards show of each statistic. */
+export const STAT_DECIMALS = { entropy: 2, distance: 1, maxWeight: 2 };
+
+// What each statistic is, for the tooltips: over the S' keys (bias_k and the zero key included),
+// the distance over the S keys that have a position.
+export function statDefinitions(data) {
+  const { S, sourceKeys } = data;
+  const extra = S > sourceKeys
+    ? `, over the ${sourceKeys} keys with a position (bias_k and the zero key add nothing)` : '';
+  return {
+    entropy: `Mean over queries of the row's entropy; ${formatNumber(Math.log(S), 2)} nats (ln ${S}) ` +
+      'would be uniform attention',
+    distance: `Average over queries of Σ_j w_ij · |i − j|${extra}`,
+    maxWeight: 'Average over queries of the row\'s largest weight, max_j w_ij: 1 when each query looks at ' +
+      `one key, ${formatNumber(1 / S, 2)} (1/${S}) would be uniform attention`,
+  };
+}
+
+// A card's three numbers: `values` { entropy, distance, maxWeight }, `details` their tooltips.
+function setStats(c, values, details) {
+  c.entropy.set('entropy', `${formatStat(values.entropy, STAT_DECIMALS.entropy)} nats`, details.entropy);
+  c.distance.set('mean distance', `${formatStat(values.distance, STAT_DECIMALS.distance)} tokens`, details.distance);
+  c.confidence.set('confidence', formatStat(values.maxWeight, STAT_DECIMALS.maxWeight), details.maxWeight);
+}
+
+/** The grid of per-head heatmaps, each with its summary numbers, preset and on/off switch. */
+export function renderHeadGrid(data, state, root, actions) {
+  const { rows, cols } = shownSize(data);
+  const { H, L, S } = data;
+  const withPresets = state.source === 'presets';
+  const parts = partsOf(root, `${H}|${withPresets}`, () => {
+    const cards = Array.from({ length: H }, (_, h) => createHeadCard(h, withPresets, actions));
+    root.replaceChildren(...cards.map((c) => c.card));
+    return { cards };
+  });
+  // Cards as wide as their heatmap (row labels, cells, padding), as many per row as fit.
+  const cellPx = Math.max(rows, cols) <= 10 ? 30 : Math.max(rows, cols) <= 20 ? 16 : 12;
+  root.style.setProperty('--hs-head-card-min', `${Math.max(300, 130 + cols * cellPx)}px`);
+  const definitions = statDefinitions(data);
+  parts.cards.forEach((c, h) => {
+    c.card.classList.toggle('hs-head-off', state.ablated.has(h));
+    if (c.preset && c.preset.value !== data.presets[h]) c.preset.value = data.presets[h];
+    if (c.presetName) setText(c.presetName, data.presets[h]);
+    c.on.checked = !state.ablated.has(h);
+    setText(c.description, T.PRESET_DESCRIPTIONS[data.presets[h]] ?? '');
+    c.description.hidden = !T.PRESET_DESCRIPTIONS[data.presets[h]];
+    setStats(c, { entropy: data.stats.entropy[h], distance: data.stats.distance[h],
+      maxWeight: data.stats.maxWeight[h] }, definitions);
+    const weights = T.headWeights(data.weights, { h, H, L, S });
+    const scores = T.headWeights(data.scores, { h, H, L, S });
+    renderHeatmap(c.map, {
+      id: String(h + 1),
+      name: `${headLabel(h)} attention weights, ${L} queries by ${S} keys`,
+      data: weights, stride: S, rows, cols,
+      rowLabels: data.labels.queries, colLabels: data.labels.keys,
+      masked: (i, j) => scores[i * S + j] === -Infinity,
+      describe: (i, j) => describeCell(data, h, i, j, weights),
+      active: state.cell?.head === h ? [state.cell.i, state.cell.j] : null,
+      onCell: (i, j, remember) => actions.explainCell(h, i, j, remember),
+    });
+  });
+}
+
+/** PyTorch's default output (average_attn_weights=True): one heatmap, the mean of the heads. */
+export function renderAverage(data, state, root, actions) {
+  const { rows, cols } = shownSize(data);
+  const { H, L, S } = data;
+  const c = partsOf(root, 'average', () => {
+    const card = createHeadCard(null, false, actions);
+    root.replaceChildren(card.card);
+    return card;
+  });
+  setText(c.titleText, `Average of the ${H} head${H === 1 ? '' : 's'}`);
+  setText(c.description, 'What nn.MultiheadAttention returns by default (need_weights=True, ' +
+    'average_attn_weights=True): the heads\' different patterns blurred into one.');
+  // The mean over heads of the engine's per-head numbers (the per-head cards'), not statistics of
+  // this heatmap computed here: the engine computes no statistics of the averaged weights.
+  const heads = `Mean over the ${H} head${H === 1 ? '' : 's'} of each head's`;
+  const own = 'Not this heatmap\'s own: averaging blurs the heads\' patterns, so its rows have';
+  setStats(c, {
+    entropy: T.meanOverHeads(data.stats.entropy),
+    distance: T.meanOverHeads(data.stats.distance),
+    maxWeight: T.meanOverHeads(data.stats.maxWeight),
+  }, {
+    entropy: `${heads} entropy (the per-head cards' numbers). ${own} a higher entropy`,
+    distance: `${heads} mean distance, Σ_j w_ij · |i − j| averaged over queries (the per-head cards' numbers)`,
+    maxWeight: `${heads} confidence, its largest weight per query on average (the per-head cards' numbers). ` +
+      `${own} lower largest weights`,
+  });
+  renderHeatmap(c.map, {
+    id: 'average',
+    name: `Attention weights averaged over ${H} heads, ${L} queries by ${S} keys`,
+    data: data.average, stride: S, rows, cols,
+    rowLabels: data.labels.queries, colLabels: data.labels.keys,
+    masked: (i, j) => {
+      for (let h = 0; h < H; h++) if (data.scores[(h * L + i) * S + j] !== -Infinity) return false;
+      return true;
+    },
+    describe: (i, j) => describeCell(data, null, i, j, data.average),
+    active: state.cell?.head === null ? [state.cell.i, state.cell.j] : null,
+    onCell: (i, j, remember) => actions.explainCell(null, i, j, remember),
+  });
+}
