@@ -61,7 +61,7 @@ test('the walkthrough shows the seed example, and editing X recomputes Y with th
   }
 });
 
-test('the heads view: head count changes the grid, hiding a head changes the output', async () => {
+test('the heads view: head count changes the grid, hiding a head only hides it, switching it off changes the output', async () => {
   const p = await openPage('/demo/#heads');
   try {
     const root = '#panel-heads';
@@ -80,13 +80,26 @@ test('the heads view: head count changes the grid, hiding a head changes the out
 
     const diff = async () => Number((await p.page.textContent(`${root} .hs-ablation-diff`)).match(/-?[\d.]+(e-?\d+)?/)[0]);
     const d0 = await diff();
+    // The line view's head button hides head 1 (its card and lines), and switches nothing off.
+    const lines = () => p.page.locator(`${root} [data-line-head="1"]`).count();
+    assert.ok(await lines() > 0, 'head 1 draws lines');
     await p.page.click(`${root} [data-head-toggle="1"]`);
     assert.equal(await p.page.getAttribute(`${root} [data-head-toggle="1"]`, 'aria-pressed'), 'false');
+    await p.page.waitForFunction((sel) => document.querySelectorAll(sel).length === 0, `${root} [data-line-head="1"]`);
+    assert.equal(await p.page.isHidden(`${root} .hs-head-grid [data-head="1"]`), true, 'head 1\'s card is hidden');
+    assert.equal(await diff(), d0, 'hiding a head does not switch it off');
+    await p.page.click(`${root} [data-head-toggle="1"]`);
+    await p.page.waitForFunction((sel) => document.querySelectorAll(sel).length > 0, `${root} [data-line-head="1"]`);
+    // Its card's "on" box switches it off: the output changes, its lines are still drawn (faded).
+    await p.page.uncheck(`${root} [data-head-ablate="1"]`);
     await p.page.waitForFunction(([sel, v]) => {
       const m = document.querySelector(sel)?.textContent.match(/-?[\d.]+(e-?\d+)?/);
       return m && Number(m[0]) !== v;
     }, [`${root} .hs-ablation-diff`, d0]);
     assert.ok((await diff()) > 0, 'switching head 1 off changes the output');
+    assert.ok(await lines() > 0, 'a switched-off head keeps its lines');
+    assert.match(await p.page.textContent(`${root} [data-head-toggle="1"]`), /Head 1/);
+    assert.equal(await p.page.getAttribute(`${root} [data-head-toggle="1"]`, 'class'), 'hs-head-toggle hs-head-toggle-off');
     await screenshot(p.page, 'heads-ablation');
     assertClean(p);
   } finally {

@@ -34,8 +34,9 @@ export function renderAblation(data, state, root, actions, layout) {
   parts.value.dataset.value = String(difference.total);
   setText(parts.relative, ` (${formatNumber(100 * difference.relative, 1)}% of ‖output‖)`);
   setText(parts.which, off.length ? ` with ${off.map((h) => headLabel(h)).join(', ')} switched off.`
-    : '. Clear a head\'s "on" box to switch it off.');
+    : state.switches ? '. Clear a head\'s "on" box to switch it off.' : '.');
   parts.reset.disabled = off.length === 0;
+  parts.reset.hidden = !state.switches;
 
   const { rows } = shownSize(data);
   const max = Math.max(1e-12, ...difference.perToken);

@@ -25,7 +25,7 @@ function statItem(stat) {
 }
 
 // One card: header (colour, name, preset, on/off), description, summary numbers, heatmap.
-function createHeadCard(h, withPresets, actions) {
+function createHeadCard(h, withPresets, withSwitch, actions) {
   const card = el('article', 'hs-head-card');
   const header = el('header', 'hs-head-card-header');
   const title = el('h3', 'hs-head-title');
@@ -58,6 +58,7 @@ function createHeadCard(h, withPresets, actions) {
       header.append(presetName);
     }
     const onLabel = el('label', 'hs-head-on');
+    onLabel.hidden = !withSwitch;
     on = el('input');
     on.type = 'checkbox';
     on.dataset.headAblate = String(h + 1);
@@ -115,9 +116,9 @@ function setStats(c, values, details) {
 export function renderHeadGrid(data, state, root, actions) {
   const { rows, cols } = shownSize(data);
   const { H, L, S } = data;
-  const withPresets = state.source === 'presets';
-  const parts = partsOf(root, `${H}|${withPresets}`, () => {
-    const cards = Array.from({ length: H }, (_, h) => createHeadCard(h, withPresets, actions));
+  const withPresets = state.source === 'presets' && state.presetMenus;
+  const parts = partsOf(root, `${H}|${withPresets}|${state.switches}`, () => {
+    const cards = Array.from({ length: H }, (_, h) => createHeadCard(h, withPresets, state.switches, actions));
     root.replaceChildren(...cards.map((c) => c.card));
     return { cards };
   });
@@ -127,6 +128,7 @@ export function renderHeadGrid(data, state, root, actions) {
   const definitions = statDefinitions(data);
   parts.cards.forEach((c, h) => {
     c.card.classList.toggle('hs-head-off', state.ablated.has(h));
+    c.card.hidden = state.shown !== null && !state.shown.has(h);
     if (c.preset && c.preset.value !== data.presets[h]) c.preset.value = data.presets[h];
     if (c.presetName) setText(c.presetName, data.presets[h]);
     c.on.checked = !state.ablated.has(h);
@@ -154,7 +156,7 @@ export function renderAverage(data, state, root, actions) {
   const { rows, cols } = shownSize(data);
   const { H, L, S } = data;
   const c = partsOf(root, 'average', () => {
-    const card = createHeadCard(null, false, actions);
+    const card = createHeadCard(null, false, false, actions);
     root.replaceChildren(card.card);
     return card;
   });

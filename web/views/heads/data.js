@@ -17,6 +17,17 @@ export function caseLabels({ L, S, sourceLength, selfAttention, addBiasKV, addZe
   return { queries, keys: keys.slice(0, S) };
 }
 
+/**
+ * Whether a case's key is its query: the same object (key absent in the file) or equal numbers of
+ * the same shape (a file that spells the query out twice is self-attention too).
+ */
+export function sameTensor(a, b) {
+  if (a === b) return true;
+  if (!a || !b || a.shape.length !== b.shape.length || a.shape.some((d, k) => d !== b.shape[k])) return false;
+  for (let k = 0; k < a.data.length; k++) if (a.data[k] !== b.data[k]) return false;
+  return a.data.length === b.data.length;
+}
+
 /** Weights a trace of the call holds: N x H x L x S' (every head's, bias_k and the zero key included). */
 export const traceWeights = (dims) => dims.N * dims.H * dims.L * dims.Sp;
 

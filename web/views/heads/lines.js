@@ -12,8 +12,8 @@ const LINE_BANDS = [0.1, 0.25, 0.5, 0.75, Infinity];
 /**
  * The line view, after BertViz: queries on the left, keys on the right, lines weighted by
  * attention, a colour per head (heads 9-16 reuse the colours, dashed). Hover or focus a token to
- * see only its lines; click (or Enter) pins it. A head's button shows or hides it: a hidden head is
- * switched off altogether (its lines go, and its output is removed: the ablation below).
+ * see only its lines; click (or Enter) pins it. A head's button shows or hides its lines (state.shown);
+ * hiding only hides: a switched-off head (its card's "on" box, state.ablated) is drawn faded.
  */
 export function renderLines(data, state, root, actions) {
   const { rows, cols } = shownSize(data);
@@ -38,7 +38,9 @@ export function renderLines(data, state, root, actions) {
 
   const focus = state.pinned ?? state.hover;
   for (const b of parts.toggles.querySelectorAll('[data-head-toggle]')) {
-    b.setAttribute('aria-pressed', String(!state.ablated.has(Number(b.dataset.headToggle) - 1)));
+    const h = Number(b.dataset.headToggle) - 1;
+    b.setAttribute('aria-pressed', String(state.shown === null || state.shown.has(h)));
+    b.classList.toggle('hs-head-toggle-off', state.ablated.has(h));
   }
   for (const column of [parts.queries, parts.keys]) {
     for (const b of column.children) {
@@ -53,7 +55,7 @@ export function renderLines(data, state, root, actions) {
   const paths = [];
   const ys = Array.from({ length: Math.max(rows, cols) }, (_, k) => (k + 0.5) * LINE_ROW_PX);
   const sets = average ? [{ h: null, w: data.average }]
-    : Array.from({ length: data.H }, (_, h) => h).filter((h) => !state.ablated.has(h))
+    : Array.from({ length: data.H }, (_, h) => h).filter((h) => state.shown === null || state.shown.has(h))
       .map((h) => ({ h, w: T.headWeights(data.weights, { h, H: data.H, L: data.L, S: data.S }) }));
   for (const { h, w } of sets) {
     const bands = LINE_BANDS.map(() => []);
@@ -72,7 +74,8 @@ export function renderLines(data, state, root, actions) {
       const path = svgEl('path', {
         d: segments.join(''),
         fill: 'none',
-        'stroke-opacity': Math.min(1, 0.15 + 0.85 * mid).toFixed(3),
+        // A switched-off head still attends; its lines are faded, since its output is removed.
+        'stroke-opacity': ((h !== null && state.ablated.has(h) ? 0.3 : 1) * Math.min(1, 0.15 + 0.85 * mid)).toFixed(3),
         'stroke-width': (1 + 3 * mid).toFixed(2),
         'vector-effect': 'non-scaling-stroke',
       });
@@ -90,7 +93,7 @@ export function renderLines(data, state, root, actions) {
   } else {
     setText(parts.hint, 'Hover or focus a token to see only its lines; click it (or press Enter) to pin ' +
       'the selection. Line width and opacity follow the weight; weights under 0.02 are not drawn. ' +
-      'Press a head above to hide it: that also switches it off (see "Switch heads off").');
+      'Press a head above to hide or show its lines; a head switched off (its card\'s "on" box) is drawn faded.');
   }
 }
 
@@ -109,18 +112,18 @@ function lineToken(side, index, actions) {
 function buildLines(H, root, actions, average) {
   const toggles = el('div', 'hs-head-toggles');
   toggles.setAttribute('role', 'group');
-  toggles.setAttribute('aria-label', 'Heads: press to switch a head off or on');
+  toggles.setAttribute('aria-label', 'Heads: press to show or hide a head\'s lines');
   if (!average) {
     for (let h = 0; h < H; h++) {
       const b = button('', 'hs-head-toggle');
       b.dataset.headToggle = String(h + 1);
-      b.title = `Show or hide ${headLabel(h)}: a hidden head is switched off (its output is removed too)`;
+      b.title = `Show or hide ${headLabel(h)}'s lines (hiding does not switch it off)`;
       b.style.setProperty('--hs-heads-color', T.headColor(h));
       const swatch = el('span', `hs-head-swatch${T.headDashed(h) ? ' hs-head-swatch-dashed' : ''}`);
       swatch.setAttribute('aria-hidden', 'true');
       b.append(swatch, headLabel(h));
       // The pressed state answers at once; the recomputed views follow in the next frame.
-      b.addEventListener('click', () => b.setAttribute('aria-pressed', String(actions.toggleHead(h))));
+      b.addEventListener('click', () => b.setAttribute('aria-pressed', String(actions.toggleShown(h))));
       toggles.append(b);
     }
   } else {

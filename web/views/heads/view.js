@@ -20,15 +20,18 @@ import { pageWorker } from '../common/page-worker.js';
 import { parseCase } from '../../lib/case.js';
 import { callDims } from '../../lib/shapes.js';
 import { formatNumber, renderLegend } from '../common/matrix.js';
-import { button, el, labelled } from '../common/dom.js';
+import { el, focusedIn, labelled } from '../common/dom.js';
 import { WEIGHT_SCALE } from '../common/heatmap.js';
 import { Engine } from './engine.js';
-import { caseLabels, describeCell, traceWeights, viewData, MAX_SHOWN } from './data.js';
+import { caseLabels, describeCell, sameTensor, traceWeights, viewData, MAX_SHOWN } from './data.js';
 import { renderAverage, renderHeadGrid } from './cards.js';
 import { renderLines } from './lines.js';
 import { renderAblation } from './ablation.js';
 import { renderChips } from './chips.js';
 import * as T from './transforms.js';
+import { applyHeadsState, copyHeadsState, defaultHeadsState } from './state.js';
+import { HeadscopeError } from '../../lib/errors.js';
+import { checkNames } from '../common/options.js';
 
 const EMBED_DIM = 64;
 const HEAD_COUNTS = [1, 2, 4, 8, 16];  // the divisors of 64 up to 16
@@ -40,39 +43,56 @@ const WORKER_EMBED_DIM = 128;
 // ---------------------------------------------------------------------------------------------
 // The view
 
+/** Controls a `hide` option can name, and the parts a `parts` option can show. */
+export const HEADS_CONTROLS = ['text', 'weights', 'heads', 'seed', 'sharpness', 'causal', 'view', 'batch',
+  'padding', 'presets', 'switches'];
+export const HEADS_PARTS = ['grid', 'lines', 'ablation'];
+
 /**
  * Mounts the Heads view into `root` (an element, also inside a shadow root). Everything it creates
  * lives under `root`; mount it as often as you like.
  * @param {Element} root
  * @param {{ hs: import('../../lib/index.js').Headscope, onStatus?: (text: string) => void,
- *   text?: string, numHeads?: 1 | 2 | 4 | 8 | 16 }} options hs: init()'s API (small work runs on
- *   it; large loaded cases start their own Web Worker); text and numHeads: the starting sentence
- *   (default: the seed's log line) and head count (default 4).
- * @returns {{ loadCase(caseDocument: object | string): Promise<void>, destroy(): void }} loadCase
- *   shows a case document's heads (errors go to onStatus and the view); destroy frees the engine
- *   objects, ends the worker and empties `root`.
+ *   state?: object, text?: string, numHeads?: 1 | 2 | 4 | 8 | 16, hide?: string[],
+ *   parts?: string[], compact?: boolean, readonly?: boolean,
+ *   onChange?: (state: object, cause: string) => void }} options
+ *   hs: init()'s API (small work runs on it; large loaded cases start their own Web Worker);
+ *   state: the starting state (state.js; text and numHeads are shorthands for its text and heads);
+ *   hide: controls not shown (HEADS_CONTROLS); parts: the parts shown (HEADS_PARTS, default all);
+ *   compact: no intro, headings or notes; readonly: the reader explores (hover, focus, pins) but
+ *   changes nothing; onChange: called after each change of the state by the reader or setState.
+ *   A bad option throws a HeadscopeError naming it, before anything is mounted.
+ * @returns {{ loadCase(caseDocument: object | string): Promise<void>, getState(): object,
+ *   setState(patch: object): void, destroy(): void }} loadCase shows a case document's heads
+ *   (errors go to onStatus and the view); destroy frees the engine objects and empties `root`.
  */
-export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = T.DEFAULT_TEXT,
-  numHeads: initialHeads = DEFAULT_HEADS } = {}) {
+export function mountHeads(root, { hs, onStatus = () => {}, state: initialState, text: initialText,
+  numHeads: initialHeads, hide = [], parts = HEADS_PARTS, compact = false, readonly = false,
+  onChange = () => {} } = {}) {
   if (!hs || typeof hs.createMultiheadAttention !== 'function') {
-    throw new TypeError('mountHeads: options.hs must be the API of init() from headscope');
+    throw new HeadscopeError('INVALID_ARGUMENT', 'mountHeads: options.hs must be the API of init() from headscope');
   }
-  let startHeads = initialHeads;
-  if (!HEAD_COUNTS.includes(startHeads)) {
-    onStatus(`Heads: ${startHeads} heads is not one of ${HEAD_COUNTS.join(', ')}; showing ${DEFAULT_HEADS}.`);
-    startHeads = DEFAULT_HEADS;
-  }
+  const hidden = new Set(checkNames(hide, HEADS_CONTROLS, 'mountHeads: options.hide'));
+  const shownParts = new Set(checkNames(parts, HEADS_PARTS, 'mountHeads: options.parts'));
+  let start = defaultHeadsState();
+  if (initialHeads !== undefined) start = applyHeadsState({ heads: initialHeads }, start, 'mountHeads: options.numHeads');
+  if (initialText !== undefined) start = applyHeadsState({ text: initialText }, start, 'mountHeads: options.text');
+  if (initialState !== undefined) start = applyHeadsState(initialState, start, 'mountHeads: options.state');
   const state = {
     source: 'presets',      // 'presets' | 'random' | 'case'
-    text: String(initialText),
-    numHeads: startHeads,
-    presets: T.defaultPresets(startHeads),
+    text: '',
+    numHeads: DEFAULT_HEADS,
+    presets: T.defaultPresets(DEFAULT_HEADS),
     seed: 1,
     sharpness: 6,
     causal: false,
-    padded: new Set(),      // key positions masked by key_padding_mask
-    ablated: new Set(),     // heads switched off (0-based): output removed, lines not drawn
+    padded: new Set(),      // key positions masked by key_padding_mask (0-based)
+    ablated: new Set(),     // heads switched off (0-based): output removed, lines faded
+    shown: null,            // null, or the heads (0-based) shown in the grid and the lines
     view: 'heads',          // 'heads' | 'average'
+    // What the parts offer (the hide and readonly options): per-card preset menus, on/off boxes.
+    presetMenus: !readonly && !hidden.has('presets'),
+    switches: !readonly && !hidden.has('switches'),
     hover: null,            // { side: 'query' | 'key', index }
     pinned: null,
     cell: null,             // { head (null: average), i, j }: the heatmap cell last explained
@@ -88,10 +108,63 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   let frame = 0;
   let destroyed = false;
   const stateDicts = new Map();
+  let textSource = 'presets';  // the weights of sentence mode, kept while a case is shown
+
+  // The public state (state.js) <-> the fields above.
+  function publicState() {
+    const inCase = state.source === 'case';
+    return copyHeadsState({
+      text: state.text, heads: inCase ? textHeads : state.numHeads,
+      weights: inCase ? textSource : state.source, presets: inCase ? textPresets : state.presets,
+      seed: state.seed, sharpness: state.sharpness, causal: state.causal,
+      padded: [...state.padded].map((j) => j + 1).sort((a, b) => a - b),
+      off: [...state.ablated].map((h) => h + 1).sort((a, b) => a - b),
+      show: state.shown === null ? null : [...state.shown].map((h) => h + 1).sort((a, b) => a - b),
+      view: state.view,
+    });
+  }
+  let textHeads = start.heads;
+  let textPresets = start.presets;
+  function assignState(s) {
+    const inCase = state.source === 'case';
+    textHeads = s.heads;
+    textPresets = s.presets;
+    textSource = s.weights;
+    if (!inCase) {
+      state.source = s.weights;
+      state.numHeads = s.heads;
+      state.presets = s.presets;
+    }
+    state.text = s.text;
+    state.seed = s.seed;
+    state.sharpness = s.sharpness;
+    state.causal = s.causal;
+    state.padded = new Set(s.padded.map((j) => j - 1));
+    state.ablated = new Set(s.off.map((h) => h - 1));
+    state.shown = s.show === null ? null : new Set(s.show.map((h) => h - 1));
+    state.view = s.view;
+  }
+  // Reports a change of the public state (after the reader's edit or setState) to onChange.
+  let reported = '';
+  function changed(cause) {
+    const s = publicState();
+    const key = JSON.stringify(s);
+    if (key === reported) return;
+    reported = key;
+    try {
+      onChange(s, cause);
+    } catch (e) {
+      // A listener's bug must not break the view; it shows where the author will look.
+      queueMicrotask(() => { throw e; });
+    }
+  }
+
+  assignState(start);
+  reported = JSON.stringify(publicState());
 
   // Skeleton ----------------------------------------------------------------------------------
-  const view = el('div', 'hs-heads');
-  const intro = el('p', 'hs-heads-intro',
+  const view = el('div', `hs-heads${compact ? ' hs-compact' : ''}`);
+  const intro = el('p', 'hs-heads-intro hs-prose',
     'Type a sentence or a log line. It is split into tokens, given deterministic features ' +
     '(position, token identity, character class) and run through one multi-head attention layer ' +
     'whose heads were built by hand to do one job each. Set the number of heads to 1 and the five ' +
@@ -103,12 +176,12 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   const text = el('input', 'hs-heads-text');
   text.type = 'text';
   text.name = 'text';
-  text.value = state.text;
   text.spellcheck = false;
   text.autocomplete = 'off';
   const textLabel = labelled('Sentence or log line', text, 'hs-heads-text-label');
   const tokenNote = el('span', 'hs-note hs-heads-token-note');
   tokenNote.setAttribute('aria-live', 'polite');
+  const caseNote = el('span', 'hs-note hs-heads-case-note');
 
   const source = el('select');
   source.name = 'weights';
@@ -125,7 +198,6 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   for (const n of HEAD_COUNTS) {
     const o = el('option', '', `${n} (head dim ${EMBED_DIM / n})`);
     o.value = String(n);
-    o.selected = n === state.numHeads;
     heads.append(o);
   }
   const seed = el('input', 'hs-heads-seed');
@@ -133,14 +205,12 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   seed.name = 'seed';
   seed.min = '0';
   seed.step = '1';
-  seed.value = String(state.seed);
   const sharpness = el('input');
   sharpness.type = 'range';
   sharpness.name = 'sharpness';
   sharpness.min = '0';
   sharpness.max = '12';
   sharpness.step = '0.5';
-  sharpness.value = String(state.sharpness);
   const sharpnessValue = el('output', 'hs-heads-sharpness-value', String(state.sharpness));
   const sharpnessLabel = labelled('Sharpness', sharpness);
   sharpnessLabel.append(sharpnessValue);
@@ -158,7 +228,6 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
     r.type = 'radio';
     r.name = 'view';
     r.value = value;
-    r.checked = state.view === value;
     viewRadios[value] = r;
     const l = el('label');
     l.append(r, label);
@@ -170,10 +239,12 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   batchLabel.hidden = true;
 
   const row1 = el('div', 'hs-heads-row');
-  row1.append(textLabel, tokenNote);
+  row1.append(textLabel, tokenNote, caseNote);
   const row2 = el('div', 'hs-heads-row');
-  row2.append(labelled('Weights', source), labelled('Heads', heads), labelled('Seed', seed), sharpnessLabel,
-    causalLabel, viewGroup, batchLabel);
+  const sourceLabel = labelled('Weights', source);
+  const headsLabel = labelled('Heads', heads);
+  const seedLabel = labelled('Seed', seed);
+  row2.append(sourceLabel, headsLabel, seedLabel, sharpnessLabel, causalLabel, viewGroup, batchLabel);
   controls.append(row1, row2);
 
   const chipsBox = el('div', 'hs-heads-chips-box');
@@ -194,7 +265,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
 
   const gridSection = el('section', 'hs-heads-section');
   const gridTitle = el('h2', 'hs-heads-h2', 'What each head looks at');
-  const gridNote = el('p', 'hs-note hs-heads-grid-note');
+  const gridNote = el('p', 'hs-note hs-heads-grid-note hs-prose');
   const grid = el('div', 'hs-head-grid');
   const averageBox = el('div', 'hs-heads-average');
   gridSection.append(gridTitle, gridNote, legend, grid, averageBox);
@@ -206,32 +277,48 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   const ablationSection = el('section', 'hs-heads-section');
   const ablation = el('div', 'hs-ablation');
   ablationSection.append(el('h2', 'hs-heads-h2', 'Switch heads off'),
-    el('p', 'hs-note', 'A switched-off head keeps attending (its weights above do not change), but its ' +
+    el('p', 'hs-note hs-prose', 'A switched-off head keeps attending (its weights above do not change), but its ' +
       'columns of out_proj.weight are set to 0, which is exactly the same as zeroing its output before ' +
       'W_O. The engine runs the layer again; the difference is what that head contributed.'),
     ablation);
 
+  for (const h2 of [gridTitle, linesSection.firstChild, ablationSection.firstChild]) h2.classList.add('hs-prose');
+  gridSection.hidden = !shownParts.has('grid');
+  linesSection.hidden = !shownParts.has('lines');
+  ablationSection.hidden = !shownParts.has('ablation');
   view.append(intro, controls, chipsBox, busy, message, gridSection, linesSection, ablationSection, explain);
   root.replaceChildren(view);
 
   // Actions ------------------------------------------------------------------------------------
+  // A change of the public state, by the reader or setState: checked (state.js), applied, reported.
+  function edit(patch, { compute = true, cause = 'input' } = {}) {
+    const liveHeads = state.source === 'case' ? state.numHeads : undefined;
+    assignState(applyHeadsState(patch, publicState(), 'setState: state', { liveHeads }));
+    schedule(compute);
+    changed(cause);
+  }
+  const sortedPlus = (set, h, on) => {
+    const next = new Set(set);
+    if (on) next.add(h);
+    else next.delete(h);
+    return [...next].map((k) => k + 1);
+  };
   const actions = {
     setPreset(h, preset) {
-      state.presets = state.presets.map((p, k) => (k === h ? preset : p));
-      schedule(true);
+      edit({ presets: state.presets.map((p, k) => (k === h ? preset : p)) });
     },
     setAblated(h, off) {
-      if (off) state.ablated.add(h);
-      else state.ablated.delete(h);
-      schedule(true);
+      edit({ off: sortedPlus(state.ablated, h, off) });
     },
     resetAblation() {
-      state.ablated.clear();
-      schedule(true);
+      edit({ off: [] });
     },
-    toggleHead(h) {
-      actions.setAblated(h, !state.ablated.has(h));
-      return !state.ablated.has(h);
+    toggleShown(h) {
+      const all = new Set(Array.from({ length: state.numHeads }, (_, k) => k));
+      const shown = state.shown ?? all;
+      const next = sortedPlus(shown, h, !shown.has(h));
+      edit({ show: next.length === state.numHeads ? null : next }, { compute: false });
+      return state.shown === null || state.shown.has(h);
     },
     hoverToken(target) {
       state.hover = target;
@@ -243,9 +330,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
       schedule(false);
     },
     togglePadding(j) {
-      if (state.padded.has(j)) state.padded.delete(j);
-      else state.padded.add(j);
-      schedule(true);
+      edit({ padded: sortedPlus(state.padded, j, !state.padded.has(j)) });
     },
     explainCell(head, i, j, remember) {
       if (remember) state.cell = { head, i, j };
@@ -264,44 +349,44 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   };
 
   text.addEventListener('input', () => {
-    state.text = text.value;
-    schedule(true);
+    // New tokens: the padded positions and the pin meant other tokens.
+    const before = T.tokenize(state.text).tokens.join('\u0000');
+    const after = T.tokenize(text.value).tokens.join('\u0000');
+    if (before !== after) state.pinned = null;
+    edit(before !== after ? { text: text.value, padded: [] } : { text: text.value });
   });
   source.addEventListener('change', () => {
-    state.source = source.value;
-    state.ablated.clear();
+    if (source.value === 'case') return;
     state.pinned = null;
-    schedule(true);
+    if (state.source === 'case') {
+      // Back to the sentence: its own head count and presets, every head on.
+      state.source = source.value;
+      state.numHeads = textHeads;
+      state.presets = textPresets;
+    }
+    edit({ weights: source.value, off: [], show: null });
   });
   heads.addEventListener('change', () => {
-    state.numHeads = Number(heads.value);
-    state.presets = T.defaultPresets(state.numHeads);
-    state.ablated.clear();
-    schedule(true);
+    edit({ heads: Number(heads.value) });
   });
   seed.addEventListener('input', () => {
     const v = Number(seed.value);
-    if (seed.value.trim() === '' || !Number.isInteger(v) || v < 0) {
+    if (seed.value.trim() === '' || !Number.isInteger(v) || v < 0 || v > 0xffffffff) {
       seed.setAttribute('aria-invalid', 'true');
       return;
     }
     seed.removeAttribute('aria-invalid');
-    state.seed = v;
-    schedule(true);
+    edit({ seed: v });
   });
   sharpness.addEventListener('input', () => {
-    state.sharpness = Number(sharpness.value);
-    sharpnessValue.textContent = sharpness.value;
-    schedule(true);
+    edit({ sharpness: Number(sharpness.value) });
   });
   causal.addEventListener('change', () => {
-    state.causal = causal.checked;
-    schedule(true);
+    edit({ causal: causal.checked });
   });
   for (const r of Object.values(viewRadios)) {
     r.addEventListener('change', () => {
-      if (r.checked) state.view = r.value;
-      schedule(false);
+      if (r.checked) edit({ view: r.value }, { compute: false });
     });
   }
   batch.addEventListener('change', () => {
@@ -342,15 +427,33 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
     busy.textContent = on ? text : '';
   }
 
+  // The controls show the state (also after setState); hidden: the `hide` option, read-only mode,
+  // and in case mode the sentence's controls (a case has its own tokens, heads and weights).
   function syncControls() {
     const caseMode = state.source === 'case';
     source.value = state.source;
-    for (const c of [text, heads, causal]) c.disabled = caseMode;
-    seed.disabled = caseMode;
-    sharpness.disabled = caseMode || state.source === 'random';
-    chipsBox.hidden = caseMode;
+    if (text.value !== state.text) text.value = state.text;
     heads.value = String(state.numHeads);
-    batchLabel.hidden = !(caseMode && loaded?.dims.batched);
+    if (focusedIn(view) !== seed) seed.value = String(state.seed);
+      sharpnessValue.textContent = String(state.sharpness);
+    causal.checked = state.causal;
+    viewRadios[state.view].checked = true;
+    const off = (name) => hidden.has(name) || (readonly && name !== 'view');
+    textLabel.hidden = caseMode || off('text');
+    tokenNote.hidden = caseMode;
+    caseNote.hidden = !caseMode;
+    sourceLabel.hidden = off('weights');
+    headsLabel.hidden = caseMode || off('heads');
+    seedLabel.hidden = caseMode || off('seed');
+    sharpnessLabel.hidden = caseMode || state.source === 'random' || off('sharpness');
+    causalLabel.hidden = caseMode || off('causal');
+    viewGroup.hidden = off('view');
+    chipsBox.hidden = caseMode || off('padding');
+    batchLabel.hidden = !(caseMode && loaded?.dims.batched) || off('batch');
+    const rowsShown = [row1, row2].map((r) => [...r.children].some((c) => !c.hidden));
+    row1.hidden = !rowsShown[0];
+    row2.hidden = !rowsShown[1];
+    controls.hidden = !rowsShown[0] && !rowsShown[1];
   }
 
   function stateDictFor() {
@@ -389,8 +492,9 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
 
   async function computeText() {
     const result = T.tokenize(state.text);
+    // New tokens: the pin and the explained cell meant other tokens. (The padded positions are
+    // the state's: a text edit clears them, setState sets them with the text.)
     if (result.tokens.join('\u0000') !== tokens.join('\u0000')) {
-      state.padded.clear();
       state.pinned = null;
       state.cell = null;
     }
@@ -403,8 +507,9 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
     layout = x.layout;
     const L = tokens.length;
     const { sd } = stateDictFor();
+    const padded = [...state.padded].filter((j) => j < L);
     const options = {
-      keyPaddingMask: state.padded.size ? T.keyPaddingMask(L, state.padded) : null,
+      keyPaddingMask: padded.length ? T.keyPaddingMask(L, padded) : null,
       attnMask: state.causal ? T.causalMask(L) : null,
     };
     const config = { embedDim: EMBED_DIM, numHeads: state.numHeads };
@@ -412,7 +517,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
       query: x, key: x, value: x, options });
     const presets = state.source === 'random' ? Array(state.numHeads).fill('random (PyTorch init)') : state.presets;
     let note = '';
-    if (state.padded.size === L) note = 'Every token is padded: no query has a key left, so every weight is 0.';
+    if (padded.length === L) note = 'Every token is padded: no query has a key left, so every weight is 0.';
     return viewData(run, callDims(config, x.shape), { labels: { queries: tokens, keys: tokens }, presets, note });
   }
 
@@ -455,7 +560,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   function caseViewData(run) {
     const { parsed, dims } = loaded;
     const { L, Sp: S } = dims;
-    const labels = caseLabels({ L, S, sourceLength: dims.S, selfAttention: parsed.key === parsed.query,
+    const labels = caseLabels({ L, S, sourceLength: dims.S, selfAttention: sameTensor(parsed.key, parsed.query),
       addBiasKV: parsed.config.addBiasKV, addZeroAttn: parsed.config.addZeroAttn });
     layout = null;
     const shown = L > MAX_SHOWN || S > MAX_SHOWN
@@ -467,9 +572,9 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
   function render() {
     syncControls();
     const empty = data === null;
-    gridSection.hidden = empty;
-    linesSection.hidden = empty;
-    ablationSection.hidden = empty;
+    gridSection.hidden = empty || !shownParts.has('grid');
+    linesSection.hidden = empty || !shownParts.has('lines');
+    ablationSection.hidden = empty || !shownParts.has('ablation');
     if (empty) {
       message.textContent = 'Type something to see the heads at work.';
       return;
@@ -531,11 +636,17 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
       }));
       state.batch = 0;
       state.source = 'case';
+      state.numHeads = dims.H;
       state.ablated.clear();
-        state.pinned = null;
+      state.shown = null;
+      state.pinned = null;
       state.cell = null;
       source.querySelector('option[value="case"]').disabled = false;
-      onStatus(`Heads: showing ${loaded.name} (${dims.H} heads, ${dims.L} queries${dims.batched ? `, batch of ${dims.N}` : ''}).`);
+      const what = `${loaded.name} (${dims.H} head${dims.H === 1 ? '' : 's'}, ${dims.L} quer${dims.L === 1 ? 'y' : 'ies'}` +
+        `${dims.batched ? `, batch of ${dims.N}` : ''})`;
+      caseNote.textContent = `Showing ${what}. Choose other weights to go back to the sentence.`;
+      onStatus(`Heads: showing ${what}.`);
+      changed('case');
       if (frame) {
         cancelAnimationFrame(frame);
         frame = 0;
@@ -546,6 +657,19 @@ export function mountHeads(root, { hs, onStatus = () => {}, text: initialText = 
       } catch (e) {
         fail(e);
       }
+    },
+    /** The public state (state.js): a copy; changing it changes nothing. */
+    getState() {
+      return publicState();
+    },
+    /**
+     * Applies the fields given (state.js); a bad field throws a HeadscopeError naming it and
+     * nothing changes. Fires onChange (cause 'setState') when the state differs.
+     */
+    setState(patch) {
+      if (destroyed) throw new HeadscopeError('DISPOSED', 'setState: the view was destroyed');
+      if (patch !== null && typeof patch === 'object' && 'text' in patch) state.pinned = null;
+      edit(patch, { cause: 'setState' });
     },
     destroy() {
       destroyed = true;
