@@ -67,9 +67,7 @@ export function init(options = {}) {
         if (key !== null && apiPromises.get(key) === apiPromise) apiPromises.delete(key);
       }), (e) => {
         if (e instanceof HeadscopeError) throw e;
-        throw new HeadscopeError('LOAD_ERROR', `init: could not load ${o.wasmUrl ?? file} ` +
-          `(${describeThrown(e)}); in a source checkout, build it with \`npm run build\``,
-        { cause: e });
+        throw new HeadscopeError('LOAD_ERROR', loadFailure(e, o.wasmUrl ?? file), { cause: e });
       });
     if (key !== null) {
       apiPromises.set(key, apiPromise);
@@ -78,6 +76,17 @@ export function init(options = {}) {
     }
   }
   return apiPromise;
+}
+
+// What init() says when the module could not load. A page whose Content-Security-Policy lacks
+// 'wasm-unsafe-eval' gets its bytes but may not compile them: say that, not "build it".
+function loadFailure(e, file) {
+  const why = describeThrown(e);
+  if (/Content Security Policy|wasm-unsafe-eval|wasm-eval|unsafe-eval/i.test(why)) {
+    return `init: the page's Content-Security-Policy does not allow WebAssembly: add 'wasm-unsafe-eval' ` +
+      `to its script-src directive (script-src 'self' 'wasm-unsafe-eval') so ${file} can be compiled (${why})`;
+  }
+  return `init: could not load ${file} (${why}); in a source checkout, build it with \`npm run build\``;
 }
 
 // Rejects with LOAD_ERROR after `ms`; a load that finishes later is stopped (its threads ended).

@@ -1,22 +1,41 @@
-// headscope's embeddable widgets for tutorial authors. One module script defines them:
+// headscope's embeddable widgets for tutorial authors (package export 'headscope/widgets'). One
+// module script defines both elements:
 //
-//   <script type="module" src="https://your.site/headscope/widgets/headscope-widgets.js"></script>
-//   <headscope-walkthrough></headscope-walkthrough>              the seed's worked example, live
-//   <headscope-heads text="The cat sat on the mat" heads="4"></headscope-heads>
+//   <script type="module" src="/node_modules/headscope/web/widgets/headscope-widgets.js"></script>
+//   <headscope-walkthrough stages="input scores weights" compact></headscope-walkthrough>
+//   <headscope-heads text="The cat sat on the mat" heads="4" show-heads="1 2"></headscope-heads>
 //
-// Either element also takes a case document (shared/spec/case-format.md) as inline JSON:
+// Either element also takes a case document (docs/case-format.md) as inline JSON:
 //   <headscope-walkthrough><script type="application/json">{ ...case... }</script></headscope-walkthrough>
 // (a JSON script is data, never executed, so this works under a strict Content-Security-Policy).
 //
-// Each widget renders in its own shadow root with the demo's stylesheet; all widgets of a page
+// Attributes configure a widget (ATTRIBUTES below, documented in the README's authoring guide);
+// changing one later updates it. Methods setState / setCase / setText and the property `state`
+// change it from script; every change, by the reader or by script, fires a `headscope-change`
+// event (bubbling, composed) whose detail is { state, cause }, so one widget can drive another.
+// An unknown or invalid attribute shows a message in the widget (and the widget keeps its other
+// settings); nothing is corrected silently.
+//
+// Each widget renders in its own shadow root with the views' stylesheet; all widgets of a page
 // share one WebAssembly engine. No build step, no request to another site.
-import { init } from '../lib/index.js';
+import { init, HeadscopeError } from '../lib/index.js';
 import { mountWalkthrough } from '../views/walkthrough/view.js';
-import { mountHeads } from '../views/heads/view.js';
+import { mountHeads, HEADS_CONTROLS, HEADS_PARTS } from '../views/heads/view.js';
+import { WALKTHROUGH_CONTROLS, WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES } from '../views/walkthrough/state.js';
+import { HEAD_COUNTS, PRESET_NAMES } from '../views/heads/state.js';
 
 const STYLESHEET = new URL('../views/headscope.css', import.meta.url).href;
 let engine = null;
-const getEngine = () => (engine ??= init());
+const getEngine = () => (engine ??= init().catch((e) => {
+  engine = null;  // a later widget may try again
+  throw e;
+}));
+
+// Attributes any HTML element may carry: never "unknown".
+const GLOBAL_ATTRIBUTES = new Set(['id', 'class', 'style', 'title', 'lang', 'dir', 'hidden', 'tabindex', 'slot',
+  'part', 'role', 'translate', 'inert', 'autofocus', 'nonce', 'is', 'exportparts', 'accesskey', 'draggable',
+  'spellcheck', 'contenteditable', 'enterkeyhint', 'inputmode', 'popover']);
+const isGlobal = (name) => GLOBAL_ATTRIBUTES.has(name) || name.startsWith('data-') || name.startsWith('aria-');
 
 /** The inline case document of a widget, or null. Throws an Error naming the problem. */
 function inlineCase(element) {
@@ -25,11 +44,115 @@ function inlineCase(element) {
   try {
     return JSON.parse(script.textContent);
   } catch (e) {
-    throw new Error(`the inline case document is not valid JSON (${e.message})`);
+    throw new HeadscopeError('PARSE_ERROR', `the inline case document is not valid JSON (${e.message})`);
   }
 }
 
+// ---- Attribute parsers: text -> value, or a thrown message that says what was expected -------
+
+const bad = (expected, text) => { throw new Error(`expected ${expected}, got ${JSON.stringify(text.slice(0, 60))}`); };
+const words = (text) => text.split(/[\s,]+/).filter(Boolean);
+function integer(min, max) {
+  return (text) => {
+    const v = Number(text.trim());
+    return Number.isInteger(v) && v >= min && v <= max && text.trim() !== '' ? v : bad(`an integer in [${min}, ${max}]`, text);
+  };
+}
+function oneOf(values) {
+  return (text) => (values.includes(text.trim()) ? text.trim() : bad(`one of ${values.join(', ')}`, text));
+}
+function namesOf(values) {
+  return (text) => {
+    const list = words(text);
+    for (const w of list) if (!values.includes(w)) bad(`names from ${values.join(', ')}`, w);
+    return list;
+  };
+}
+function numbers1(max) {  // 1-based numbers, e.g. heads "1 3"
+  return (text) => words(text).map((w) => {
+    const v = Number(w);
+    return Number.isInteger(v) && v >= 1 && v <= max ? v : bad(`numbers in [1, ${max}] separated by spaces or commas`, w);
+  });
+}
+const boolean = (text) => (['', 'true', 'false'].includes(text.trim()) ? text.trim() !== 'false'
+  : bad('no value (present means on), "true" or "false"', text));
+const number01 = (max) => (text) => {
+  const v = Number(text.trim());
+  return text.trim() !== '' && v >= 0 && v <= max ? v : bad(`a number in [0, ${max}]`, text);
+};
+
+// Per widget: attribute -> { parse, kind: 'state' (a state field), 'option' (rebuilds the view) }.
+const HEADS_ATTRIBUTES = {
+  text: { parse: (t) => t, field: 'text' },
+  heads: { parse: (t) => { const v = Number(t.trim()); return HEAD_COUNTS.includes(v) ? v : bad(`one of ${HEAD_COUNTS.join(', ')}`, t); }, field: 'heads' },
+  weights: { parse: oneOf(['presets', 'random']), field: 'weights' },
+  presets: { parse: namesOf(PRESET_NAMES), field: 'presets' },
+  seed: { parse: integer(0, 0xffffffff), field: 'seed' },
+  sharpness: { parse: number01(12), field: 'sharpness' },
+  causal: { parse: boolean, field: 'causal' },
+  padded: { parse: numbers1(4096), field: 'padded' },
+  off: { parse: numbers1(16), field: 'off' },
+  'show-heads': { parse: numbers1(16), field: 'show' },
+  view: { parse: oneOf(['heads', 'average']), field: 'view' },
+  parts: { parse: namesOf(HEADS_PARTS), option: 'parts' },
+  hide: { parse: namesOf(HEADS_CONTROLS), option: 'hide' },
+  compact: { parse: boolean, option: 'compact' },
+  readonly: { parse: boolean, option: 'readonly' },
+};
+const WALKTHROUGH_ATTRIBUTES = {
+  preset: { parse: oneOf(WALKTHROUGH_PRESETS), field: 'preset' },
+  seed: { parse: integer(0, 0xffffffff), field: 'seed' },
+  tokens: { parse: integer(1, 16), field: 'L' },
+  dims: { parse: integer(1, 16), field: 'E' },
+  heads: { parse: integer(1, 16), field: 'H' },
+  causal: { parse: boolean, field: 'causal' },
+  'show-heads': { parse: numbers1(16), option: 'heads' },
+  stages: { parse: namesOf(WALKTHROUGH_STAGES), option: 'stages' },
+  hide: { parse: namesOf(WALKTHROUGH_CONTROLS), option: 'hide' },
+  compact: { parse: boolean, option: 'compact' },
+  readonly: { parse: boolean, option: 'readonly' },
+};
+
 class HeadscopeWidget extends HTMLElement {
+  constructor() {
+    super();
+    this._view = undefined;     // undefined: not mounted; null: mounting; else the view
+    this._queue = Promise.resolve();
+    this._problems = new Map(); // attribute -> message
+    this._ready = new Promise((resolve, reject) => {
+      this._resolveReady = resolve;
+      this._rejectReady = reject;
+    });
+    this._ready.catch(() => {});  // a failed start is shown in the widget; awaiting it rejects
+  }
+
+  /** Resolves when the widget has rendered (or failed: then it rejects with the reason). */
+  get ready() {
+    return this._ready;
+  }
+
+  /** The current state (a copy), or null before the widget is ready. */
+  get state() {
+    return this._view ? this._view.getState() : null;
+  }
+
+  set state(value) {
+    this.setState(value).catch(() => {});
+  }
+
+  /**
+   * Changes the state (the fields given; see the README's authoring guide). Resolves when applied;
+   * rejects with a HeadscopeError naming a bad field (nothing is applied then).
+   */
+  setState(patch) {
+    return this._whenReady((view) => view.setState(patch));
+  }
+
+  /** Shows a case document (an object or JSON text). Resolves to whether the view could show it. */
+  setCase(caseDocument) {
+    return this._whenReady((view) => view.loadCase(caseDocument));
+  }
+
   connectedCallback() {
     if (this._view !== undefined) return;
     this._view = null;
@@ -37,27 +160,33 @@ class HeadscopeWidget extends HTMLElement {
     const link = document.createElement('link');
     link.rel = 'stylesheet';
     link.href = STYLESHEET;
-    const container = document.createElement('div');
-    container.className = 'hs-widget';
-    const status = document.createElement('p');
-    status.className = 'hs-status';
-    status.setAttribute('role', 'status');
-    status.textContent = 'Loading headscope…';
-    shadow.replaceChildren(link, status, container);
-    const onStatus = (text) => { status.textContent = text; };
+    this._container = document.createElement('div');
+    this._container.className = 'hs-widget';
+    this._status = document.createElement('p');
+    this._status.className = 'hs-status';
+    this._status.setAttribute('role', 'status');
+    this._status.textContent = 'Loading headscope…';
+    this._messages = document.createElement('ul');
+    this._messages.className = 'hs-widget-problems hs-error';
+    this._messages.setAttribute('role', 'alert');
+    this._messages.hidden = true;
+    shadow.replaceChildren(link, this._status, this._messages, this._container);
     getEngine()
       .then((hs) => {
         if (this._view !== null || !this.isConnected) return;
+        this._hs = hs;
+        this._mount();
         const doc = inlineCase(this);
-        this._view = this.mount(container, { hs, onStatus });
         if (doc !== null) this._view.loadCase(doc);
-        status.textContent = '';
+        this._status.textContent = '';
         this.dataset.ready = 'true';
+        this._resolveReady();
       })
       .catch((e) => {
-        status.textContent = `headscope could not start: ${e.message}`;
-        status.classList.add('hs-error');
+        this._status.textContent = `headscope could not start: ${e.message}`;
+        this._status.classList.add('hs-error');
         this.dataset.ready = 'error';
+        this._rejectReady(e);
       });
   }
 
@@ -65,22 +194,147 @@ class HeadscopeWidget extends HTMLElement {
     this._view?.destroy();
     this._view = undefined;
   }
+
+  static get observedAttributes() {
+    return Object.keys(this.ATTRIBUTES);
+  }
+
+  attributeChangedCallback(name, _old, value) {
+    if (!this._view) return;  // read when mounting
+    const spec = this.constructor.ATTRIBUTES[name];
+    if (spec.option) {
+      this._remount();
+      return;
+    }
+    const parsed = this._parse(name, value);
+    this._showProblems();
+    if (parsed === undefined) return;
+    try {
+      this._view.setState({ [spec.field]: parsed.value });
+      this._problems.delete(name);
+    } catch (e) {
+      this._problems.set(name, `${name}="${(value ?? '').slice(0, 60)}": ${e.message}`);
+    }
+    this._showProblems();
+  }
+
+  // { value } of one attribute, { value: undefined }-less undefined when absent or invalid (its
+  // problem is recorded).
+  _parse(name, text) {
+    this._problems.delete(name);
+    if (text === null) return undefined;
+    try {
+      return { value: this.constructor.ATTRIBUTES[name].parse(text) };
+    } catch (e) {
+      this._problems.set(name, `${name}="${text.slice(0, 60)}": ${e.message}`);
+      return undefined;
+    }
+  }
+
+  // Reads every attribute, mounts the view with the valid ones, and lists the problems.
+  _mount() {
+    const specs = this.constructor.ATTRIBUTES;
+    this._problems.clear();
+    for (const attr of this.getAttributeNames()) {
+      if (!(attr in specs) && !isGlobal(attr)) {
+        this._problems.set(attr, `unknown attribute "${attr}" (this widget takes ${Object.keys(specs).join(', ')})`);
+      }
+    }
+    const options = {};
+    const fields = {};
+    for (const [name, spec] of Object.entries(specs)) {
+      const parsed = this._parse(name, this.getAttribute(name));
+      if (parsed === undefined) continue;
+      if (spec.option) options[spec.option] = parsed.value;
+      else fields[spec.field] = parsed.value;
+    }
+    const onChange = (state, cause) => {
+      this.dispatchEvent(new CustomEvent('headscope-change', { detail: { state, cause }, bubbles: true, composed: true }));
+    };
+    const onStatus = (text) => { this._status.textContent = text; };
+    const previous = this._view?.getState?.();
+    this._view?.destroy();
+    this._view = this.mount(this._container, { hs: this._hs, onStatus, onChange, ...options });
+    // The fields one at a time, so one bad field (say presets of the wrong length) costs only itself.
+    const state = previous ? { ...previous } : null;
+    if (state) {
+      delete state.source;
+      delete state.masked;
+      try { this._view.setState(this.constructor.restorable(state)); } catch { /* sizes changed */ }
+    }
+    for (const group of this.constructor.FIELD_GROUPS) {
+      const patch = Object.fromEntries(group.filter((f) => f in fields).map((f) => [f, fields[f]]));
+      if (Object.keys(patch).length === 0) continue;
+      try {
+        this._view.setState(patch);
+      } catch (e) {
+        const attrs = Object.keys(specs).filter((a) => specs[a].field in patch);
+        const shown = attrs.map((a) => `${a}="${this.getAttribute(a).slice(0, 60)}"`).join(' ');
+        for (const a of attrs) this._problems.delete(a);
+        this._problems.set(attrs[0], `${shown}: ${e.message}`);
+      }
+    }
+    this._showProblems();
+  }
+
+  _remount() {
+    if (!this._view) return;
+    this._mount();
+  }
+
+  _showProblems() {
+    const list = [...this._problems.values()];
+    this._messages.replaceChildren(...list.map((m) => {
+      const li = document.createElement('li');
+      li.textContent = m;
+      return li;
+    }));
+    this._messages.hidden = list.length === 0;
+    if (list.length) this.dataset.problems = String(list.length);
+    else delete this.dataset.problems;
+  }
+
+  // Runs `action` on the mounted view (waiting for it); its result, or its error, settles the promise.
+  _whenReady(action) {
+    const run = this._queue.then(() => this._ready).then(() => {
+      if (!this._view) throw new HeadscopeError('DISPOSED', 'the widget is not connected to the document');
+      return action(this._view);
+    });
+    this._queue = run.catch(() => {});
+    return run;
+  }
 }
 
 class HeadscopeWalkthrough extends HeadscopeWidget {
+  static ATTRIBUTES = WALKTHROUGH_ATTRIBUTES;
+  // Applied in this order, each group as one patch: a preset brings its own sizes, and the sizes
+  // are checked together (heads must divide dims).
+  static FIELD_GROUPS = [['preset', 'seed'], ['L', 'E', 'H'], ['causal']];
+  static restorable(state) {
+    return state;
+  }
+
   mount(root, options) {
     return mountWalkthrough(root, options);
   }
 }
 
 class HeadscopeHeads extends HeadscopeWidget {
+  static ATTRIBUTES = HEADS_ATTRIBUTES;
+  // The head count before what is per head.
+  static FIELD_GROUPS = [['text', 'padded'], ['heads'], ['weights', 'seed', 'sharpness', 'causal', 'view'],
+    ['presets'], ['off'], ['show']];
+  static restorable(state) {
+    return state;
+  }
+
   mount(root, options) {
-    const heads = this.getAttribute('heads');
-    return mountHeads(root, {
-      ...options,
-      text: this.getAttribute('text') ?? undefined,
-      numHeads: heads === null ? undefined : Number(heads),
-    });
+    return mountHeads(root, options);
+  }
+
+  /** Sets the sentence (a shorthand for setState({ text })). */
+  setText(text) {
+    return this.setState({ text });
   }
 }
 
@@ -88,3 +342,5 @@ if (!customElements.get('headscope-walkthrough')) {
   customElements.define('headscope-walkthrough', HeadscopeWalkthrough);
 }
 if (!customElements.get('headscope-heads')) customElements.define('headscope-heads', HeadscopeHeads);
+
+export { HeadscopeWalkthrough, HeadscopeHeads };

@@ -11,6 +11,11 @@ import {
   resizeState, headDim, inputMatrices, inputData, withCell, toStateDict, moduleConfig, traceOptions,
   describeMasks, maskTerms, stateFromCase, explainCell,
 } from './model.js';
+import {
+  WALKTHROUGH_CONTROLS, WALKTHROUGH_STAGES, applyWalkthroughState, publicWalkthroughState, stageOf,
+} from './state.js';
+import { checkNames } from '../common/options.js';
+import { HeadscopeError } from '../../lib/errors.js';
 
 const EXPLAIN_HINT = 'Hover over or focus (Tab, then the arrow keys) any cell of Q, K, V, the ' +
   'scores, A, a head output, the concatenation or Y to see how it was computed.';
@@ -45,11 +50,28 @@ function headSlice(t, h) {
  * Mounts the walkthrough into `root`.
  * @param {HTMLElement} root  the panel (or a widget's shadow-root container); its content is replaced
  * @param {{ hs: import('../../lib/index.js').Headscope, onStatus?: (text: string) => void,
- *           initialCase?: object | string }} options
- * @returns {{ loadCase(caseDocument: object | string): boolean, destroy(): void }}
+ *   initialCase?: object | string, state?: object, stages?: string[], heads?: number[] | null,
+ *   hide?: string[], compact?: boolean, readonly?: boolean,
+ *   onChange?: (state: object, cause: string) => void }} options
+ *   state: the starting numbers (state.js); stages: the stages shown (WALKTHROUGH_STAGES, default
+ *   all); heads: the heads shown (1-based; null: all; the others still compute); hide: controls
+ *   not shown (WALKTHROUGH_CONTROLS); compact: no title or intro; readonly: nothing editable;
+ *   onChange: after each change of the numbers or sizes. A bad option throws a HeadscopeError
+ *   naming it, before anything is mounted.
+ * @returns {{ loadCase(caseDocument: object | string): boolean, getState(): object,
+ *   setState(patch: object): void, destroy(): void }}
  */
-export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } = {}) {
+export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, state: initialState,
+  stages: stageOption = WALKTHROUGH_STAGES, heads: headsOption = null, hide = [], compact = false,
+  readonly = false, onChange = () => {} } = {}) {
+  if (!hs || typeof hs.createMultiheadAttention !== 'function') {
+    throw new HeadscopeError('INVALID_ARGUMENT', 'mountWalkthrough: options.hs must be the API of init() from headscope');
+  }
+  const shownStages = new Set(checkNames(stageOption, WALKTHROUGH_STAGES, 'mountWalkthrough: options.stages'));
+  const hidden = new Set(checkNames(hide, WALKTHROUGH_CONTROLS, 'mountWalkthrough: options.hide'));
+  let shownHeads = checkHeads(headsOption, 'mountWalkthrough: options.heads');
   let state = seedState();
+  if (initialState !== undefined) state = applyWalkthroughState(initialState, state, 'mountWalkthrough: options.state');
   let randomSeed = 1;
   let mha = null;          // one MultiheadAttention per (E, H, bias), reused across edits
   let mhaKey = '';
@@ -61,9 +83,9 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
   let tables = new Map();
   let highlighted = [];    // cells marked as the explained one and its sources
 
-  const view = el('div', 'hs-walkthrough');
-  const title = el('h2', 'hs-wt-title', 'Walkthrough: multi-head attention, step by step');
-  const intro = el('p', 'hs-wt-intro', 'Y = Concat(head₁, …, head_H)·W_O, where head_h = ' +
+  const view = el('div', `hs-walkthrough${compact ? ' hs-compact' : ''}`);
+  const title = el('h2', 'hs-wt-title hs-prose', 'Walkthrough: multi-head attention, step by step');
+  const intro = el('p', 'hs-wt-intro hs-prose', 'Y = Concat(head₁, …, head_H)·W_O, where head_h = ' +
     'softmax(Q_h K_hᵀ / √d_k)·V_h and Q_h = X·W_Q⁽ʰ⁾, K_h = X·W_K⁽ʰ⁾, V_h = X·W_V⁽ʰ⁾. Loaded with ' +
     'the seed article\'s worked example. Edit any number in X or the weights: everything below ' +
     'is recomputed at once by headscope\'s WebAssembly engine.');
@@ -148,6 +170,10 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
   explain.setAttribute('aria-live', 'polite');
   explain.setAttribute('aria-label', 'How the cell was computed');
 
+  presets.hidden = readonly || hidden.has('presets');
+  sizes.hidden = readonly || hidden.has('sizes');
+  legends.hidden = hidden.has('legend');
+  explain.hidden = hidden.has('explain');
   view.append(title, intro, presets, sizes, note, legends, stages, explain);
   root.replaceChildren(view);
 
@@ -258,7 +284,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
       const isBias = name.startsWith('B');
       return {
         name, title, subtitle: `${subtitle ? `${subtitle}, ` : ''}${m.rows}×${m.cols}`,
-        data: inputData(state, name), rows: m.rows, cols: m.cols, scale, editable: true,
+        data: inputData(state, name), rows: m.rows, cols: m.cols, scale, editable: !readonly,
         rowLabels: isBias ? [''] : name === 'X' ? Array.from({ length: L }, (_, i) => `x${i}`)
           : Array.from({ length: E }, (_, i) => `${i}`),
         colLabels: Array.from({ length: m.cols }, (_, j) => `${j}`),
@@ -321,6 +347,24 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     if (state.bias) addMatrix(outRow, inputSpec('BO'));
     addMatrix(outRow, computedSpec('Y'));
     explain.textContent = EXPLAIN_HINT;
+    applyVisibility();
+  }
+
+  // The stages and heads options: matrices of other stages, sections of other heads, and rows or
+  // sections left empty are hidden (they are still computed: one trace gives everything).
+  function applyVisibility() {
+    for (const [name, { table }] of tables) {
+      table.closest('.hs-wt-matrix').hidden = !shownStages.has(stageOf(name));
+    }
+    [...stages.querySelectorAll('.hs-wt-head')].forEach((s, h) => {
+      s.dataset.head = String(h + 1);
+    });
+    for (const r of stages.querySelectorAll('.hs-stage-row')) r.hidden = [...r.children].every((c) => c.hidden);
+    for (const s of stages.children) {
+      const head = s.dataset.head === undefined ? null : Number(s.dataset.head);
+      s.hidden = (head !== null && shownHeads !== null && !shownHeads.includes(head))
+        || [...s.querySelectorAll('.hs-stage-row')].every((r) => r.hidden);
+    }
   }
 
   /** Writes new numbers into the existing tables (same sizes): no DOM is created. */
@@ -440,7 +484,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     note.classList.toggle('hs-error', error);
   }
 
-  function setState(next, { structural = false, skipInput = null } = {}) {
+  function setState(next, { structural = false, skipInput = null, cause = 'input' } = {}) {
     const previous = state;
     state = next;
     try {
@@ -457,6 +501,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     } else {
       refresh(skipInput);
     }
+    changed(cause);
     return true;
   }
 
@@ -502,12 +547,52 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
       showNote(result.reason);
       return false;
     }
-    if (!setState(result.state, { structural: true })) return false;
+    if (!setState(result.state, { structural: true, cause: 'case' })) return false;
     const extras = [state.bias ? 'its biases are shown under each head and next to W_O' : '',
       state.masks ? 'its masks are applied to the scores' : ''].filter(Boolean);
     showNote(`Showing ${state.source}${extras.length ? `: ${extras.join('; ')}` : ''}.`);
     onStatus(`Walkthrough: showing ${state.source}.`);
     return true;
+  }
+
+  // Reports a change of the numbers or sizes to onChange (not while mounting).
+  let reported = null;
+  function changed(cause) {
+    if (reported === null) return;
+    const s = publicWalkthroughState(state);
+    const key = JSON.stringify(s);
+    if (key === reported) return;
+    reported = key;
+    try {
+      onChange(s, cause);
+    } catch (e) {
+      queueMicrotask(() => { throw e; });  // a listener's bug must not break the view
+    }
+  }
+
+  /** The public state (state.js): a copy. */
+  function getState() {
+    return publicWalkthroughState(state);
+  }
+
+  /**
+   * Applies a patch (state.js): a bad field throws a HeadscopeError naming it and nothing changes;
+   * an H that does not divide E, or heads beyond H in the heads option, likewise.
+   */
+  function setPublicState(patch) {
+    if (destroyed) throw new HeadscopeError('DISPOSED', 'setState: the view was destroyed');
+    const next = applyWalkthroughState(patch, state);
+    const structural = next.L !== state.L || next.E !== state.E || next.H !== state.H
+      || (next.bias === null) !== (state.bias === null) || next.masks !== state.masks || 'preset' in patch;
+    if (!setState(next, { structural, cause: 'setState' })) {
+      throw new HeadscopeError('INVALID_ARGUMENT', `setState: ${note.textContent}`);
+    }
+  }
+
+  /** Which heads the view shows (1-based; null: all). */
+  function showHeads(heads) {
+    shownHeads = checkHeads(heads, 'showHeads: heads');
+    applyVisibility();
   }
 
   function destroy() {
@@ -522,7 +607,19 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
 
   setState(state, { structural: true });
   if (initialCase !== undefined && initialCase !== null) loadCase(initialCase);
-  return { loadCase, destroy };
+  reported = JSON.stringify(publicWalkthroughState(state));
+  return { loadCase, getState, setState: setPublicState, showHeads, destroy };
+}
+
+/** The heads option: null (all) or 1-based head numbers (heads beyond H show nothing). */
+function checkHeads(value, where) {
+  if (value === null || value === undefined) return null;
+  const list = typeof value === 'string' ? value.split(/[\s,]+/).filter(Boolean).map(Number) : value;
+  if (!Array.isArray(list) || list.some((h) => !Number.isInteger(h) || h < 1 || h > 16)) {
+    throw new HeadscopeError('INVALID_ARGUMENT', `${where}: expected null or head numbers in [1, 16] (1-based), ` +
+      `got ${Array.isArray(value) ? JSON.stringify(value).slice(0, 60) : JSON.stringify(String(value)).slice(0, 60)}`);
+  }
+  return [...new Set(list)].sort((a, b) => a - b);
 }
 
 function subscript(n) {
