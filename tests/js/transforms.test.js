@@ -5,6 +5,7 @@
 import { test, describe, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { init } from '../../web/lib/index.js';
+import { readFileSync } from 'node:fs';
 import * as T from '../../web/views/heads/transforms.js';
 import { caseLabels } from '../../web/views/heads/data.js';
 
@@ -59,6 +60,23 @@ describe('seededRandom and hashString', () => {
 });
 
 describe('tokenize', () => {
+  test('an emoji, a flag, a ZWJ family or a letter with combining marks is one token, never split', () => {
+    assert.deepEqual(T.tokenize('👍🏽 ok').tokens, ['👍🏽', 'ok']);
+    assert.deepEqual(T.tokenize('👨‍👩‍👧!').tokens, ['👨‍👩‍👧', '!']);
+    assert.deepEqual(T.tokenize('🇫🇷🇩🇪 a').tokens, ['🇫🇷', '🇩🇪', 'a']);
+    assert.deepEqual(T.tokenize('cafe\u0301 x').tokens, ['cafe\u0301', 'x']);
+    assert.deepEqual(T.tokenize('a👍🏽b 😀😀').tokens, ['a', '👍🏽', 'b', '😀', '😀']);
+    // Every token is whole graphemes: joined back, the text's graphemes less its spaces.
+    const text = '🏳️‍🌈 x\u0308y 👩🏾‍💻=1 ❤️';
+    const graphemes = [...new Intl.Segmenter(undefined, { granularity: 'grapheme' }).segment(text)]
+      .map((s) => s.segment).filter((g) => g.trim() !== '');
+    assert.equal(T.tokenize(text).tokens.join(''), graphemes.join(''));
+    for (const token of T.tokenize(text).tokens) {
+      const inside = [...new Intl.Segmenter(undefined, { granularity: 'grapheme' }).segment(token)].map((s) => s.segment);
+      assert.ok(inside.every((g) => graphemes.includes(g) || /^[\p{L}\p{N}=]$/u.test(g)), `${token}: ${inside}`);
+    }
+  });
+
   test('the seed\'s log line: brackets and = alone; dates, times, identifiers whole', () => {
     assert.deepEqual(T.tokenize(LOG_LINE), { tokens: LOG_TOKENS, total: 16, truncated: false });
   });
@@ -312,13 +330,21 @@ describe('summaries', () => {
     assert.equal(T.batchRows(seqFirst, [4, 2]), seqFirst);
   });
 
-  test('head colours cycle through --hs-head-1..8; heads past 8 are dashed', () => {
-    assert.equal(T.headColor(0), 'var(--hs-head-1)');
-    assert.equal(T.headColor(7), 'var(--hs-head-8)');
-    assert.equal(T.headColor(8), 'var(--hs-head-1)');
-    assert.equal(T.headColor(15), 'var(--hs-head-8)');
-    assert.equal(T.headDashed(7), false);
-    assert.equal(T.headDashed(8), true);
+  test('16 heads get 16 colours (--hs-head-1..16, each defined in both schemes); past 16 they cycle, dashed', () => {
+    const colors = Array.from({ length: 16 }, (_, h) => T.headColor(h));
+    assert.equal(new Set(colors).size, 16);
+    assert.equal(T.headColor(15), 'var(--hs-head-16)');
+    assert.equal(T.headColor(16), 'var(--hs-head-1)');
+    assert.equal(T.headDashed(15), false);
+    assert.equal(T.headDashed(16), true);
+    // Every variable has a distinct value in the light block and in the dark block of the stylesheet.
+    const css = readFileSync(new URL('../../web/views/headscope.css', import.meta.url), 'utf8');
+    const [light, dark] = css.split('@media (prefers-color-scheme: dark)');
+    for (const block of [light, dark.slice(0, dark.indexOf('}\n}'))]) {
+      const values = Array.from({ length: 16 }, (_, h) => block.match(new RegExp(`--hs-head-${h + 1}: (#[0-9a-f]{6})`))?.[1]);
+      assert.ok(values.every(Boolean), values.join());
+      assert.equal(new Set(values).size, 16, values.join());
+    }
   });
 
   test('caseLabels: t1..tL, keys of cross attention k1..kS, extra keys named', () => {

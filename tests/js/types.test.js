@@ -13,3 +13,9 @@ test('tsc accepts tests/js/typed-usage.ts against index.d.ts', () => {
   const r = spawnSync(process.execPath, [tsc, '-p', here], { encoding: 'utf8' });
   assert.equal(r.status, 0, `tsc failed:\n${r.stdout}${r.stderr}`);
 });
+
+test('tsc accepts tests/js/typed-views-usage.ts against headscope/views and headscope/widgets', () => {
+  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+  const r = spawnSync(process.execPath, [tsc, '-p', `${here}tsconfig.views.json`], { encoding: 'utf8' });
+  assert.equal(r.status, 0, `tsc failed:\n${r.stdout}${r.stderr}`);
+});

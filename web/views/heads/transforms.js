@@ -63,7 +63,8 @@ const TOKEN_PATTERN = new RegExp(
  * Splits a sentence or a log line into words, numbers and punctuation. Log-line aware: brackets,
  * '=' and other punctuation are tokens of their own, while dates (2024-01-15), times (10:30:45),
  * numbers with units (5000ms) and identifiers (order-api, connection_timeout) stay whole. Han,
- * Hiragana and Katakana characters are one token each.
+ * Hiragana and Katakana characters are one token each; an emoji or any other grapheme cluster is
+ * never split.
  *
  * @param {string} text
  * @param {{ maxTokens?: number }} [options] keep at most this many tokens (default 32)
@@ -75,8 +76,31 @@ export function tokenize(text, { maxTokens = MAX_TOKENS } = {}) {
   if (!Number.isInteger(maxTokens) || maxTokens < 0) {
     throw new RangeError(`tokenize: maxTokens must be a non-negative integer, got ${maxTokens}`);
   }
-  const all = text.match(TOKEN_PATTERN) ?? [];
+  const all = graphemeTokens(text);
   return { tokens: all.slice(0, maxTokens), total: all.length, truncated: all.length > maxTokens };
+}
+
+// A user-perceived character (an emoji with its skin tone or ZWJ sequence, a flag, a letter with
+// its combining marks) is never split: TOKEN_PATTERN's \S takes one code point, so a match that
+// starts inside a grapheme cluster joins the token before it, and one that ends inside a cluster
+// runs to its end (Intl.Segmenter's grapheme boundaries; every runtime headscope supports has it).
+const GRAPHEMES = typeof Intl === 'object' && typeof Intl.Segmenter === 'function'
+  ? new Intl.Segmenter(undefined, { granularity: 'grapheme' }) : null;
+
+function graphemeTokens(text) {
+  const matches = [...text.matchAll(TOKEN_PATTERN)].map((m) => [m.index, m.index + m[0].length]);
+  if (GRAPHEMES === null) return matches.map(([a, b]) => text.slice(a, b));
+  const boundaries = new Set([0]);
+  for (const s of GRAPHEMES.segment(text)) boundaries.add(s.index + s.segment.length);
+  const spans = [];
+  for (const [a, end] of matches) {
+    let b = end;
+    while (!boundaries.has(b)) b++;
+    const last = spans.at(-1);
+    if (last !== undefined && (!boundaries.has(a) || a < last[1])) last[1] = Math.max(last[1], b);
+    else spans.push([a, b]);
+  }
+  return spans.map(([a, b]) => text.slice(a, b));
 }
 
 /** Lower-case words that mark trouble in a log line (the seed's ERROR, timeout, exception...). */
@@ -664,12 +688,15 @@ export function batchRows(data, shape, { n = 0, batchFirst = false } = {}) {
 // ---------------------------------------------------------------------------------------------
 // Colours
 
-/** CSS colour of head h (0-based): --hs-head-1..8 from headscope.css, cycled for more heads. */
+/** Heads with a colour of their own (--hs-head-1..16 in headscope.css); more heads cycle them. */
+export const HEAD_COLORS = 16;
+
+/** CSS colour of head h (0-based): --hs-head-1..16 from headscope.css, cycled past 16 heads. */
 export function headColor(h) {
-  return `var(--hs-head-${(h % 8) + 1})`;
+  return `var(--hs-head-${(h % HEAD_COLORS) + 1})`;
 }
 
-/** True for heads that reuse a colour (h >= 8): the views draw them dashed to tell them apart. */
+/** True for heads that reuse a colour (h >= 16): the views draw them dashed to tell them apart. */
 export function headDashed(h) {
-  return h >= 8;
+  return h >= HEAD_COLORS;
 }

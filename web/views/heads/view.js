@@ -39,6 +39,7 @@ const DEFAULT_HEADS = 4;
 /** A loaded case runs in the Web Worker above this many trace weights (N * H * L * S') or this E. */
 const WORKER_WEIGHTS = 50_000;
 const WORKER_EMBED_DIM = 128;
+const EXPLAIN_HINT = 'Hover or focus a heatmap cell to read it.';
 
 // ---------------------------------------------------------------------------------------------
 // The view
@@ -260,7 +261,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
   const message = el('p', 'hs-heads-message');
   const legend = el('div', 'hs-heads-legend');
   renderLegend(legend, WEIGHT_SCALE);
-  const explain = el('div', 'hs-explain hs-heads-explain', 'Hover or focus a heatmap cell to read it.');
+  const explain = el('div', 'hs-explain hs-heads-explain', EXPLAIN_HINT);
   explain.setAttribute('aria-live', 'polite');
 
   const gridSection = el('section', 'hs-heads-section');
@@ -488,6 +489,14 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     }
     if (mine !== generation || destroyed) return;
     render();
+    // The explanation line follows the new numbers: the remembered cell's new weight, or the hint
+    // (a line about numbers that are gone would be wrong).
+    const c = state.cell;
+    if (data && c && c.i < Math.min(data.L, MAX_SHOWN) && c.j < Math.min(data.S, MAX_SHOWN) && (c.head === null || c.head < data.H)) {
+      actions.explainCell(c.head, c.i, c.j, false);
+    } else {
+      explain.textContent = EXPLAIN_HINT;
+    }
   }
 
   async function computeText() {

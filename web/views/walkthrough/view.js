@@ -325,7 +325,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
     for (let h = 0; h < H; h++) {
       const n = h + 1;
       const s = section(`Head ${n}`, 'hs-wt-head');
-      s.style.setProperty('--hs-wt-head-color', `var(--hs-head-${(h % 8) + 1})`);
+      s.style.setProperty('--hs-wt-head-color', `var(--hs-head-${(h % 16) + 1})`);
       s.querySelector('h3').append(el('span', 'hs-wt-head-note',
         ` columns ${h * hd}${hd > 1 ? `–${h * hd + hd - 1}` : ''} of the packed projections, d_k = ${hd}`));
       const weights = row(s, `Head ${n} projections`);

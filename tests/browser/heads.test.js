@@ -1,0 +1,122 @@
+// What a first-time user of the Heads view tripped over (issue 13), each checked in Chromium:
+// the readout after a recompute, emoji tokens, stale controls and the self-attention label of a
+// loaded case, head colours past 8, and a head-count change that keeps the reader's choices.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { openPage } from './harness.js';
+
+const root = '#panel-heads';
+
+function assertClean(p) {
+  assert.deepEqual(p.pageErrors, [], 'page errors');
+  assert.deepEqual(p.consoleErrors, [], 'console errors');
+  assert.deepEqual(p.foreignRequests, [], 'requests to other origins');
+}
+
+const explainText = (page) => page.textContent(`${root} .hs-heads-explain`);
+const settled = (page) => page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+
+test('the readout follows a recompute: new sharpness, new weights, new sentence', async () => {
+  const p = await openPage('/demo/#heads');
+  try {
+    await p.page.waitForSelector(`${root} .hs-head-grid [data-head="1"] canvas`);
+    // Focus head 1's heatmap and move to query 3 -> key 2: the line names that cell's weight.
+    await p.page.focus(`${root} [data-head="1"] canvas`);
+    await p.page.keyboard.press('ArrowDown');
+    await p.page.keyboard.press('ArrowDown');
+    await p.page.keyboard.press('ArrowRight');
+    const before = await explainText(p.page);
+    assert.match(before, /Head 1, query 3 .* key 2 .*: weight [\d.]+/);
+    const weightOf = (line) => line.match(/weight ([\d.]+)/)[1];
+    // A new sharpness changes head 1's weights: the line shows the new one, not the old.
+    await p.page.fill(`${root} [name="sharpness"]`, '1');
+    await p.page.dispatchEvent(`${root} [name="sharpness"]`, 'input');
+    await p.page.waitForFunction(([sel, old]) => document.querySelector(sel).textContent !== old,
+      [`${root} .hs-heads-explain`, before]);
+    await settled(p.page);
+    const after = await explainText(p.page);
+    assert.match(after, /Head 1, query 3 .* key 2 /, 'the same cell');
+    assert.notEqual(weightOf(after), weightOf(before), `${before} -> ${after}`);
+    // It equals what the heatmap itself says of that cell now.
+    const label = await p.page.getAttribute(`${root} [data-head="1"] canvas`, 'aria-label');
+    assert.ok(label.includes(`weight ${weightOf(after)}`), `${label} vs ${after}`);
+    // A new sentence: the cell is gone, the hint comes back.
+    await p.page.fill(`${root} [name="text"]`, 'x y');
+    await p.page.waitForFunction((sel) => /Hover or focus a heatmap cell/.test(document.querySelector(sel).textContent),
+      `${root} .hs-heads-explain`);
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+test('emoji and other grapheme clusters stay one token each', async () => {
+  const p = await openPage('/demo/#heads');
+  try {
+    await p.page.fill(`${root} [name="text"]`, '👍🏽 ok 👨‍👩‍👧 🇫🇷 café');
+    await p.page.waitForFunction((sel) => document.querySelectorAll(sel).length === 5, `${root} [data-pad-token]`);
+    const chips = await p.page.$$eval(`${root} [data-pad-token]`, (bs) => bs.map((b) => b.textContent));
+    assert.deepEqual(chips, ['👍🏽', 'ok', '👨‍👩‍👧', '🇫🇷', 'café']);
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+test('a head-count change keeps presets and switched-off heads; 16 heads have 16 colours', async () => {
+  const p = await openPage('/demo/#heads');
+  try {
+    await p.page.waitForSelector(`${root} [data-head-preset="1"]`);
+    await p.page.selectOption(`${root} [data-head-preset="1"]`, 'numbers');
+    await p.page.uncheck(`${root} [data-head-ablate="2"]`);
+    await p.page.selectOption(`${root} [name="heads"]`, '8');
+    await p.page.waitForFunction((sel) => document.querySelectorAll(sel).length === 8, `${root} .hs-head-grid [data-head]`);
+    assert.equal(await p.page.inputValue(`${root} [data-head-preset="1"]`), 'numbers', 'head 1 keeps its preset');
+    assert.equal(await p.page.isChecked(`${root} [data-head-ablate="2"]`), false, 'head 2 stays off');
+    assert.equal(await p.page.isChecked(`${root} [data-head-ablate="3"]`), true);
+    await p.page.selectOption(`${root} [name="heads"]`, '16');
+    await p.page.waitForFunction((sel) => document.querySelectorAll(sel).length === 16, `${root} .hs-head-grid [data-head]`);
+    const colours = await p.page.$$eval(`${root} .hs-head-grid [data-head] .hs-head-swatch`,
+      (els) => els.map((e) => getComputedStyle(e).backgroundColor));
+    assert.equal(colours.length, 16);
+    assert.equal(new Set(colours).size, 16, colours.join(' '));
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+test('a loaded case hides the sentence\'s controls, says what it shows, and labels self-attention keys as tokens', async () => {
+  const p = await openPage('/demo/#load');
+  try {
+    // Self-attention written out: the key is given, equal to the query.
+    const E = 4;
+    const q = [[1, 0, 0, 1], [0, 1, 1, 0], [1, 1, 0, 0]];
+    const eye = Array.from({ length: 3 * E }, (_, i) => Array.from({ length: E }, (_, j) => (i % E === j ? 1 : 0)));
+    const doc = {
+      name: 'explicit-self', config: { embed_dim: E, num_heads: 2, bias: false },
+      state_dict: { in_proj_weight: eye, 'out_proj.weight': eye.slice(0, E) },
+      inputs: { query: q, key: q.map((r) => r.slice()), value: q.map((r) => r.slice()) },
+    };
+    await p.page.setInputFiles('#panel-load input[type="file"]',
+      { name: 'self.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(doc)) });
+    await p.page.waitForFunction(() => document.querySelector('.hs-status')?.textContent.includes('Loaded self.json'));
+    await p.page.click('#panel-load button:has-text("Show in the Heads view")');
+    await p.page.waitForFunction((sel) => document.querySelectorAll(sel).length === 2, `${root} .hs-head-grid [data-head]`);
+    await settled(p.page);
+    const visible = await p.page.$$eval(`${root} [name]`, (els) => els.filter((e) => e.getClientRects().length > 0)
+      .map((e) => e.getAttribute('name')));
+    for (const name of ['text', 'heads', 'seed', 'sharpness', 'causal']) {
+      assert.ok(!visible.includes(name), `${name} is hidden in case mode (visible: ${visible})`);
+    }
+    assert.match(await p.page.textContent(`${root} .hs-heads-case-note`), /Showing case "?explicit-self"?.*2 heads, 3 queries/);
+    const keys = await p.page.$$eval(`${root} .hs-lines-key [data-line-token]`, (bs) => bs.map((b) => b.textContent));
+    assert.deepEqual(keys, ['t1', 't2', 't3'], 'keys named as the query tokens (self-attention)');
+    // Back to the sentence: its controls return.
+    await p.page.selectOption(`${root} [name="weights"]`, 'presets');
+    await p.page.waitForFunction((sel) => document.querySelector(sel).getClientRects().length > 0, `${root} [name="text"]`);
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});

@@ -1,0 +1,26 @@
+// A typed use of headscope/views and headscope/widgets, checked by tsc (tests/js/types.test.js)
+// against web/views/index.d.ts and web/widgets/headscope-widgets.d.ts through the package's exports.
+import { init } from 'headscope';
+import { heads, walkthrough, STYLESHEET_URL, type HeadsState, type WalkthroughState } from 'headscope/views';
+import type { HeadscopeHeads } from 'headscope/widgets';
+
+export async function demo(root: Element, other: Element): Promise<void> {
+  const engine = await init();
+  const view = heads.create(root, { engine, state: { text: 'a b c', heads: 2 }, hide: ['seed'], compact: true,
+    onChange: (state: HeadsState, cause) => { if (cause === 'input') console.log(state.text); } });
+  view.update({ off: [2], show: null });
+  const s: HeadsState = view.getState();
+  const n: number = s.heads;
+  const w = walkthrough.create(other, { engine, stages: ['input', 'weights'], heads: [1] });
+  w.update({ preset: 'random', seed: 3, L: 4 });
+  const ws: WalkthroughState = w.getState();
+  const rows: number = ws.x.length + n;
+  console.log(rows, STYLESHEET_URL);
+  const el = document.querySelector('headscope-heads') as HeadscopeHeads;
+  await el.ready;
+  await el.setState({ view: 'average' });
+  await el.setText('new text');
+  el.addEventListener('headscope-change', (e) => console.log(e.detail.cause));
+  view.destroy();
+  w.destroy();
+}

@@ -1,0 +1,119 @@
+// Types of 'headscope/views' (web/views/index.js), written by hand; checked by
+// tests/js/types.test.js against tests/js/typed-views-usage.ts.
+import type { CaseDocument, Headscope } from '../lib/index.js';
+
+export type HeadCount = 1 | 2 | 4 | 8 | 16;
+export type PresetName = 'previous-token' | 'first-token' | 'keyword' | 'numbers' | 'same-token' | 'random' | 'blend';
+
+/** The Heads view's state (heads/state.js). Heads and token positions are 1-based. */
+export interface HeadsState {
+  text: string;
+  heads: HeadCount;
+  weights: 'presets' | 'random';
+  presets: PresetName[];
+  seed: number;
+  sharpness: number;
+  causal: boolean;
+  padded: number[];
+  off: number[];
+  show: number[] | null;
+  view: 'heads' | 'average';
+}
+
+/** The Walkthrough's state (walkthrough/state.js), in the seed's x·W notation. */
+export interface WalkthroughState {
+  L: number;
+  E: number;
+  H: number;
+  x: number[][];
+  wq: number[][];
+  wk: number[][];
+  wv: number[][];
+  wo: number[][];
+  bias: null | { q: number[]; k: number[]; v: number[]; o: number[] };
+  causal: boolean;
+  /** Read-only: where the numbers came from. */
+  readonly source: string;
+  /** Read-only: whether a loaded case's own masks apply. */
+  readonly masked: boolean;
+}
+
+export type WalkthroughPatch = Partial<Omit<WalkthroughState, 'source' | 'masked'>> & {
+  preset?: 'seed' | 'learned' | 'random' | 'identity';
+  /** With preset 'random'. */
+  seed?: number;
+  source?: string;
+  masked?: boolean;
+};
+
+export type ChangeCause = 'input' | 'setState' | 'case';
+
+export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' | 'causal' | 'view' | 'batch' |
+  'padding' | 'presets' | 'switches';
+export type HeadsPart = 'grid' | 'lines' | 'ablation';
+export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
+export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain';
+
+interface CommonOptions<S> {
+  engine: Headscope;
+  onStatus?: (text: string) => void;
+  onChange?: (state: S, cause: ChangeCause) => void;
+  compact?: boolean;
+  readonly?: boolean;
+}
+
+export interface HeadsOptions extends CommonOptions<HeadsState> {
+  state?: Partial<HeadsState>;
+  hide?: readonly HeadsControl[] | string;
+  parts?: readonly HeadsPart[] | string;
+}
+
+export interface WalkthroughOptions extends CommonOptions<WalkthroughState> {
+  state?: WalkthroughPatch;
+  stages?: readonly WalkthroughStage[] | string;
+  /** The heads shown (1-based); null: all. */
+  heads?: readonly number[] | null;
+  hide?: readonly WalkthroughControl[] | string;
+  initialCase?: CaseDocument | string;
+}
+
+export interface View<S, P> {
+  /** Applies a patch; throws a HeadscopeError naming a bad field (then nothing changes). */
+  update(patch: P): void;
+  getState(): S;
+  /** Shows a case document; the Heads view's promise resolves when it is shown. */
+  setCase(caseDocument: CaseDocument | string): boolean | Promise<void>;
+  destroy(): void;
+}
+
+export declare const heads: { create(root: Element, options: HeadsOptions): View<HeadsState, Partial<HeadsState>> };
+export declare const walkthrough: { create(root: Element, options: WalkthroughOptions): View<WalkthroughState, WalkthroughPatch> };
+export declare const STYLESHEET_URL: string;
+export declare const HEAD_COUNTS: readonly HeadCount[];
+export declare const PRESET_NAMES: readonly PresetName[];
+export declare const HEADS_CONTROLS: readonly HeadsControl[];
+export declare const HEADS_PARTS: readonly HeadsPart[];
+export declare const WALKTHROUGH_STAGES: readonly WalkthroughStage[];
+export declare const WALKTHROUGH_CONTROLS: readonly WalkthroughControl[];
+export declare const WALKTHROUGH_PRESETS: readonly ('seed' | 'learned' | 'random' | 'identity')[];
+export declare function defaultHeadsState(): HeadsState;
+export declare function applyHeadsState(patch: Partial<HeadsState>, current: HeadsState, where?: string,
+  options?: { liveHeads?: number }): HeadsState;
+
+/** A colour scale of the matrices and heatmaps. */
+export interface Scale { kind: 'signed' | 'weights'; min: number; max: number }
+export declare function makeScale(values: Iterable<number>, kind: 'signed' | 'weights'): Scale;
+export declare function colorFor(value: number, scale: Scale): string;
+export declare function formatNumber(value: number, decimals?: number): string;
+export declare function renderLegend(root: Element, scale: Scale): void;
+export declare function renderMatrix(root: Element, spec: Record<string, unknown>): HTMLTableElement;
+export declare function renderHeatmap(root: Element, spec: {
+  id: string; name: string; data: ArrayLike<number>; rows: number; cols: number; stride?: number;
+  rowLabels: string[]; colLabels: string[]; scale?: Scale;
+  masked?: (i: number, j: number) => boolean; describe: (i: number, j: number) => string;
+  active?: [number, number] | null; onCell?: (i: number, j: number, byKeyOrClick: boolean) => void;
+}): void;
+export declare function mountHeads(root: Element, options: Omit<HeadsOptions, 'engine'> & { hs: Headscope }): unknown;
+export declare function mountWalkthrough(root: Element, options: Omit<WalkthroughOptions, 'engine'> & { hs: Headscope }): unknown;
+export declare function applyWalkthroughState(patch: WalkthroughPatch, current: object, where?: string): object;
+export declare function publicWalkthroughState(state: object): WalkthroughState;

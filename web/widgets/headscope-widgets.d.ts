@@ -1,0 +1,37 @@
+// Types of 'headscope/widgets' (web/widgets/headscope-widgets.js), written by hand. Importing the
+// module defines <headscope-walkthrough> and <headscope-heads> (browsers only: it needs
+// customElements).
+import type { CaseDocument } from '../lib/index.js';
+import type { ChangeCause, HeadsState, WalkthroughPatch, WalkthroughState } from '../views/index.js';
+
+export interface HeadscopeChangeDetail<S> {
+  state: S;
+  cause: ChangeCause;
+}
+
+declare class HeadscopeWidget<S, P> extends HTMLElement {
+  /** Resolves when the widget has rendered; rejects if headscope could not start. */
+  readonly ready: Promise<void>;
+  /** A copy of the state, or null before `ready`; setting it is setState(value). */
+  get state(): S | null;
+  set state(value: P);
+  /** Applies a patch when ready; rejects with a HeadscopeError naming a bad field. */
+  setState(patch: P): Promise<void>;
+  /** Shows a case document; resolves when shown (the walkthrough: to whether it could show it). */
+  setCase(caseDocument: CaseDocument | string): Promise<boolean | void>;
+}
+
+export declare class HeadscopeWalkthrough extends HeadscopeWidget<WalkthroughState, WalkthroughPatch> {}
+export declare class HeadscopeHeads extends HeadscopeWidget<HeadsState, Partial<HeadsState>> {
+  setText(text: string): Promise<void>;
+}
+
+declare global {
+  interface HTMLElementTagNameMap {
+    'headscope-walkthrough': HeadscopeWalkthrough;
+    'headscope-heads': HeadscopeHeads;
+  }
+  interface HTMLElementEventMap {
+    'headscope-change': CustomEvent<HeadscopeChangeDetail<HeadsState | WalkthroughState>>;
+  }
+}
