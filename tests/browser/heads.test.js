@@ -120,3 +120,41 @@ test('a loaded case hides the sentence\'s controls, says what it shows, and labe
     await p.close();
   }
 });
+
+test('the URL hash holds the shown view\'s state: a link opens it, edits update it, hashchange switches views', async () => {
+  const link = '/demo/#heads?text=one+two+three&heads=2&off=2&view=average';
+  const p = await openPage(link);
+  try {
+    await p.page.waitForSelector(`${root} .hs-heads-average .hs-head-card`);
+    assert.equal(await p.page.getAttribute('#tab-heads', 'aria-selected'), 'true');
+    assert.equal(await p.page.inputValue(`${root} [name="text"]`), 'one two three');
+    assert.equal(await p.page.inputValue(`${root} [name="heads"]`), '2');
+    assert.match(await p.page.textContent(`${root} .hs-ablation-summary`), /with Head 2 switched off/);
+    // An edit rewrites the hash; reloading it gives the same state.
+    await p.page.fill(`${root} [name="text"]`, 'four five');
+    await p.page.waitForFunction(() => location.hash.includes('text=four+five'));
+    const hash = await p.page.evaluate(() => location.hash);
+    assert.match(hash, /^#heads\?/);
+    await p.page.reload();
+    await p.page.waitForFunction(() => document.body.dataset.ready === 'true');
+    await p.page.waitForFunction((sel) => document.querySelector(sel)?.value === 'four five', `${root} [name="text"]`);
+    assert.equal(await p.page.evaluate(() => location.hash), hash);
+    // Switching tabs writes the view; a new hash switches back and applies its state.
+    await p.page.click('#tab-walkthrough');
+    assert.equal(await p.page.evaluate(() => location.hash), '#walkthrough');
+    await p.page.evaluate(() => { location.hash = '#walkthrough?L=2&E=2&H=1&x=1,2,3,4&wq=1,0,0,1&wk=1,0,0,1&wv=1,0,0,1&wo=1,0,0,1'; });
+    await p.page.waitForFunction(() => document.querySelectorAll('#panel-walkthrough table[data-matrix="X"] tbody tr').length === 2);
+    const x = await p.page.$$eval('#panel-walkthrough table[data-matrix="X"] tbody td', (tds) =>
+      tds.map((td) => (td.querySelector('input')?.value ?? td.textContent).trim()));
+    assert.deepEqual(x.map(Number), [1, 2, 3, 4]);
+    await p.page.evaluate(() => { location.hash = '#heads?heads=8'; });
+    await p.page.waitForFunction((sel) => document.querySelectorAll(sel).length === 8, `${root} .hs-head-grid [data-head]`);
+    assert.equal(await p.page.getAttribute('#tab-heads', 'aria-selected'), 'true');
+    // A bad link says what is wrong.
+    await p.page.evaluate(() => { location.hash = '#heads?heads=3'; });
+    await p.page.waitForFunction(() => /heads: expected one of 1, 2, 4, 8, 16/.test(document.querySelector('.hs-status').textContent));
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});

@@ -1,15 +1,22 @@
 // The demo page: three views over one headscope engine. Each view module mounts itself into its
-// panel and owns its state; this file only loads the engine, switches tabs and routes a loaded
-// case file to both views.
+// panel and owns its state; this file loads the engine, switches tabs, routes a loaded case file
+// to both views, and keeps the URL hash in step with the shown view's state
+// (`#heads?text=...&heads=2`, `#walkthrough?L=...`; views/common/url-state.js), so a link opens
+// exactly that setting, and editing the hash (or going back) switches views.
 import { init } from '../lib/index.js';
 import { mountWalkthrough } from '../views/walkthrough/view.js';
 import { mountHeads } from '../views/heads/view.js';
+import {
+  decodeHeadsState, decodeWalkthroughState, encodeHeadsState, encodeWalkthroughState, formatHash, parseHash,
+} from '../views/common/url-state.js';
+import { applyHeadsState, defaultHeadsState } from '../views/heads/state.js';
 import { mountLoader } from './loader.js';
 
 const status = document.querySelector('.hs-status');
 const setStatus = (text) => { status.textContent = text; };
+const VIEWS = ['walkthrough', 'heads', 'load'];
 
-function setupTabs() {
+function setupTabs(onSelect) {
   const tabs = [...document.querySelectorAll('[role="tab"]')];
   const select = (tab) => {
     for (const t of tabs) {
@@ -18,7 +25,7 @@ function setupTabs() {
       t.tabIndex = selected ? 0 : -1;
       document.getElementById(t.getAttribute('aria-controls')).hidden = !selected;
     }
-    history.replaceState(null, '', `#${tab.id.replace('tab-', '')}`);
+    onSelect(tab.id.replace('tab-', ''));
   };
   tabs.forEach((tab, i) => {
     tab.addEventListener('click', () => select(tab));
@@ -31,27 +38,64 @@ function setupTabs() {
       target.focus();
     });
   });
-  const fromHash = tabs.find((t) => t.id === `tab-${location.hash.slice(1)}`);
-  if (fromHash) select(fromHash);
-  return select;
+  return (view) => select(document.getElementById(`tab-${view}`));
 }
 
 async function main() {
-  const selectTab = setupTabs();
+  let views = null;     // { walkthrough, heads } once mounted
+  let current = 'walkthrough';
+  // The hash of the shown view's state; written with replaceState (no history entry per edit).
+  const hashOf = (view) => {
+    if (view === 'load') return formatHash(view, '');
+    return formatHash(view, view === 'heads' ? encodeHeadsState(views.heads.getState())
+      : encodeWalkthroughState(views.walkthrough.getState()));
+  };
+  const writeHash = () => {
+    if (!views) return;  // before the views exist, the hash is still the link's: keep it
+    const hash = hashOf(current);
+    if (location.hash !== hash) history.replaceState(null, '', hash);
+  };
+  const selectTab = setupTabs((view) => {
+    current = view;
+    writeHash();
+  });
+  // Applies a hash: its view is shown, its parameters set that view's state.
+  const applyHash = () => {
+    const { view, query } = parseHash(location.hash);
+    if (!VIEWS.includes(view)) return;
+    current = view;
+    if (views && (query || view === 'heads' || view === 'walkthrough')) {
+      try {
+        // A link is a whole setting: the fields it leaves out are the defaults (which is what
+        // encodeHeadsState leaves out), not whatever the view showed before.
+        if (view === 'heads') views.heads.setState(applyHeadsState(decodeHeadsState(query), defaultHeadsState(), 'URL'));
+        if (view === 'walkthrough') views.walkthrough.setState(decodeWalkthroughState(query));
+      } catch (e) {
+        setStatus(`This link's settings could not be applied: ${e.message}`);
+      }
+    }
+    selectTab(view);
+  };
+  applyHash();
   setStatus('Loading the WebAssembly engine…');
   const hs = await init();
-  const walkthrough = mountWalkthrough(document.getElementById('panel-walkthrough'), { hs, onStatus: setStatus });
-  const heads = mountHeads(document.getElementById('panel-heads'), { hs, onStatus: setStatus });
+  const onChange = (view) => () => { if (current === view) writeHash(); };
+  views = {
+    walkthrough: mountWalkthrough(document.getElementById('panel-walkthrough'), { hs, onStatus: setStatus, onChange: onChange('walkthrough') }),
+    heads: mountHeads(document.getElementById('panel-heads'), { hs, onStatus: setStatus, onChange: onChange('heads') }),
+  };
   mountLoader(document.getElementById('panel-load'), {
     hs,
     onStatus: setStatus,
     onCase: (doc, { target }) => {
-      walkthrough.loadCase(doc);
-      heads.loadCase(doc);
-      selectTab(document.getElementById(`tab-${target}`));
+      views.walkthrough.loadCase(doc);
+      views.heads.loadCase(doc);
+      selectTab(target);
     },
   });
   setStatus(`Engine ready (${hs.kernelTarget} SIMD).`);
+  applyHash();
+  window.addEventListener('hashchange', applyHash);
   document.body.dataset.ready = 'true';
 }
 

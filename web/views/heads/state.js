@@ -85,6 +85,8 @@ export function applyHeadsState(patch, current, where = 'setState: state', { liv
   const next = { ...current };
   if ('text' in p) {
     if (typeof p.text !== 'string') fail(`${where}.text`, `expected a string, got ${describe(p.text)}`);
+    // Lone surrogates cannot be typed, and would not survive a URL (they become U+FFFD).
+    if (!p.text.isWellFormed()) fail(`${where}.text`, 'expected well-formed Unicode text (it has a lone surrogate)');
     if (p.text.length > MAX_TEXT_LENGTH) fail(`${where}.text`, `expected at most ${MAX_TEXT_LENGTH} characters, got ${p.text.length}`);
     next.text = p.text;
   }
@@ -124,7 +126,7 @@ export function applyHeadsState(patch, current, where = 'setState: state', { liv
     if (typeof p.sharpness !== 'number' || !(p.sharpness >= 0 && p.sharpness <= MAX_SHARPNESS)) {
       fail(`${where}.sharpness`, `expected a number in [0, ${MAX_SHARPNESS}], got ${describe(p.sharpness)}`);
     }
-    next.sharpness = p.sharpness;
+    next.sharpness = p.sharpness + 0;  // -0 is 0
   }
   if ('causal' in p) {
     if (typeof p.causal !== 'boolean') fail(`${where}.causal`, `expected true or false, got ${describe(p.causal)}`);

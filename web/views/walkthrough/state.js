@@ -54,7 +54,7 @@ function checkNumber(v, where) {
   if (typeof v !== 'number' || !Number.isFinite(v) || Math.abs(v) > FLOAT32_MAX) {
     fail(where, `expected a finite number within float32's range (|v| <= 3.4e38), got ${describe(v)}`);
   }
-  return v;
+  return v + 0;  // -0 is 0
 }
 
 function matrix(value, rows, cols, where) {

@@ -1,0 +1,104 @@
+// The views' public state (web/views/heads/state.js, walkthrough/state.js) and its URL form
+// (web/views/common/url-state.js): every field checked with an error naming it, and the URL round
+// trip exact over random states (fast-check).
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fc from 'fast-check';
+import { applyHeadsState, defaultHeadsState, HEAD_COUNTS, PRESET_NAMES } from '../../web/views/heads/state.js';
+import { applyWalkthroughState, publicWalkthroughState } from '../../web/views/walkthrough/state.js';
+import { seedState } from '../../web/views/walkthrough/model.js';
+import {
+  decodeHeadsState, decodeWalkthroughState, encodeHeadsState, encodeWalkthroughState, formatHash, parseHash,
+} from '../../web/views/common/url-state.js';
+
+const subset = (max) => fc.uniqueArray(fc.integer({ min: 1, max }), { maxLength: max }).map((a) => a.sort((x, y) => x - y));
+
+const headsState = fc.constantFrom(...HEAD_COUNTS).chain((heads) => fc.record({
+  text: fc.string({ unit: 'grapheme', maxLength: 60 }),
+  heads: fc.constant(heads),
+  weights: fc.constantFrom('presets', 'random'),
+  presets: fc.array(fc.constantFrom(...PRESET_NAMES), { minLength: heads, maxLength: heads }),
+  seed: fc.integer({ min: 0, max: 0xffffffff }),
+  sharpness: fc.double({ min: 0, max: 12, noNaN: true }),
+  causal: fc.boolean(),
+  padded: subset(40),
+  off: subset(heads),
+  show: fc.option(subset(heads), { nil: null }),
+  view: fc.constantFrom('heads', 'average'),
+}));
+
+test('Heads: state -> URL -> state is exact (random states)', () => {
+  fc.assert(fc.property(headsState, (s) => {
+    const checked = applyHeadsState(s, defaultHeadsState());
+    const query = encodeHeadsState(checked);
+    const back = applyHeadsState(decodeHeadsState(query), defaultHeadsState());
+    assert.deepStrictEqual(back, checked, query);
+    // Through a whole hash too.
+    const { view, query: q } = parseHash(formatHash('heads', query));
+    assert.equal(view, 'heads');
+    assert.equal(q, query);
+  }), { numRuns: 300 });
+});
+
+const float32ish = fc.oneof(fc.double({ min: -3.4e38, max: 3.4e38, noNaN: true, noDefaultInfinity: true }),
+  fc.integer({ min: -9, max: 9 }).map((k) => k / 10));
+const matrix = (rows, cols) => fc.array(fc.array(float32ish, { minLength: cols, maxLength: cols }), { minLength: rows, maxLength: rows });
+const walkthroughState = fc.record({ L: fc.integer({ min: 1, max: 6 }), E: fc.integer({ min: 1, max: 6 }) })
+  .chain(({ L, E }) => fc.record({
+    L: fc.constant(L), E: fc.constant(E),
+    H: fc.constantFrom(...Array.from({ length: E }, (_, k) => k + 1).filter((d) => E % d === 0)),
+    x: matrix(L, E), wq: matrix(E, E), wk: matrix(E, E), wv: matrix(E, E), wo: matrix(E, E),
+    bias: fc.option(fc.record({ q: matrix(1, E).map((m) => m[0]), k: matrix(1, E).map((m) => m[0]),
+      v: matrix(1, E).map((m) => m[0]), o: matrix(1, E).map((m) => m[0]) }), { nil: null }),
+    causal: fc.boolean(),
+  }));
+
+test('Walkthrough: state -> URL -> state is exact, every number (random states)', () => {
+  fc.assert(fc.property(walkthroughState, (s) => {
+    const checked = publicWalkthroughState(applyWalkthroughState(s, seedState()));
+    const query = encodeWalkthroughState(checked);
+    const back = publicWalkthroughState(applyWalkthroughState(decodeWalkthroughState(query), seedState()));
+    const numbers = ({ source, ...rest }) => rest;
+    assert.deepStrictEqual(numbers(back), numbers(checked), query);
+  }), { numRuns: 200 });
+  // The seed's example is the empty query.
+  assert.equal(encodeWalkthroughState(publicWalkthroughState(seedState())), '');
+});
+
+test('bad states and URL parameters get errors naming the field', () => {
+  const d = defaultHeadsState();
+  const cases = [
+    [{ heads: 3 }, /state\.heads: expected one of 1, 2, 4, 8, 16, got 3/],
+    [{ off: [5] }, /state\.off\[0\]: expected an integer in \[1, 4\]/],
+    [{ presets: ['x', 'y'] }, /state\.presets: expected an array of 4 preset names/],
+    [{ presets: ['blend', 'blend', 'blend', 'nope'] }, /state\.presets\[3\]: expected one of/],
+    [{ sharpness: 13 }, /state\.sharpness: expected a number in \[0, 12\]/],
+    [{ text: 'a\uD800' }, /state\.text: expected well-formed Unicode text/],
+    [{ colour: 'red' }, /state\.colour: unknown field/],
+    [null, /state: expected an object/],
+  ];
+  for (const [patch, message] of cases) {
+    assert.throws(() => applyHeadsState(patch, d), (e) => e.name === 'HeadscopeError' && e.code === 'INVALID_ARGUMENT' && message.test(e.message), String(patch && JSON.stringify(patch)));
+  }
+  const w = seedState();
+  for (const [patch, message] of [
+    [{ H: 3 }, /state\.H: expected a divisor of E = 4, got 3/],
+    [{ wq: [[1]] }, /state\.wq: expected 4 rows of 4 numbers/],
+    [{ x: [[1, 0, 1, 2], [0, 2, 1, 0], [1, 1, 0, 1e40]] }, /state\.x\[2\]\[3\]: expected a finite number within float32's range/],
+    [{ masked: true }, /state\.masked: read-only/],
+    [{ seed: 3 }, /state\.seed: only with preset: 'random'/],
+  ]) {
+    assert.throws(() => applyWalkthroughState(patch, w), (e) => e.code === 'INVALID_ARGUMENT' && message.test(e.message), JSON.stringify(patch));
+  }
+  // A heads change keeps what still fits.
+  const eight = applyHeadsState({ heads: 8 }, applyHeadsState({ presets: ['numbers', 'keyword', 'blend', 'random'], off: [2, 4] }, d));
+  assert.deepEqual(eight.presets.slice(0, 4), ['numbers', 'keyword', 'blend', 'random']);
+  assert.deepEqual(eight.off, [2, 4]);
+  assert.deepEqual(applyHeadsState({ heads: 2 }, eight).off, [2]);
+  // URL parameters.
+  assert.throws(() => decodeHeadsState('colour=red'), /URL parameter colour: unknown/);
+  assert.throws(() => decodeHeadsState('off=1,x'), /URL parameter off: item 2 \("x"\) is not a number/);
+  assert.throws(() => decodeWalkthroughState('L=2&x=1,2,3'), /URL parameter x: expected 2 x 4 = 8 numbers, got 3/);
+  assert.throws(() => decodeWalkthroughState('L=2&L=3'), /URL parameter L: given twice/);
+  assert.throws(() => decodeWalkthroughState('bq=1'), /URL parameter bk: missing/);
+});
