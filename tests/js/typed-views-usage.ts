@@ -20,6 +20,8 @@ export async function demo(root: Element, other: Element): Promise<void> {
   await el.ready;
   await el.setState({ view: 'average' });
   await el.setText('new text');
+  const blob: Blob = await el.exportAs('svg');
+  console.log(blob.size, await w.exportAs('case'));
   el.addEventListener('headscope-change', (e) => console.log(e.detail.cause));
   view.destroy();
   w.destroy();

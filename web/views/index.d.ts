@@ -49,10 +49,11 @@ export type WalkthroughPatch = Partial<Omit<WalkthroughState, 'source' | 'masked
 export type ChangeCause = 'input' | 'setState' | 'case';
 
 export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' | 'causal' | 'view' | 'batch' |
-  'padding' | 'presets' | 'switches';
+  'padding' | 'presets' | 'switches' | 'export';
 export type HeadsPart = 'grid' | 'lines' | 'ablation';
 export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
-export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain';
+export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain' | 'export';
+export type ExportFormat = 'svg' | 'png' | 'json' | 'csv';
 
 interface CommonOptions<S> {
   engine: Headscope;
@@ -83,6 +84,8 @@ export interface View<S, P> {
   getState(): S;
   /** Shows a case document; the Heads view's promise resolves when it is shown. */
   setCase(caseDocument: CaseDocument | string): boolean | Promise<void>;
+  /** The view as a file (the walkthrough also 'case': its numbers as a case document). */
+  exportAs(format: ExportFormat | 'case'): Promise<Blob>;
   destroy(): void;
 }
 

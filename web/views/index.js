@@ -47,6 +47,7 @@ function component(name, mount) {
         update: (patch) => view.setState(patch),
         getState: () => view.getState(),
         setCase: (caseDocument) => view.loadCase(caseDocument),
+        exportAs: (format) => view.exportAs(format),
         destroy: () => view.destroy(),
       };
     },

@@ -19,6 +19,8 @@ declare class HeadscopeWidget<S, P> extends HTMLElement {
   setState(patch: P): Promise<void>;
   /** Shows a case document; resolves when shown (the walkthrough: to whether it could show it). */
   setCase(caseDocument: CaseDocument | string): Promise<boolean | void>;
+  /** The view as a file: svg, png, json, csv (and for the walkthrough, case). */
+  exportAs(format: 'svg' | 'png' | 'json' | 'csv' | 'case'): Promise<Blob>;
 }
 
 export declare class HeadscopeWalkthrough extends HeadscopeWidget<WalkthroughState, WalkthroughPatch> {}

@@ -153,6 +153,14 @@ class HeadscopeWidget extends HTMLElement {
     return this._whenReady((view) => view.loadCase(caseDocument));
   }
 
+  /**
+   * The widget's current view as a file: 'svg' | 'png' | 'json' | 'csv', and for the walkthrough
+   * 'case' (its numbers as a case document). Resolves to a Blob.
+   */
+  exportAs(format) {
+    return this._whenReady((view) => view.exportAs(format));
+  }
+
   connectedCallback() {
     if (this._view !== undefined) return;
     this._view = null;

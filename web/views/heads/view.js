@@ -32,6 +32,8 @@ import * as T from './transforms.js';
 import { applyHeadsState, copyHeadsState, defaultHeadsState } from './state.js';
 import { HeadscopeError } from '../../lib/errors.js';
 import { checkNames } from '../common/options.js';
+import { exportBar, EXPORT_FORMATS } from '../common/export.js';
+import { exportHeads } from './export.js';
 
 const EMBED_DIM = 64;
 const HEAD_COUNTS = [1, 2, 4, 8, 16];  // the divisors of 64 up to 16
@@ -46,7 +48,7 @@ const EXPLAIN_HINT = 'Hover or focus a heatmap cell to read it.';
 
 /** Controls a `hide` option can name, and the parts a `parts` option can show. */
 export const HEADS_CONTROLS = ['text', 'weights', 'heads', 'seed', 'sharpness', 'causal', 'view', 'batch',
-  'padding', 'presets', 'switches'];
+  'padding', 'presets', 'switches', 'export'];
 export const HEADS_PARTS = ['grid', 'lines', 'ablation'];
 
 /**
@@ -287,7 +289,10 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
   gridSection.hidden = !shownParts.has('grid');
   linesSection.hidden = !shownParts.has('lines');
   ablationSection.hidden = !shownParts.has('ablation');
-  view.append(intro, controls, chipsBox, busy, message, gridSection, linesSection, ablationSection, explain);
+  const exportsBox = exportBar(EXPORT_FORMATS, (format) => exportAs(format),
+    (format) => `headscope-heads.${format}`, (e) => fail(e));
+  exportsBox.hidden = hidden.has('export');
+  view.append(intro, controls, chipsBox, exportsBox, busy, message, gridSection, linesSection, ablationSection, explain);
   root.replaceChildren(view);
 
   // Actions ------------------------------------------------------------------------------------
@@ -616,8 +621,14 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
 
   schedule(true);
 
+  /** The current view as a file: 'svg' | 'png' | 'json' | 'csv' (export.js). */
+  function exportAs(format) {
+    return exportHeads(format, { data, state, publicState: publicState(), element: view });
+  }
+
   // API -----------------------------------------------------------------------------------------
   return {
+    exportAs,
     /**
      * Shows a case document's heads (queries labelled t1..tL). Large cases (N*H*L*S' > 50k weights
      * or E > 128) run in a Web Worker, with a busy state; smaller ones in this thread.

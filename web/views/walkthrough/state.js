@@ -23,7 +23,7 @@ import {
 /** Stages the `stages` option can show, in the order of the page. */
 export const WALKTHROUGH_STAGES = ['input', 'projections', 'qkv', 'scores', 'weights', 'heads', 'output'];
 /** Controls the `hide` option can name. */
-export const WALKTHROUGH_CONTROLS = ['presets', 'sizes', 'legend', 'explain'];
+export const WALKTHROUGH_CONTROLS = ['presets', 'sizes', 'legend', 'explain', 'export'];
 export const WALKTHROUGH_PRESETS = ['seed', 'learned', 'random', 'identity'];
 
 /** The stage of a matrix of the view by its data-matrix name (X, WQ1, BQ1, Q1, S1, A1, H1, CONCAT, WO, BO, Y). */

@@ -15,6 +15,8 @@ import {
   WALKTHROUGH_CONTROLS, WALKTHROUGH_STAGES, applyWalkthroughState, publicWalkthroughState, stageOf,
 } from './state.js';
 import { checkNames } from '../common/options.js';
+import { exportBar, EXPORT_FORMATS } from '../common/export.js';
+import { exportWalkthrough } from './export.js';
 import { HeadscopeError } from '../../lib/errors.js';
 
 const EXPLAIN_HINT = 'Hover over or focus (Tab, then the arrow keys) any cell of Q, K, V, the ' +
@@ -174,7 +176,11 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
   sizes.hidden = readonly || hidden.has('sizes');
   legends.hidden = hidden.has('legend');
   explain.hidden = hidden.has('explain');
-  view.append(title, intro, presets, sizes, note, legends, stages, explain);
+  const exportsBox = exportBar([...EXPORT_FORMATS, 'case'], (format) => exportAs(format),
+    (format) => (format === 'case' ? 'walkthrough-case.json' : `headscope-walkthrough.${format}`),
+    (e) => showNote(`Export failed: ${e.message}`, { error: true }));
+  exportsBox.hidden = hidden.has('export');
+  view.append(title, intro, presets, sizes, exportsBox, note, legends, stages, explain);
   root.replaceChildren(view);
 
   // ---- Engine ------------------------------------------------------------------------------
@@ -589,6 +595,34 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
     }
   }
 
+  /**
+   * The current numbers as a file: 'svg' | 'png' (the shown matrices), 'json' | 'csv' (every
+   * matrix), 'case' (a case document with the expected output and weights). A Promise of a Blob.
+   */
+  function exportAs(format) {
+    const scale = sharedScale();
+    const tokens = Array.from({ length: state.L }, (_, i) => `x${i}`);
+    const index = (n) => Array.from({ length: n }, (_, k) => `${k}`);
+    const inputs = inputMatrices(state).map((m) => ({
+      name: m.name, title: inputTitle(m.name).filter(Boolean).join(', '), rows: m.rows, cols: m.cols,
+      rowLabels: m.name === 'X' ? tokens : m.name.startsWith('B') ? [''] : index(state.E), colLabels: index(m.cols),
+      get: m.get, color: (i, j) => colorFor(m.get(i, j), scale),
+    }));
+    const computed = computedMatrices().map((m) => {
+      const data = m.data();
+      const get = (i, j) => data[i * m.cols + j];
+      return { name: m.name, title: m.title, rows: m.rows, cols: m.cols, rowLabels: m.rowLabels, colLabels: m.colLabels,
+        get, color: (i, j) => colorFor(get(i, j), m.weights ? WEIGHTS_SCALE : scale) };
+    });
+    const order = new Map([...tables.keys()].map((name, k) => [name, k]));
+    const matrices = [...inputs, ...computed].sort((a, b) => (order.get(a.name) ?? 1e9) - (order.get(b.name) ?? 1e9));
+    const visible = (name) => {
+      const box = tables.get(name)?.table.closest('.hs-wt-matrix');
+      return box !== undefined && box !== null && !box.hidden && !box.closest('section')?.hidden;
+    };
+    return exportWalkthrough(format, { state, trace, matrices, visible, explained, element: view });
+  }
+
   /** Which heads the view shows (1-based; null: all). */
   function showHeads(heads) {
     shownHeads = checkHeads(heads, 'showHeads: heads');
@@ -608,7 +642,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
   setState(state, { structural: true });
   if (initialCase !== undefined && initialCase !== null) loadCase(initialCase);
   reported = JSON.stringify(publicWalkthroughState(state));
-  return { loadCase, getState, setState: setPublicState, showHeads, destroy };
+  return { loadCase, getState, setState: setPublicState, showHeads, exportAs, destroy };
 }
 
 /** The heads option: null (all) or 1-based head numbers (heads beyond H show nothing). */

@@ -1,0 +1,205 @@
+// Exports of a view's numbers and pictures: self-contained SVG (colours and text inline, no
+// stylesheet, no script), PNG (the same layout drawn on a canvas: no image decoding, so a strict
+// CSP is no obstacle), and the numbers as JSON and CSV. A view describes what it shows as
+// "panels" (a titled grid of cells); one layout serves both pictures.
+//
+//   panel = { title, rows, cols, rowLabels, colLabels, value(i, j) -> number,
+//             color(i, j) -> CSS colour, text?(i, j) -> string | null (drawn in the cell) }
+import { formatNumber } from './matrix.js';
+
+const CELL = 18;
+const TITLE = 20;
+const LABEL_W = 64;
+const LABEL_H = 18;
+const GAP = 16;
+const MAX_WIDTH = 1200;
+const FONT = '11px system-ui, -apple-system, "Segoe UI", Roboto, sans-serif';
+
+/** The theme of `element` (its CSS custom properties), for pictures drawn outside the page. */
+export function exportTheme(element) {
+  const style = getComputedStyle(element);
+  const v = (name, fallback) => style.getPropertyValue(name).trim() || fallback;
+  return { bg: v('--hs-bg', '#ffffff'), fg: v('--hs-fg', '#1f2328'), muted: v('--hs-muted', '#59636e'),
+    border: v('--hs-border', '#d1d9e0') };
+}
+
+// Panels placed left to right, wrapping at MAX_WIDTH.
+function layout(panels) {
+  let x = GAP;
+  let y = GAP;
+  let rowHeight = 0;
+  let width = 0;
+  const placed = panels.map((p) => {
+    const cell = p.rows * p.cols > 1024 ? 10 : CELL;
+    const w = LABEL_W + p.cols * cell;
+    const h = TITLE + LABEL_H + p.rows * cell;
+    if (x > GAP && x + w > MAX_WIDTH) {
+      x = GAP;
+      y += rowHeight + GAP;
+      rowHeight = 0;
+    }
+    const at = { p, x, y, w, h, cell };
+    x += w + GAP;
+    rowHeight = Math.max(rowHeight, h);
+    width = Math.max(width, x);
+    return at;
+  });
+  return { placed, width: Math.max(width, 200), height: y + rowHeight + GAP };
+}
+
+const clip = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+const escapeXml = (s) => String(s).replace(/[<>&"']/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&apos;' })[c]);
+
+/** A self-contained SVG document of the panels. */
+export function panelsToSVG(panels, theme, title = 'headscope') {
+  const { placed, width, height } = layout(panels);
+  const out = [`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" ` +
+    `font-family="system-ui, sans-serif" font-size="11">`, `<title>${escapeXml(title)}</title>`,
+  `<rect width="100%" height="100%" fill="${escapeXml(theme.bg)}"/>`];
+  for (const { p, x, y, cell } of placed) {
+    out.push(`<g data-panel="${escapeXml(p.title)}">`);
+    out.push(`<text x="${x}" y="${y + 14}" fill="${escapeXml(theme.fg)}" font-weight="600">${escapeXml(p.title)}</text>`);
+    const gx = x + LABEL_W;
+    const gy = y + TITLE + LABEL_H;
+    p.colLabels.slice(0, p.cols).forEach((l, j) => out.push(`<text x="${gx + (j + 0.5) * cell}" y="${gy - 5}" fill="${escapeXml(theme.muted)}" ` +
+      `text-anchor="middle" font-size="9">${escapeXml(clip(l, 4))}</text>`));
+    p.rowLabels.slice(0, p.rows).forEach((l, i) => out.push(`<text x="${gx - 4}" y="${gy + (i + 0.5) * cell + 3}" fill="${escapeXml(theme.muted)}" ` +
+      `text-anchor="end" font-size="9">${escapeXml(clip(l, 10))}</text>`));
+    for (let i = 0; i < p.rows; i++) {
+      for (let j = 0; j < p.cols; j++) {
+        out.push(`<rect x="${gx + j * cell}" y="${gy + i * cell}" width="${cell - 1}" height="${cell - 1}" fill="${escapeXml(p.color(i, j))}">` +
+          `<title>${escapeXml(`${p.rowLabels[i] ?? i + 1} → ${p.colLabels[j] ?? j + 1}: ${formatNumber(p.value(i, j), 4)}`)}</title></rect>`);
+        const text = p.text?.(i, j);
+        if (text) {
+          out.push(`<text x="${gx + (j + 0.5) * cell}" y="${gy + (i + 0.5) * cell + 3}" fill="${escapeXml(theme.fg)}" ` +
+            `text-anchor="middle" font-size="8">${escapeXml(text)}</text>`);
+        }
+      }
+    }
+    out.push(`<rect x="${gx - 0.5}" y="${gy - 0.5}" width="${p.cols * cell}" height="${p.rows * cell}" fill="none" stroke="${escapeXml(theme.border)}"/>`);
+    out.push('</g>');
+  }
+  out.push('</svg>');
+  return out.join('\n');
+}
+
+/** The panels drawn on a canvas at `scale` pixels per unit; resolves to a PNG Blob. */
+export function panelsToPNG(panels, theme, scale = 2) {
+  const { placed, width, height } = layout(panels);
+  const canvas = document.createElement('canvas');
+  canvas.width = Math.round(width * scale);
+  canvas.height = Math.round(height * scale);
+  const ctx = canvas.getContext('2d');
+  ctx.scale(scale, scale);
+  ctx.fillStyle = theme.bg;
+  ctx.fillRect(0, 0, width, height);
+  ctx.font = FONT;
+  for (const { p, x, y, cell } of placed) {
+    ctx.fillStyle = theme.fg;
+    ctx.font = `600 ${FONT}`;
+    ctx.textAlign = 'left';
+    ctx.fillText(p.title, x, y + 14);
+    ctx.font = '9px system-ui, sans-serif';
+    const gx = x + LABEL_W;
+    const gy = y + TITLE + LABEL_H;
+    ctx.fillStyle = theme.muted;
+    ctx.textAlign = 'center';
+    p.colLabels.slice(0, p.cols).forEach((l, j) => ctx.fillText(clip(l, 4), gx + (j + 0.5) * cell, gy - 5));
+    ctx.textAlign = 'right';
+    p.rowLabels.slice(0, p.rows).forEach((l, i) => ctx.fillText(clip(l, 10), gx - 4, gy + (i + 0.5) * cell + 3));
+    ctx.textAlign = 'center';
+    for (let i = 0; i < p.rows; i++) {
+      for (let j = 0; j < p.cols; j++) {
+        ctx.fillStyle = p.color(i, j);
+        ctx.fillRect(gx + j * cell, gy + i * cell, cell - 1, cell - 1);
+        const text = p.text?.(i, j);
+        if (text) {
+          ctx.fillStyle = theme.fg;
+          ctx.font = '8px system-ui, sans-serif';
+          ctx.fillText(text, gx + (j + 0.5) * cell, gy + (i + 0.5) * cell + 3);
+          ctx.font = '9px system-ui, sans-serif';
+        }
+      }
+    }
+    ctx.strokeStyle = theme.border;
+    ctx.strokeRect(gx - 0.5, gy - 0.5, p.cols * cell, p.rows * cell);
+  }
+  return new Promise((resolve, reject) => canvas.toBlob((b) => (b ? resolve(b) : reject(new Error('the canvas gave no PNG'))), 'image/png'));
+}
+
+/** CSV text of rows of values (the first row: the header), quoted where needed. */
+export function toCSV(rows) {
+  const cell = (v) => {
+    const s = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : String(v).replace('Infinity', 'inf')) : String(v ?? '');
+    return /[",\n\r]/.test(s) || /^\s|\s$/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+  };
+  return `${rows.map((r) => r.map(cell).join(',')).join('\r\n')}\r\n`;
+}
+
+/** JSON text in which the numbers JSON has no literal for are the case format's strings. */
+export function toJSON(value) {
+  return `${JSON.stringify(value, (_, v) => {
+    if (typeof v === 'number' && !Number.isFinite(v)) return Number.isNaN(v) ? 'nan' : v > 0 ? 'inf' : '-inf';
+    if (ArrayBuffer.isView(v)) return Array.from(v);
+    return v;
+  }, 1)}\n`;
+}
+
+/** Nested arrays of a flat row-major tensor { data, shape }. */
+export function nested({ data, shape }, map = (v) => v) {
+  const build = (offset, dim) => {
+    if (dim === shape.length) return map(data[offset]);
+    const stride = shape.slice(dim + 1).reduce((a, b) => a * b, 1);
+    return Array.from({ length: shape[dim] }, (_, k) => build(offset + k * stride, dim + 1));
+  };
+  return shape.length === 0 ? map(data[0]) : build(0, 0);
+}
+
+/** Offers `blob` as a file download (an <a download> click; nothing leaves the page). */
+export function download(blob, filename, container = document.body) {
+  const url = URL.createObjectURL(blob);
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = filename;
+  a.hidden = true;
+  container.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+export const EXPORT_FORMATS = ['svg', 'png', 'json', 'csv'];
+export const MIME = { svg: 'image/svg+xml', png: 'image/png', json: 'application/json', csv: 'text/csv', case: 'application/json' };
+
+/**
+ * The export toolbar of a view: a button per format; `make(format)` resolves to a Blob,
+ * `name(format)` is its file name.
+ */
+export function exportBar(formats, make, name, onError) {
+  const bar = document.createElement('div');
+  bar.className = 'hs-export';
+  bar.setAttribute('role', 'group');
+  bar.setAttribute('aria-label', 'Export');
+  const label = document.createElement('span');
+  label.className = 'hs-export-label';
+  label.textContent = 'Export:';
+  bar.append(label);
+  const labels = { svg: 'SVG', png: 'PNG', json: 'JSON', csv: 'CSV', case: 'Case file' };
+  for (const f of formats) {
+    const b = document.createElement('button');
+    b.type = 'button';
+    b.dataset.export = f;
+    b.textContent = labels[f];
+    b.title = f === 'case' ? 'The current numbers as a case document (with the expected output)'
+      : `The current view as ${labels[f]}`;
+    b.addEventListener('click', async () => {
+      try {
+        download(await make(f), name(f), bar);
+      } catch (e) {
+        onError(e);
+      }
+    });
+    bar.append(b);
+  }
+  return bar;
+}

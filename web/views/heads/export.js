@@ -1,0 +1,79 @@
+// The Heads view's exports: the shown heads' weights (or the average, in the averaged view) as
+// pictures (SVG, PNG), and every number of the current run as JSON and CSV, with the state, the
+// pinned token and the explained cell.
+import * as T from './transforms.js';
+import { cellColor, WEIGHT_SCALE } from '../common/heatmap.js';
+import { formatNumber } from '../common/matrix.js';
+import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, MIME } from '../common/export.js';
+import { headLabel } from './data.js';
+
+/** Heatmaps larger than this on a side are cut to their first rows and columns in pictures. */
+const PICTURE_MAX = 128;
+
+/**
+ * @param {'svg' | 'png' | 'json' | 'csv'} format
+ * @param {{ data: object, state: object, publicState: object, element: Element }} view the view's
+ *   data (data.js viewData), its internal and public state, and an element to read the theme from
+ * @returns {Promise<Blob>}
+ */
+export async function exportHeads(format, { data, state, publicState, element }) {
+  if (data === null) throw new Error('nothing to export: type a sentence first');
+  const { H, L, S, E, labels } = data;
+  const shown = Array.from({ length: H }, (_, h) => h).filter((h) => state.shown === null || state.shown.has(h));
+  const weightsOf = (h) => T.headWeights(data.weights, { h, H, L, S });
+  const scoresOf = (h) => T.headWeights(data.scores, { h, H, L, S });
+  if (format === 'svg' || format === 'png') {
+    const theme = exportTheme(element);
+    const rows = Math.min(L, PICTURE_MAX);
+    const cols = Math.min(S, PICTURE_MAX);
+    const panel = (title, w, masked) => ({
+      title, rows, cols, rowLabels: labels.queries, colLabels: labels.keys,
+      value: (i, j) => w[i * S + j],
+      color: (i, j) => (masked(i, j) ? theme.border : cellColor(w[i * S + j], WEIGHT_SCALE)),
+      text: rows <= 10 && cols <= 10 ? (i, j) => (masked(i, j) ? '' : formatNumber(w[i * S + j], 2)) : null,
+    });
+    const panels = state.view === 'average'
+      ? [panel(`Average of the ${H} heads`, data.average, () => false)]
+      : shown.map((h) => {
+        const scores = scoresOf(h);
+        const off = state.ablated.has(h) ? ' (switched off)' : '';
+        return panel(`${headLabel(h)}: ${data.presets[h]}${off}`, weightsOf(h), (i, j) => scores[i * S + j] === -Infinity);
+      });
+    const title = `headscope: attention weights, ${L} queries × ${S} keys`;
+    return format === 'svg' ? new Blob([panelsToSVG(panels, theme, title)], { type: MIME.svg }) : panelsToPNG(panels, theme);
+  }
+  if (format === 'json') {
+    const matrix = (w) => nested({ data: w, shape: [L, S] });
+    const doc = {
+      view: 'heads',
+      state: publicState,
+      tokens: { queries: labels.queries, keys: labels.keys },
+      heads: shown.map((h) => ({
+        head: h + 1, preset: data.presets[h], on: !state.ablated.has(h),
+        stats: { entropy: data.stats.entropy[h], distance: data.stats.distance[h], maxWeight: data.stats.maxWeight[h] },
+        weights: matrix(weightsOf(h)), scores: matrix(scoresOf(h)),
+      })),
+      average: matrix(data.average),
+      output: nested({ data: data.output, shape: [L, E] }),
+      outputWithHeadsOff: nested({ data: data.ablatedOutput, shape: [L, E] }),
+      pinned: state.pinned && { side: state.pinned.side, index: state.pinned.index + 1 },
+      explained: state.cell && { head: state.cell.head === null ? 'average' : state.cell.head + 1, query: state.cell.i + 1, key: state.cell.j + 1 },
+    };
+    return new Blob([toJSON(doc)], { type: MIME.json });
+  }
+  if (format === 'csv') {
+    const rows = [['head', 'query', 'query_token', 'key', 'key_token', 'weight', 'score']];
+    const sets = state.view === 'average' ? [null] : shown;
+    for (const h of sets) {
+      const w = h === null ? data.average : weightsOf(h);
+      const s = h === null ? null : scoresOf(h);
+      for (let i = 0; i < L; i++) {
+        for (let j = 0; j < S; j++) {
+          rows.push([h === null ? 'average' : h + 1, i + 1, labels.queries[i], j + 1, labels.keys[j], w[i * S + j], s ? s[i * S + j] : '']);
+        }
+      }
+    }
+    return new Blob([toCSV(rows)], { type: MIME.csv });
+  }
+  throw new Error(`unknown export format ${JSON.stringify(format)} (expected svg, png, json or csv)`);
+}
