@@ -366,7 +366,7 @@ test('the widgets example page renders both widgets inside tutorial prose', asyn
   try {
     await p.page.waitForFunction(() => {
       const widgets = [...document.querySelectorAll('headscope-walkthrough, headscope-heads')];
-      return widgets.length === 3 && widgets.every((w) => w.dataset.ready === 'true');
+      return widgets.length === 5 && widgets.every((w) => w.dataset.ready === 'true');
     });
     const tables = await p.page.evaluate(() =>
       [...document.querySelectorAll('headscope-walkthrough, headscope-heads')]
@@ -374,6 +374,12 @@ test('the widgets example page renders both widgets inside tutorial prose', asyn
     tables.forEach((n, i) => assert.ok(n > 0, `widget ${i} rendered`));
     const seedText = await p.page.evaluate(() => document.querySelector('headscope-walkthrough').shadowRoot.textContent);
     assert.ok(seedText.includes('2.595'));
+    // The mirror follows the log line's sentence (example.js links them).
+    await p.page.locator('#log').locator('[name="text"]').fill('alpha beta gamma');
+    await p.page.waitForFunction(() => document.querySelector('#mirror').state?.text === 'alpha beta gamma');
+    const mirrorCards = await p.page.evaluate(() => [...document.querySelector('#mirror').shadowRoot
+      .querySelectorAll('.hs-head-grid [data-head]')].filter((c) => !c.hidden).map((c) => c.dataset.head));
+    assert.deepEqual(mirrorCards, ['2']);
     await screenshot(p.page, 'widgets');
     assertClean(p);
   } finally {
