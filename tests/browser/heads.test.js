@@ -158,3 +158,28 @@ test('the URL hash holds the shown view\'s state: a link opens it, edits update 
     await p.close();
   }
 });
+
+test('untrained (random) weights: the heatmap stretches its colours to the head\'s range and says why', async () => {
+  const p = await openPage('/demo/#heads?weights=random&heads=2');
+  try {
+    await p.page.waitForFunction((sel) => /nearly uniform/.test(document.querySelector(sel)?.textContent ?? ''),
+      `${root} [data-head="1"] .hs-head-description`);
+    const text = await p.page.textContent(`${root} [data-head="1"] .hs-head-description`);
+    const [, lo, hi] = text.match(/between ([\d.]+) and ([\d.]+)/).map(Number);
+    assert.ok(hi - lo < 0.2, `near-uniform weights: ${lo}..${hi}`);
+    await settled(p.page);
+    // The drawn cells span light to dark: alpha (the weights colour's) from its lowest to highest.
+    const alphas = await p.page.evaluate((sel) => {
+      const canvas = document.querySelector(sel);
+      const ctx = canvas.getContext('2d');
+      const { data } = ctx.getImageData(0, 0, canvas.width, canvas.height);
+      const out = [];
+      for (let k = 3; k < data.length; k += 4 * 7) if (data[k] > 0) out.push(data[k]);
+      return [Math.min(...out), Math.max(...out)];
+    }, `${root} [data-head="1"] canvas`);
+    assert.ok(alphas[1] - alphas[0] > 120, `the colours span the scale: alpha ${alphas}`);
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});

@@ -36,8 +36,30 @@ export function themeColors(element) {
 // colorFor() of the 0..1 weights scale, at 1/256 steps: a heatmap redraw fills up to 16k cells.
 const WEIGHT_COLORS = Array.from({ length: 257 }, (_, k) => colorFor(k / 256, WEIGHT_SCALE));
 export function cellColor(value, scale) {
+  if (scale.kind === 'weights' && scale.stretch && value >= scale.min && value <= scale.max) {
+    // A stretched weights scale (stretchedScale): the head's own range drawn as the full 0..1.
+    return WEIGHT_COLORS[Math.round(((value - scale.min) / (scale.max - scale.min)) * 256)];
+  }
   if (scale.kind === 'weights' && value >= 0 && value <= 1) return WEIGHT_COLORS[Math.round(value * 256)];
   return colorFor(value, scale);
+}
+
+/**
+ * A weights scale over [min, max] of the finite `values` (at least 1e-6 wide): for near-uniform
+ * attention (PyTorch's initial weights give every key about 1/S), whose differences the fixed
+ * 0..1 scale would leave invisible.
+ */
+export function stretchedScale(values) {
+  let min = Infinity;
+  let max = -Infinity;
+  for (const v of values) {
+    if (!Number.isFinite(v)) continue;
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  if (!(max > min)) return WEIGHT_SCALE;
+  if (max - min < 1e-6) max = min + 1e-6;
+  return { kind: 'weights', min, max, stretch: true };
 }
 
 /**

@@ -3,7 +3,7 @@
 import * as T from './transforms.js';
 import { el, partsOf, setText } from '../common/dom.js';
 import { formatNumber } from '../common/matrix.js';
-import { renderHeatmap } from '../common/heatmap.js';
+import { renderHeatmap, stretchedScale, WEIGHT_SCALE } from '../common/heatmap.js';
 import { describeCell, headLabel, shownSize } from './data.js';
 
 // One summary number of a card: "name value", its definition as the tooltip. data-stat names the
@@ -132,13 +132,22 @@ export function renderHeadGrid(data, state, root, actions) {
     if (c.preset && c.preset.value !== data.presets[h]) c.preset.value = data.presets[h];
     if (c.presetName) setText(c.presetName, data.presets[h]);
     c.on.checked = !state.ablated.has(h);
-    setText(c.description, T.PRESET_DESCRIPTIONS[data.presets[h]] ?? '');
-    c.description.hidden = !T.PRESET_DESCRIPTIONS[data.presets[h]];
-    setStats(c, { entropy: data.stats.entropy[h], distance: data.stats.distance[h],
-      maxWeight: data.stats.maxWeight[h] }, definitions);
     const weights = T.headWeights(data.weights, { h, H, L, S });
     const scores = T.headWeights(data.scores, { h, H, L, S });
+    // PyTorch's initialisation: small scores, every weight near 1/S, a blank heatmap on the 0..1
+    // scale. Stretch the colours to this head's range and say so.
+    const scale = state.source === 'random' ? stretchedScale(weights) : WEIGHT_SCALE;
+    const description = scale.stretch
+      ? `Untrained (PyTorch's initial weights): scores are small, so attention is nearly uniform; ` +
+        `every weight is between ${formatNumber(scale.min, 3)} and ${formatNumber(scale.max, 3)} ` +
+        `(uniform: 1/${S} = ${formatNumber(1 / S, 3)}). Colours are stretched to that range.`
+      : T.PRESET_DESCRIPTIONS[data.presets[h]] ?? '';
+    setText(c.description, description);
+    c.description.hidden = !description;
+    setStats(c, { entropy: data.stats.entropy[h], distance: data.stats.distance[h],
+      maxWeight: data.stats.maxWeight[h] }, definitions);
     renderHeatmap(c.map, {
+      scale,
       id: String(h + 1),
       name: `${headLabel(h)} attention weights, ${L} queries by ${S} keys`,
       data: weights, stride: S, rows, cols,
