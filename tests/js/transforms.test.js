@@ -26,7 +26,7 @@ function runPresets(tokens, { numHeads, heads, sharpness = 6, seed = 1, options 
   const x = T.embed(tokens);
   const mha = hs.createMultiheadAttention({ embedDim: 64, numHeads });
   try {
-    mha.loadStateDict(T.buildStateDict({ embedDim: 64, numHeads, heads, sharpness, seed }));
+    mha.loadStateDict(T.buildStateDict({ embedDim: 64, numHeads, heads, sharpness, seed, length: tokens.length }));
     const trace = mha.trace(x, x, x, options);
     const L = tokens.length;
     const head = (h) => T.headWeights(trace.weights.data, { h, H: numHeads, L, S: L });
@@ -96,13 +96,15 @@ describe('tokenize', () => {
   });
 
   test('maxTokens truncates and says so', () => {
-    const text = Array.from({ length: 40 }, (_, i) => `w${i}`).join(' ');
+    const text = Array.from({ length: 140 }, (_, i) => `w${i}`).join(' ');
     const r = T.tokenize(text);
-    assert.equal(r.tokens.length, 32);
-    assert.equal(r.total, 40);
+    assert.equal(r.tokens.length, T.MAX_TOKENS);
+    assert.equal(T.MAX_TOKENS, 128);
+    assert.equal(r.total, 140);
     assert.equal(r.truncated, true);
-    assert.equal(r.tokens[31], 'w31');
-    assert.deepEqual(T.tokenize(text, { maxTokens: 3 }), { tokens: ['w0', 'w1', 'w2'], total: 40, truncated: true });
+    assert.equal(r.tokens[127], 'w127');
+    assert.equal(T.tokenize(text, { maxTokens: 32 }).tokens.length, 32);
+    assert.deepEqual(T.tokenize(text, { maxTokens: 3 }), { tokens: ['w0', 'w1', 'w2'], total: 140, truncated: true });
     assert.equal(T.tokenize('a b', { maxTokens: 2 }).truncated, false);
     assert.throws(() => T.tokenize(7), TypeError);
     assert.throws(() => T.tokenize('a', { maxTokens: -1 }), RangeError);
@@ -169,7 +171,7 @@ describe('features', () => {
     for (let p = 0; p < 6; p++) {
       assert.equal(row(p)[dim.bias], 1);
       assert.equal(row(p)[dim.first], p === 0 ? 1 : 0);
-      close(row(p)[dim.order], p / T.MAX_TOKENS, 1e-7, 'order');
+      close(row(p)[dim.order], p / Math.max(T.PRESET_LENGTH, tokens.length), 1e-7, 'order');
     }
     assert.deepEqual([dim.upper, dim.keyword, dim.word, dim.number, dim.punct].map((d) => row(0)[d]), [1, 1, 1, 0, 0]);
     assert.deepEqual([dim.upper, dim.keyword, dim.word].map((d) => row(3)[d]), [0, 1, 1]);
@@ -391,6 +393,21 @@ describe('the presets, run by the engine', () => {
       }
     });
   }
+
+  // Beyond the presets' design length of 32 tokens: 128 tokens (the view's limit) of a long log,
+  // every preset still does its job (positions and the order ramp cover the whole text).
+  test('128 tokens: previous-token, first-token and same-token heads stay exact', () => {
+    const long = T.tokenize(Array.from({ length: 12 }, (_, k) => `${LOG_LINE} step=${k}`).join(' ')).tokens;
+    assert.equal(long.length, 128);
+    const { head, L } = runPresets(long, { numHeads: 4, heads: ['previous-token', 'first-token', 'same-token', 'numbers'] });
+    const prev = T.argmaxRows(head(0), L, L);
+    for (let i = 1; i < L; i++) assert.equal(prev[i], i - 1, `previous-token head, query ${i}`);
+    assert.ok(T.argmaxRows(head(1), L, L).every((j) => j === 0), 'first-token head');
+    const lower = long.map((w) => w.toLowerCase());
+    const same = T.argmaxRows(head(2), L, L);
+    const hits = lower.filter((w, i) => same[i] === lower.indexOf(w)).length;
+    assert.equal(hits, L, `same-token head: ${hits} of ${L} at the first copy`);
+  });
 
   // The same-token head looks, from each token, at its first occurrence: an earlier copy of a
   // repeated word, itself otherwise. Narrow heads have fewer identity dims to tell tokens apart.

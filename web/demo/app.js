@@ -79,7 +79,14 @@ async function main() {
   applyHash();
   setStatus('Loading the WebAssembly engine…');
   const hs = await init();
-  const onChange = (view) => () => { if (current === view) writeHash(); };
+  // Edits come as fast as the reader types: the hash follows once they pause (replaceState of a
+  // long URL costs a few ms, too much for every keystroke of a 128-token text).
+  let hashTimer = 0;
+  const onChange = (view) => () => {
+    if (current !== view) return;
+    clearTimeout(hashTimer);
+    hashTimer = setTimeout(writeHash, 150);
+  };
   views = {
     walkthrough: mountWalkthrough(document.getElementById('panel-walkthrough'), { hs, onStatus: setStatus, onChange: onChange('walkthrough') }),
     heads: mountHeads(document.getElementById('panel-heads'), { hs, onStatus: setStatus, onChange: onChange('heads') }),

@@ -28,13 +28,38 @@ export function themeColors(element) {
   const style = getComputedStyle(element);
   const v = (name, fallback) => style.getPropertyValue(name).trim() || fallback;
   const theme = { fg: v('--hs-fg', '#1f2328'), border: v('--hs-border', '#d1d9e0'), focus: v('--hs-focus', '#0969da') };
+  theme.borderRgba = asRgba(theme.border);
   themeCache.set(rootNode, theme);
   queueMicrotask(() => themeCache.delete(rootNode));
   return theme;
 }
 
+// '#rgb', '#rrggbb' or 'rgb(...)' as 'rgba(r, g, b, 1)' (for the image path's byte colours).
+function asRgba(color) {
+  let m = /^#([0-9a-f]{6})$/i.exec(color);
+  if (m) {
+    const n = parseInt(m[1], 16);
+    return `rgba(${n >> 16}, ${(n >> 8) & 255}, ${n & 255}, 1)`;
+  }
+  m = /^#([0-9a-f])([0-9a-f])([0-9a-f])$/i.exec(color);
+  if (m) return `rgba(${m.slice(1).map((h) => parseInt(h + h, 16)).join(', ')}, 1)`;
+  return color.startsWith('rgb') ? color : 'rgba(128, 128, 128, 1)';
+}
+
 // colorFor() of the 0..1 weights scale, at 1/256 steps: a heatmap redraw fills up to 16k cells.
 const WEIGHT_COLORS = Array.from({ length: 257 }, (_, k) => colorFor(k / 256, WEIGHT_SCALE));
+// The same 257 colours as RGBA bytes, for the image path (no string per cell).
+let weightBytes = null;
+const WEIGHT_BYTES = () => (weightBytes ??= Uint8ClampedArray.from(WEIGHT_COLORS.flatMap((c) => rgbaBytes(c))));
+
+/** The WEIGHT_COLORS index of a value on a weights scale (stretched or not), or -1 off the scale. */
+function weightIndex(value, scale) {
+  if (scale.kind !== 'weights') return -1;
+  if (scale.stretch) {
+    return value >= scale.min && value <= scale.max ? Math.round(((value - scale.min) / (scale.max - scale.min)) * 256) : -1;
+  }
+  return value >= 0 && value <= 1 ? Math.round(value * 256) : -1;
+}
 export function cellColor(value, scale) {
   if (scale.kind === 'weights' && scale.stretch && value >= scale.min && value <= scale.max) {
     // A stretched weights scale (stretchedScale): the head's own range drawn as the full 0..1.
@@ -42,6 +67,29 @@ export function cellColor(value, scale) {
   }
   if (scale.kind === 'weights' && value >= 0 && value <= 1) return WEIGHT_COLORS[Math.round(value * 256)];
   return colorFor(value, scale);
+}
+
+/**
+ * Pixels per cell of a heatmap of `size` rows or columns (the larger): big cells with numbers up
+ * to 10, then smaller; from 49 on the cells are drawn as one image (drawImage of an ImageData),
+ * without per-cell gaps or axis labels (hover, focus and the explanation line name the cell).
+ */
+export function heatmapCellSize(size) {
+  return size <= 10 ? 30 : size <= 20 ? 16 : size <= 48 ? 12 : size <= 80 ? 6 : 4;
+}
+const IMAGE_FROM = 6;  // cells of this many pixels or fewer are drawn as an image
+
+// 'rgba(r, g, b, a)' -> [r, g, b, 255 a], cached: the image path writes bytes, not styles.
+const rgbaCache = new Map();
+function rgbaBytes(color) {
+  let bytes = rgbaCache.get(color);
+  if (bytes === undefined) {
+    const m = /rgba?\(([\d.]+),\s*([\d.]+),\s*([\d.]+)(?:,\s*([\d.]+))?\)/.exec(color);
+    bytes = m ? [Number(m[1]), Number(m[2]), Number(m[3]), Math.round(255 * (m[4] === undefined ? 1 : Number(m[4])))] : [0, 0, 0, 0];
+    if (rgbaCache.size > 4096) rgbaCache.clear();
+    rgbaCache.set(color, bytes);
+  }
+  return bytes;
 }
 
 /**
@@ -94,6 +142,7 @@ function createHeatmap(root) {
   root.replaceChildren(box);
 
   let m = null;
+  let image = null;  // the offscreen canvas of the image path
   let cell = 0;
   let dpr = 1;
   let active = [0, 0];
@@ -113,7 +162,43 @@ function createHeatmap(root) {
     const gap = cell >= 14 ? 1 : 0.5;
     const maskedCells = new Path2D();
     let anyMasked = false;
-    for (let i = 0; i < rows; i++) {
+    if (cell <= IMAGE_FROM) {
+      // One pixel per cell in an ImageData, scaled up without smoothing: a 16-head, 128-token
+      // grid is 262k cells, far too many fillRect calls for one frame.
+      image ??= document.createElement('canvas');
+      if (image.width !== cols || image.height !== rows) {
+        image.width = cols;
+        image.height = rows;
+      }
+      const ictx = image.getContext('2d');
+      const pixels = ictx.createImageData(cols, rows);
+      const px = pixels.data;
+      const maskedBytes = rgbaBytes(theme.borderRgba);
+      const table = WEIGHT_BYTES();
+      for (let i = 0; i < rows; i++) {
+        for (let j = 0; j < cols; j++) {
+          const o = (i * cols + j) * 4;
+          const value = data[i * stride + j];
+          const k = m.masked?.(i, j) ? -2 : weightIndex(value, scale);
+          if (k >= 0) {
+            px[o] = table[4 * k];
+            px[o + 1] = table[4 * k + 1];
+            px[o + 2] = table[4 * k + 2];
+            px[o + 3] = table[4 * k + 3];
+          } else {
+            const bytes = k === -2 ? maskedBytes : rgbaBytes(cellColor(value, scale));
+            px[o] = bytes[0];
+            px[o + 1] = bytes[1];
+            px[o + 2] = bytes[2];
+            px[o + 3] = bytes[3];
+          }
+        }
+      }
+      ictx.putImageData(pixels, 0, 0);
+      ctx.imageSmoothingEnabled = false;
+      ctx.drawImage(image, 0, 0, width, height);
+    }
+    for (let i = 0; i < rows && cell > IMAGE_FROM; i++) {
       for (let j = 0; j < cols; j++) {
         if (m.masked?.(i, j)) {
           maskedCells.rect(j * cell, i * cell, cell - gap, cell - gap);
@@ -203,7 +288,7 @@ function createHeatmap(root) {
   function update(next) {
     m = next;
     const size = Math.max(m.rows, m.cols);
-    const nextCell = size <= 10 ? 30 : size <= 20 ? 16 : 12;
+    const nextCell = heatmapCellSize(size);
     const nextDpr = Math.min(3, globalThis.devicePixelRatio || 1);
     const width = Math.max(1, Math.round(m.cols * nextCell * nextDpr));
     const height = Math.max(1, Math.round(m.rows * nextCell * nextDpr));
@@ -216,8 +301,10 @@ function createHeatmap(root) {
       canvas.style.height = `${m.rows * cell}px`;
       box.style.setProperty('--hs-cell', `${cell}px`);
     }
-    syncLabels(colLabels, m.colLabels.slice(0, m.cols));
-    syncLabels(rowLabels, m.rowLabels.slice(0, m.rows));
+    // Labels of cells too small to carry them are left out (the image path).
+    const labelled = cell > IMAGE_FROM;
+    syncLabels(colLabels, labelled ? m.colLabels.slice(0, m.cols) : []);
+    syncLabels(rowLabels, labelled ? m.rowLabels.slice(0, m.rows) : []);
     box.dataset.heatmap = m.id;
     canvas.dataset.heatmapCanvas = m.id;
     active = clampCell(m.active ?? active);

@@ -3,7 +3,7 @@
 import * as T from './transforms.js';
 import { el, partsOf, setText } from '../common/dom.js';
 import { formatNumber } from '../common/matrix.js';
-import { renderHeatmap, stretchedScale, WEIGHT_SCALE } from '../common/heatmap.js';
+import { heatmapCellSize, renderHeatmap, stretchedScale, WEIGHT_SCALE } from '../common/heatmap.js';
 import { describeCell, headLabel, shownSize } from './data.js';
 
 // One summary number of a card: "name value", its definition as the tooltip. data-stat names the
@@ -123,7 +123,7 @@ export function renderHeadGrid(data, state, root, actions) {
     return { cards };
   });
   // Cards as wide as their heatmap (row labels, cells, padding), as many per row as fit.
-  const cellPx = Math.max(rows, cols) <= 10 ? 30 : Math.max(rows, cols) <= 20 ? 16 : 12;
+  const cellPx = heatmapCellSize(Math.max(rows, cols));
   root.style.setProperty('--hs-head-card-min', `${Math.max(300, 130 + cols * cellPx)}px`);
   const definitions = statDefinitions(data);
   parts.cards.forEach((c, h) => {

@@ -4,7 +4,7 @@ import { quote } from '../common/dom.js';
 import { formatNumber } from '../common/matrix.js';
 
 /** Rows and columns a heatmap or the line view shows of a large case. */
-export const MAX_SHOWN = 48;
+export const MAX_SHOWN = 128;
 
 /** Labels of a loaded case: queries t1..tL; keys the same for self-attention, else k1..kS. */
 export function caseLabels({ L, S, sourceLength, selfAttention, addBiasKV, addZeroAttn }) {

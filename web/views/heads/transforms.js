@@ -10,8 +10,17 @@
 export const DEFAULT_TEXT =
   '2024-01-15 10:30:45 ERROR [order-api] connection_timeout retry=3 duration=5000ms service=database';
 
-/** Tokens kept by default; the presets' position selectivity is tuned for this many. */
-export const MAX_TOKENS = 32;
+/** Tokens kept by default (the Heads view's limit; the token note says when a text has more). */
+export const MAX_TOKENS = 128;
+
+/**
+ * The sequence length the presets are written for: position selectivity (positionMargin) and the
+ * 'order' ramp cover max(PRESET_LENGTH, L) positions, so a text of up to 32 tokens gets the same
+ * numbers whatever its length, and a longer one keeps every preset exact (embed and
+ * buildStateDict's `length`).
+ */
+export const PRESET_LENGTH = 32;
+const designLength = (L) => Math.max(PRESET_LENGTH, L);
 
 // ---------------------------------------------------------------------------------------------
 // Random numbers and hashing
@@ -158,7 +167,7 @@ function positionFrequencies(pairs) {
  *                                get equal vectors, and every block has the same length, so a head
  *                                that reads any set of blocks scores a token highest against itself
  *   classes   [E-8, E):          CLASS_FEATURES in order: bias (always 1), first (1 at position
- *                                0), order (p / MAX_TOKENS: a ramp, so heads can prefer earlier
+ *                                0), order (p / max(32, L): a ramp, so heads can prefer earlier
  *                                keys), and 0/1 flags number, upper, keyword, punct, word
  *                                (tokenClasses)
  * For E = 64: 8 position pairs (16 dims), 20 identity blocks (40 dims), 8 class dims.
@@ -227,7 +236,7 @@ export function embed(tokens, { embedDim = 64, seed = IDENTITY_SEED } = {}) {
     const dim = layout.classes.dim;
     row[dim.bias] = 1;
     row[dim.first] = p === 0 ? 1 : 0;
-    row[dim.order] = p / MAX_TOKENS;
+    row[dim.order] = p / designLength(L);
     for (const name of ['number', 'upper', 'keyword', 'punct', 'word']) row[dim[name]] = c[name] ? 1 : 0;
   }
   return { data, shape: [L, E], layout };
@@ -265,7 +274,7 @@ export function defaultPresets(numHeads) {
  * Scaling a positional score by sharpness / gap puts the intended key exactly `sharpness` logits
  * above the best other one.
  */
-export function positionMargin(frequencies, maxLength = MAX_TOKENS) {
+export function positionMargin(frequencies, maxLength = PRESET_LENGTH) {
   let best = -Infinity;
   for (let d = 1; d < maxLength; d++) {
     let f = 0;
@@ -317,7 +326,7 @@ function writeOffset(head, layout, offset, strength, maxPairs = Infinity) {
   const m = Math.min(frequencies.length, Math.floor(head.free / 2), maxPairs);
   if (m < 1) return 0;
   const used = frequencies.slice(0, m);
-  const c = strength / positionMargin(used);
+  const c = strength / positionMargin(used, layout.length ?? PRESET_LENGTH);
   used.forEach((w, k) => {
     const sinDim = start + 2 * k;
     const cosDim = sinDim + 1;
@@ -365,7 +374,7 @@ function writeIdentity(head, layout, strength, first, maxBlocks = Infinity) {
 }
 
 // Same-token tie-break: of two equal tokens, prefer the earlier one, by SAME_TOKEN_ORDER *
-// sharpness logits per MAX_TOKENS positions (the key's 'order' feature, p / MAX_TOKENS).
+// sharpness logits over the whole ramp (the key's 'order' feature, p / max(32, L)).
 const SAME_TOKEN_ORDER = 0.5;
 
 const PRESET_WRITERS = {
@@ -471,14 +480,18 @@ function checkHeads(embedDim, numHeads) {
  * same key, the output is exactly that key's embedding. Switching head h off (ablate) removes its
  * term and nothing else.
  *
- * @param {{ embedDim?: number, numHeads: number, heads?: string[], seed?: number, sharpness?: number }} o
+ * @param {{ embedDim?: number, numHeads: number, heads?: string[], seed?: number, sharpness?: number, length?: number }} o
  *   heads: one name of ALL_PRESETS per head (default defaultPresets(numHeads)); seed: random
- *   presets and Q; sharpness: logits between a head's intended keys and the best other key.
+ *   presets and Q; sharpness: logits between a head's intended keys and the best other key;
+ *   length: the number of tokens it will see (the presets stay exact up to max(32, length)).
  * @returns {{ in_proj_weight: { data: Float32Array, shape: number[] }, in_proj_bias: ...,
  *   'out_proj.weight': ..., 'out_proj.bias': ... }}
  */
-export function buildStateDict({ embedDim = 64, numHeads, heads, seed = 1, sharpness = 6 } = {}) {
-  const layout = featureLayout(embedDim);
+export function buildStateDict({ embedDim = 64, numHeads, heads, seed = 1, sharpness = 6, length = PRESET_LENGTH } = {}) {
+  if (!Number.isInteger(length) || length < 1) {
+    throw new RangeError(`buildStateDict: length must be a positive integer (the tokens it is for), got ${length}`);
+  }
+  const layout = { ...featureLayout(embedDim), length: designLength(length) };
   checkHeads(embedDim, numHeads);
   const presets = heads ?? defaultPresets(numHeads);
   if (!Array.isArray(presets) || presets.length !== numHeads) {

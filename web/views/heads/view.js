@@ -462,14 +462,17 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     controls.hidden = !rowsShown[0] && !rowsShown[1];
   }
 
-  function stateDictFor() {
-    const key = JSON.stringify([state.source, state.numHeads, state.presets, state.seed, state.sharpness]);
+  // The weights for L tokens: the presets are written for max(32, L) positions (transforms.js).
+  function stateDictFor(L) {
+    const length = Math.max(T.PRESET_LENGTH, L);
+    const key = JSON.stringify([state.source, state.numHeads, state.presets, state.seed, state.sharpness,
+      state.source === 'random' ? 0 : length]);
     let sd = stateDicts.get(key);
     if (sd === undefined) {
       sd = state.source === 'random'
         ? T.randomStateDict({ embedDim: EMBED_DIM, numHeads: state.numHeads, seed: state.seed })
         : T.buildStateDict({ embedDim: EMBED_DIM, numHeads: state.numHeads, heads: state.presets,
-          seed: state.seed, sharpness: state.sharpness });
+          seed: state.seed, sharpness: state.sharpness, length });
       if (stateDicts.size > 16) stateDicts.clear();
       stateDicts.set(key, sd);
     }
@@ -520,7 +523,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     const x = T.embed(tokens, { embedDim: EMBED_DIM });
     layout = x.layout;
     const L = tokens.length;
-    const { sd } = stateDictFor();
+    const { sd } = stateDictFor(L);
     const padded = [...state.padded].filter((j) => j < L);
     const options = {
       keyPaddingMask: padded.length ? T.keyPaddingMask(L, padded) : null,
