@@ -183,3 +183,40 @@ test('untrained (random) weights: the heatmap stretches its colours to the head\
     await p.close();
   }
 });
+
+test('a 3,000-token case runs in the worker with elapsed time and Cancel; cancelled, the view is back on the sentence', async () => {
+  const L = 3000;
+  const E = 8;
+  let s = 7;
+  const next = () => { s = (Math.imul(s, 1103515245) + 12345) >>> 0; return Math.round((s / 2 ** 32 * 2 - 1) * 1000) / 1000; };
+  const m = (r, c) => Array.from({ length: r }, () => Array.from({ length: c }, next));
+  const doc = { name: 'long', config: { embed_dim: E, num_heads: 2 },
+    state_dict: { in_proj_weight: m(3 * E, E), in_proj_bias: m(1, 3 * E)[0], 'out_proj.weight': m(E, E), 'out_proj.bias': m(1, E)[0] },
+    inputs: { query: m(L, E) } };
+  const p = await openPage('/demo/#load');
+  try {
+    await p.page.setInputFiles('#panel-load input[type="file"]',
+      { name: 'long.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(doc)) });
+    await p.page.waitForFunction(() => document.querySelector('.hs-status')?.textContent.includes('Loaded long.json'), null, { timeout: 60_000 });
+    await p.page.click('#panel-load button:has-text("Show in the Heads view")');
+    await p.page.waitForSelector(`${root} .hs-heads-cancel`);
+    assert.match(await p.page.textContent(`${root} .hs-heads-busy`), /Large case \(18000000 weights\): running in a Web Worker, \d+ s/);
+    await p.page.click(`${root} .hs-heads-cancel`);
+    await p.page.waitForFunction((sel) => /Cancelled: case "?long"? was not shown/.test(document.querySelector(sel).textContent),
+      `${root} .hs-heads-message`);
+    assert.equal(await p.page.getAttribute(`${root} .hs-heads`, 'aria-busy'), 'false');
+    assert.equal(await p.page.inputValue(`${root} [name="weights"]`), 'presets');
+    // The view works: a new sentence is computed (in the page), and the case can be shown again.
+    await p.page.fill(`${root} [name="text"]`, 'a b c');
+    await p.page.waitForFunction((sel) => document.querySelectorAll(sel).length === 3, `${root} [data-pad-token]`);
+    await p.page.click('#tab-load');
+    await p.page.click('#panel-load button:has-text("Show in the Heads view")');
+    await p.page.waitForFunction((sel) => /3000 queries/.test(document.querySelector(sel)?.textContent ?? ''),
+      `${root} .hs-heads-case-note`, { timeout: 60_000 });
+    await p.page.waitForFunction((sel) => document.querySelector(sel).getAttribute('aria-busy') === 'false', `${root} .hs-heads`, { timeout: 60_000 });
+    assert.match(await p.page.textContent(`${root} .hs-heads-message`), /Showing queries 1–128 of 3000/);
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});

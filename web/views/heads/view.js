@@ -16,7 +16,7 @@
 //
 // Mountable several times per page and inside a shadow root: every element is created here and
 // found through `root`, never through document-level ids.
-import { pageWorker } from '../common/page-worker.js';
+import { endPageWorker, pageWorker } from '../common/page-worker.js';
 import { parseCase } from '../../lib/case.js';
 import { callDims } from '../../lib/shapes.js';
 import { formatNumber, renderLegend } from '../common/matrix.js';
@@ -426,11 +426,51 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     onStatus(`Heads: ${e?.message ?? e}`);
   }
 
-  function setBusy(on, text = '') {
+  // The busy line of a large case: what runs, the seconds it has taken, and Cancel (which ends
+  // the page's worker: a call inside it cannot be interrupted) back to the sentence.
+  let busyTimer = 0;
+  let nextMessage = '';  // shown by the next update (a cancelled case's note)
+  function setBusy(on, text = '', { cancel = null } = {}) {
     view.setAttribute('aria-busy', String(on));
     view.classList.toggle('hs-heads-computing', on);
     busy.classList.toggle('hs-busy', on);
-    busy.textContent = on ? text : '';
+    clearInterval(busyTimer);
+    busyTimer = 0;
+    if (!on) {
+      busy.replaceChildren();
+      return;
+    }
+    const started = performance.now();
+    const label = el('span', '', text);
+    const elapsed = el('span', 'hs-heads-busy-time', ' 0 s');
+    busy.replaceChildren(label, elapsed);
+    busyTimer = setInterval(() => {
+      elapsed.textContent = ` ${Math.round((performance.now() - started) / 1000)} s`;
+    }, 1000);
+    if (cancel) {
+      const b = el('button', 'hs-heads-cancel', 'Cancel');
+      b.type = 'button';
+      b.addEventListener('click', cancel);
+      busy.append(' ', b);
+    }
+  }
+
+  function cancelCase() {
+    generation++;         // the running computation's result is dropped
+    endPageWorker();      // and the worker computing it ended
+    remote = null;
+    setBusy(false);
+    state.source = textSource;
+    state.numHeads = textHeads;
+    state.presets = textPresets;
+    state.ablated.clear();
+    state.shown = null;
+    nextMessage = `Cancelled: ${loaded?.name ?? 'the case'} was not shown.`;
+    onStatus(`Heads: cancelled ${loaded?.name ?? 'the case'}.`);
+    loaded = null;
+    source.querySelector('option[value="case"]').disabled = true;
+    schedule(true);
+    changed('input');
   }
 
   // The controls show the state (also after setState); hidden: the `hide` option, read-only mode,
@@ -488,7 +528,8 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
   async function update() {
     const mine = ++generation;
     syncControls();
-    message.textContent = '';
+    message.textContent = nextMessage;
+    nextMessage = '';
     message.classList.remove('hs-error');
     if (state.source === 'case' && loaded) {
       data = await computeCase(mine);
@@ -542,7 +583,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     const { parsed, dims, big } = loaded;
     const ablatedKey = [...state.ablated].sort((a, b) => a - b).join(',');
     if (loaded.run && loaded.runKey === ablatedKey) return caseViewData(loaded.run);
-    if (big) setBusy(true, `Large case (${traceWeights(dims)} weights): running in a Web Worker,`);
+    if (big) setBusy(true, `Large case (${traceWeights(dims)} weights): running in a Web Worker,`, { cancel: cancelCase });
     try {
       let engine = local;
       if (big) {
@@ -696,6 +737,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     },
     destroy() {
       destroyed = true;
+      clearInterval(busyTimer);
       scheme?.removeEventListener?.('change', onScheme);
       generation++;
       if (frame) cancelAnimationFrame(frame);
