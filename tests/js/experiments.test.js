@@ -1,0 +1,73 @@
+// The what-if experiments (web/lib/experiments.js): the plan and its errors, a run's curve, the
+// same bits in this thread and in a Worker, and the summary's arithmetic.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { init, initWorker } from '../../web/lib/index.js';
+import { formatTable, HEAD_COUNTS, planExperiment, runExperiment, summarize } from '../../web/lib/experiments.js';
+
+const hs = await init();
+after(() => assert.equal(hs.liveHandles(), 0));
+
+test('the plan: one run per head count and seed, defaults filled in, bad options named', () => {
+  const { options, runs } = planExperiment({ task: { name: 'log-line' } });
+  assert.deepEqual(HEAD_COUNTS, [1, 2, 4, 8, 16, 64]);
+  assert.equal(runs.length, 6 * 3);
+  assert.deepEqual(runs.map((r) => r.heads).slice(0, 4), [1, 1, 1, 2]);
+  assert.equal(runs[5].model.nHeads, 2);
+  assert.equal(runs[5].model.dModel, 64);
+  assert.equal(runs[5].task.seed, runs[5].seed, 'the task stream follows the run seed');
+  assert.equal(options.task.seqLen, 18);
+  for (const [o, message] of [
+    [{ task: { name: 'log-line' }, heads: [3] }, /options\.heads\[0\]: expected a divisor of dModel 64, got 3/],
+    [{ task: { name: 'log-line' }, steps: 0 }, /options\.steps: expected an integer in \[1, 1000000\]/],
+    [{ task: { name: 'log-line' }, colour: 1 }, /options\.colour: unknown option/],
+    [{ task: 'log-line' }, /options\.task: expected \{ name/],
+    [{ task: { name: 'log-line' }, seeds: [] }, /options\.seeds: expected a non-empty array/],
+  ]) {
+    assert.throws(() => planExperiment(o), (e) => e.name === 'HeadscopeError' && message.test(e.message), JSON.stringify(o));
+  }
+  assert.throws(() => planExperiment({ task: { name: 'nope' } }), /nope/);
+});
+
+const SMALL = { task: { name: 'log-line' }, heads: [1, 4], seeds: [3], steps: 30, evalEvery: 10, evalRows: 16, batchSize: 8 };
+
+test('a run: held-out curve every evalEvery steps from step 0, the same bits twice, in a Worker too', { timeout: 120_000 }, async () => {
+  const a = await runExperiment(hs, SMALL);
+  assert.equal(a.runs.length, 2);
+  for (const r of a.runs) {
+    assert.deepEqual(r.curve.map((p) => p.step), [0, 10, 20, 30]);
+    assert.ok(Number.isNaN(r.curve[0].trainLoss), 'no training loss before the first step');
+    assert.ok(r.curve.every((p) => p.accuracy >= 0 && p.accuracy <= 1 && p.heldOutLoss > 0));
+    assert.ok(r.curve[3].heldOutLoss < r.curve[0].heldOutLoss, `it learns: ${r.curve.map((p) => p.heldOutLoss.toFixed(3))}`);
+    assert.equal(r.finalAccuracy, r.curve[3].accuracy);
+  }
+  const b = await runExperiment(hs, SMALL);
+  const numbers = (x) => x.runs.map((r) => r.curve.map((p) => [p.trainLoss, p.heldOutLoss, p.accuracy]));
+  assert.deepEqual(numbers(b), numbers(a), 'the same seeds, the same bits');
+  const workers = [await initWorker(), await initWorker()];
+  try {
+    const events = [];
+    const c = await runExperiment(workers, SMALL, { onProgress: (e) => events.push(e) });
+    assert.deepEqual(numbers(c), numbers(a), 'side by side in two Workers: the same bits');
+    assert.equal(events.length, 2 * 4);
+  } finally {
+    for (const w of workers) await w.terminate();
+  }
+});
+
+test('summarize and formatTable', () => {
+  const runs = [
+    { heads: 1, headDim: 64, seed: 1, finalAccuracy: 0.5, finalLoss: 1, ms: 30 },
+    { heads: 1, headDim: 64, seed: 2, finalAccuracy: 0.7, finalLoss: 3, ms: 10 },
+    { heads: 4, headDim: 16, seed: 1, finalAccuracy: 1, finalLoss: 0.5, ms: 20, refused: 'step 3: x' },
+  ];
+  const rows = summarize(runs);
+  assert.deepEqual(rows.map((r) => r.heads), [1, 4]);
+  assert.ok(Math.abs(rows[0].accuracy.mean - 0.6) < 1e-12);
+  assert.ok(Math.abs(rows[0].loss.sd - Math.SQRT2) < 1e-12);
+  assert.equal(rows[0].msMedian, 30);
+  assert.equal(rows[1].refused, 1);
+  const table = formatTable({ rows });
+  assert.match(table, /\| 1 \| 64 \| 60\.0% \(50\.0%-70\.0%\) \| 2\.000 ± 1\.414 \|/);
+  assert.match(table, /\(1 refused\)/);
+});

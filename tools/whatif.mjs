@@ -1,0 +1,64 @@
+#!/usr/bin/env node
+// The seeds' what-if experiments, measured (docs/experiments.md has the committed tables):
+//   node tools/whatif.mjs                       both experiments, as documented
+//   node tools/whatif.mjs --experiment log-line  one of them (log-line, induction)
+//   node tools/whatif.mjs --workers 2 --json    runs side by side in 2 Workers; JSON instead of tables
+// The same seeds give the same numbers on every run and machine (the times differ). Needs the
+// built package (npm run build).
+import { cpus } from 'node:os';
+import { parseArgs } from 'node:util';
+import { init, initWorker } from '../web/lib/index.js';
+import { formatTable, runExperiment } from '../web/lib/experiments.js';
+
+/** The documented experiments: dModel 64, heads 1 ... 64, three seeds, everything else fixed. */
+export const EXPERIMENTS = {
+  // One counted position per line, the label after "?": PAGE iff the level is ERROR, service= is
+  // database or payment and duration= is over 1000ms; three fields, at positions that vary from
+  // line to line, must be read at once (docs/tasks.md).
+  'log-line': { task: { name: 'log-line' }, nLayers: 2, dMlp: 0, steps: 300 },
+  // A random sequence repeated: predicting the second copy needs a previous-token head and an
+  // induction head, whose match is on token identity: a head of a few dimensions cannot hold it.
+  induction: { task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400 },
+};
+
+const { values } = parseArgs({
+  options: {
+    experiment: { type: 'string' },
+    workers: { type: 'string', default: '1' },
+    json: { type: 'boolean', default: false },
+  },
+});
+const names = values.experiment ? [values.experiment] : Object.keys(EXPERIMENTS);
+for (const n of names) {
+  if (!(n in EXPERIMENTS)) {
+    console.error(`--experiment: expected one of ${Object.keys(EXPERIMENTS).join(', ')}, got ${n}`);
+    process.exit(2);
+  }
+}
+const workerCount = Number(values.workers);
+if (!Number.isInteger(workerCount) || workerCount < 1 || workerCount > 16) {
+  console.error(`--workers: expected an integer in [1, 16], got ${values.workers}`);
+  process.exit(2);
+}
+const engines = workerCount === 1 ? [await init()] : await Promise.all(Array.from({ length: workerCount }, () => initWorker()));
+const out = {};
+try {
+  for (const name of names) {
+    const started = performance.now();
+    const result = await runExperiment(engines, EXPERIMENTS[name], {
+      onRun: (r, k, total) => { if (!values.json) process.stderr.write(`${name}: run ${k + 1}/${total} (heads ${r.heads}, seed ${r.seed}) ${(r.finalAccuracy * 100).toFixed(1)}%\n`); },
+    });
+    out[name] = { ...result, seconds: (performance.now() - started) / 1000 };
+    if (!values.json) {
+      const o = result.options;
+      console.log(`\n### ${name}: ${o.task.name} (T ${o.task.seqLen}), dModel ${o.dModel}, ${o.nLayers} layers, ` +
+        `${o.dMlp ? `MLP ${o.dMlp}` : 'attention only'}, ${o.steps} steps of ${o.batchSize}, AdamW lr ${o.optimizer.lr}, ` +
+        `seeds ${o.seeds.join(', ')}; held-out accuracy on ${o.evalRows} rows\n`);
+      console.log(formatTable(result));
+      console.log(`\n${out[name].seconds.toFixed(0)} s on ${cpus()[0]?.model ?? 'this CPU'}, ${engines.length} engine(s)`);
+    }
+  }
+} finally {
+  if (workerCount > 1) for (const e of engines) await e.terminate();
+}
+if (values.json) console.log(JSON.stringify(out));

@@ -1,0 +1,67 @@
+// Types of 'headscope/experiments' (web/lib/experiments.js), written by hand.
+import type { Headscope, OptimizerOptions, RemoteHeadscope, TransformerConfig } from './index.js';
+
+export declare const HEAD_COUNTS: readonly number[];
+
+export interface ExperimentOptions {
+  /** A built-in task and its options (headscope/tasks); the run's seed replaces task.seed. */
+  task: { name: string; [option: string]: unknown };
+  /** Head counts, each dividing dModel (default HEAD_COUNTS). */
+  heads?: readonly number[];
+  /** One run per seed and head count: the model's initial weights and the task's rows (default [1, 2, 3]). */
+  seeds?: readonly number[];
+  dModel?: number;
+  nLayers?: number;
+  dMlp?: number;
+  norm?: 'pre' | 'post' | 'none';
+  positions?: 'learned' | 'sinusoidal' | 'none';
+  steps?: number;
+  batchSize?: number;
+  /** Held-out evaluation every this many steps (and at step 0 and the end). */
+  evalEvery?: number;
+  /** Held-out rows evaluated (task.heldOut(evalRows, 0)). */
+  evalRows?: number;
+  optimizer?: OptimizerOptions;
+}
+
+export interface CurvePoint { step: number; trainLoss: number; heldOutLoss: number; accuracy: number }
+
+export interface RunResult {
+  heads: number;
+  headDim: number;
+  seed: number;
+  curve: CurvePoint[];
+  finalAccuracy: number;
+  finalLoss: number;
+  ms: number;
+  /** Set when a step was refused (non-finite): the run stopped there. */
+  refused?: string;
+}
+
+export interface SummaryStats { mean: number; min: number; max: number; sd: number }
+export interface ExperimentRow {
+  heads: number;
+  headDim: number;
+  seeds: number[];
+  accuracy: SummaryStats;
+  loss: SummaryStats;
+  msMedian: number;
+  refused: number;
+}
+
+export interface ExperimentResult { options: Required<ExperimentOptions>; runs: RunResult[]; rows: ExperimentRow[] }
+
+export interface PlannedRun { heads: number; seed: number; model: TransformerConfig; task: { name: string; [option: string]: unknown } }
+
+type Engine = Headscope | RemoteHeadscope;
+
+export declare function planExperiment(options: ExperimentOptions): { options: Required<ExperimentOptions>; runs: PlannedRun[] };
+export declare function runOne(engine: Engine, run: PlannedRun, options: Required<ExperimentOptions>,
+  hooks?: { onProgress?: (event: CurvePoint & { heads: number; seed: number }) => void; signal?: AbortSignal }): Promise<RunResult>;
+export declare function runExperiment(engines: Engine | readonly Engine[], options: ExperimentOptions, hooks?: {
+  onProgress?: (event: CurvePoint & { heads: number; seed: number }) => void;
+  onRun?: (result: RunResult, index: number, total: number) => void;
+  signal?: AbortSignal;
+}): Promise<ExperimentResult>;
+export declare function summarize(results: readonly RunResult[]): ExperimentRow[];
+export declare function formatTable(result: { rows: readonly ExperimentRow[] }): string;

@@ -1,0 +1,178 @@
+// The seeds' what-if experiments, measured: `import { runExperiment } from 'headscope/experiments'`.
+//
+// "What if there is one head? 64 heads of one dimension?" An experiment trains the same small
+// transformer on one built-in task (headscope/tasks) once per head count and seed, everything else
+// fixed (dModel, layers, optimizer, batches, steps), and reports each run's loss curves (training
+// and held-out) and final held-out accuracy, and per head count the mean, spread and time. It runs
+// on init()'s API (in this thread, one run after another) or on initWorker() engines (runs side by
+// side, one per worker): the same seeds give the same bits either way (docs/experiments.md).
+//
+//   const result = await runExperiment(await init(), { task: { name: 'log-line' }, heads: [1, 4, 64] });
+//   console.log(formatTable(result));
+import { HeadscopeError } from './errors.js';
+import { makeTask } from './tasks.js';
+
+/** The seeds' head counts at dModel 64: head dim 64 ... 1. */
+export const HEAD_COUNTS = Object.freeze([1, 2, 4, 8, 16, 64]);
+
+const DEFAULTS = Object.freeze({
+  dModel: 64, nLayers: 2, dMlp: 0, norm: 'pre', positions: 'learned',
+  steps: 600, batchSize: 16, evalEvery: 50, evalRows: 64, seeds: [1, 2, 3],
+  optimizer: { type: 'adamw', lr: 3e-3, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01, clipGradNorm: 1 },
+});
+const KEYS = ['task', 'heads', 'seeds', 'dModel', 'nLayers', 'dMlp', 'norm', 'positions', 'steps', 'batchSize',
+  'evalEvery', 'evalRows', 'optimizer'];
+
+function fail(where, message) {
+  throw new HeadscopeError('INVALID_ARGUMENT', `${where}: ${message}`);
+}
+
+/**
+ * The plan of an experiment: its options with defaults filled in, and one run per (heads, seed).
+ * Checks everything first (a HeadscopeError names the option); the task's own options are checked
+ * by makeTask, the model's by createTransformer.
+ */
+export function planExperiment(options = {}) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) fail('runExperiment: options', 'expected an object');
+  for (const k of Object.keys(options)) if (!KEYS.includes(k)) fail(`runExperiment: options.${k}`, `unknown option (expected any of ${KEYS.join(', ')})`);
+  const o = { ...DEFAULTS, heads: HEAD_COUNTS, ...options };
+  if (o.task === null || typeof o.task !== 'object' || typeof o.task.name !== 'string') {
+    fail('runExperiment: options.task', "expected { name, ...task options } of a built-in task, e.g. { name: 'log-line' }");
+  }
+  const { name, ...taskOptions } = o.task;
+  const task = makeTask(name, taskOptions);
+  const ints = (v, where, min, max) => {
+    if (!Number.isInteger(v) || v < min || v > max) fail(where, `expected an integer in [${min}, ${max}], got ${String(v)}`);
+    return v;
+  };
+  ints(o.dModel, 'runExperiment: options.dModel', 1, 512);
+  if (!Array.isArray(o.heads) || o.heads.length === 0) fail('runExperiment: options.heads', 'expected a non-empty array of head counts');
+  o.heads.forEach((h, k) => {
+    ints(h, `runExperiment: options.heads[${k}]`, 1, o.dModel);
+    if (o.dModel % h !== 0) fail(`runExperiment: options.heads[${k}]`, `expected a divisor of dModel ${o.dModel}, got ${h}`);
+  });
+  if (!Array.isArray(o.seeds) || o.seeds.length === 0) fail('runExperiment: options.seeds', 'expected a non-empty array of integer seeds');
+  o.seeds.forEach((s, k) => ints(s, `runExperiment: options.seeds[${k}]`, 0, 2 ** 31 - 1));
+  ints(o.steps, 'runExperiment: options.steps', 1, 1_000_000);
+  ints(o.batchSize, 'runExperiment: options.batchSize', 1, 4096);
+  ints(o.evalEvery, 'runExperiment: options.evalEvery', 1, 1_000_000);
+  ints(o.evalRows, 'runExperiment: options.evalRows', 1, 4096);
+  const runs = [];
+  for (const heads of o.heads) {
+    for (const seed of o.seeds) {
+      runs.push({
+        heads, seed,
+        model: { vocabSize: task.vocabSize, maxLen: task.seqLen, dModel: o.dModel, nLayers: o.nLayers, nHeads: heads,
+          dMlp: o.dMlp, norm: o.norm, positions: o.positions, causal: true, seed },
+        // The task's stream and the model's initial weights both follow the run's seed.
+        task: { name, ...task.options, seed },
+      });
+    }
+  }
+  return { options: { ...o, task: { name, ...task.options } }, runs };
+}
+
+/**
+ * One run: train `run.model` on `run.task` for `options.steps` steps, evaluating the held-out
+ * rows every `evalEvery` steps and at the end. `engine` is init()'s API or an initWorker()
+ * engine (every call is awaited, so either works).
+ * @returns {Promise<{ heads, seed, curve: { step, trainLoss, heldOutLoss, accuracy }[],
+ *   finalAccuracy, finalLoss, ms, refused? }>}
+ */
+export async function runOne(engine, run, options, { onProgress = () => {}, signal } = {}) {
+  const task = makeTask(run.task.name, (({ name, ...rest }) => rest)(run.task));
+  const held = task.heldOut(options.evalRows, 0);
+  const model = await engine.createTransformer(run.model);
+  const started = performance.now();
+  const curve = [];
+  let trainLoss = 0;
+  let trainCount = 0;
+  let refused;
+  try {
+    await model.setOptimizer(options.optimizer);
+    const evaluate = async (step) => {
+      const { logits } = await model.forward(held.tokens);
+      const e = task.evaluate(logits, held.targets);
+      const point = { step, trainLoss: trainCount ? trainLoss / trainCount : NaN, heldOutLoss: e.loss, accuracy: e.accuracy };
+      curve.push(point);
+      trainLoss = 0;
+      trainCount = 0;
+      onProgress({ heads: run.heads, seed: run.seed, ...point });
+    };
+    await evaluate(0);
+    for (let step = 0; step < options.steps; step++) {
+      if (signal?.aborted) throw new HeadscopeError('INVALID_ARGUMENT', 'runExperiment: cancelled');
+      const { tokens, targets } = task.batch(options.batchSize, step);
+      const r = await model.trainStep(tokens, targets);
+      if (!r.stepped) {
+        refused = `step ${step + 1}: ${r.refused ?? 'not finite'}`;
+        break;
+      }
+      trainLoss += r.loss;
+      trainCount++;
+      if ((step + 1) % options.evalEvery === 0 || step + 1 === options.steps) await evaluate(step + 1);
+    }
+  } finally {
+    await model.dispose();
+  }
+  const last = curve[curve.length - 1];
+  return { heads: run.heads, headDim: run.model.dModel / run.heads, seed: run.seed, curve,
+    finalAccuracy: last.accuracy, finalLoss: last.heldOutLoss, ms: performance.now() - started,
+    ...(refused ? { refused } : {}) };
+}
+
+/**
+ * Runs the whole experiment. `engines`: one engine (runs in turn) or an array of engines (runs
+ * side by side, one per engine at a time, e.g. one initWorker() each). Results in plan order.
+ * @returns {Promise<{ options, runs: object[], rows: object[] }>}
+ */
+export async function runExperiment(engines, options, { onProgress, onRun = () => {}, signal } = {}) {
+  const { options: o, runs } = planExperiment(options);
+  const pool = Array.isArray(engines) ? engines : [engines];
+  if (pool.length === 0) fail('runExperiment: engines', 'expected an engine or a non-empty array of engines');
+  const results = new Array(runs.length);
+  let next = 0;
+  await Promise.all(pool.map(async (engine) => {
+    while (next < runs.length) {
+      const k = next++;
+      results[k] = await runOne(engine, runs[k], o, { onProgress, signal });
+      onRun(results[k], k, runs.length);
+    }
+  }));
+  return { options: o, runs: results, rows: summarize(results) };
+}
+
+/** Per head count: mean, min, max and sample standard deviation of the final accuracy and loss, median time. */
+export function summarize(results) {
+  const byHeads = new Map();
+  for (const r of results) {
+    if (!byHeads.has(r.heads)) byHeads.set(r.heads, []);
+    byHeads.get(r.heads).push(r);
+  }
+  const stats = (xs) => {
+    const n = xs.length;
+    const mean = xs.reduce((a, b) => a + b, 0) / n;
+    const sd = n > 1 ? Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)) : 0;
+    return { mean, min: Math.min(...xs), max: Math.max(...xs), sd };
+  };
+  return [...byHeads].map(([heads, rs]) => {
+    const ms = rs.map((r) => r.ms).sort((a, b) => a - b);
+    return {
+      heads, headDim: rs[0].headDim, seeds: rs.map((r) => r.seed),
+      accuracy: stats(rs.map((r) => r.finalAccuracy)), loss: stats(rs.map((r) => r.finalLoss)),
+      msMedian: ms[Math.floor(ms.length / 2)], refused: rs.filter((r) => r.refused).length,
+    };
+  });
+}
+
+/** A Markdown table of an experiment's rows. */
+export function formatTable({ rows }) {
+  const pct = (x) => `${(100 * x).toFixed(1)}%`;
+  const lines = ['| heads | head dim | held-out accuracy (mean, min-max) | held-out loss (mean ± sd) | time per run |',
+    '|---:|---:|---|---|---:|'];
+  for (const r of rows) {
+    lines.push(`| ${r.heads} | ${r.headDim} | ${pct(r.accuracy.mean)} (${pct(r.accuracy.min)}-${pct(r.accuracy.max)}) | ` +
+      `${r.loss.mean.toFixed(3)} ± ${r.loss.sd.toFixed(3)} | ${(r.msMedian / 1000).toFixed(1)} s |${r.refused ? ` (${r.refused} refused)` : ''}`);
+  }
+  return lines.join('\n');
+}
