@@ -8,6 +8,7 @@
 //   node tools/page-timing.mjs --json          the same numbers as JSON
 //   node tools/page-timing.mjs --runs 21       repetitions per measurement (default 15)
 //   node tools/page-timing.mjs --size 16x16x16 tokens x dims x heads (default 16x16x16)
+//   node tools/page-timing.mjs --cold-runs 3   fresh pages for "heads (first time)" (default 5)
 //
 // Measured, at the given size (the demo's controls set it first):
 //   edit       a new number typed into X[0][0] (its 'input' event), as the view recomputes while
@@ -15,11 +16,15 @@
 //   preset     a click on "Seeded random" / "Identity" (alternating: a new set of numbers at
 //              the same sizes)
 //   heads      the head count changed H -> H/2 -> H ... (alternating; needs an even H)
+//   heads (first time)  a fresh page at L x E, then H heads: every head's matrices are created
+//              (--cold-runs N pages, default 5; 0 leaves it out)
 // For each: `to paint` is from just before the event is dispatched until the first task after
 // the next frame was rendered (requestAnimationFrame, then a MessageChannel message: the
 // rendering step of that frame, style, layout and paint, has run by then). It includes the wait
 // for the frame's vsync slot (up to ~16.7 ms at 60 Hz). `busy` leaves that wait out: the event's
 // script time plus the rendering step of the frame (from the rAF callback to the message).
+// `settled` is until the task after that, when the work the view deferred to after the frame
+// (numbers of the matrices out of view) is done too.
 // Also reported: the number of elements in the view after the last run.
 import { chromium } from 'playwright-core';
 import { cpus } from 'node:os';
@@ -30,22 +35,23 @@ const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 function parseArgs(argv) {
-  const args = { json: false, runs: 15, size: [16, 16, 16] };
+  const args = { json: false, runs: 15, coldRuns: 5, size: [16, 16, 16] };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
     if (a === '--json') args.json = true;
     else if (a === '--runs') args.runs = Number(argv[++k]);
+    else if (a === '--cold-runs') args.coldRuns = Number(argv[++k]);
     else if (a === '--size') args.size = String(argv[++k]).split('x').map(Number);
     else if (a === '--help' || a === '-h') {
-      console.log('usage: node tools/page-timing.mjs [--json] [--runs N] [--size LxExH]');
+      console.log('usage: node tools/page-timing.mjs [--json] [--runs N] [--cold-runs N] [--size LxExH]');
       process.exit(0);
     } else {
       console.error(`page-timing: unknown argument ${a}`);
       process.exit(2);
     }
   }
-  if (!Number.isInteger(args.runs) || args.runs < 1) {
-    console.error('page-timing: --runs needs a positive integer');
+  if (!Number.isInteger(args.runs) || args.runs < 1 || !Number.isInteger(args.coldRuns) || args.coldRuns < 0) {
+    console.error('page-timing: --runs needs a positive integer, --cold-runs a non-negative one');
     process.exit(2);
   }
   const [L, E, H] = args.size;
@@ -63,20 +69,30 @@ const median = (xs) => {
 };
 
 // Installed in the page: runs `action` and resolves with its timings once the next frame is done.
+// The frame callback is requested before the action runs, so that it is the frame's first
+// callback and its message the first task after the frame (the view may queue work of its own
+// for after the frame: `settled` waits for that too).
 function installTimer() {
+  const nextTask = () => new Promise((resolve) => {
+    const channel = new MessageChannel();
+    channel.port1.onmessage = () => resolve(performance.now());
+    channel.port2.postMessage(0);
+  });
   window.__hsTime = (action) => new Promise((resolve) => {
-    const t0 = performance.now();
-    action();
-    const t1 = performance.now();
+    let t0;
+    let t1;
     requestAnimationFrame(() => {
       const tRaf = performance.now();
-      const channel = new MessageChannel();
-      channel.port1.onmessage = () => {
-        const t2 = performance.now();
-        resolve({ toPaint: t2 - t0, busy: (t1 - t0) + (t2 - tRaf), script: t1 - t0 });
-      };
-      channel.port2.postMessage(0);
+      nextTask().then(async (t2) => {
+        // Whatever the view queued from its own frame callbacks runs before this one.
+        await new Promise((r) => setTimeout(r, 0));
+        const t3 = await nextTask();
+        resolve({ toPaint: t2 - t0, busy: (t1 - t0) + (t2 - tRaf), script: t1 - t0, settled: t3 - t0 });
+      });
     });
+    t0 = performance.now();
+    action();
+    t1 = performance.now();
   });
 }
 
@@ -119,6 +135,7 @@ async function main() {
         toPaintMs: median(samples.map((s) => s.toPaint)),
         busyMs: median(samples.map((s) => s.busy)),
         scriptMs: median(samples.map((s) => s.script)),
+        settledMs: median(samples.map((s) => s.settled)),
         maxToPaintMs: Math.max(...samples.map((s) => s.toPaint)),
       };
     };
@@ -155,6 +172,40 @@ async function main() {
       await time('heads', heads, args.runs % 2 ? args.runs + 1 : args.runs);   // ends at H again
     }
     const elements = await page.evaluate((r) => document.querySelector(r).querySelectorAll('*').length, root);
+
+    // The first time the view shows H heads at these sizes (every head's matrices are new): a
+    // fresh page each run, at L x E with the heads the embedding change picked, then H.
+    if (args.coldRuns > 0) {
+      const samples = [];
+      for (let k = 0; k < args.coldRuns; k++) {
+        await page.goto(`${server.url}demo/`, { waitUntil: 'load' });
+        await page.waitForSelector('body[data-ready="true"]', { state: 'attached', timeout: 30_000 });
+        await page.evaluate(installTimer);
+        await select('Tokens L', L);
+        await select('Embedding size E', E);
+        await page.waitForTimeout(100);
+        samples.push(await page.evaluate(({ r, target }) => {
+          const label = [...document.querySelectorAll(`${r} label`)].find((l) => l.textContent.startsWith('Heads'));
+          const s = label.querySelector('select');
+          if (Number(s.value) === target) return null;
+          return window.__hsTime(() => {
+            s.value = String(target);
+            s.dispatchEvent(new Event('change', { bubbles: true }));
+          });
+        }, { r: root, target: H }));
+      }
+      const kept = samples.filter(Boolean);
+      if (kept.length) {
+        results['heads (first time)'] = {
+          runs: kept.length,
+          toPaintMs: median(kept.map((x) => x.toPaint)),
+          busyMs: median(kept.map((x) => x.busy)),
+          scriptMs: median(kept.map((x) => x.script)),
+          settledMs: median(kept.map((x) => x.settled)),
+          maxToPaintMs: Math.max(...kept.map((x) => x.toPaint)),
+        };
+      }
+    }
     if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join('; ')}`);
 
     const report = {
@@ -170,10 +221,11 @@ async function main() {
       console.log(`Walkthrough at ${L} tokens x ${E} dims x ${H} heads; ${report.cpu}; Chromium ${report.chromium}`);
       console.log(`${elements} elements in the view`);
       console.log('');
-      const rows = [['measure', 'runs', 'to paint (median)', 'busy (median)', 'script (median)', 'to paint (max)']];
+      const rows = [['measure', 'runs', 'to paint (median)', 'busy (median)', 'script (median)', 'to paint (max)',
+        'settled (median)']];
       for (const [name, r] of Object.entries(results)) {
         rows.push([name, String(r.runs), `${r.toPaintMs.toFixed(1)} ms`, `${r.busyMs.toFixed(1)} ms`,
-          `${r.scriptMs.toFixed(1)} ms`, `${r.maxToPaintMs.toFixed(1)} ms`]);
+          `${r.scriptMs.toFixed(1)} ms`, `${r.maxToPaintMs.toFixed(1)} ms`, `${r.settledMs.toFixed(1)} ms`]);
       }
       const widths = rows[0].map((_, c) => Math.max(...rows.map((row) => row[c].length)));
       for (const [n, row] of rows.entries()) {

@@ -5,11 +5,11 @@
 //
 // Everything is scoped to `root` (no ids, no document-level queries), so the view can be mounted
 // several times on one page and inside shadow roots (the <headscope-walkthrough> widget).
-import { renderMatrix, renderLegend, makeScale, colorFor, formatNumber } from '../common/matrix.js';
+import { createMatrix, renderLegend, makeScale, placeNear } from '../common/matrix.js';
 import {
   MAX_SIZE, divisors, nearestDivisor, seedState, learnedLookingState, randomState, identityState,
   resizeState, headDim, inputMatrices, inputData, withCell, toStateDict, moduleConfig, traceOptions,
-  describeMasks, maskTerms, stateFromCase, explainCell,
+  describeMasks, maskTerms, stateFromCase, explainCell, traceOverflow,
 } from './model.js';
 
 const EXPLAIN_HINT = 'Hover over or focus (Tab, then the arrow keys) any cell of Q, K, V, the ' +
@@ -57,8 +57,8 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
   let masks = null;        // maskTerms(state), for the explanations
   let explained = null;    // { stage, h, i, j } of the cell whose explanation is shown
   let destroyed = false;
-  // Per data-matrix name: { table, cells: [{ td, i, j, value (span or input), color, text }] }
-  let tables = new Map();
+  // Per data-matrix name: its matrix component (common/matrix.js createMatrix), kept across builds
+  const tables = new Map();
   let highlighted = [];    // cells marked as the explained one and its sources
 
   const view = el('div', 'hs-walkthrough');
@@ -143,12 +143,15 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
   legends.append(signedLegend, weightsLegend);
 
   const stages = el('div', 'hs-wt-stages');
-  const explain = el('div', 'hs-explain', EXPLAIN_HINT);
+  const hint = el('p', 'hs-wt-hint', EXPLAIN_HINT);
+  // The explanation of a cell opens next to it (never over it) and is announced politely.
+  const explain = el('div', 'hs-explain hs-wt-explain');
   explain.setAttribute('role', 'status');
   explain.setAttribute('aria-live', 'polite');
   explain.setAttribute('aria-label', 'How the cell was computed');
+  explain.hidden = true;
 
-  view.append(title, intro, presets, sizes, note, legends, stages, explain);
+  view.append(title, intro, presets, sizes, note, legends, hint, stages, explain);
   root.replaceChildren(view);
 
   // ---- Engine ------------------------------------------------------------------------------
@@ -169,45 +172,85 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
   }
 
   // ---- Rendering ---------------------------------------------------------------------------
+  //
+  // The DOM is built once per matrix and kept: a change of sizes reshapes the matrices in place
+  // (a head's S and A keep their cells when only the head count changes), heads beyond the
+  // current count are detached and kept for later, and every other change only writes the
+  // numbers and colours that changed.
 
+  /** The signed scale shared by every matrix except A: the largest magnitude shown. */
   function sharedScale() {
-    const values = [];
-    for (const m of inputMatrices(state)) for (let i = 0; i < m.rows; i++) for (let j = 0; j < m.cols; j++) values.push(m.get(i, j));
-    for (const k of ['q', 'k', 'v', 'scores', 'headOutputs', 'concat', 'output']) values.push(...trace[k].data);
-    return makeScale(values, 'signed');
+    let max = 0;
+    const see = (v) => { if (Number.isFinite(v) && Math.abs(v) > max) max = Math.abs(v); };
+    for (const row of state.x) row.forEach(see);
+    for (const w of [state.wq, state.wk, state.wv, state.wo]) for (const row of w) row.forEach(see);
+    if (state.bias) for (const k of ['q', 'k', 'v', 'o']) state.bias[k].forEach(see);
+    for (const k of ['q', 'k', 'v', 'scores', 'headOutputs', 'concat', 'output']) {
+      const d = trace[k].data;
+      for (let n = 0; n < d.length; n++) see(d[n]);
+    }
+    return { kind: 'signed', min: -(max || 1), max: max || 1 };
   }
 
   const WEIGHTS_SCALE = makeScale([], 'weights');
 
-  // The computed matrices, in the order they appear; `data()` reads the current trace.
-  function computedMatrices() {
-    const { L, E, H } = state;
+  const labelCache = new Map();
+  const labels = (prefix, n) => {
+    const key = `${prefix}/${n}`;
+    if (!labelCache.has(key)) labelCache.set(key, Array.from({ length: n }, (_, i) => `${prefix}${i}`));
+    return labelCache.get(key);
+  };
+
+  /** What each matrix shows for the current state: shape, labels, numbers, scale. */
+  function specOf(name, scale) {
+    const { L, E } = state;
     const hd = headDim(state);
-    const tokens = Array.from({ length: L }, (_, i) => `x${i}`);
-    const out = [];
-    for (let h = 0; h < H; h++) {
-      const n = h + 1;
-      const dims = Array.from({ length: hd }, (_, c) => `${c}`);
-      for (const [stage, key, title] of [['Q', 'q', 'Q = X·W_Q'], ['K', 'k', 'K = X·W_K'], ['V', 'v', 'V = X·W_V']]) {
-        out.push({ name: `${stage}${n}`, stage, h, rows: L, cols: hd, title, rowLabels: tokens, colLabels: dims,
-          data: () => headSlice(trace[key], h), subtitle: `${L}×${hd}`, group: 'qkv' });
-      }
-      const keys = Array.from({ length: L }, (_, j) => `k${j}`);
-      const queries = Array.from({ length: L }, (_, i) => `q${i}`);
-      out.push({ name: `S${n}`, stage: 'S', h, rows: L, cols: L, title: 'scores = Q·Kᵀ / √d_k',
-        subtitle: `d_k = ${hd}`, rowLabels: queries, colLabels: keys, data: () => headSlice(trace.scores, h), group: 'attn' });
-      out.push({ name: `A${n}`, stage: 'A', h, rows: L, cols: L, title: 'A = softmax(scores)',
-        subtitle: 'rows sum to 1', rowLabels: queries, colLabels: keys, data: () => headSlice(trace.weights, h),
-        weights: true, group: 'attn' });
-      out.push({ name: `H${n}`, stage: 'H', h, rows: L, cols: hd, title: `head${subscript(n)} = A·V`,
-        subtitle: `${L}×${hd}`, rowLabels: tokens, colLabels: dims, data: () => headSlice(trace.headOutputs, h), group: 'attn' });
+    const input = /^(X|WO|BO|[WB][QKV]\d+)$/.test(name);
+    if (input) {
+      const [t, sub] = inputTitle(name);
+      const isBias = name.startsWith('B');
+      const rows = isBias ? 1 : name === 'X' ? L : E;
+      const cols = name === 'X' || name === 'WO' || name === 'BO' ? E : hd;
+      return {
+        title: t, subtitle: `${sub ? `${sub}, ` : ''}${rows}×${cols}`, rows, cols,
+        rowLabels: isBias ? [''] : name === 'X' ? labels('x', L) : labels('', E),
+        colLabels: labels('', cols), data: inputData(state, name), scale,
+      };
     }
-    const all = Array.from({ length: E }, (_, c) => `${c}`);
-    out.push({ name: 'CONCAT', stage: 'CONCAT', h: 0, rows: L, cols: E, title: 'Concat(heads)',
-      subtitle: `${L}×${E}`, rowLabels: tokens, colLabels: all, data: () => trace.concat.data, group: 'out' });
-    out.push({ name: 'Y', stage: 'Y', h: 0, rows: L, cols: E, title: `Y = Concat·W_O${state.bias ? ' + b_O' : ''}`,
-      subtitle: `${L}×${E}`, rowLabels: tokens, colLabels: all, data: () => trace.output.data, group: 'out' });
-    return out;
+    if (name === 'CONCAT' || name === 'Y') {
+      return {
+        title: name === 'Y' ? `Y = Concat·W_O${state.bias ? ' + b_O' : ''}` : 'Concat(heads)',
+        subtitle: `${L}×${E}`, rows: L, cols: E, rowLabels: labels('x', L), colLabels: labels('', E),
+        data: name === 'Y' ? trace.output.data : trace.concat.data, scale,
+      };
+    }
+    const stage = name[0];
+    const n = Number(name.slice(1));
+    const h = n - 1;
+    switch (stage) {
+      case 'Q': case 'K': case 'V':
+        return {
+          title: `${stage} = X·W_${stage}`, subtitle: `${L}×${hd}`, rows: L, cols: hd, rowLabels: labels('x', L),
+          colLabels: labels('', hd), data: headSlice(trace[stage.toLowerCase()], h), scale,
+        };
+      case 'S':
+        return {
+          title: 'scores = Q·Kᵀ / √d_k', subtitle: `d_k = ${hd}`, rows: L, cols: L, rowLabels: labels('q', L),
+          colLabels: labels('k', L), data: headSlice(trace.scores, h), scale,
+        };
+      case 'A':
+        return {
+          title: 'A = softmax(scores)', subtitle: 'rows sum to 1', rows: L, cols: L, rowLabels: labels('q', L),
+          colLabels: labels('k', L), data: headSlice(trace.weights, h), scale: WEIGHTS_SCALE,
+        };
+      case 'H':
+        return {
+          title: `head${subscript(n)} = A·V`, subtitle: `${L}×${hd}`, rows: L, cols: hd, rowLabels: labels('x', L),
+          colLabels: labels('', hd), data: headSlice(trace.headOutputs, h), scale,
+        };
+      default:
+        throw new RangeError(`no matrix named ${name}`);
+    }
   }
 
   function inputTitle(name) {
@@ -217,219 +260,255 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     return [`${m[1] === 'W' ? 'W' : 'b'}_${m[2]}`, m[3] ? `head ${m[3]}` : ''];
   }
 
-  function addMatrix(container, spec) {
-    const box = el('div', 'hs-wt-matrix');
-    container.append(box);
-    const table = renderMatrix(box, spec);
-    // The cells in row-major order with what they show, so that refresh() touches only what changed.
-    const cells = [...table.querySelectorAll('td.hs-cell')].map((td) => ({
-      td,
-      i: Number(td.dataset.row),
-      j: Number(td.dataset.col),
-      value: td.querySelector('.hs-cell-value, .hs-cell-input'),
-      color: td.style.backgroundColor,
-      text: null,
-    }));
-    for (const c of cells) c.text = spec.editable ? c.value.value : c.value.textContent;
-    tables.set(spec.name, { table, cells });
-    if (!spec.editable) setUpRovingFocus(table);
-    return table;
+  /** The matrix component of a name, created on first use and kept. */
+  function matrix(name) {
+    let m = tables.get(name);
+    if (m) return m;
+    const editable = /^(X|WO|BO|[WB][QKV]\d+)$/.test(name);
+    const stage = name === 'CONCAT' || name === 'Y' ? name : name[0];
+    const h = stage === name ? 0 : Number(name.slice(1)) - 1;
+    m = createMatrix({
+      name,
+      editable,
+      onEdit: (i, j, v) => edit(name, i, j, v),
+      onExplain: (i, j, cell) => showExplanation(stage, h, i, j, cell),
+      onExplainEnd: () => endExplanation(),
+      onShown: () => {
+        if (!pending.delete(name) || !lastScale) return;
+        m.update(specOf(name, lastScale));
+      },
+    });
+    m.element.classList.add('hs-wt-matrix');
+    tables.set(name, m);
+    return m;
   }
 
-  /** Rebuilds every matrix for the current sizes (presets, resizing, loaded cases). */
+  // Children of `parent` made exactly `wanted`, in order, moving as little as possible.
+  function syncChildren(parent, wanted) {
+    const keep = new Set(wanted);
+    for (const child of [...parent.children]) if (!keep.has(child)) child.remove();
+    wanted.forEach((node, k) => {
+      if (parent.children[k] !== node) parent.insertBefore(node, parent.children[k] ?? null);
+    });
+  }
+
+  const section = (heading, className) => {
+    const s = el('section', `hs-wt-stage ${className ?? ''}`.trim());
+    const h3 = el('h3', '', heading);
+    s.append(h3);
+    return s;
+  };
+  const row = (label) => {
+    const r = el('div', 'hs-stage-row');
+    if (label) r.setAttribute('aria-label', label);
+    r.setAttribute('role', 'group');
+    return r;
+  };
+
+  // The fixed parts: the input section (X and the masks' note) and the output section.
+  const inputSection = section('');
+  const inputRow = row();
+  const maskNote = el('p', 'hs-wt-mask-note');
+  inputSection.append(inputRow, maskNote);
+  const outputSection = section('Output: concatenate the heads, then mix them with W_O');
+  const outRow = row();
+  outputSection.append(outRow);
+  const headSections = [];   // per head index, created on first use and kept
+
+  function headSection(h) {
+    if (headSections[h]) return headSections[h];
+    const n = h + 1;
+    const s = section(`Head ${n}`, 'hs-wt-head');
+    s.style.setProperty('--hs-wt-head-color', `var(--hs-head-${(h % 8) + 1})`);
+    const headNote = el('span', 'hs-wt-head-note');
+    s.querySelector('h3').append(headNote);
+    const parts = {
+      section: s, headNote,
+      weights: row(`Head ${n} projections`), biases: row(`Head ${n} biases`),
+      qkv: row(`Head ${n} queries, keys and values`), attn: row(`Head ${n} attention`),
+    };
+    parts.weights.append(...['Q', 'K', 'V'].map((l) => matrix(`W${l}${n}`).element));
+    parts.biases.append(...['Q', 'K', 'V'].map((l) => matrix(`B${l}${n}`).element));
+    parts.qkv.append(...['Q', 'K', 'V'].map((l) => matrix(`${l}${n}`).element));
+    parts.attn.append(...['S', 'A', 'H'].map((l) => matrix(`${l}${n}`).element));
+    headSections[h] = parts;
+    return parts;
+  }
+
+  /** The matrices now on the page, by name, in page order. */
+  function shownNames() {
+    const names = ['X'];
+    for (let n = 1; n <= state.H; n++) {
+      names.push(`WQ${n}`, `WK${n}`, `WV${n}`);
+      if (state.bias) names.push(`BQ${n}`, `BK${n}`, `BV${n}`);
+      names.push(`Q${n}`, `K${n}`, `V${n}`, `S${n}`, `A${n}`, `H${n}`);
+    }
+    names.push('CONCAT', 'WO');
+    if (state.bias) names.push('BO');
+    names.push('Y');
+    return names;
+  }
+
+  /** Brings the page's structure to the current sizes (presets, resizing, loaded cases). */
   function build() {
-    tables = new Map();
-    highlighted = [];
-    explained = null;
+    hideExplanation();
+    // Matrices attached by this build are rendered before their state is known: written now.
+    const detached = new Set([...tables.values()].filter((m) => !m.element.isConnected));
     const { L, E, H } = state;
     const hd = headDim(state);
     tokensSelect.value = String(L);
     embedSelect.value = String(E);
-    headsSelect.replaceChildren(...divisors(E).map((d) => option(d, String(d), d === H)));
-    headDimText.textContent = `d_k = E / H = ${hd}`;
-
-    const scale = sharedScale();
-    renderLegend(signedLegend, scale);
-    renderLegend(weightsLegend, WEIGHTS_SCALE);
-    const inputs = new Map(inputMatrices(state).map((m) => [m.name, m]));
-    const inputSpec = (name) => {
-      const m = inputs.get(name);
-      const [title, subtitle] = inputTitle(name);
-      const isBias = name.startsWith('B');
-      return {
-        name, title, subtitle: `${subtitle ? `${subtitle}, ` : ''}${m.rows}×${m.cols}`,
-        data: inputData(state, name), rows: m.rows, cols: m.cols, scale, editable: true,
-        rowLabels: isBias ? [''] : name === 'X' ? Array.from({ length: L }, (_, i) => `x${i}`)
-          : Array.from({ length: E }, (_, i) => `${i}`),
-        colLabels: Array.from({ length: m.cols }, (_, j) => `${j}`),
-        onEdit: (i, j, v) => edit(name, i, j, v),
-      };
-    };
-    const computed = new Map(computedMatrices().map((m) => [m.name, m]));
-    const computedSpec = (name) => {
-      const m = computed.get(name);
-      return {
-        name, title: m.title, subtitle: m.subtitle, data: m.data(), rows: m.rows, cols: m.cols,
-        rowLabels: m.rowLabels, colLabels: m.colLabels, scale: m.weights ? WEIGHTS_SCALE : scale,
-        explain: (i, j) => explainAt(m.stage, m.h, i, j),
-        onExplain: showExplanation,
-      };
-    };
-    const section = (heading, className) => {
-      const s = el('section', `hs-wt-stage ${className ?? ''}`.trim());
-      const h3 = el('h3', '', heading);
-      s.append(h3);
-      stages.append(s);
-      return s;
-    };
-    const row = (parent, label) => {
-      const r = el('div', 'hs-stage-row');
-      if (label) r.setAttribute('aria-label', label);
-      r.setAttribute('role', 'group');
-      parent.append(r);
-      return r;
-    };
-
-    stages.replaceChildren();
-    const input = section(`Input: ${L} token${L > 1 ? 's' : ''}, ${E} dim${E > 1 ? 's' : ''} each`);
-    addMatrix(row(input), inputSpec('X'));
-    const maskText = describeMasks(state);
-    if (maskText) input.append(el('p', 'hs-wt-mask-note', maskText));
-
-    for (let h = 0; h < H; h++) {
-      const n = h + 1;
-      const s = section(`Head ${n}`, 'hs-wt-head');
-      s.style.setProperty('--hs-wt-head-color', `var(--hs-head-${(h % 8) + 1})`);
-      s.querySelector('h3').append(el('span', 'hs-wt-head-note',
-        ` columns ${h * hd}${hd > 1 ? `–${h * hd + hd - 1}` : ''} of the packed projections, d_k = ${hd}`));
-      const weights = row(s, `Head ${n} projections`);
-      for (const letter of ['Q', 'K', 'V']) addMatrix(weights, inputSpec(`W${letter}${n}`));
-      if (state.bias) {
-        const biases = row(s, `Head ${n} biases`);
-        for (const letter of ['Q', 'K', 'V']) addMatrix(biases, inputSpec(`B${letter}${n}`));
-      }
-      const qkv = row(s, `Head ${n} queries, keys and values`);
-      for (const letter of ['Q', 'K', 'V']) addMatrix(qkv, computedSpec(`${letter}${n}`));
-      const attn = row(s, `Head ${n} attention`);
-      for (const letter of ['S', 'A', 'H']) addMatrix(attn, computedSpec(`${letter}${n}`));
+    const options = divisors(E);
+    if (headsSelect.options.length !== options.length ||
+        [...headsSelect.options].some((o, k) => Number(o.value) !== options[k])) {
+      headsSelect.replaceChildren(...options.map((d) => option(d, String(d), d === H)));
     }
+    headsSelect.value = String(H);
+    headDimText.textContent = `d_k = E / H = ${hd}`;
+    renderLegend(weightsLegend, WEIGHTS_SCALE);
 
-    const output = section('Output: concatenate the heads, then mix them with W_O');
-    const outRow = row(output);
-    addMatrix(outRow, computedSpec('CONCAT'));
-    addMatrix(outRow, inputSpec('WO'));
-    if (state.bias) addMatrix(outRow, inputSpec('BO'));
-    addMatrix(outRow, computedSpec('Y'));
-    explain.textContent = EXPLAIN_HINT;
+    inputSection.firstChild.textContent = `Input: ${L} token${L > 1 ? 's' : ''}, ${E} dim${E > 1 ? 's' : ''} each`;
+    if (inputRow.firstChild !== matrix('X').element) inputRow.append(matrix('X').element);
+    maskNote.textContent = describeMasks(state);
+    maskNote.hidden = !maskNote.textContent;
+
+    const sections = [inputSection];
+    for (let h = 0; h < H; h++) {
+      const parts = headSection(h);
+      parts.headNote.textContent =
+        ` columns ${h * hd}${hd > 1 ? `–${h * hd + hd - 1}` : ''} of the packed projections, d_k = ${hd}`;
+      syncChildren(parts.section, [parts.section.firstChild, parts.weights,
+        ...(state.bias ? [parts.biases] : []), parts.qkv, parts.attn]);
+      sections.push(parts.section);
+    }
+    syncChildren(outRow, ['CONCAT', 'WO', ...(state.bias ? ['BO'] : []), 'Y'].map((n) => matrix(n).element));
+    sections.push(outputSection);
+    syncChildren(stages, sections);
+    for (const m of detached) if (m.element.isConnected) m.resetSkipped();
+    refresh();
   }
 
-  /** Writes new numbers into the existing tables (same sizes): no DOM is created. */
-  function refresh(skipInput) {
-    const scale = sharedScale();
-    renderLegend(signedLegend, scale);
-    const paint = (cell, v, s) => {
-      const color = colorFor(v, s);
-      // Compared with what was written last: the browser would normalise the colour it reports.
-      if (color !== cell.color) {
-        cell.td.style.backgroundColor = color;
-        cell.color = color;
-      }
+  let legendMax = null;
+  let lastScale = null;
+  // Matrices the browser is not rendering (off screen) get their numbers in a task of their own
+  // right after the frame, or as soon as they are rendered again, whichever comes first: the
+  // matrices in view are painted without waiting for the thousands of cells out of view.
+  const pending = new Set();
+  let flushing = null;
+  function scheduleFlush() {
+    if (flushing) return;
+    flushing = new MessageChannel();
+    flushing.port1.onmessage = () => {
+      flushing = null;
+      if (destroyed || pending.size === 0) return;
+      const shown = new Set(shownNames());
+      for (const name of pending) if (shown.has(name)) matrix(name).update(specOf(name, lastScale));
+      pending.clear();
     };
-    for (const m of inputMatrices(state)) {
-      const entry = tables.get(m.name);
-      if (!entry) continue;
-      for (const cell of entry.cells) {
-        const v = m.get(cell.i, cell.j);
-        paint(cell, v, scale);
-        const text = formatNumber(v, 3);
-        if (cell.value !== skipInput && (text !== cell.text || cell.value.value !== text)) {
-          cell.value.value = text;
-          cell.value.removeAttribute('aria-invalid');
-        }
-        cell.text = text;
+    requestAnimationFrame(() => flushing?.port2.postMessage(0));
+  }
+
+  /** Writes the current numbers into the matrices on the page. */
+  function refresh() {
+    const scale = sharedScale();
+    lastScale = scale;
+    if (scale.max !== legendMax) {
+      renderLegend(signedLegend, scale);
+      legendMax = scale.max;
+    }
+    for (const name of shownNames()) {
+      const m = matrix(name);
+      if (m.skipped) {
+        pending.add(name);
+      } else {
+        pending.delete(name);
+        m.update(specOf(name, scale));
       }
     }
-    for (const m of computedMatrices()) {
-      const entry = tables.get(m.name);
-      if (!entry) continue;
-      const data = m.data();
-      const s = m.weights ? WEIGHTS_SCALE : scale;
-      for (const cell of entry.cells) {
-        const v = data[cell.i * m.cols + cell.j];
-        paint(cell, v, s);
-        const text = formatNumber(v, 3);
-        if (text !== cell.text) {
-          cell.td.classList.toggle('hs-masked', v === -Infinity);
-          cell.value.textContent = text;
-          cell.value.setAttribute('aria-label', `${m.name} row ${cell.i + 1} column ${cell.j + 1}: ${text}`);
-          cell.text = text;
-        }
-      }
-    }
+    if (pending.size) scheduleFlush();
     if (explained) {
       const { stage, h, i, j } = explained;
-      showExplanation(explainAt(stage, h, i, j));
+      const cell = explainedCell();
+      if (cell) {
+        explain.textContent = explainAt(stage, h, i, j);
+        schedulePlacement();
+      } else {
+        hideExplanation();
+      }
     }
   }
 
   // ---- Explanations ------------------------------------------------------------------------
 
+  const matrixName = (stage, h) => (stage === 'CONCAT' || stage === 'Y' ? stage : `${stage}${h + 1}`);
+
   function explainAt(stage, h, i, j) {
     if (!trace) return null;
     explained = { stage, h, i, j };
     const { text, sources } = explainCell(stage, { state, trace, masks }, h, i, j);
-    highlight(stage === 'CONCAT' || stage === 'Y' ? stage : `${stage}${h + 1}`, i, j, sources);
+    highlight(matrixName(stage, h), i, j, sources);
     return text;
   }
 
-  function showExplanation(text) {
-    if (text) explain.textContent = text;
+  function explainedCell() {
+    if (!explained) return null;
+    const { stage, h, i, j } = explained;
+    return tables.get(matrixName(stage, h))?.cell(i, j)?.td ?? null;
+  }
+
+  let placement = 0;
+  function schedulePlacement() {
+    if (placement) return;
+    placement = requestAnimationFrame(() => {
+      placement = 0;
+      const cell = explainedCell();
+      if (cell && !explain.hidden && cell.isConnected) placeNear(explain, cell, view);
+    });
+  }
+
+  function showExplanation(stage, h, i, j, cellContent) {
+    const text = explainAt(stage, h, i, j);
+    if (!text) return;
+    explain.textContent = text;
+    explain.hidden = false;
+    placeNear(explain, cellContent.closest('td') ?? cellContent, view);
+  }
+
+  // The pointer left a matrix, or the focus left its cells: the explanation closes unless a
+  // computed cell still has the focus (then it explains that one).
+  function endExplanation() {
+    queueMicrotask(() => {
+      const focused = view.getRootNode().activeElement;
+      if (focused?.classList?.contains('hs-cell-value') && view.contains(focused)) {
+        const table = focused.closest('table');
+        const td = focused.closest('td');
+        const name = table.dataset.matrix;
+        const stage = name === 'CONCAT' || name === 'Y' ? name : name[0];
+        const h = stage === name ? 0 : Number(name.slice(1)) - 1;
+        showExplanation(stage, h, Number(td.dataset.row), Number(td.dataset.col), focused);
+        return;
+      }
+      hideExplanation();
+    });
+  }
+
+  function hideExplanation() {
+    explained = null;
+    explain.hidden = true;
+    highlight(null, 0, 0, []);
   }
 
   function highlight(target, i, j, sources) {
     for (const td of highlighted) td.classList.remove('hs-wt-source', 'hs-wt-target');
     highlighted = [];
-    const mark = (name, row, col, className) => {
-      for (const cell of tables.get(name)?.cells ?? []) {
-        if ((row === undefined || cell.i === row) && (col === undefined || cell.j === col)) {
-          cell.td.classList.add(className);
-          highlighted.push(cell.td);
-        }
+    const mark = (name, r, c, className) => {
+      for (const cell of tables.get(name)?.cellsIn(r, c) ?? []) {
+        cell.td.classList.add(className);
+        highlighted.push(cell.td);
       }
     };
     for (const s of sources) mark(s.matrix, s.row, s.col, 'hs-wt-source');
-    mark(target, i, j, 'hs-wt-target');
-  }
-
-  // One tab stop per computed matrix; the arrow keys, Home and End move between its cells.
-  function setUpRovingFocus(table) {
-    const spans = [...table.querySelectorAll('.hs-cell-value[tabindex]')];
-    if (spans.length === 0) return;
-    spans.forEach((s, k) => { s.tabIndex = k === 0 ? 0 : -1; });
-    table.addEventListener('focusin', (e) => {
-      if (!e.target.classList?.contains('hs-cell-value')) return;
-      for (const s of spans) s.tabIndex = s === e.target ? 0 : -1;
-    });
-    table.addEventListener('keydown', (e) => {
-      const span = e.target;
-      if (!span.classList?.contains('hs-cell-value')) return;
-      const td = span.parentElement;
-      const rows = table.tBodies[0].rows.length;
-      const cols = spans.length / rows;
-      let i = Number(td.dataset.row);
-      let j = Number(td.dataset.col);
-      switch (e.key) {
-        case 'ArrowUp': i = Math.max(0, i - 1); break;
-        case 'ArrowDown': i = Math.min(rows - 1, i + 1); break;
-        case 'ArrowLeft': j = Math.max(0, j - 1); break;
-        case 'ArrowRight': j = Math.min(cols - 1, j + 1); break;
-        case 'Home': j = 0; break;
-        case 'End': j = cols - 1; break;
-        default: return;
-      }
-      e.preventDefault();
-      spans[i * cols + j].focus();
-    });
+    if (target) mark(target, i, j, 'hs-wt-target');
   }
 
   // ---- State changes -----------------------------------------------------------------------
@@ -440,7 +519,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     note.classList.toggle('hs-error', error);
   }
 
-  function setState(next, { structural = false, skipInput = null } = {}) {
+  function setState(next, { structural = false } = {}) {
     const previous = state;
     state = next;
     try {
@@ -455,32 +534,38 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
       showNote('');
       build();
     } else {
-      refresh(skipInput);
+      refresh();
     }
     return true;
   }
 
-  function edit(name, i, j, value, inputEl = null) {
-    if (destroyed) return;
+  /**
+   * One typed number (the matrix component parsed it). Returns why it was refused, or null:
+   * a number whose computation overflows float32 is not used (it would turn every result into
+   * NaN or ±∞).
+   */
+  function edit(name, i, j, value) {
+    if (destroyed) return null;
     const current = inputMatrices(state).find((m) => m.name === name);
-    if (!current || current.get(i, j) === value) return;
-    setState(withCell(state, name, i, j, value), { skipInput: inputEl });
+    if (!current || current.get(i, j) === value) return null;
+    const previous = state;
+    state = withCell(state, name, i, j, value);
+    try {
+      compute();
+    } catch (e) {
+      state = previous;
+      compute();
+      return `headscope could not compute this (${e.message})`;
+    }
+    const overflow = traceOverflow(trace, masks);
+    if (overflow) {
+      state = previous;
+      compute();
+      return `with ${value}, ${overflow} overflow float32 (beyond ±3.4e38), so it is not used`;
+    }
+    refresh();
+    return null;
   }
-
-  // Recompute while typing, not only on change (Enter / leaving the cell): the 'input' event
-  // carries every keystroke; an incomplete number ("-", "1e") waits for more.
-  function onInput(e) {
-    const inputEl = e.target;
-    if (!inputEl.classList?.contains('hs-cell-input')) return;
-    const text = inputEl.value.trim();
-    const value = Number(text);
-    if (text === '' || !Number.isFinite(value)) return;
-    inputEl.removeAttribute('aria-invalid');
-    const td = inputEl.closest('td');
-    const name = inputEl.closest('table').dataset.matrix;
-    edit(name, Number(td.dataset.row), Number(td.dataset.col), value, inputEl);
-  }
-  stages.addEventListener('input', onInput);
 
   // ---- Public API --------------------------------------------------------------------------
 
@@ -513,7 +598,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
   function destroy() {
     if (destroyed) return;
     destroyed = true;
-    stages.removeEventListener('input', onInput);
+    if (placement) cancelAnimationFrame(placement);
     mha?.dispose();
     mha = null;
     trace = null;
