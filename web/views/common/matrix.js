@@ -547,6 +547,14 @@ export function createMatrix({ name, editable = false, decimals = 3, onEdit, onE
     m.textContent = text;
     m.hidden = false;
     m.classList.toggle('hs-error', k !== null);
+    // Under the matrix, moved left if it would leave the screen (a narrow matrix at the right).
+    m.style.left = '0px';
+    const right = m.getBoundingClientRect().right;
+    const width = document.documentElement.clientWidth;
+    if (right > width - 4) {
+      const boxLeft = element.getBoundingClientRect().left;
+      m.style.left = `${-Math.min(right - width + 4, Math.max(0, boxLeft - 4))}px`;
+    }
   }
 
   function hideMessage() {

@@ -153,6 +153,10 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
 
   view.append(title, intro, presets, sizes, note, legends, hint, stages, explain);
   root.replaceChildren(view);
+  // Scrolling (the page or a matrix) moves the explained cell: the explanation follows it to the
+  // side of the cell that is on screen.
+  const onScroll = () => { if (!explain.hidden) schedulePlacement(); };
+  window.addEventListener('scroll', onScroll, { passive: true, capture: true });
 
   // ---- Engine ------------------------------------------------------------------------------
 
@@ -213,7 +217,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
       const cols = name === 'X' || name === 'WO' || name === 'BO' ? E : hd;
       return {
         title: t, subtitle: `${sub ? `${sub}, ` : ''}${rows}×${cols}`, rows, cols,
-        rowLabels: isBias ? [''] : name === 'X' ? labels('x', L) : labels('', E),
+        rowLabels: isBias ? ['b'] : name === 'X' ? labels('x', L) : labels('', E),
         colLabels: labels('', cols), data: inputData(state, name), scale,
       };
     }
@@ -599,6 +603,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     if (destroyed) return;
     destroyed = true;
     if (placement) cancelAnimationFrame(placement);
+    window.removeEventListener('scroll', onScroll, { capture: true });
     mha?.dispose();
     mha = null;
     trace = null;
