@@ -13,7 +13,9 @@ import {
 } from './model.js';
 
 const EXPLAIN_HINT = 'Hover over or focus (Tab, then the arrow keys) any cell of Q, K, V, the ' +
-  'scores, A, a head output, the concatenation or Y to see how it was computed.';
+  'scores, A, a head output, the concatenation or Y to see how it was computed. To change a number, ' +
+  'click it, or reach it with Tab and the arrow keys and type; Enter or F2 edits it in place, ' +
+  'Escape undoes the edit.';
 
 function el(tag, className, text) {
   const e = document.createElement(tag);
