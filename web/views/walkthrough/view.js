@@ -358,8 +358,9 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
   /** Brings the page's structure to the current sizes (presets, resizing, loaded cases). */
   function build() {
     hideExplanation();
-    // Matrices attached by this build are rendered before their state is known: written now.
-    const detached = new Set([...tables.values()].filter((m) => !m.element.isConnected));
+    // Matrices attached by this build are rendered before their skipped state is known: they
+    // are written now, like those on screen.
+    for (const m of tables.values()) if (!m.element.isConnected) m.resetSkipped();
     const { L, E, H } = state;
     const hd = headDim(state);
     tokensSelect.value = String(L);
@@ -389,9 +390,10 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     }
     syncChildren(outRow, ['CONCAT', 'WO', ...(state.bias ? ['BO'] : []), 'Y'].map((n) => matrix(n).element));
     sections.push(outputSection);
-    syncChildren(stages, sections);
-    for (const m of detached) if (m.element.isConnected) m.resetSkipped();
+    // The numbers first, then the new sections onto the page: cells created off the page are
+    // cheaper than cells created in it.
     refresh();
+    syncChildren(stages, sections);
   }
 
   let legendMax = null;
