@@ -277,6 +277,11 @@ test('keyboard: one Tab stop per matrix (16 x 16 x 16), arrow keys inside, Enter
     assert.match(await page.textContent(`${ROOT} .hs-explain`), /A\[1\]\[1\]/);
     await page.keyboard.press('End');
     assert.match(await page.textContent(`${ROOT} .hs-explain`), /A\[1\]\[2\]/);
+    await page.keyboard.press('Escape');  // closes the explanation
+    assert.equal(await page.$eval(`${ROOT} .hs-explain`, (e) => e.hidden), true);
+    await page.keyboard.press('ArrowLeft');  // and moving on opens it again
+    assert.match(await page.textContent(`${ROOT} .hs-explain`), /A\[1\]\[1\]/);
+    assert.equal(await page.$eval(`${ROOT} .hs-explain`, (e) => e.hidden), false);
 
     // 16 x 16 x 16: every Tab stop from the first control to the end of the view.
     await setSizes(page, 16, 16, 16);

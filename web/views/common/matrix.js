@@ -133,7 +133,8 @@ let messageIds = 0;
  *       a valid number was typed; return a reason (string) to refuse it
  *   onExplain?: (i: number, j: number, cell: HTMLElement) => void,
  *       a computed cell is hovered or focused
- *   onExplainEnd?: () => void,          the pointer left the matrix / focus left its cells
+ *   onExplainEnd?: (how?: { dismiss: true }) => void,
+ *       the pointer left the matrix / focus left its cells; `dismiss`: Escape on a cell
  *   onShown?: () => void,               the browser is about to render the matrix again after
  *       skipping it (content-visibility: auto, see `skipped`)
  * }} options
@@ -365,7 +366,7 @@ export function createMatrix({ name, editable = false, decimals = 3, onEdit, onE
       return;
     }
     if (e.key === 'Escape') {
-      onExplainEnd?.();
+      onExplainEnd?.({ dismiss: true });
       return;
     }
     const to = moveTarget(k, e);

@@ -278,7 +278,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
       editable,
       onEdit: (i, j, v) => edit(name, i, j, v),
       onExplain: (i, j, cell) => showExplanation(stage, h, i, j, cell),
-      onExplainEnd: () => endExplanation(),
+      onExplainEnd: (how) => (how?.dismiss ? hideExplanation() : endExplanation()),
       onShown: () => {
         if (!pending.delete(name) || !lastScale) return;
         m.update(specOf(name, lastScale));
