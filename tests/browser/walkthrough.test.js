@@ -10,6 +10,7 @@ import { openPage, screenshot } from './harness.js';
 import { init } from '../../web/lib/index.js';
 import { seedWorkedExample } from '../../web/lib/examples.js';
 import { handCheck } from '../js/hand-check.js';
+import { seedState, resizeState, withCell, moduleConfig, toStateDict, traceOptions } from '../../web/views/walkthrough/model.js';
 
 const require = createRequire(import.meta.url);
 const AXE = require.resolve('axe-core/axe.min.js');
@@ -22,12 +23,22 @@ function assertClean(p) {
   assert.deepEqual(p.foreignRequests, [], 'requests to other origins');
 }
 
+/** Until the view has written every matrix (off-screen ones get their numbers after the frame). */
+const settled = (page) => page.waitForFunction((root) => !document.querySelector(`${root} .hs-walkthrough`)
+  .hasAttribute('data-pending'), ROOT);
+
 /** Sets tokens, embedding size and heads through the view's own controls. */
 async function setSizes(page, L, E, H) {
   const select = (label, v) => page.locator(`${ROOT} label`, { hasText: label }).locator('select').selectOption(String(v));
   await select('Tokens L', L);
   await select('Embedding size E', E);
   await select('Heads H', H);
+  await settled(page);
+}
+
+async function preset(page, name) {
+  await page.click(`${ROOT} button:has-text("${name}")`);
+  await settled(page);
 }
 
 const cellSel = (matrix, i, j) => `${ROOT} table[data-matrix="${matrix}"] td[data-row="${i}"][data-col="${j}"]`;
@@ -61,7 +72,7 @@ test('the explanation opens beside the explained cell, never over it (1280x800 a
     try {
       const { page } = p;
       await setSizes(page, 8, 8, 2);
-      await page.click(`${ROOT} button:has-text("Seeded random")`);
+      await preset(page, 'Seeded random');
       const cells = [];
       for (const m of ['Q1', 'S1', 'A1', 'H1', 'A2', 'CONCAT', 'Y']) {
         const cols = m.startsWith('Q') || m.startsWith('H') ? 4 : 8;
@@ -128,6 +139,35 @@ test('the Heads view\'s explanation box still explains the hovered heatmap cell'
     assert.match(shown.text, /query 1 .*key 1/);
     assert.equal(shown.visible, true);
     assert.equal(shown.position, 'sticky');
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+test('matrices far off screen get their numbers right after the frame, the library\'s numbers', async () => {
+  const p = await openPage('/demo/');
+  try {
+    const { page } = p;
+    await setSizes(page, 16, 16, 16);
+    await page.fill(`${cellSel('X', 0, 0)} input`, '3');
+    await settled(page);
+    // The same state in Node: the view's resizing (seed 1 fills new cells), then the edit.
+    let state = seedState();
+    state = resizeState(state, { L: 16 }).state;
+    state = resizeState(state, { E: 16, H: 2 }).state;
+    state = resizeState(state, { H: 16 }).state;
+    state = withCell(state, 'X', 0, 0, 3);
+    const hs = await init();
+    const mha = hs.createMultiheadAttention(moduleConfig(state));
+    mha.loadStateDict(toStateDict(state));
+    const t = mha.trace(state.x, state.x, state.x, traceOptions(state));
+    mha.dispose();
+    // A16 and Y are far below the viewport: written all the same.
+    assertNear(await cellTexts(page, 'A16'), Array.from(t.weights.data.subarray(15 * 256, 16 * 256)), 'A16');
+    assertNear(await cellTexts(page, 'Y'), Array.from(t.output.data), 'Y');
+    await page.locator(`${ROOT} table[data-matrix="Y"]`).scrollIntoViewIfNeeded();
+    assertNear(await cellTexts(page, 'Y'), Array.from(t.output.data), 'Y on screen');
     assertClean(p);
   } finally {
     await p.close();
@@ -329,6 +369,7 @@ async function loadInWalkthrough(page, doc) {
     { name: 'case.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(doc)) });
   await page.click('#panel-load button:has-text("Show in the Walkthrough")');
   await page.waitForFunction((root) => !document.querySelector(root).hidden, ROOT);
+  await settled(page);
 }
 
 test('contrast: a weight of 1 against 0 is at least 3:1 in both schemes, small weights show, text stays readable', async () => {
@@ -425,7 +466,7 @@ test('explanations on the page pass a hand check: the written terms give the wri
   try {
     const { page } = p;
     await setSizes(page, 6, 6, 2);
-    await page.click(`${ROOT} button:has-text("Seeded random")`);
+    await preset(page, 'Seeded random');
     const texts = await page.evaluate(async (root) => {
       const out = [];
       for (const m of ['Q1', 'K2', 'V1', 'S1', 'A1', 'A2', 'H2', 'CONCAT', 'Y']) {
@@ -446,7 +487,7 @@ test('explanations on the page pass a hand check: the written terms give the wri
     }
     assert.ok(checks >= 6 * 3 * 3 + 36 * 4, `${checks} hand checks`);
     // The seed's Y[0][0], which three decimals get wrong (0.802 + 0.898 = 1.700).
-    await page.click(`${ROOT} button:has-text("Seed example")`);
+    await preset(page, 'Seed example');
     await page.mouse.move(0, 0);  // the pointer off the cells: it would explain the one under it
     await page.focus(`${cellSel('Y', 0, 0)} span`);
     const y = await page.textContent(`${ROOT} .hs-explain`);

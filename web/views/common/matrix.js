@@ -591,8 +591,17 @@ export function createMatrix({ name, editable = false, decimals = 3, onEdit, onE
     update,
     /** Whether the browser currently skips rendering the matrix (off screen). */
     get skipped() { return skipped; },
-    /** Forget `skipped` (the matrix was detached and attached again: not known until rendered). */
-    resetSkipped() { skipped = false; },
+    /**
+     * What to take `skipped` to be until the browser says (a matrix attached anew: the view's
+     * estimate of whether it lands far from the viewport).
+     */
+    assumeSkipped(value) { skipped = value; },
+    /** The size to reserve (content-visibility) before the first update() draws the cells. */
+    hintShape(r, c) {
+      if (rows !== 0 || cols !== 0) return;
+      element.style.setProperty('--hs-rows', String(r));
+      element.style.setProperty('--hs-cols', String(c));
+    },
     /** The cell (i, j): { td, content } or undefined. */
     cell: (i, j) => (i < rows && j < cols ? cells[i * cols + j] : undefined),
     /** Every cell of row i (col undefined) or column j (row undefined), or the one cell. */

@@ -282,6 +282,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
       onShown: () => {
         if (!pending.delete(name) || !lastScale) return;
         m.update(specOf(name, lastScale));
+        markPending();
       },
     });
     m.element.classList.add('hs-wt-matrix');
@@ -341,6 +342,48 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     return parts;
   }
 
+  const sectionNames = (h) => {
+    const n = h + 1;
+    return ['WQ', 'WK', 'WV', 'BQ', 'BK', 'BV', 'Q', 'K', 'V', 'S', 'A', 'H'].map((l) => `${l}${n}`);
+  };
+
+  /** rows x cols of a matrix, by name, for the current sizes. */
+  function shapeOf(name) {
+    const { L, E } = state;
+    const hd = headDim(state);
+    if (name === 'X' || name === 'CONCAT' || name === 'Y') return [L, E];
+    if (name === 'WO') return [E, E];
+    if (name === 'BO') return [1, E];
+    if (name[0] === 'W') return [E, hd];
+    if (name[0] === 'B') return [1, hd];
+    if (name[0] === 'S' || name[0] === 'A') return [L, L];
+    return [L, hd];
+  }
+
+  /**
+   * A guess, without layout, of whether head h's section lies within a viewport's height of the
+   * viewport: from the stages' position and each section's size in rows of cells (~26 px each)
+   * and matrices per line (~66 px per column).
+   */
+  function nearViewport() {
+    const { L, E } = state;
+    const hd = headDim(state);
+    const top = stages.getBoundingClientRect().top;
+    const screen = window.innerHeight || 800;
+    const width = Math.max(200, stages.clientWidth || view.clientWidth || 800);
+    const rowPx = 26;
+    const block = (rows, cols, count) => {
+      const perLine = Math.max(1, Math.floor((width + 20) / (60 + cols * 66)));
+      return Math.ceil(count / perLine) * (56 + rows * rowPx);
+    };
+    const headHeight = 40 + block(E, hd, 3) + (state.bias ? block(1, hd, 3) : 0) + block(L, hd, 3) + block(L, L, 3);
+    const first = top + 40 + block(L, E, 1);
+    return (h) => {
+      const y = first + h * headHeight;
+      return y < 2 * screen && y + headHeight > -screen;
+    };
+  }
+
   /** The matrices now on the page, by name, in page order. */
   function shownNames() {
     const names = ['X'];
@@ -357,10 +400,10 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
 
   /** Brings the page's structure to the current sizes (presets, resizing, loaded cases). */
   function build() {
+    // Read before anything is written, while the layout is clean (reading it later would force
+    // a layout of the whole page).
+    const near = nearViewport();
     hideExplanation();
-    // Matrices attached by this build are rendered before their skipped state is known: they
-    // are written now, like those on screen.
-    for (const m of tables.values()) if (!m.element.isConnected) m.resetSkipped();
     const { L, E, H } = state;
     const hd = headDim(state);
     tokensSelect.value = String(L);
@@ -379,9 +422,16 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     maskNote.textContent = describeMasks(state);
     maskNote.hidden = !maskNote.textContent;
 
+    // Matrices attached by this build: until the browser has rendered them once, whether it
+    // skips them is estimated from where they will land (a 16-token head is ~1,200 px tall), so
+    // that the heads far below the viewport get their cells after the frame.
     const sections = [inputSection];
     for (let h = 0; h < H; h++) {
       const parts = headSection(h);
+      const isNear = near(h);
+      if (!parts.section.isConnected) {
+        for (const n of sectionNames(h)) if (!matrix(n).element.isConnected) matrix(n).assumeSkipped(!isNear);
+      }
       parts.headNote.textContent =
         ` columns ${h * hd}${hd > 1 ? `–${h * hd + hd - 1}` : ''} of the packed projections, d_k = ${hd}`;
       syncChildren(parts.section, [parts.section.firstChild, parts.weights,
@@ -403,18 +453,30 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
   // matrices in view are painted without waiting for the thousands of cells out of view.
   const pending = new Set();
   let flushing = null;
+  // In tasks of ~10 ms, so that a first build of many heads does not hold the page for long.
   function scheduleFlush() {
     if (flushing) return;
     flushing = new MessageChannel();
     flushing.port1.onmessage = () => {
-      flushing = null;
-      if (destroyed || pending.size === 0) return;
+      if (destroyed) return;
+      const start = performance.now();
       const shown = new Set(shownNames());
-      for (const name of pending) if (shown.has(name)) matrix(name).update(specOf(name, lastScale));
-      pending.clear();
+      for (const name of pending) {
+        pending.delete(name);
+        if (shown.has(name)) matrix(name).update(specOf(name, lastScale));
+        if (performance.now() - start > 10) break;
+      }
+      if (pending.size) {
+        flushing.port2.postMessage(0);
+      } else {
+        flushing = null;
+        markPending();
+      }
     };
     requestAnimationFrame(() => flushing?.port2.postMessage(0));
   }
+  // data-pending on the view while matrices wait for their numbers (tests and tools wait for it).
+  const markPending = () => view.toggleAttribute('data-pending', pending.size > 0);
 
   /** Writes the current numbers into the matrices on the page. */
   function refresh() {
@@ -427,6 +489,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
     for (const name of shownNames()) {
       const m = matrix(name);
       if (m.skipped) {
+        if (!pending.has(name)) m.hintShape(...shapeOf(name));
         pending.add(name);
       } else {
         pending.delete(name);
@@ -434,6 +497,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase } 
       }
     }
     if (pending.size) scheduleFlush();
+    markPending();
     if (explained) {
       const { stage, h, i, j } = explained;
       const cell = explainedCell();
