@@ -10,8 +10,10 @@ import {
   MAX_SIZE, LEARNED_WQ1, divisors, nearestDivisor, seedState, learnedLookingState, randomState,
   identityState, randomEntry, resizeState, headDim, inputMatrices, inputData, withCell,
   toStateDict, moduleConfig, traceOptions, maskTerms, describeMasks, stateFromCase, explainCell,
-  formatTerm,
+  formatTerm, traceOverflow,
 } from '../../web/views/walkthrough/model.js';
+import { parseCellText, formatFit, exactText, FLOAT32_MAX } from '../../web/views/common/matrix.js';
+import { handCheck } from './hand-check.js';
 
 const hs = await init();
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));
@@ -240,12 +242,16 @@ test('stateFromCase reads the seed case as the seed state, from an object or JSO
   assert.match(stateFromCase(tooBig).reason, /17 tokens/);
 });
 
-test('formatTerm writes integers plainly and everything else with 3 decimals', () => {
+test('formatTerm writes integers plainly and everything else with 3 (or the given) decimals, no trailing zeros', () => {
   assert.equal(formatTerm(1), '1');
   assert.equal(formatTerm(0), '0');
   assert.equal(formatTerm(-2), '-2');
   assert.equal(formatTerm(0.80222), '0.802');
   assert.equal(formatTerm(Math.SQRT2), '1.414');
+  assert.equal(formatTerm(0.80222, 5), '0.80222');
+  assert.equal(formatTerm(0.5, 4), '0.5');
+  assert.equal(formatTerm(-0.0001), '0');
+  assert.equal(formatTerm(-Infinity), '-∞');
 });
 
 test('explanations of the seed example say what the seed says', () => {
@@ -253,7 +259,9 @@ test('explanations of the seed example say what the seed says', () => {
   const trace = traceOf(state);
   const ctx = { state, trace };
   const y = explainCell('Y', ctx, 0, 0, 0);
-  assert.ok(y.text.includes('0.802*1 + 0.797*0 + 0.898*1 + 1.798*0 = 1.701'), y.text);
+  // The seed writes 0.802 + 0.898 = 1.701, which a hand check gets as 1.700: five decimals of
+  // the concatenation add up to the result.
+  assert.ok(y.text.includes('0.80222*1 + 0.79666*0 + 0.89832*1 + 1.79806*0 = 1.701'), y.text);
   assert.deepEqual(y.sources, [{ matrix: 'CONCAT', row: 0 }, { matrix: 'WO', col: 0 }]);
   const s = explainCell('S', ctx, 0, 0, 0);
   assert.ok(s.text.includes('q_0 · k_0 / sqrt(d_k) = (1*1 + 0*0) / 1.414 = 0.707'), s.text);
@@ -271,52 +279,80 @@ test('explanations of the seed example say what the seed says', () => {
   assert.throws(() => explainCell('Z', ctx, 0, 0, 0), /unknown stage/);
 });
 
-// Evaluates "a*b + c*d ... = r" as written in an explanation.
-function writtenSum(line) {
-  const [expr, result] = line.split(' = ').slice(-2);
-  const num = (t) => Number(t.replace(/[()]/g, ''));
-  const sum = expr.split(' + ').reduce((acc, term) => acc + term.split('*').map(num).reduce((p, x) => p * x, 1), 0);
-  return { sum, result: Number(result) };
+// The states the hand-check tests explain every cell of: several sizes, biases, seeds, masks.
+function explainedStates() {
+  const states = [seedState(), learnedLookingState()];
+  for (const [sizes, seed, withBias] of [[{ L: 4, E: 6, H: 2 }, 11, false], [{ L: 5, E: 4, H: 4 }, 12, true],
+    [{ L: 8, E: 8, H: 2 }, 3, true], [{ L: 16, E: 16, H: 4 }, 7, false], [{ L: 12, E: 12, H: 3 }, 21, true]]) {
+    states.push(randomState(sizes, seed, { withBias }));
+  }
+  // Hand-typed numbers with many decimals, which the sums must not round away.
+  let typed = randomState({ L: 4, E: 4, H: 2 }, 5, { withBias: true });
+  typed = withCell(withCell(typed, 'X', 0, 0, 0.123456), 'WQ1', 1, 1, -1.98765);
+  states.push(typed);
+  for (const f of ['causal-unbatched-self.json', 'kpm-float-unbatched-self.json', 'mask-float-3d-unbatched.json']) {
+    const r = stateFromCase(golden(f));
+    if (r.state) states.push(r.state);
+  }
+  return states;
 }
 
-test('every explanation\'s written-out terms add up to the trace\'s number', () => {
-  for (const [sizes, seed, withBias] of [[{ L: 4, E: 6, H: 2 }, 11, false], [{ L: 5, E: 4, H: 4 }, 12, true]]) {
-    const state = randomState(sizes, seed, { withBias });
-    const trace = traceOf(state);
-    const ctx = { state, trace };
-    const { L, E, H } = state;
-    const hd = headDim(state);
-    const at = (t, k) => Number(t.data[k].toFixed(3)) + 0;  // + 0: no -0
-    for (let h = 0; h < H; h++) {
-      for (let i = 0; i < L; i++) {
-        for (let j = 0; j < hd; j++) {
-          for (const stage of ['Q', 'K', 'V', 'H']) {
-            const line = explainCell(stage, ctx, h, i, j).text.split('\n').pop();
-            const { sum, result } = writtenSum(line.replace(/^= /, ''));
-            const key = { Q: 'q', K: 'k', V: 'v', H: 'headOutputs' }[stage];
-            assert.equal(result, at(trace[key], (h * L + i) * hd + j), `${stage}: ${line}`);
-            assert.ok(close(sum, result, 0.0006 * (E + 2) * 3), `${stage}: ${line}`);
-          }
-        }
-        for (let j = 0; j < L; j++) {
-          const text = explainCell('A', ctx, h, i, j).text;
-          assert.equal(Number(text.split(' = ').pop()), at(trace.weights, (h * L + i) * L + j), text);
-          const s = explainCell('S', ctx, h, i, j).text;
-          assert.equal(Number(s.split(' = ').pop()), at(trace.scores, (h * L + i) * L + j), s);
-        }
-      }
-    }
+function everyCell(state, fn) {
+  const { L, E, H } = state;
+  const hd = headDim(state);
+  for (let h = 0; h < H; h++) {
     for (let i = 0; i < L; i++) {
-      for (let j = 0; j < E; j++) {
-        const line = explainCell('Y', ctx, 0, i, j).text.split('\n').pop();
-        const { sum, result } = writtenSum(line.replace(/^= /, ''));
-        assert.equal(result, at(trace.output, i * E + j), line);
-        assert.ok(close(sum, result, 0.0006 * E * 2), line);
-        const c = explainCell('CONCAT', ctx, 0, i, j).text;
-        assert.equal(Number(c.split('= ').pop()), at(trace.concat, i * E + j), c);
-      }
+      for (let j = 0; j < hd; j++) for (const stage of ['Q', 'K', 'V', 'H']) fn(stage, h, i, j);
+      for (let j = 0; j < L; j++) for (const stage of ['S', 'A']) fn(stage, h, i, j);
     }
   }
+  for (let i = 0; i < L; i++) for (let j = 0; j < E; j++) for (const stage of ['CONCAT', 'Y']) fn(stage, 0, i, j);
+}
+
+const traceKey = { Q: 'q', K: 'k', V: 'v', H: 'headOutputs', S: 'scores', A: 'weights', CONCAT: 'concat', Y: 'output' };
+function traceValue(trace, state, stage, h, i, j) {
+  const { L } = state;
+  const hd = headDim(state);
+  if (stage === 'CONCAT' || stage === 'Y') return trace[traceKey[stage]].data[i * state.E + j];
+  const cols = stage === 'S' || stage === 'A' ? L : hd;
+  return trace[traceKey[stage]].data[(h * L + i) * cols + j];
+}
+
+test('every explanation\'s result is the trace\'s number, at 3 or more decimals', () => {
+  for (const state of explainedStates()) {
+    const trace = traceOf(state);
+    everyCell(state, (stage, h, i, j) => {
+      const text = explainCell(stage, { state, trace }, h, i, j).text;
+      const written = text.split(/ = |= /).pop();
+      const v = traceValue(trace, state, stage, h, i, j);
+      if (v === -Infinity) {
+        assert.equal(written.split(' ')[0], '−∞', text);
+        return;
+      }
+      const decimals = written.split('.')[1]?.length ?? 0;
+      assert.ok(decimals >= 3 && decimals <= 7, text);
+      assert.equal(Number(written), Number(v.toFixed(decimals)) + 0, text);  // + 0: no -0
+    });
+  }
+});
+
+test('every explanation passes a hand check: its written terms give its written result', () => {
+  let checked = 0;
+  let wider = 0;
+  for (const state of explainedStates()) {
+    const trace = traceOf(state);
+    everyCell(state, (stage, h, i, j) => {
+      const text = explainCell(stage, { state, trace }, h, i, j).text;
+      for (const c of handCheck(text).checks) {
+        assert.equal(c.computed, c.written, `${stage}${h + 1}[${i}][${j}]: ${c.expression} gives ${c.computed}, ` +
+          `written ${c.written}\n${text}`);
+        checked++;
+      }
+      if (/\d\.\d{4}/.test(text)) wider++;
+    });
+  }
+  assert.ok(checked > 5000, `${checked} checks`);
+  assert.ok(wider > 0, 'some terms needed more than 3 decimals');
 });
 
 test('explanations of masked scores and fully masked rows', () => {
@@ -337,4 +373,63 @@ test('explanations of masked scores and fully masked rows', () => {
   const big = withCell(withCell(seedState(), 'X', 0, 0, 40), 'X', 0, 1, 40);
   const t3 = traceOf(big);
   assert.match(explainCell('A', { state: big, trace: t3 }, 0, 0, 0).text, /minus the row's maximum/);
+});
+
+test('parseCellText: decimal commas, exponents and signs; no text, no infinities, nothing beyond float32', () => {
+  const ok = (text, value) => assert.deepEqual(parseCellText(text), { value }, text);
+  const bad = (text, pattern) => {
+    const r = parseCellText(text);
+    assert.ok('error' in r, `${text} is refused`);
+    assert.match(r.error, pattern, text);
+  };
+  ok('1.5', 1.5);
+  ok('1,5', 1.5);
+  ok(' -0,25 ', -0.25);
+  ok(',5', 0.5);
+  ok('+2', 2);
+  ok('−3', -3);
+  ok('2e-3', 0.002);
+  ok('-0', 0);
+  ok('.5', 0.5);
+  ok('3.4e38', 3.4e38);
+  bad('', /empty/);
+  bad('   ', /empty/);
+  bad('-', /not a number/);
+  bad('abc', /“abc” is not a number/);
+  bad('1e', /not a number/);
+  bad('1,000.5', /not a number/);
+  bad('0x10', /not a number/);
+  bad('Infinity', /not a finite number/);
+  bad('NaN', /not a finite number/);
+  bad('1e40', /beyond float32's range/);
+  bad('-3.5e38', /beyond float32's range/);
+  bad('1e400', /beyond float32's range/);
+  assert.ok(FLOAT32_MAX === 3.4028234663852886e38 && Number.isFinite(Math.fround(FLOAT32_MAX)));
+});
+
+test('formatFit keeps a number within its cell; exactText reads back as the number', () => {
+  assert.equal(formatFit(1), '1.000');
+  assert.equal(formatFit(-12.3456), '-12.346');
+  assert.equal(formatFit(-123.456), '-123.46');
+  assert.equal(formatFit(1234567), '1234567');
+  assert.equal(formatFit(12345678), '1.23e+7');
+  assert.equal(formatFit(-1.5e20), '-2e+20');
+  for (const v of [0, 1, -0.25, 0.123456789, 1e-9, -1.5e20, 3.4e38, 123456.789]) {
+    assert.ok(formatFit(v).length <= 7, `${v}: ${formatFit(v)}`);
+    assert.equal(Number(exactText(v)), v);
+  }
+  assert.equal(exactText(-0), '0');
+});
+
+test('traceOverflow finds numbers beyond float32 that no mask put there', () => {
+  const fine = traceOf(seedState());
+  assert.equal(traceOverflow(fine), null);
+  const big = withCell(seedState(), 'X', 0, 0, 1e20);
+  assert.equal(traceOverflow(traceOf(big)), 'the scores');
+  const huge = withCell(seedState(), 'X', 0, 0, 3e38);
+  assert.ok(traceOverflow(traceOf(withCell(huge, 'WQ1', 0, 0, 10))), 'Q overflows');
+  // A causal mask's −∞ is not an overflow.
+  const { state } = stateFromCase(golden('causal-unbatched-self.json'));
+  assert.equal(traceOverflow(traceOf(state), maskTerms(state)), null);
+  assert.equal(traceOverflow(traceOf(state), null), 'the scores', 'without the mask terms the −∞ would count');
 });

@@ -385,15 +385,71 @@ export function stateFromCase(caseDocument) {
   };
 }
 
-// ---- Explain this cell --------------------------------------------------------------------
+// ---- Overflow ------------------------------------------------------------------------------
 
-/** A number inside a written-out sum: integers plain ("1"), others with 3 decimals. */
-export function formatTerm(v) {
-  if (Number.isInteger(v)) return String(v);
-  return formatNumber(v, 3);
+/**
+ * Whether a trace overflowed float32 somewhere (a ±∞ or NaN that no mask put there), and where,
+ * in words ("the scores"); null when every number is finite. A masked score is −∞ by design and a
+ * fully masked row's weights are 0, so neither counts.
+ */
+export function traceOverflow(trace, masks = null) {
+  const bad = (t) => { for (let n = 0; n < t.data.length; n++) if (!Number.isFinite(t.data[n])) return true; return false; };
+  if (bad(trace.q) || bad(trace.k) || bad(trace.v)) return 'the queries, keys or values';
+  const s = trace.scores.data;
+  for (let n = 0; n < s.length; n++) {
+    if (Number.isNaN(s[n]) || s[n] === Infinity || (s[n] === -Infinity && !(masks && masks[n] === -Infinity))) {
+      return 'the scores';
+    }
+  }
+  if (bad(trace.weights)) return 'the attention weights';
+  if (bad(trace.headOutputs)) return 'the head outputs';
+  if (bad(trace.concat) || bad(trace.output)) return 'the outputs';
+  return null;
 }
-const factor = (v) => (v < 0 || Object.is(v, -0) ? `(${formatTerm(v)})` : formatTerm(v));
-const product = (a, b) => `${factor(a)}*${factor(b)}`;
+
+// ---- Explain this cell --------------------------------------------------------------------
+//
+// Each explanation writes out a sum (or a softmax) with the numbers it was computed from, then
+// its result. The numbers are written with just enough decimals that a hand check works: the
+// written terms, computed exactly, give the written result at its written precision. Three
+// decimals usually do; a term needs more when the rounding of several terms adds up (a long sum,
+// an exp), and the result itself gets a fourth or fifth decimal in the rare case that it sits on
+// a rounding boundary (the engine computes in float32).
+
+/**
+ * A number inside a written-out sum: integers plain ("1"), others with up to `decimals`
+ * decimals (3), trailing zeros dropped ("0.5", "1.414"). ∞ as "∞".
+ */
+export function formatTerm(v, decimals = 3) {
+  if (Number.isNaN(v)) return 'NaN';
+  if (v === Infinity) return '∞';
+  if (v === -Infinity) return '-∞';
+  if (Number.isInteger(v)) return String(v);
+  let s = v.toFixed(decimals);
+  if (s.includes('.')) s = s.replace(/0+$/, '').replace(/\.$/, '');
+  return s === '-0' ? '0' : s;
+}
+/** The value a written term stands for. */
+const writtenValue = (v, decimals) => (Number.isFinite(v) ? Number(formatTerm(v, decimals)) : v);
+
+/**
+ * The decimals to write: `dr` for the result, and per check (a function from "how a term is
+ * written" to the value the written terms give) `dt[k]` for its terms, the fewest (from 3) with
+ * which every check gives the written result.
+ */
+function precisionFor(result, checks) {
+  for (let dr = 3; dr <= 7; dr++) {
+    const want = formatNumber(result, dr);
+    const dt = checks.map((check) => {
+      for (let d = 3; d <= 10; d++) if (formatNumber(check((v) => writtenValue(v, d)), dr) === want) return d;
+      return -1;
+    });
+    if (dt.every((d) => d >= 0)) return { dr, dt };
+  }
+  return { dr: 3, dt: checks.map(() => 10) };
+}
+
+const factorAt = (d) => (v) => (v < 0 || Object.is(v, -0) ? `(${formatTerm(v, d)})` : formatTerm(v, d));
 const sumOf = (terms) => terms.join(' + ');
 
 /** Reads trace tensors by index; `t.data` is row-major in `t.shape`. */
@@ -402,6 +458,13 @@ function at(t, ...index) {
   for (let a = 0; a < index.length; a++) k = k * t.shape[a] + index[a];
   return t.data[k];
 }
+
+/** Σ_k w(a_k) * w(b_k) (+ w(bias)), as a check for precisionFor. */
+const dotCheck = (a, b, bias = null) => (w) => {
+  let sum = 0;
+  for (let k = 0; k < a.length; k++) sum += w(a[k]) * w(b[k]);
+  return bias === null ? sum : sum + w(bias);
+};
 
 /**
  * How one computed cell was obtained, written out with the trace's numbers.
@@ -421,31 +484,45 @@ export function explainCell(stage, { state, trace, masks = maskTerms(state) }, h
       const key = stage.toLowerCase();
       const w = state[`w${key}`];
       const col = h * hd + j;
-      const terms = Array.from({ length: E }, (_, d) => product(state.x[i][d], w[d][col]));
-      const b = state.bias ? ` + ${factor(state.bias[key][col])}` : '';
+      const xs = state.x[i].slice(0, E);
+      const ws = Array.from({ length: E }, (_, d) => w[d][col]);
+      const bias = state.bias ? state.bias[key][col] : null;
+      const result = at(trace[key], h, i, j);
+      const { dr, dt: [d] } = precisionFor(result, [dotCheck(xs, ws, bias)]);
+      const f = factorAt(d);
+      const terms = xs.map((x, k) => `${f(x)}*${f(ws[k])}`);
       const sources = [{ matrix: 'X', row: i }, { matrix: `W${stage}${n}`, col: j }];
       if (state.bias) sources.push({ matrix: `B${stage}${n}`, col: j });
       return {
         text: `${head}: ${stage}[${i}][${j}] = x_${i} · W_${stage}[:, ${j}]` +
           `${state.bias ? ` + b_${stage}[${j}]` : ''}\n` +
-          `= ${sumOf(terms)}${b} = ${formatNumber(at(trace[key], h, i, j))}`,
+          `= ${sumOf(terms)}${state.bias ? ` + ${f(bias)}` : ''} = ${formatNumber(result, dr)}`,
         sources,
       };
     }
     case 'S': {
-      const terms = Array.from({ length: hd }, (_, d) => product(at(trace.q, h, i, d), at(trace.k, h, j, d)));
+      const qs = Array.from({ length: hd }, (_, d) => at(trace.q, h, i, d));
+      const ks = Array.from({ length: hd }, (_, d) => at(trace.k, h, j, d));
       const score = at(trace.scores, h, i, j);
       const m = masks ? masks[(h * L + i) * L + j] : 0;
+      const root = Math.sqrt(hd);
       const sources = [{ matrix: `Q${n}`, row: i }, { matrix: `K${n}`, row: j }];
-      const raw = `(${sumOf(terms)}) / ${formatTerm(Math.sqrt(hd))}`;
       let text = `${head}: scores[${i}][${j}], query token ${i} against key token ${j}:\n`;
       if (m === -Infinity) {
+        const f = factorAt(3);
+        const raw = `(${sumOf(qs.map((q, k) => `${f(q)}*${f(ks[k])}`))}) / ${formatTerm(root)}`;
         text += `q_${i} · k_${j} / sqrt(d_k) + mask = ${raw} + (−∞) = ${formatNumber(score)}` +
           ` (the mask blocks key ${j} for query ${i})`;
-      } else if (m !== 0) {
-        text += `q_${i} · k_${j} / sqrt(d_k) + mask = ${raw} + ${factor(m)} = ${formatNumber(score)}`;
+        return { text, sources };
+      }
+      const dot = dotCheck(qs, ks);
+      const { dr, dt: [d] } = precisionFor(score, [(w) => dot(w) / w(root) + w(m)]);
+      const f = factorAt(d);
+      const raw = `(${sumOf(qs.map((q, k) => `${f(q)}*${f(ks[k])}`))}) / ${formatTerm(root, d)}`;
+      if (m !== 0) {
+        text += `q_${i} · k_${j} / sqrt(d_k) + mask = ${raw} + ${f(m)} = ${formatNumber(score, dr)}`;
       } else {
-        text += `q_${i} · k_${j} / sqrt(d_k) = ${raw} = ${formatNumber(score)}`;
+        text += `q_${i} · k_${j} / sqrt(d_k) = ${raw} = ${formatNumber(score, dr)}`;
       }
       return { text, sources };
     }
@@ -464,18 +541,36 @@ export function explainCell(stage, { state, trace, masks = maskTerms(state) }, h
       // maximum, as the engine itself computes them, so they stay readable.
       const shift = max > 20 ? max : 0;
       const ex = (s) => (s === -Infinity ? 0 : Math.exp(s - shift));
-      const arg = (s) => (s === -Infinity ? '-∞' : shift ? `${formatTerm(s)} - ${formatTerm(shift)}` : formatTerm(s));
+      const exps = row.map(ex);
+      // Line 1 from the written scores, line 2 from the written exponentials.
+      const fromScores = (w) => {
+        const e = (s) => (s === -Infinity ? 0 : Math.exp(w(s) - w(shift)));
+        let sum = 0;
+        for (const s of row) sum += e(s);
+        return e(row[j]) / sum;
+      };
+      const fromExps = (w) => {
+        let sum = 0;
+        for (const e of exps) sum += w(e);
+        return w(exps[j]) / sum;
+      };
+      const { dr, dt: [d1, d2] } = precisionFor(weight, [fromScores, fromExps]);
+      const arg = (s) => (s === -Infinity ? '-∞' : shift ? `${formatTerm(s, d1)} - ${formatTerm(shift, d1)}` : formatTerm(s, d1));
       const expOf = (s) => `exp(${arg(s)})`;
-      if (shift) text += `(every score minus the row's maximum ${formatTerm(shift)}, which leaves softmax unchanged)\n`;
+      if (shift) text += `(every score minus the row's maximum ${formatTerm(shift, d1)}, which leaves softmax unchanged)\n`;
       text += `exp(s[${i}][${j}]) / Σ_c exp(s[${i}][c]) = ${expOf(row[j])} / (${row.map(expOf).join(' + ')})\n` +
-        `= ${formatNumber(ex(row[j]))} / (${row.map((s) => formatNumber(ex(s))).join(' + ')}) = ${formatNumber(weight)}`;
+        `= ${formatTerm(exps[j], d2)} / (${exps.map((e) => formatTerm(e, d2)).join(' + ')}) = ${formatNumber(weight, dr)}`;
       return { text, sources };
     }
     case 'H': {
-      const terms = Array.from({ length: L }, (_, c) => product(at(trace.weights, h, i, c), at(trace.v, h, c, j)));
+      const as = Array.from({ length: L }, (_, c) => at(trace.weights, h, i, c));
+      const vs = Array.from({ length: L }, (_, c) => at(trace.v, h, c, j));
+      const result = at(trace.headOutputs, h, i, j);
+      const { dr, dt: [d] } = precisionFor(result, [dotCheck(as, vs)]);
+      const f = factorAt(d);
       return {
         text: `${head}: output[${i}][${j}] = Σ_c A[${i}][c] * V[c][${j}]\n` +
-          `= ${sumOf(terms)} = ${formatNumber(at(trace.headOutputs, h, i, j))}`,
+          `= ${sumOf(as.map((a, k) => `${f(a)}*${f(vs[k])}`))} = ${formatNumber(result, dr)}`,
         sources: [{ matrix: `A${n}`, row: i }, { matrix: `V${n}`, col: j }],
       };
     }
@@ -490,13 +585,17 @@ export function explainCell(stage, { state, trace, masks = maskTerms(state) }, h
       };
     }
     case 'Y': {
-      const terms = Array.from({ length: E }, (_, d) => product(at(trace.concat, i, d), state.wo[d][j]));
-      const b = state.bias ? ` + ${factor(state.bias.o[j])}` : '';
+      const cs = Array.from({ length: E }, (_, d) => at(trace.concat, i, d));
+      const ws = Array.from({ length: E }, (_, d) => state.wo[d][j]);
+      const bias = state.bias ? state.bias.o[j] : null;
+      const result = at(trace.output, i, j);
+      const { dr, dt: [d] } = precisionFor(result, [dotCheck(cs, ws, bias)]);
+      const f = factorAt(d);
       const sources = [{ matrix: 'CONCAT', row: i }, { matrix: 'WO', col: j }];
       if (state.bias) sources.push({ matrix: 'BO', col: j });
       return {
         text: `Y[${i}][${j}] = concat row ${i} · W_O column ${j}${state.bias ? ` + b_O[${j}]` : ''}\n` +
-          `= ${sumOf(terms)}${b} = ${formatNumber(at(trace.output, i, j))}`,
+          `= ${sumOf(cs.map((x, k) => `${f(x)}*${f(ws[k])}`))}${state.bias ? ` + ${f(bias)}` : ''} = ${formatNumber(result, dr)}`,
         sources,
       };
     }

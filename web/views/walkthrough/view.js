@@ -5,11 +5,11 @@
 //
 // Everything is scoped to `root` (no ids, no document-level queries), so the view can be mounted
 // several times on one page and inside shadow roots (the <headscope-walkthrough> widget).
-import { renderMatrix, renderLegend, makeScale, colorFor, formatNumber } from '../common/matrix.js';
+import { createMatrix, renderLegend, makeScale, placeNear, colorFor } from '../common/matrix.js';
 import {
   MAX_SIZE, divisors, nearestDivisor, seedState, learnedLookingState, randomState, identityState,
   resizeState, headDim, inputMatrices, inputData, withCell, toStateDict, moduleConfig, traceOptions,
-  describeMasks, maskTerms, stateFromCase, explainCell,
+  describeMasks, maskTerms, stateFromCase, explainCell, traceOverflow,
 } from './model.js';
 import {
   WALKTHROUGH_CONTROLS, WALKTHROUGH_STAGES, applyWalkthroughState, publicWalkthroughState, stageOf,
@@ -20,7 +20,9 @@ import { exportWalkthrough } from './export.js';
 import { HeadscopeError } from '../../lib/errors.js';
 
 const EXPLAIN_HINT = 'Hover over or focus (Tab, then the arrow keys) any cell of Q, K, V, the ' +
-  'scores, A, a head output, the concatenation or Y to see how it was computed.';
+  'scores, A, a head output, the concatenation or Y to see how it was computed. To change a number, ' +
+  'click it, or reach it with Tab and the arrow keys and type; Enter or F2 edits it in place, ' +
+  'Escape undoes the edit.';
 
 function el(tag, className, text) {
   const e = document.createElement(tag);
@@ -81,8 +83,8 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
   let masks = null;        // maskTerms(state), for the explanations
   let explained = null;    // { stage, h, i, j } of the cell whose explanation is shown
   let destroyed = false;
-  // Per data-matrix name: { table, cells: [{ td, i, j, value (span or input), color, text }] }
-  let tables = new Map();
+  // Per data-matrix name: its matrix component (common/matrix.js createMatrix), kept across builds
+  const tables = new Map();
   let highlighted = [];    // cells marked as the explained one and its sources
 
   const view = el('div', `hs-walkthrough${compact ? ' hs-compact' : ''}`);
@@ -167,21 +169,28 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
   legends.append(signedLegend, weightsLegend);
 
   const stages = el('div', 'hs-wt-stages');
-  const explain = el('div', 'hs-explain', EXPLAIN_HINT);
+  const hint = el('p', 'hs-wt-hint', EXPLAIN_HINT);
+  // The explanation of a cell opens next to it (never over it) and is announced politely.
+  const explain = el('div', 'hs-explain hs-wt-explain');
   explain.setAttribute('role', 'status');
   explain.setAttribute('aria-live', 'polite');
   explain.setAttribute('aria-label', 'How the cell was computed');
+  explain.hidden = true;
 
   presets.hidden = readonly || hidden.has('presets');
   sizes.hidden = readonly || hidden.has('sizes');
   legends.hidden = hidden.has('legend');
-  explain.hidden = hidden.has('explain');
+  hint.hidden = hidden.has('explain');
   const exportsBox = exportBar([...EXPORT_FORMATS, 'case'], (format) => exportAs(format),
     (format) => (format === 'case' ? 'walkthrough-case.json' : `headscope-walkthrough.${format}`),
     (e) => showNote(`Export failed: ${e.message}`, { error: true }));
   exportsBox.hidden = hidden.has('export');
-  view.append(title, intro, presets, sizes, exportsBox, note, legends, stages, explain);
+  view.append(title, intro, presets, sizes, exportsBox, note, legends, hint, stages, explain);
   root.replaceChildren(view);
+  // Scrolling (the page or a matrix) moves the explained cell: the explanation follows it to the
+  // side of the cell that is on screen.
+  const onScroll = () => { if (!explain.hidden) schedulePlacement(); };
+  window.addEventListener('scroll', onScroll, { passive: true, capture: true });
 
   // ---- Engine ------------------------------------------------------------------------------
 
@@ -201,45 +210,85 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
   }
 
   // ---- Rendering ---------------------------------------------------------------------------
+  //
+  // The DOM is built once per matrix and kept: a change of sizes reshapes the matrices in place
+  // (a head's S and A keep their cells when only the head count changes), heads beyond the
+  // current count are detached and kept for later, and every other change only writes the
+  // numbers and colours that changed.
 
+  /** The signed scale shared by every matrix except A: the largest magnitude shown. */
   function sharedScale() {
-    const values = [];
-    for (const m of inputMatrices(state)) for (let i = 0; i < m.rows; i++) for (let j = 0; j < m.cols; j++) values.push(m.get(i, j));
-    for (const k of ['q', 'k', 'v', 'scores', 'headOutputs', 'concat', 'output']) values.push(...trace[k].data);
-    return makeScale(values, 'signed');
+    let max = 0;
+    const see = (v) => { if (Number.isFinite(v) && Math.abs(v) > max) max = Math.abs(v); };
+    for (const row of state.x) row.forEach(see);
+    for (const w of [state.wq, state.wk, state.wv, state.wo]) for (const row of w) row.forEach(see);
+    if (state.bias) for (const k of ['q', 'k', 'v', 'o']) state.bias[k].forEach(see);
+    for (const k of ['q', 'k', 'v', 'scores', 'headOutputs', 'concat', 'output']) {
+      const d = trace[k].data;
+      for (let n = 0; n < d.length; n++) see(d[n]);
+    }
+    return { kind: 'signed', min: -(max || 1), max: max || 1 };
   }
 
   const WEIGHTS_SCALE = makeScale([], 'weights');
 
-  // The computed matrices, in the order they appear; `data()` reads the current trace.
-  function computedMatrices() {
-    const { L, E, H } = state;
+  const labelCache = new Map();
+  const labels = (prefix, n) => {
+    const key = `${prefix}/${n}`;
+    if (!labelCache.has(key)) labelCache.set(key, Array.from({ length: n }, (_, i) => `${prefix}${i}`));
+    return labelCache.get(key);
+  };
+
+  /** What each matrix shows for the current state: shape, labels, numbers, scale. */
+  function specOf(name, scale) {
+    const { L, E } = state;
     const hd = headDim(state);
-    const tokens = Array.from({ length: L }, (_, i) => `x${i}`);
-    const out = [];
-    for (let h = 0; h < H; h++) {
-      const n = h + 1;
-      const dims = Array.from({ length: hd }, (_, c) => `${c}`);
-      for (const [stage, key, title] of [['Q', 'q', 'Q = X·W_Q'], ['K', 'k', 'K = X·W_K'], ['V', 'v', 'V = X·W_V']]) {
-        out.push({ name: `${stage}${n}`, stage, h, rows: L, cols: hd, title, rowLabels: tokens, colLabels: dims,
-          data: () => headSlice(trace[key], h), subtitle: `${L}×${hd}`, group: 'qkv' });
-      }
-      const keys = Array.from({ length: L }, (_, j) => `k${j}`);
-      const queries = Array.from({ length: L }, (_, i) => `q${i}`);
-      out.push({ name: `S${n}`, stage: 'S', h, rows: L, cols: L, title: 'scores = Q·Kᵀ / √d_k',
-        subtitle: `d_k = ${hd}`, rowLabels: queries, colLabels: keys, data: () => headSlice(trace.scores, h), group: 'attn' });
-      out.push({ name: `A${n}`, stage: 'A', h, rows: L, cols: L, title: 'A = softmax(scores)',
-        subtitle: 'rows sum to 1', rowLabels: queries, colLabels: keys, data: () => headSlice(trace.weights, h),
-        weights: true, group: 'attn' });
-      out.push({ name: `H${n}`, stage: 'H', h, rows: L, cols: hd, title: `head${subscript(n)} = A·V`,
-        subtitle: `${L}×${hd}`, rowLabels: tokens, colLabels: dims, data: () => headSlice(trace.headOutputs, h), group: 'attn' });
+    const input = /^(X|WO|BO|[WB][QKV]\d+)$/.test(name);
+    if (input) {
+      const [t, sub] = inputTitle(name);
+      const isBias = name.startsWith('B');
+      const rows = isBias ? 1 : name === 'X' ? L : E;
+      const cols = name === 'X' || name === 'WO' || name === 'BO' ? E : hd;
+      return {
+        title: t, subtitle: `${sub ? `${sub}, ` : ''}${rows}×${cols}`, rows, cols,
+        rowLabels: isBias ? ['b'] : name === 'X' ? labels('x', L) : labels('', E),
+        colLabels: labels('', cols), data: inputData(state, name), scale,
+      };
     }
-    const all = Array.from({ length: E }, (_, c) => `${c}`);
-    out.push({ name: 'CONCAT', stage: 'CONCAT', h: 0, rows: L, cols: E, title: 'Concat(heads)',
-      subtitle: `${L}×${E}`, rowLabels: tokens, colLabels: all, data: () => trace.concat.data, group: 'out' });
-    out.push({ name: 'Y', stage: 'Y', h: 0, rows: L, cols: E, title: `Y = Concat·W_O${state.bias ? ' + b_O' : ''}`,
-      subtitle: `${L}×${E}`, rowLabels: tokens, colLabels: all, data: () => trace.output.data, group: 'out' });
-    return out;
+    if (name === 'CONCAT' || name === 'Y') {
+      return {
+        title: name === 'Y' ? `Y = Concat·W_O${state.bias ? ' + b_O' : ''}` : 'Concat(heads)',
+        subtitle: `${L}×${E}`, rows: L, cols: E, rowLabels: labels('x', L), colLabels: labels('', E),
+        data: name === 'Y' ? trace.output.data : trace.concat.data, scale,
+      };
+    }
+    const stage = name[0];
+    const n = Number(name.slice(1));
+    const h = n - 1;
+    switch (stage) {
+      case 'Q': case 'K': case 'V':
+        return {
+          title: `${stage} = X·W_${stage}`, subtitle: `${L}×${hd}`, rows: L, cols: hd, rowLabels: labels('x', L),
+          colLabels: labels('', hd), data: headSlice(trace[stage.toLowerCase()], h), scale,
+        };
+      case 'S':
+        return {
+          title: 'scores = Q·Kᵀ / √d_k', subtitle: `d_k = ${hd}`, rows: L, cols: L, rowLabels: labels('q', L),
+          colLabels: labels('k', L), data: headSlice(trace.scores, h), scale,
+        };
+      case 'A':
+        return {
+          title: 'A = softmax(scores)', subtitle: 'rows sum to 1', rows: L, cols: L, rowLabels: labels('q', L),
+          colLabels: labels('k', L), data: headSlice(trace.weights, h), scale: WEIGHTS_SCALE,
+        };
+      case 'H':
+        return {
+          title: `head${subscript(n)} = A·V`, subtitle: `${L}×${hd}`, rows: L, cols: hd, rowLabels: labels('x', L),
+          colLabels: labels('', hd), data: headSlice(trace.headOutputs, h), scale,
+        };
+      default:
+        throw new RangeError(`no matrix named ${name}`);
+    }
   }
 
   function inputTitle(name) {
@@ -249,237 +298,335 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
     return [`${m[1] === 'W' ? 'W' : 'b'}_${m[2]}`, m[3] ? `head ${m[3]}` : ''];
   }
 
-  function addMatrix(container, spec) {
-    const box = el('div', 'hs-wt-matrix');
-    container.append(box);
-    const table = renderMatrix(box, spec);
-    // The cells in row-major order with what they show, so that refresh() touches only what changed.
-    const cells = [...table.querySelectorAll('td.hs-cell')].map((td) => ({
-      td,
-      i: Number(td.dataset.row),
-      j: Number(td.dataset.col),
-      value: td.querySelector('.hs-cell-value, .hs-cell-input'),
-      color: td.style.backgroundColor,
-      text: null,
-    }));
-    for (const c of cells) c.text = spec.editable ? c.value.value : c.value.textContent;
-    tables.set(spec.name, { table, cells });
-    if (!spec.editable) setUpRovingFocus(table);
-    return table;
+  /** The matrix component of a name, created on first use and kept. */
+  function matrix(name) {
+    let m = tables.get(name);
+    if (m) return m;
+    const editable = !readonly && /^(X|WO|BO|[WB][QKV]\d+)$/.test(name);
+    const stage = name === 'CONCAT' || name === 'Y' ? name : name[0];
+    const h = stage === name ? 0 : Number(name.slice(1)) - 1;
+    m = createMatrix({
+      name,
+      editable,
+      onEdit: (i, j, v) => edit(name, i, j, v),
+      onExplain: (i, j, cell) => showExplanation(stage, h, i, j, cell),
+      onExplainEnd: (how) => (how?.dismiss ? hideExplanation() : endExplanation()),
+      onShown: () => {
+        if (!pending.delete(name) || !lastScale) return;
+        m.update(specOf(name, lastScale));
+        markPending();
+      },
+    });
+    m.element.classList.add('hs-wt-matrix');
+    tables.set(name, m);
+    return m;
   }
 
-  /** Rebuilds every matrix for the current sizes (presets, resizing, loaded cases). */
+  // Children of `parent` made exactly `wanted`, in order, moving as little as possible.
+  function syncChildren(parent, wanted) {
+    const keep = new Set(wanted);
+    for (const child of [...parent.children]) if (!keep.has(child)) child.remove();
+    wanted.forEach((node, k) => {
+      if (parent.children[k] !== node) parent.insertBefore(node, parent.children[k] ?? null);
+    });
+  }
+
+  const section = (heading, className) => {
+    const s = el('section', `hs-wt-stage ${className ?? ''}`.trim());
+    const h3 = el('h3', '', heading);
+    s.append(h3);
+    return s;
+  };
+  const row = (label) => {
+    const r = el('div', 'hs-stage-row');
+    if (label) r.setAttribute('aria-label', label);
+    r.setAttribute('role', 'group');
+    return r;
+  };
+
+  // The fixed parts: the input section (X and the masks' note) and the output section.
+  const inputSection = section('');
+  const inputRow = row();
+  const maskNote = el('p', 'hs-wt-mask-note');
+  inputSection.append(inputRow, maskNote);
+  const outputSection = section('Output: concatenate the heads, then mix them with W_O');
+  const outRow = row();
+  outputSection.append(outRow);
+  const headSections = [];   // per head index, created on first use and kept
+
+  function headSection(h) {
+    if (headSections[h]) return headSections[h];
+    const n = h + 1;
+    const s = section(`Head ${n}`, 'hs-wt-head');
+    s.style.setProperty('--hs-wt-head-color', `var(--hs-head-${(h % 16) + 1})`);
+    const headNote = el('span', 'hs-wt-head-note');
+    s.querySelector('h3').append(headNote);
+    const parts = {
+      section: s, headNote,
+      weights: row(`Head ${n} projections`), biases: row(`Head ${n} biases`),
+      qkv: row(`Head ${n} queries, keys and values`), attn: row(`Head ${n} attention`),
+    };
+    parts.weights.append(...['Q', 'K', 'V'].map((l) => matrix(`W${l}${n}`).element));
+    parts.biases.append(...['Q', 'K', 'V'].map((l) => matrix(`B${l}${n}`).element));
+    parts.qkv.append(...['Q', 'K', 'V'].map((l) => matrix(`${l}${n}`).element));
+    parts.attn.append(...['S', 'A', 'H'].map((l) => matrix(`${l}${n}`).element));
+    headSections[h] = parts;
+    return parts;
+  }
+
+  const sectionNames = (h) => {
+    const n = h + 1;
+    return ['WQ', 'WK', 'WV', 'BQ', 'BK', 'BV', 'Q', 'K', 'V', 'S', 'A', 'H'].map((l) => `${l}${n}`);
+  };
+
+  /** rows x cols of a matrix, by name, for the current sizes. */
+  function shapeOf(name) {
+    const { L, E } = state;
+    const hd = headDim(state);
+    if (name === 'X' || name === 'CONCAT' || name === 'Y') return [L, E];
+    if (name === 'WO') return [E, E];
+    if (name === 'BO') return [1, E];
+    if (name[0] === 'W') return [E, hd];
+    if (name[0] === 'B') return [1, hd];
+    if (name[0] === 'S' || name[0] === 'A') return [L, L];
+    return [L, hd];
+  }
+
+  /**
+   * A guess, without layout, of whether head h's section lies within a viewport's height of the
+   * viewport: from the stages' position and each section's size in rows of cells (~26 px each)
+   * and matrices per line (~66 px per column).
+   */
+  function nearViewport() {
+    const { L, E } = state;
+    const hd = headDim(state);
+    const top = stages.getBoundingClientRect().top;
+    const screen = window.innerHeight || 800;
+    const width = Math.max(200, stages.clientWidth || view.clientWidth || 800);
+    const rowPx = 26;
+    const block = (rows, cols, count) => {
+      const perLine = Math.max(1, Math.floor((width + 20) / (60 + cols * 66)));
+      return Math.ceil(count / perLine) * (56 + rows * rowPx);
+    };
+    const headHeight = 40 + block(E, hd, 3) + (state.bias ? block(1, hd, 3) : 0) + block(L, hd, 3) + block(L, L, 3);
+    const first = top + 40 + block(L, E, 1);
+    return (h) => {
+      const y = first + h * headHeight;
+      return y < 2 * screen && y + headHeight > -screen;
+    };
+  }
+
+  /** The matrices now on the page, by name, in page order. */
+  function shownNames() {
+    const names = ['X'];
+    for (let n = 1; n <= state.H; n++) {
+      names.push(`WQ${n}`, `WK${n}`, `WV${n}`);
+      if (state.bias) names.push(`BQ${n}`, `BK${n}`, `BV${n}`);
+      names.push(`Q${n}`, `K${n}`, `V${n}`, `S${n}`, `A${n}`, `H${n}`);
+    }
+    names.push('CONCAT', 'WO');
+    if (state.bias) names.push('BO');
+    names.push('Y');
+    return names;
+  }
+
+  /** Brings the page's structure to the current sizes (presets, resizing, loaded cases). */
   function build() {
-    tables = new Map();
-    highlighted = [];
-    explained = null;
+    // Read before anything is written, while the layout is clean (reading it later would force
+    // a layout of the whole page).
+    const near = nearViewport();
+    hideExplanation();
     const { L, E, H } = state;
     const hd = headDim(state);
     tokensSelect.value = String(L);
     embedSelect.value = String(E);
-    headsSelect.replaceChildren(...divisors(E).map((d) => option(d, String(d), d === H)));
-    headDimText.textContent = `d_k = E / H = ${hd}`;
-
-    const scale = sharedScale();
-    renderLegend(signedLegend, scale);
-    renderLegend(weightsLegend, WEIGHTS_SCALE);
-    const inputs = new Map(inputMatrices(state).map((m) => [m.name, m]));
-    const inputSpec = (name) => {
-      const m = inputs.get(name);
-      const [title, subtitle] = inputTitle(name);
-      const isBias = name.startsWith('B');
-      return {
-        name, title, subtitle: `${subtitle ? `${subtitle}, ` : ''}${m.rows}×${m.cols}`,
-        data: inputData(state, name), rows: m.rows, cols: m.cols, scale, editable: !readonly,
-        rowLabels: isBias ? [''] : name === 'X' ? Array.from({ length: L }, (_, i) => `x${i}`)
-          : Array.from({ length: E }, (_, i) => `${i}`),
-        colLabels: Array.from({ length: m.cols }, (_, j) => `${j}`),
-        onEdit: (i, j, v) => edit(name, i, j, v),
-      };
-    };
-    const computed = new Map(computedMatrices().map((m) => [m.name, m]));
-    const computedSpec = (name) => {
-      const m = computed.get(name);
-      return {
-        name, title: m.title, subtitle: m.subtitle, data: m.data(), rows: m.rows, cols: m.cols,
-        rowLabels: m.rowLabels, colLabels: m.colLabels, scale: m.weights ? WEIGHTS_SCALE : scale,
-        explain: (i, j) => explainAt(m.stage, m.h, i, j),
-        onExplain: showExplanation,
-      };
-    };
-    const section = (heading, className) => {
-      const s = el('section', `hs-wt-stage ${className ?? ''}`.trim());
-      const h3 = el('h3', '', heading);
-      s.append(h3);
-      stages.append(s);
-      return s;
-    };
-    const row = (parent, label) => {
-      const r = el('div', 'hs-stage-row');
-      if (label) r.setAttribute('aria-label', label);
-      r.setAttribute('role', 'group');
-      parent.append(r);
-      return r;
-    };
-
-    stages.replaceChildren();
-    const input = section(`Input: ${L} token${L > 1 ? 's' : ''}, ${E} dim${E > 1 ? 's' : ''} each`);
-    addMatrix(row(input), inputSpec('X'));
-    const maskText = describeMasks(state);
-    if (maskText) input.append(el('p', 'hs-wt-mask-note', maskText));
-
-    for (let h = 0; h < H; h++) {
-      const n = h + 1;
-      const s = section(`Head ${n}`, 'hs-wt-head');
-      s.style.setProperty('--hs-wt-head-color', `var(--hs-head-${(h % 16) + 1})`);
-      s.querySelector('h3').append(el('span', 'hs-wt-head-note',
-        ` columns ${h * hd}${hd > 1 ? `–${h * hd + hd - 1}` : ''} of the packed projections, d_k = ${hd}`));
-      const weights = row(s, `Head ${n} projections`);
-      for (const letter of ['Q', 'K', 'V']) addMatrix(weights, inputSpec(`W${letter}${n}`));
-      if (state.bias) {
-        const biases = row(s, `Head ${n} biases`);
-        for (const letter of ['Q', 'K', 'V']) addMatrix(biases, inputSpec(`B${letter}${n}`));
-      }
-      const qkv = row(s, `Head ${n} queries, keys and values`);
-      for (const letter of ['Q', 'K', 'V']) addMatrix(qkv, computedSpec(`${letter}${n}`));
-      const attn = row(s, `Head ${n} attention`);
-      for (const letter of ['S', 'A', 'H']) addMatrix(attn, computedSpec(`${letter}${n}`));
+    const options = divisors(E);
+    if (headsSelect.options.length !== options.length ||
+        [...headsSelect.options].some((o, k) => Number(o.value) !== options[k])) {
+      headsSelect.replaceChildren(...options.map((d) => option(d, String(d), d === H)));
     }
+    headsSelect.value = String(H);
+    headDimText.textContent = `d_k = E / H = ${hd}`;
+    renderLegend(weightsLegend, WEIGHTS_SCALE);
 
-    const output = section('Output: concatenate the heads, then mix them with W_O');
-    const outRow = row(output);
-    addMatrix(outRow, computedSpec('CONCAT'));
-    addMatrix(outRow, inputSpec('WO'));
-    if (state.bias) addMatrix(outRow, inputSpec('BO'));
-    addMatrix(outRow, computedSpec('Y'));
-    explain.textContent = EXPLAIN_HINT;
+    inputSection.firstChild.textContent = `Input: ${L} token${L > 1 ? 's' : ''}, ${E} dim${E > 1 ? 's' : ''} each`;
+    if (inputRow.firstChild !== matrix('X').element) inputRow.append(matrix('X').element);
+    maskNote.textContent = describeMasks(state);
+    maskNote.hidden = !maskNote.textContent;
+
+    // Matrices attached by this build: until the browser has rendered them once, whether it
+    // skips them is estimated from where they will land (a 16-token head is ~1,200 px tall), so
+    // that the heads far below the viewport get their cells after the frame.
+    const sections = [inputSection];
+    for (let h = 0; h < H; h++) {
+      const parts = headSection(h);
+      const isNear = near(h);
+      if (!parts.section.isConnected) {
+        for (const n of sectionNames(h)) if (!matrix(n).element.isConnected) matrix(n).assumeSkipped(!isNear);
+      }
+      parts.headNote.textContent =
+        ` columns ${h * hd}${hd > 1 ? `–${h * hd + hd - 1}` : ''} of the packed projections, d_k = ${hd}`;
+      syncChildren(parts.section, [parts.section.firstChild, parts.weights,
+        ...(state.bias ? [parts.biases] : []), parts.qkv, parts.attn]);
+      sections.push(parts.section);
+    }
+    syncChildren(outRow, ['CONCAT', 'WO', ...(state.bias ? ['BO'] : []), 'Y'].map((n) => matrix(n).element));
+    sections.push(outputSection);
+    // The numbers first, then the new sections onto the page: cells created off the page are
+    // cheaper than cells created in it.
+    refresh();
+    syncChildren(stages, sections);
     applyVisibility();
   }
 
   // The stages and heads options: matrices of other stages, sections of other heads, and rows or
   // sections left empty are hidden (they are still computed: one trace gives everything).
   function applyVisibility() {
-    for (const [name, { table }] of tables) {
-      table.closest('.hs-wt-matrix').hidden = !shownStages.has(stageOf(name));
-    }
-    [...stages.querySelectorAll('.hs-wt-head')].forEach((s, h) => {
-      s.dataset.head = String(h + 1);
-    });
-    for (const r of stages.querySelectorAll('.hs-stage-row')) r.hidden = [...r.children].every((c) => c.hidden);
-    for (const s of stages.children) {
-      const head = s.dataset.head === undefined ? null : Number(s.dataset.head);
-      s.hidden = (head !== null && shownHeads !== null && !shownHeads.includes(head))
-        || [...s.querySelectorAll('.hs-stage-row')].every((r) => r.hidden);
+    for (const name of shownNames()) matrix(name).element.hidden = !shownStages.has(stageOf(name));
+    for (const section of stages.children) {
+      const rows = [...section.querySelectorAll('.hs-stage-row')];
+      for (const r of rows) r.hidden = [...r.children].every((c) => c.hidden);
+      const h = headSections.findIndex((p) => p?.section === section);
+      section.hidden = (h >= 0 && shownHeads !== null && !shownHeads.includes(h + 1)) || rows.every((r) => r.hidden);
     }
   }
 
-  /** Writes new numbers into the existing tables (same sizes): no DOM is created. */
-  function refresh(skipInput) {
-    const scale = sharedScale();
-    renderLegend(signedLegend, scale);
-    const paint = (cell, v, s) => {
-      const color = colorFor(v, s);
-      // Compared with what was written last: the browser would normalise the colour it reports.
-      if (color !== cell.color) {
-        cell.td.style.backgroundColor = color;
-        cell.color = color;
+  let legendMax = null;
+  let lastScale = null;
+  // Matrices the browser is not rendering (off screen) get their numbers in a task of their own
+  // right after the frame, or as soon as they are rendered again, whichever comes first: the
+  // matrices in view are painted without waiting for the thousands of cells out of view.
+  const pending = new Set();
+  let flushing = null;
+  // In tasks of ~10 ms, so that a first build of many heads does not hold the page for long.
+  function scheduleFlush() {
+    if (flushing) return;
+    flushing = new MessageChannel();
+    flushing.port1.onmessage = () => {
+      if (destroyed) return;
+      const start = performance.now();
+      const shown = new Set(shownNames());
+      for (const name of pending) {
+        pending.delete(name);
+        if (shown.has(name)) matrix(name).update(specOf(name, lastScale));
+        if (performance.now() - start > 10) break;
+      }
+      if (pending.size) {
+        flushing.port2.postMessage(0);
+      } else {
+        flushing = null;
+        markPending();
       }
     };
-    for (const m of inputMatrices(state)) {
-      const entry = tables.get(m.name);
-      if (!entry) continue;
-      for (const cell of entry.cells) {
-        const v = m.get(cell.i, cell.j);
-        paint(cell, v, scale);
-        const text = formatNumber(v, 3);
-        if (cell.value !== skipInput && (text !== cell.text || cell.value.value !== text)) {
-          cell.value.value = text;
-          cell.value.removeAttribute('aria-invalid');
-        }
-        cell.text = text;
+    requestAnimationFrame(() => flushing?.port2.postMessage(0));
+  }
+  // data-pending on the view while matrices wait for their numbers (tests and tools wait for it).
+  const markPending = () => view.toggleAttribute('data-pending', pending.size > 0);
+
+  /** Writes the current numbers into the matrices on the page. */
+  function refresh() {
+    const scale = sharedScale();
+    lastScale = scale;
+    if (scale.max !== legendMax) {
+      renderLegend(signedLegend, scale);
+      legendMax = scale.max;
+    }
+    for (const name of shownNames()) {
+      const m = matrix(name);
+      if (m.skipped) {
+        if (!pending.has(name)) m.hintShape(...shapeOf(name));
+        pending.add(name);
+      } else {
+        pending.delete(name);
+        m.update(specOf(name, scale));
       }
     }
-    for (const m of computedMatrices()) {
-      const entry = tables.get(m.name);
-      if (!entry) continue;
-      const data = m.data();
-      const s = m.weights ? WEIGHTS_SCALE : scale;
-      for (const cell of entry.cells) {
-        const v = data[cell.i * m.cols + cell.j];
-        paint(cell, v, s);
-        const text = formatNumber(v, 3);
-        if (text !== cell.text) {
-          cell.td.classList.toggle('hs-masked', v === -Infinity);
-          cell.value.textContent = text;
-          cell.value.setAttribute('aria-label', `${m.name} row ${cell.i + 1} column ${cell.j + 1}: ${text}`);
-          cell.text = text;
-        }
-      }
-    }
+    if (pending.size) scheduleFlush();
+    markPending();
     if (explained) {
       const { stage, h, i, j } = explained;
-      showExplanation(explainAt(stage, h, i, j));
+      const cell = explainedCell();
+      if (cell) {
+        explain.textContent = explainAt(stage, h, i, j);
+        schedulePlacement();
+      } else {
+        hideExplanation();
+      }
     }
   }
 
   // ---- Explanations ------------------------------------------------------------------------
 
+  const matrixName = (stage, h) => (stage === 'CONCAT' || stage === 'Y' ? stage : `${stage}${h + 1}`);
+
   function explainAt(stage, h, i, j) {
     if (!trace) return null;
     explained = { stage, h, i, j };
     const { text, sources } = explainCell(stage, { state, trace, masks }, h, i, j);
-    highlight(stage === 'CONCAT' || stage === 'Y' ? stage : `${stage}${h + 1}`, i, j, sources);
+    highlight(matrixName(stage, h), i, j, sources);
     return text;
   }
 
-  function showExplanation(text) {
-    if (text) explain.textContent = text;
+  function explainedCell() {
+    if (!explained) return null;
+    const { stage, h, i, j } = explained;
+    return tables.get(matrixName(stage, h))?.cell(i, j)?.td ?? null;
+  }
+
+  let placement = 0;
+  function schedulePlacement() {
+    if (placement) return;
+    placement = requestAnimationFrame(() => {
+      placement = 0;
+      const cell = explainedCell();
+      if (cell && !explain.hidden && cell.isConnected) placeNear(explain, cell, view);
+    });
+  }
+
+  function showExplanation(stage, h, i, j, cellContent) {
+    if (hidden.has('explain')) return;  // the hide option: no explanations
+    const text = explainAt(stage, h, i, j);
+    if (!text) return;
+    explain.textContent = text;
+    explain.hidden = false;
+    placeNear(explain, cellContent.closest('td') ?? cellContent, view);
+  }
+
+  // The pointer left a matrix, or the focus left its cells: the explanation closes unless a
+  // computed cell still has the focus (then it explains that one).
+  function endExplanation() {
+    queueMicrotask(() => {
+      const focused = view.getRootNode().activeElement;
+      if (focused?.classList?.contains('hs-cell-value') && view.contains(focused)) {
+        const table = focused.closest('table');
+        const td = focused.closest('td');
+        const name = table.dataset.matrix;
+        const stage = name === 'CONCAT' || name === 'Y' ? name : name[0];
+        const h = stage === name ? 0 : Number(name.slice(1)) - 1;
+        showExplanation(stage, h, Number(td.dataset.row), Number(td.dataset.col), focused);
+        return;
+      }
+      hideExplanation();
+    });
+  }
+
+  function hideExplanation() {
+    explained = null;
+    explain.hidden = true;
+    highlight(null, 0, 0, []);
   }
 
   function highlight(target, i, j, sources) {
     for (const td of highlighted) td.classList.remove('hs-wt-source', 'hs-wt-target');
     highlighted = [];
-    const mark = (name, row, col, className) => {
-      for (const cell of tables.get(name)?.cells ?? []) {
-        if ((row === undefined || cell.i === row) && (col === undefined || cell.j === col)) {
-          cell.td.classList.add(className);
-          highlighted.push(cell.td);
-        }
+    const mark = (name, r, c, className) => {
+      for (const cell of tables.get(name)?.cellsIn(r, c) ?? []) {
+        cell.td.classList.add(className);
+        highlighted.push(cell.td);
       }
     };
     for (const s of sources) mark(s.matrix, s.row, s.col, 'hs-wt-source');
-    mark(target, i, j, 'hs-wt-target');
-  }
-
-  // One tab stop per computed matrix; the arrow keys, Home and End move between its cells.
-  function setUpRovingFocus(table) {
-    const spans = [...table.querySelectorAll('.hs-cell-value[tabindex]')];
-    if (spans.length === 0) return;
-    spans.forEach((s, k) => { s.tabIndex = k === 0 ? 0 : -1; });
-    table.addEventListener('focusin', (e) => {
-      if (!e.target.classList?.contains('hs-cell-value')) return;
-      for (const s of spans) s.tabIndex = s === e.target ? 0 : -1;
-    });
-    table.addEventListener('keydown', (e) => {
-      const span = e.target;
-      if (!span.classList?.contains('hs-cell-value')) return;
-      const td = span.parentElement;
-      const rows = table.tBodies[0].rows.length;
-      const cols = spans.length / rows;
-      let i = Number(td.dataset.row);
-      let j = Number(td.dataset.col);
-      switch (e.key) {
-        case 'ArrowUp': i = Math.max(0, i - 1); break;
-        case 'ArrowDown': i = Math.min(rows - 1, i + 1); break;
-        case 'ArrowLeft': j = Math.max(0, j - 1); break;
-        case 'ArrowRight': j = Math.min(cols - 1, j + 1); break;
-        case 'Home': j = 0; break;
-        case 'End': j = cols - 1; break;
-        default: return;
-      }
-      e.preventDefault();
-      spans[i * cols + j].focus();
-    });
+    if (target) mark(target, i, j, 'hs-wt-target');
   }
 
   // ---- State changes -----------------------------------------------------------------------
@@ -490,7 +637,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
     note.classList.toggle('hs-error', error);
   }
 
-  function setState(next, { structural = false, skipInput = null, cause = 'input' } = {}) {
+  function setState(next, { structural = false, cause = 'input' } = {}) {
     const previous = state;
     state = next;
     try {
@@ -505,33 +652,39 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
       showNote('');
       build();
     } else {
-      refresh(skipInput);
+      refresh();
     }
     changed(cause);
     return true;
   }
 
-  function edit(name, i, j, value, inputEl = null) {
-    if (destroyed) return;
+  /**
+   * One typed number (the matrix component parsed it). Returns why it was refused, or null:
+   * a number whose computation overflows float32 is not used (it would turn every result into
+   * NaN or ±∞).
+   */
+  function edit(name, i, j, value) {
+    if (destroyed) return null;
     const current = inputMatrices(state).find((m) => m.name === name);
-    if (!current || current.get(i, j) === value) return;
-    setState(withCell(state, name, i, j, value), { skipInput: inputEl });
+    if (!current || current.get(i, j) === value) return null;
+    const previous = state;
+    state = withCell(state, name, i, j, value);
+    try {
+      compute();
+    } catch (e) {
+      state = previous;
+      compute();
+      return `headscope could not compute this (${e.message})`;
+    }
+    const overflow = traceOverflow(trace, masks);
+    if (overflow) {
+      state = previous;
+      compute();
+      return `with ${value}, ${overflow} overflow float32 (beyond ±3.4e38), so it is not used`;
+    }
+    refresh();
+    return null;
   }
-
-  // Recompute while typing, not only on change (Enter / leaving the cell): the 'input' event
-  // carries every keystroke; an incomplete number ("-", "1e") waits for more.
-  function onInput(e) {
-    const inputEl = e.target;
-    if (!inputEl.classList?.contains('hs-cell-input')) return;
-    const text = inputEl.value.trim();
-    const value = Number(text);
-    if (text === '' || !Number.isFinite(value)) return;
-    inputEl.removeAttribute('aria-invalid');
-    const td = inputEl.closest('td');
-    const name = inputEl.closest('table').dataset.matrix;
-    edit(name, Number(td.dataset.row), Number(td.dataset.col), value, inputEl);
-  }
-  stages.addEventListener('input', onInput);
 
   // ---- Public API --------------------------------------------------------------------------
 
@@ -601,24 +754,15 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
    */
   function exportAs(format) {
     const scale = sharedScale();
-    const tokens = Array.from({ length: state.L }, (_, i) => `x${i}`);
-    const index = (n) => Array.from({ length: n }, (_, k) => `${k}`);
-    const inputs = inputMatrices(state).map((m) => ({
-      name: m.name, title: inputTitle(m.name).filter(Boolean).join(', '), rows: m.rows, cols: m.cols,
-      rowLabels: m.name === 'X' ? tokens : m.name.startsWith('B') ? [''] : index(state.E), colLabels: index(m.cols),
-      get: m.get, color: (i, j) => colorFor(m.get(i, j), scale),
-    }));
-    const computed = computedMatrices().map((m) => {
-      const data = m.data();
-      const get = (i, j) => data[i * m.cols + j];
-      return { name: m.name, title: m.title, rows: m.rows, cols: m.cols, rowLabels: m.rowLabels, colLabels: m.colLabels,
-        get, color: (i, j) => colorFor(get(i, j), m.weights ? WEIGHTS_SCALE : scale) };
+    const matrices = shownNames().map((name) => {
+      const spec = specOf(name, scale);
+      const get = (i, j) => spec.data[i * spec.cols + j];
+      return { name, title: spec.title, rows: spec.rows, cols: spec.cols, rowLabels: spec.rowLabels,
+        colLabels: spec.colLabels, get, color: (i, j) => colorFor(get(i, j), spec.scale) };
     });
-    const order = new Map([...tables.keys()].map((name, k) => [name, k]));
-    const matrices = [...inputs, ...computed].sort((a, b) => (order.get(a.name) ?? 1e9) - (order.get(b.name) ?? 1e9));
     const visible = (name) => {
-      const box = tables.get(name)?.table.closest('.hs-wt-matrix');
-      return box !== undefined && box !== null && !box.hidden && !box.closest('section')?.hidden;
+      const element = tables.get(name)?.element;
+      return element !== undefined && !element.hidden && element.isConnected && !element.closest('section')?.hidden;
     };
     return exportWalkthrough(format, { state, trace, matrices, visible, explained, element: view });
   }
@@ -632,7 +776,8 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
   function destroy() {
     if (destroyed) return;
     destroyed = true;
-    stages.removeEventListener('input', onInput);
+    if (placement) cancelAnimationFrame(placement);
+    window.removeEventListener('scroll', onScroll, { capture: true });
     mha?.dispose();
     mha = null;
     trace = null;
