@@ -4,16 +4,14 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { openPage, screenshot } from './harness.js';
+import { axe } from './axe.js';
 import { init } from '../../web/lib/index.js';
 import { seedWorkedExample } from '../../web/lib/examples.js';
 import { handCheck } from '../js/hand-check.js';
 import { seedState, resizeState, withCell, moduleConfig, toStateDict, traceOptions } from '../../web/views/walkthrough/model.js';
 
-const require = createRequire(import.meta.url);
-const AXE = require.resolve('axe-core/axe.min.js');
 const ROOT = '#panel-walkthrough';
 const golden = (name) => fileURLToPath(new URL(`../golden/${name}`, import.meta.url));
 
@@ -121,27 +119,36 @@ test('the explanation opens beside the explained cell, never over it (1280x800 a
   }
 });
 
-test('the Heads view\'s explanation box still explains the hovered heatmap cell', async () => {
-  const p = await openPage('/demo/#heads');
-  try {
-    const { page } = p;
-    const canvas = page.locator('#panel-heads .hs-heatmap-canvas').first();
-    await canvas.waitFor();
-    await canvas.scrollIntoViewIfNeeded();
-    const before = await page.textContent('#panel-heads .hs-explain');
-    const box = await canvas.boundingBox();
-    await page.mouse.move(box.x + 3, box.y + 3);
-    await page.waitForFunction((t) => document.querySelector('#panel-heads .hs-explain').textContent !== t, before);
-    const shown = await page.$eval('#panel-heads .hs-explain', (e) => {
-      const r = e.getBoundingClientRect();
-      return { text: e.textContent, visible: r.height > 0 && r.bottom <= innerHeight + 1, position: getComputedStyle(e).position };
-    });
-    assert.match(shown.text, /query 1 .*key 1/);
-    assert.equal(shown.visible, true);
-    assert.equal(shown.position, 'sticky');
-    assertClean(p);
-  } finally {
-    await p.close();
+test('the Heads view\'s explanation opens beside the hovered heatmap cell, never over it', async () => {
+  for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+    const p = await openPage('/demo/#heads', { viewport });
+    try {
+      const { page } = p;
+      const canvas = page.locator('#panel-heads .hs-heatmap-canvas').first();
+      await canvas.waitFor();
+      await canvas.scrollIntoViewIfNeeded();
+      const box = await canvas.boundingBox();
+      for (const [fi, fj] of [[0, 0], [0.5, 0.5], [0.95, 0.95], [0.95, 0.1]]) {
+        const x = box.x + 3 + fj * (box.width - 6);
+        const y = box.y + 3 + fi * (box.height - 6);
+        await page.mouse.move(x, y);
+        await page.waitForFunction(() => !document.querySelector('#panel-heads .hs-explain').hidden);
+        const shown = await page.$eval('#panel-heads .hs-explain', (e) => {
+          const r = e.getBoundingClientRect();
+          return { text: e.textContent, top: r.top, bottom: r.bottom, left: r.left, right: r.right };
+        });
+        assert.match(shown.text, /Head 1, query \d+ .*key \d+/);
+        // The hovered cell (the pointer's position) is not under the box.
+        const covers = x >= shown.left && x <= shown.right && y >= shown.top && y <= shown.bottom;
+        assert.equal(covers, false, `${viewport.width}px: the box ${JSON.stringify(shown)} covers the cell at ${x},${y}`);
+      }
+      // Leaving the heatmap closes it.
+      await page.mouse.move(2, 2);
+      await page.waitForFunction(() => document.querySelector('#panel-heads .hs-explain').hidden);
+      assertClean(p);
+    } finally {
+      await p.close();
+    }
   }
 });
 
@@ -499,23 +506,6 @@ test('explanations on the page pass a hand check: the written terms give the wri
 });
 
 // ---- 13. axe-core --------------------------------------------------------------------------------
-
-// page.addScriptTag({ path }) inlines the file, which the server's CSP refuses (no inline
-// scripts): the DevTools protocol's evaluation, which a page's CSP does not govern, runs it.
-const AXE_SOURCE = readFileSync(AXE, 'utf8');
-async function axe(page, context) {
-  if (!(await page.evaluate(() => typeof window.axe === 'object'))) {
-    const cdp = await page.context().newCDPSession(page);
-    const { exceptionDetails } = await cdp.send('Runtime.evaluate', { expression: AXE_SOURCE });
-    await cdp.detach();
-    assert.equal(exceptionDetails, undefined, 'axe-core loaded');
-  }
-  return page.evaluate(async (ctx) => {
-    const result = await window.axe.run(ctx, { resultTypes: ['violations'] });
-    return result.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help,
-      nodes: v.nodes.slice(0, 5).map((n) => `${n.target.join(' ')}: ${n.failureSummary}`) }));
-  }, context);
-}
 
 test('axe-core finds no violations in the Walkthrough, light and dark, with an explanation and a cell message open', async () => {
   for (const colorScheme of ['light', 'dark']) {

@@ -49,7 +49,7 @@ export type WalkthroughPatch = Partial<Omit<WalkthroughState, 'source' | 'masked
 export type ChangeCause = 'input' | 'setState' | 'case';
 
 export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' | 'causal' | 'view' | 'batch' |
-  'padding' | 'presets' | 'switches' | 'export';
+  'padding' | 'presets' | 'switches' | 'export' | 'explain';
 export type HeadsPart = 'grid' | 'lines' | 'ablation';
 export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
 export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain' | 'export';

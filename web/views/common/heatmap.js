@@ -121,7 +121,10 @@ export function stretchedScale(values) {
  * @param {{ id: string, name: string, data: ArrayLike<number>, rows: number, cols: number,
  *   stride?: number, rowLabels: string[], colLabels: string[], scale?: object,
  *   masked?: (i: number, j: number) => boolean, describe: (i: number, j: number) => string,
- *   active?: [number, number] | null, onCell?: (i: number, j: number, byKeyOrClick: boolean) => void }} m
+ *   active?: [number, number] | null,
+ *   onCell?: (i: number, j: number, byKeyOrClick: boolean, anchor: { getBoundingClientRect(): object }) => void,
+ *   onLeave?: () => void }} m  onCell's anchor is the cell on the screen (for placeNear); onLeave:
+ *   the pointer left and the canvas has no focus
  */
 export function renderHeatmap(root, m) {
   const parts = partsOf(root, 'heatmap', () => createHeatmap(root));
@@ -242,6 +245,17 @@ function createHeatmap(root) {
     if (focusedIn(box) === canvas) ring(active, theme.focus, 2);
   };
 
+  // Something placeNear (common/matrix.js) can hold a box next to: cell (i, j) on the screen.
+  const anchorOf = (i, j) => ({
+    getBoundingClientRect() {
+      const r = canvas.getBoundingClientRect();
+      const w = r.width / m.cols;
+      const h = r.height / m.rows;
+      const left = r.left + j * w;
+      const top = r.top + i * h;
+      return { left, top, right: left + w, bottom: top + h, width: w, height: h, x: left, y: top };
+    },
+  });
   const cellAt = (event) => {
     const r = canvas.getBoundingClientRect();
     const j = Math.floor(((event.clientX - r.left) / r.width) * m.cols);
@@ -251,7 +265,7 @@ function createHeatmap(root) {
   const moveTo = (next) => {
     active = clampCell(next);
     canvas.setAttribute('aria-label', name());
-    m.onCell?.(active[0], active[1], true);
+    m.onCell?.(active[0], active[1], true, anchorOf(active[0], active[1]));
     draw();
   };
   canvas.addEventListener('keydown', (event) => {
@@ -265,17 +279,21 @@ function createHeatmap(root) {
     moveTo(next);
   });
   canvas.addEventListener('focus', () => moveTo(active));
-  canvas.addEventListener('blur', draw);
+  canvas.addEventListener('blur', () => {
+    draw();
+    m?.onLeave?.();
+  });
   canvas.addEventListener('mousemove', (event) => {
     const at = cellAt(event);
     if (at === null || (hover && at[0] === hover[0] && at[1] === hover[1])) return;
     hover = at;
-    m.onCell?.(at[0], at[1], false);
+    m.onCell?.(at[0], at[1], false, anchorOf(at[0], at[1]));
     draw();
   });
   canvas.addEventListener('mouseleave', () => {
     hover = null;
     draw();
+    if (focusedIn(box) !== canvas) m?.onLeave?.();
   });
   canvas.addEventListener('click', (event) => {
     const at = cellAt(event);

@@ -76,7 +76,8 @@ export function renderAblation(data, state, root, actions, layout) {
       rowLabels: data.labels.queries, colLabels: names, scale,
       describe: (i, e) => `Output change, query ${i + 1} ${quote(data.labels.queries[i])}, dim ${e + 1} ` +
         `(${names[e]}): ${formatNumber(difference.difference[i * data.E + e], 3)}`,
-      onCell: (i, e) => actions.explain(`Output with the heads off − output, query ${i + 1} ` +
+      onLeave: () => actions.leaveCell(),
+      onCell: (i, e, _byKey, anchor) => actions.explain(anchor, `Output with the heads off − output, query ${i + 1} ` +
         `${quote(data.labels.queries[i])}, dim ${e + 1} (${names[e]}): ` +
         formatNumber(difference.difference[i * data.E + e], 4)),
     });

@@ -155,7 +155,8 @@ export function renderHeadGrid(data, state, root, actions) {
       masked: (i, j) => scores[i * S + j] === -Infinity,
       describe: (i, j) => describeCell(data, h, i, j, weights),
       active: state.cell?.head === h ? [state.cell.i, state.cell.j] : null,
-      onCell: (i, j, remember) => actions.explainCell(h, i, j, remember),
+      onCell: (i, j, remember, anchor) => actions.explainCell(h, i, j, remember, anchor),
+      onLeave: () => actions.leaveCell(),
     });
   });
 }
@@ -197,6 +198,7 @@ export function renderAverage(data, state, root, actions) {
     },
     describe: (i, j) => describeCell(data, null, i, j, data.average),
     active: state.cell?.head === null ? [state.cell.i, state.cell.j] : null,
-    onCell: (i, j, remember) => actions.explainCell(null, i, j, remember),
+    onCell: (i, j, remember, anchor) => actions.explainCell(null, i, j, remember, anchor),
+    onLeave: () => actions.leaveCell(),
   });
 }

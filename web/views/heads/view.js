@@ -19,7 +19,7 @@
 import { endPageWorker, pageWorker } from '../common/page-worker.js';
 import { parseCase } from '../../lib/case.js';
 import { callDims } from '../../lib/shapes.js';
-import { formatNumber, renderLegend } from '../common/matrix.js';
+import { formatNumber, placeNear, renderLegend } from '../common/matrix.js';
 import { el, focusedIn } from '../common/dom.js';
 import { WEIGHT_SCALE } from '../common/heatmap.js';
 import { Engine } from './engine.js';
@@ -49,7 +49,7 @@ const EXPLAIN_HINT = 'Hover or focus a heatmap cell to read it.';
 
 /** Controls a `hide` option can name, and the parts a `parts` option can show. */
 export const HEADS_CONTROLS = ['text', 'weights', 'heads', 'seed', 'sharpness', 'causal', 'view', 'batch',
-  'padding', 'presets', 'switches', 'export'];
+  'padding', 'presets', 'switches', 'export', 'explain'];
 export const HEADS_PARTS = ['grid', 'lines', 'ablation'];
 
 /**
@@ -183,8 +183,18 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
   const message = el('p', 'hs-heads-message');
   const legend = el('div', 'hs-heads-legend');
   renderLegend(legend, WEIGHT_SCALE);
+  // The explanation of a cell opens beside it, never over it (placeNear), like the Walkthrough's.
   const explain = el('div', 'hs-explain hs-heads-explain', EXPLAIN_HINT);
+  explain.setAttribute('role', 'status');
   explain.setAttribute('aria-live', 'polite');
+  explain.hidden = true;
+  let explainAnchor = null;
+  function showExplain(line) {
+    explain.textContent = line;
+    if (hidden.has('explain')) return;
+    explain.hidden = false;
+    if (explainAnchor) placeNear(explain, explainAnchor, view);
+  }
 
   const gridSection = el('section', 'hs-heads-section');
   const gridTitle = el('h2', 'hs-heads-h2', 'What each head looks at');
@@ -258,19 +268,24 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     togglePadding(j) {
       edit({ padded: sortedPlus(state.padded, j, !state.padded.has(j)) });
     },
-    explainCell(head, i, j, remember) {
+    explainCell(head, i, j, remember, anchor = null) {
       if (remember) state.cell = { head, i, j };
       if (!data) return;
+      if (anchor) explainAnchor = anchor;
       const values = head === null ? data.average : T.headWeights(data.weights, { h: head, H: data.H, L: data.L, S: data.S });
       let line = describeCell(data, head, i, j, values);
       if (head !== null) {
         const score = T.headWeights(data.scores, { h: head, H: data.H, L: data.L, S: data.S })[i * data.S + j];
         line += ` (score ${score === -Infinity ? '−∞: masked' : formatNumber(score, 3)})`;
       }
-      explain.textContent = line;
+      showExplain(line);
     },
-    explain(line) {
-      explain.textContent = line;
+    explain(anchor, line) {
+      explainAnchor = anchor;
+      showExplain(line);
+    },
+    leaveCell() {
+      explain.hidden = true;
     },
   };
 
@@ -462,9 +477,12 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     // (a line about numbers that are gone would be wrong).
     const c = state.cell;
     if (data && c && c.i < Math.min(data.L, MAX_SHOWN) && c.j < Math.min(data.S, MAX_SHOWN) && (c.head === null || c.head < data.H)) {
+      const wasHidden = explain.hidden;
       actions.explainCell(c.head, c.i, c.j, false);
+      explain.hidden = wasHidden;
     } else {
       explain.textContent = EXPLAIN_HINT;
+      explain.hidden = true;
     }
   }
 
@@ -563,12 +581,13 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     averageBox.hidden = !average;
     gridNote.textContent = average
       ? 'One heatmap: the mean of every head\'s weights, as PyTorch returns them by default. ' +
-        'Its numbers are the per-head numbers averaged over the heads.'
+        'Its numbers are the per-head numbers averaged over the heads. Hover or focus it to read a cell.'
       : `One heatmap per head (rows: queries, columns: keys). Head dim ${data.E / data.H}. ` +
         'Entropy: 0 when a head looks at one key, ln(keys) when it looks everywhere. ' +
         'Mean distance: how far, in tokens, a head looks on average. ' +
         'Confidence: a query\'s largest weight, on average; 1 when a head looks at one key. ' +
-        'The engine computes all three in the same pass as the weights.';
+        'The engine computes all three in the same pass as the weights. ' +
+        'Hover or focus a heatmap (then the arrow keys) to read a cell.';
     if (average) {
       renderAverage(data, state, averageBox, actions);
     } else {
