@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Page timing of the demo's Walkthrough view in Debian's Chromium (headless, through
+// Page timing of the demo's Walkthrough and Heads views in Debian's Chromium (headless, through
 // playwright-core, against tools/serve.js): how long an interaction takes until the next frame
 // is painted, as medians over repeated runs. A measurement tool, not a test: it never fails on
 // a slow number, it prints them (and exits 0 unless the page could not be opened).
@@ -26,6 +26,15 @@
 // `settled` is until the work the view deferred to after the frame (the numbers of the matrices
 // out of view, written in tasks of ~10 ms) is done too: the view's data-pending attribute is off.
 // Also reported: the number of elements in the view after the last run.
+//
+// The Heads view (--heads-tokens N, default 128, at 16 heads; --no-heads leaves it out):
+//   heads edit   the sentence's last token changed (a new text of N tokens, 'input' event): the
+//                view tokenizes, runs trace + the ablation forward, redraws 16 heatmaps, the
+//                line view and the ablation, all in the next frame
+//   long case    a 3,000-token case (E 8, 2 heads) loaded in "Your weights" and shown in the Heads
+//                view: the longest main-thread task (PerformanceObserver 'longtask', which reports
+//                tasks over 50 ms; 0 when there was none) from the file's selection until the view
+//                shows the case
 import { chromium } from 'playwright-core';
 import { cpus } from 'node:os';
 import { startServer } from './serve.js';
@@ -35,15 +44,17 @@ const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 function parseArgs(argv) {
-  const args = { json: false, runs: 15, coldRuns: 5, size: [16, 16, 16] };
+  const args = { json: false, runs: 15, coldRuns: 5, size: [16, 16, 16], headsTokens: 128, heads: true };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
     if (a === '--json') args.json = true;
     else if (a === '--runs') args.runs = Number(argv[++k]);
     else if (a === '--cold-runs') args.coldRuns = Number(argv[++k]);
     else if (a === '--size') args.size = String(argv[++k]).split('x').map(Number);
+    else if (a === '--heads-tokens') args.headsTokens = Number(argv[++k]);
+    else if (a === '--no-heads') args.heads = false;
     else if (a === '--help' || a === '-h') {
-      console.log('usage: node tools/page-timing.mjs [--json] [--runs N] [--cold-runs N] [--size LxExH]');
+      console.log('usage: node tools/page-timing.mjs [--json] [--runs N] [--cold-runs N] [--size LxExH] [--heads-tokens N] [--no-heads]');
       process.exit(0);
     } else {
       console.error(`page-timing: unknown argument ${a}`);
@@ -94,6 +105,67 @@ function installTimer() {
     action();
     t1 = performance.now();
   });
+}
+
+// The Heads view: an edit of an N-token sentence at 16 heads, then the longest task of a 3,000-token case.
+async function measureHeads(page, server, args) {
+  const N = args.headsTokens;
+  const words = Array.from({ length: N }, (_, k) => (k % 9 === 0 ? `retry=${k}` : ['ERROR', '[api]', 'timeout', 'db', '5000ms', 'GET', '/v1', 'ok'][k % 8]));
+  const text = words.join(' ');
+  await page.goto(`${server.url}demo/#heads?heads=16&text=${encodeURIComponent(text)}`, { waitUntil: 'load' });
+  await page.waitForSelector('body[data-ready="true"]', { state: 'attached', timeout: 30_000 });
+  await page.waitForFunction((n) => document.querySelectorAll('#panel-heads [data-pad-token]').length === n &&
+    document.querySelectorAll('#panel-heads .hs-head-grid [data-head]').length === 16, N, { timeout: 30_000 });
+  await page.evaluate(installTimer);
+  const samples = [];
+  for (let k = 0; k < args.runs + 1; k++) {
+    const s = await page.evaluate(({ k: run }) => {
+      const input = document.querySelector('#panel-heads [name="text"]');
+      return window.__hsTime(() => {
+        input.value = input.value.replace(/\S+$/, run % 2 ? 'ok' : 'db');
+        input.dispatchEvent(new Event('input', { bubbles: true }));
+      });
+    }, { k });
+    if (k > 0) samples.push(s);   // the first is a warm-up
+    await page.waitForTimeout(30);
+  }
+  const tokens = await page.evaluate(() => document.querySelectorAll('#panel-heads [data-pad-token]').length);
+  const results = {
+    [`heads edit (${tokens} tokens, 16 heads)`]: {
+      runs: samples.length, toPaintMs: median(samples.map((s) => s.toPaint)), busyMs: median(samples.map((s) => s.busy)),
+      scriptMs: median(samples.map((s) => s.script)), settledMs: median(samples.map((s) => s.settled)),
+      maxToPaintMs: Math.max(...samples.map((s) => s.toPaint)),
+    },
+  };
+  // A 3,000-token case, loaded and shown.
+  const L = 3000;
+  const E = 8;
+  let seed = 7;
+  const next = () => { seed = (Math.imul(seed, 1103515245) + 12345) >>> 0; return Math.round((seed / 2 ** 32 * 2 - 1) * 1000) / 1000; };
+  const m = (r, c) => Array.from({ length: r }, () => Array.from({ length: c }, next));
+  const doc = { name: 'long', config: { embed_dim: E, num_heads: 2 },
+    state_dict: { in_proj_weight: m(3 * E, E), in_proj_bias: m(1, 3 * E)[0], 'out_proj.weight': m(E, E), 'out_proj.bias': m(1, E)[0] },
+    inputs: { query: m(L, E) } };
+  await page.goto(`${server.url}demo/#load`, { waitUntil: 'load' });
+  await page.waitForSelector('body[data-ready="true"]', { state: 'attached', timeout: 30_000 });
+  await page.evaluate(() => {
+    window.__longTasks = [];
+    new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
+      .observe({ type: 'longtask' });
+  });
+  const started = Date.now();
+  await page.setInputFiles('#panel-load input[type="file"]', { name: 'long.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(doc)) });
+  await page.waitForFunction(() => document.querySelector('.hs-status')?.textContent.includes('Loaded long.json'), null, { timeout: 120_000 });
+  await page.click('#panel-load button:has-text("Show in the Heads view")');
+  await page.waitForFunction(() => /3000 queries/.test(document.querySelector('#panel-heads .hs-heads-case-note')?.textContent ?? '') &&
+    document.querySelector('#panel-heads .hs-heads')?.getAttribute('aria-busy') === 'false', null, { timeout: 120_000 });
+  await page.waitForTimeout(300);
+  const longTasks = await page.evaluate(() => window.__longTasks);
+  results['long case (3,000 tokens): longest task'] = {
+    runs: 1, toPaintMs: Math.max(0, ...longTasks), busyMs: NaN, scriptMs: NaN, settledMs: Date.now() - started,
+    maxToPaintMs: Math.max(0, ...longTasks), longTasks: longTasks.length,
+  };
+  return results;
 }
 
 async function main() {
@@ -206,6 +278,7 @@ async function main() {
         };
       }
     }
+    if (args.heads) Object.assign(results, await measureHeads(page, server, args));
     if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join('; ')}`);
 
     const report = {
@@ -218,14 +291,14 @@ async function main() {
     if (args.json) {
       console.log(JSON.stringify(report, null, 2));
     } else {
-      console.log(`Walkthrough at ${L} tokens x ${E} dims x ${H} heads; ${report.cpu}; Chromium ${report.chromium}`);
+      console.log(`Walkthrough at ${L} tokens x ${E} dims x ${H} heads (and the Heads view); ${report.cpu}; Chromium ${report.chromium}`);
       console.log(`${elements} elements in the view`);
       console.log('');
       const rows = [['measure', 'runs', 'to paint (median)', 'busy (median)', 'script (median)', 'to paint (max)',
         'settled (median)']];
       for (const [name, r] of Object.entries(results)) {
-        rows.push([name, String(r.runs), `${r.toPaintMs.toFixed(1)} ms`, `${r.busyMs.toFixed(1)} ms`,
-          `${r.scriptMs.toFixed(1)} ms`, `${r.maxToPaintMs.toFixed(1)} ms`, `${r.settledMs.toFixed(1)} ms`]);
+        rows.push([name, String(r.runs), `${r.toPaintMs.toFixed(1)} ms`, Number.isNaN(r.busyMs) ? '' : `${r.busyMs.toFixed(1)} ms`,
+          Number.isNaN(r.scriptMs) ? "" : `${r.scriptMs.toFixed(1)} ms`, `${r.maxToPaintMs.toFixed(1)} ms`, `${r.settledMs.toFixed(1)} ms`]);
       }
       const widths = rows[0].map((_, c) => Math.max(...rows.map((row) => row[c].length)));
       for (const [n, row] of rows.entries()) {

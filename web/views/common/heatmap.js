@@ -141,11 +141,18 @@ function createHeatmap(root) {
   canvas.tabIndex = 0;
   canvas.setAttribute('role', 'application');
   canvas.setAttribute('aria-roledescription', 'heatmap');
-  box.append(el('div', 'hs-heatmap-corner'), colLabels, rowLabels, canvas);
+  // The canvas in a positioned box with the two rings of the pixel path (hover, focus), which
+  // are elements over it there: a canvas of one pixel per cell cannot draw a ring around one.
+  const plot = el('div', 'hs-heatmap-plot');
+  const hoverRing = el('div', 'hs-heatmap-ring');
+  const focusRing = el('div', 'hs-heatmap-ring hs-heatmap-ring-focus');
+  hoverRing.hidden = true;
+  focusRing.hidden = true;
+  plot.append(canvas, hoverRing, focusRing);
+  box.append(el('div', 'hs-heatmap-corner'), colLabels, rowLabels, plot);
   root.replaceChildren(box);
 
   let m = null;
-  let image = null;  // the offscreen canvas of the image path
   let cell = 0;
   let dpr = 1;
   let active = [0, 0];
@@ -160,21 +167,15 @@ function createHeatmap(root) {
     const theme = themeColors(canvas);
     const width = cols * cell;
     const height = rows * cell;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, width, height);
     const gap = cell >= 14 ? 1 : 0.5;
     const maskedCells = new Path2D();
     let anyMasked = false;
-    if (cell <= IMAGE_FROM) {
-      // One pixel per cell in an ImageData, scaled up without smoothing: a 16-head, 128-token
-      // grid is 262k cells, far too many fillRect calls for one frame.
-      image ??= document.createElement('canvas');
-      if (image.width !== cols || image.height !== rows) {
-        image.width = cols;
-        image.height = rows;
-      }
-      const ictx = image.getContext('2d');
-      const pixels = ictx.createImageData(cols, rows);
+    const pixel = cell <= IMAGE_FROM;
+    if (pixel) {
+      // The pixel path: one canvas pixel per cell (an ImageData), scaled up by CSS
+      // (image-rendering: pixelated): a 16-head, 128-token grid is 262k cells, far too many
+      // fillRect calls for one frame, and a full-size canvas per head too many pixels to raster.
+      const pixels = ctx.createImageData(cols, rows);
       const px = pixels.data;
       const maskedBytes = rgbaBytes(theme.borderRgba);
       const table = WEIGHT_BYTES();
@@ -197,11 +198,24 @@ function createHeatmap(root) {
           }
         }
       }
-      ictx.putImageData(pixels, 0, 0);
-      ctx.imageSmoothingEnabled = false;
-      ctx.drawImage(image, 0, 0, width, height);
+      ctx.putImageData(pixels, 0, 0);
+      const place = (ringEl, at, inset) => {
+        ringEl.hidden = at === null;
+        if (at === null) return;
+        ringEl.style.left = `${at[1] * cell - inset}px`;
+        ringEl.style.top = `${at[0] * cell - inset}px`;
+        ringEl.style.width = `${cell + 2 * inset}px`;
+        ringEl.style.height = `${cell + 2 * inset}px`;
+      };
+      place(hoverRing, hover, 1);
+      place(focusRing, focusedIn(box) === canvas ? active : null, 2);
+      return;
     }
-    for (let i = 0; i < rows && cell > IMAGE_FROM; i++) {
+    hoverRing.hidden = true;
+    focusRing.hidden = true;
+    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
+    ctx.clearRect(0, 0, width, height);
+    for (let i = 0; i < rows; i++) {
       for (let j = 0; j < cols; j++) {
         if (m.masked?.(i, j)) {
           maskedCells.rect(j * cell, i * cell, cell - gap, cell - gap);
@@ -308,8 +322,10 @@ function createHeatmap(root) {
     const size = Math.max(m.rows, m.cols);
     const nextCell = heatmapCellSize(size);
     const nextDpr = Math.min(3, globalThis.devicePixelRatio || 1);
-    const width = Math.max(1, Math.round(m.cols * nextCell * nextDpr));
-    const height = Math.max(1, Math.round(m.rows * nextCell * nextDpr));
+    const pixel = nextCell <= IMAGE_FROM;
+    const width = pixel ? m.cols : Math.max(1, Math.round(m.cols * nextCell * nextDpr));
+    const height = pixel ? m.rows : Math.max(1, Math.round(m.rows * nextCell * nextDpr));
+    canvas.classList.toggle('hs-heatmap-pixelated', pixel);
     if (canvas.width !== width || canvas.height !== height || nextCell !== cell) {
       cell = nextCell;
       dpr = nextDpr;

@@ -42,7 +42,8 @@ export function viewData(run, dims, { labels, presets, n = 0, note = '' }) {
   const per = H * L * S;
   const weights = batched ? run.trace.weights.data.subarray(n * per, (n + 1) * per) : run.trace.weights.data;
   const scores = batched ? run.trace.scores.data.subarray(n * per, (n + 1) * per) : run.trace.scores.data;
-  const average = batched ? run.average.data.subarray(n * L * S, (n + 1) * L * S) : run.average.data;
+  const average = run.average === null ? null
+    : batched ? run.average.data.subarray(n * L * S, (n + 1) * L * S) : run.average.data;
   const output = T.batchRows(run.trace.output.data, run.trace.output.shape, { n, batchFirst });
   const ablatedOutput = T.batchRows(run.ablatedOutput.data, run.ablatedOutput.shape, { n, batchFirst });
   return {

@@ -53,7 +53,8 @@ export async function exportHeads(format, { data, state, publicState, element })
         stats: { entropy: data.stats.entropy[h], distance: data.stats.distance[h], maxWeight: data.stats.maxWeight[h] },
         weights: matrix(weightsOf(h)), scores: matrix(scoresOf(h)),
       })),
-      average: matrix(data.average),
+      // PyTorch's averaged weights: computed by the engine when the averaged view is shown.
+      ...(data.average ? { average: matrix(data.average) } : {}),
       output: nested({ data: data.output, shape: [L, E] }),
       outputWithHeadsOff: nested({ data: data.ablatedOutput, shape: [L, E] }),
       pinned: state.pinned && { side: state.pinned.side, index: state.pinned.index + 1 },

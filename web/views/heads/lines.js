@@ -51,41 +51,66 @@ export function renderLines(data, state, root, actions) {
     }
   }
   // One <path> per head and weight band (a few dozen elements, not one per line): width and
-  // opacity follow the band's weight.
-  const paths = [];
-  const ys = Array.from({ length: Math.max(rows, cols) }, (_, k) => (k + 0.5) * LINE_ROW_PX);
+  // opacity follow the band's weight. The paths persist (parts.paths, by head and band): a frame
+  // only rewrites the `d` of those whose lines changed.
+  const n = Math.max(rows, cols);
+  if (parts.ends?.length !== n) {
+    parts.ends = Array.from({ length: n }, (_, k) => (k + 0.5) * LINE_ROW_PX);
+    parts.from = parts.ends.map((y) => `M0 ${y}`);
+    parts.to = parts.ends.map((y) => `L100 ${y}`);
+  }
+  const { from, to } = parts;
   const sets = average ? [{ h: null, w: data.average }]
     : Array.from({ length: data.H }, (_, h) => h).filter((h) => state.shown === null || state.shown.has(h))
       .map((h) => ({ h, w: T.headWeights(data.weights, { h, H: data.H, L: data.L, S: data.S }) }));
+  const bandOf = (weight) => {
+    for (let b = 0; b < LINE_BANDS.length; b++) if (weight < LINE_BANDS[b]) return b;
+    return LINE_BANDS.length - 1;
+  };
+  parts.paths ??= new Map();
+  const wanted = [];
   for (const { h, w } of sets) {
     const bands = LINE_BANDS.map(() => []);
+    const S = data.S;
     for (let i = 0; i < rows; i++) {
       if (focus?.side === 'query' && focus.index !== i) continue;
+      const row = i * S;
       for (let j = 0; j < cols; j++) {
         if (focus?.side === 'key' && focus.index !== j) continue;
-        const weight = w[i * data.S + j];
+        const weight = w[row + j];
         if (!(weight >= LINE_MIN_WEIGHT)) continue;
-        bands[LINE_BANDS.findIndex((upper) => weight < upper)].push(`M0 ${ys[i]}L100 ${ys[j]}`);
+        bands[bandOf(weight)].push(from[i] + to[j]);
       }
     }
     bands.forEach((segments, b) => {
       if (segments.length === 0) return;
-      const mid = b === 0 ? (LINE_MIN_WEIGHT + LINE_BANDS[0]) / 2 : (LINE_BANDS[b - 1] + Math.min(1, LINE_BANDS[b])) / 2;
-      const path = svgEl('path', {
-        d: segments.join(''),
-        fill: 'none',
-        // A switched-off head still attends; its lines are faded, since its output is removed.
-        'stroke-opacity': ((h !== null && state.ablated.has(h) ? 0.3 : 1) * Math.min(1, 0.15 + 0.85 * mid)).toFixed(3),
-        'stroke-width': (1 + 3 * mid).toFixed(2),
-        'vector-effect': 'non-scaling-stroke',
-      });
-      if (h !== null) path.dataset.lineHead = String(h + 1);
-      path.style.stroke = h === null ? 'var(--hs-fg)' : T.headColor(h);
-      if (h !== null && T.headDashed(h)) path.setAttribute('stroke-dasharray', '6 3');
-      paths.push(path);
+      const key = `${h}:${b}`;
+      let path = parts.paths.get(key);
+      if (path === undefined) {
+        const mid = b === 0 ? (LINE_MIN_WEIGHT + LINE_BANDS[0]) / 2 : (LINE_BANDS[b - 1] + Math.min(1, LINE_BANDS[b])) / 2;
+        path = svgEl('path', {
+          fill: 'none', 'stroke-width': (1 + 3 * mid).toFixed(2), 'vector-effect': 'non-scaling-stroke',
+        });
+        path.mid = mid;
+        if (h !== null) path.dataset.lineHead = String(h + 1);
+        path.style.stroke = h === null ? 'var(--hs-fg)' : T.headColor(h);
+        if (h !== null && T.headDashed(h)) path.setAttribute('stroke-dasharray', '6 3');
+        parts.paths.set(key, path);
+      }
+      const d = segments.join('');
+      if (path.getAttribute('d') !== d) path.setAttribute('d', d);
+      // A switched-off head still attends; its lines are faded, since its output is removed.
+      const opacity = ((h !== null && state.ablated.has(h) ? 0.3 : 1) * Math.min(1, 0.15 + 0.85 * path.mid)).toFixed(3);
+      if (path.getAttribute('stroke-opacity') !== opacity) path.setAttribute('stroke-opacity', opacity);
+      wanted.push(path);
     });
   }
-  parts.svg.replaceChildren(...paths);
+  // The SVG's children made exactly `wanted`, in order, touching only what changed.
+  const keep = new Set(wanted);
+  for (const child of [...parts.svg.children]) if (!keep.has(child)) child.remove();
+  wanted.forEach((path, k) => {
+    if (parts.svg.children[k] !== path) parts.svg.insertBefore(path, parts.svg.children[k] ?? null);
+  });
   if (state.pinned !== null) {
     const labels = state.pinned.side === 'query' ? data.labels.queries : data.labels.keys;
     setText(parts.hint, `Pinned: ${state.pinned.side} ${state.pinned.index + 1} ` +

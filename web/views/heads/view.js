@@ -327,7 +327,8 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
   });
   for (const r of Object.values(viewRadios)) {
     r.addEventListener('change', () => {
-      if (r.checked) edit({ view: r.value }, { compute: false });
+      // The averaged view needs PyTorch's averaged weights: a compute (see Engine.run).
+      if (r.checked) edit({ view: r.value });
     });
   }
   batch.addEventListener('change', () => {
@@ -510,7 +511,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     };
     const config = { embedDim: EMBED_DIM, numHeads: state.numHeads };
     const run = await local.run({ config, stateDict: sd, headGates: headGatesFor(state.numHeads),
-      query: x, key: x, value: x, options });
+      needAverage: state.view === 'average', query: x, key: x, value: x, options });
     const presets = state.source === 'random' ? Array(state.numHeads).fill('random (PyTorch init)') : state.presets;
     let note = '';
     if (padded.length === L) note = 'Every token is padded: no query has a key left, so every weight is 0.';
@@ -519,7 +520,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
 
   async function computeCase(mine) {
     const { parsed, dims, big } = loaded;
-    const ablatedKey = [...state.ablated].sort((a, b) => a - b).join(',');
+    const ablatedKey = `${[...state.ablated].sort((a, b) => a - b).join(',')}|${state.view === 'average'}`;
     if (loaded.run && loaded.runKey === ablatedKey) return caseViewData(loaded.run);
     if (big) setBusy(true, `Large case (${traceWeights(dims)} weights): running in a Web Worker,`, { cancel: cancelCase });
     try {
@@ -537,7 +538,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
       const sd = parsed.stateDict;
       const run = await engine.run({
         config: parsed.config, stateDict: sd,
-        headGates: headGatesFor(dims.H),
+        headGates: headGatesFor(dims.H), needAverage: state.view === 'average',
         query: parsed.query, key: parsed.key, value: parsed.value,
         options: { keyPaddingMask: parsed.options.keyPaddingMask, attnMask: parsed.options.attnMask,
           isCausal: parsed.options.isCausal ?? false },
