@@ -13,6 +13,9 @@ packages=(
   build-essential cmake ninja-build pkg-config
   clang libclang-rt-14-dev            # sanitizers and libFuzzer for the native tests
   emscripten                          # em++/emcmake 3.1.6 (pulls its own clang/lld/binaryen)
+  clang-19                            # the relaxed-SIMD module: em++ compiles it with clang 19,
+                                      # whose relaxed_madd is the final opcode (clang 14's is not);
+                                      # it links with Emscripten's own wasm-ld, so no lld-19
   libhwy-dev libeigen3-dev nlohmann-json3-dev
   googletest libgtest-dev libbenchmark-dev
   nodejs                              # Node 20 is preinstalled here; listed so a bare machine gets one

@@ -791,6 +791,8 @@ class TransformerHandle {
 // Bytes of the wasm heap in use by malloc: lets tests show that dispose() returns memory.
 double heapInUse() { return static_cast<double>(mallinfo().uordblks); }
 std::string kernelTarget() { return KernelTargetName(); }
+// "relaxed" or "simd128" (kernels/dispatch.h WasmSimdBuild): hs.simd.
+std::string simdBuild() { return WasmSimdBuild(); }
 double maxCallBytes() { return static_cast<double>(MaxCallBytes()); }
 void setMaxCallBytes(double bytes) { SetMaxCallBytes(static_cast<size_t>(bytes)); }
 // Threads of the multi-threaded module (HEADSCOPE_THREADS); the single-threaded module stays at 1.
@@ -863,6 +865,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
   emscripten::function("protocol", &headscope::protocol);
   emscripten::function("heapInUse", &headscope::heapInUse);
   emscripten::function("kernelTarget", &headscope::kernelTarget);
+  emscripten::function("simdBuild", &headscope::simdBuild);
   emscripten::function("maxCallBytes", &headscope::maxCallBytes);
   emscripten::function("setMaxCallBytes", &headscope::setMaxCallBytes);
   emscripten::function("threadCount", &headscope::threadCount);

@@ -20,8 +20,9 @@
 // read in place, the same bits as on a copy); every other reduction (column sums, LayerNorm's,
 // the gate gradients) is a loop in a fixed order. So the gradients are the same bits with 1 or N
 // threads, and in every engine running one build (Node and browsers run the same WebAssembly).
-// Native and WebAssembly builds differ where the kernels' targets do: native AVX2 / AVX-512
-// MulAdd is a fused multiply-add, WASM SIMD128's a multiply then an add.
+// Builds differ where the kernels' targets do: native AVX2 / AVX-512 MulAdd is a fused
+// multiply-add, WASM SIMD128's a multiply then an add, the relaxed-SIMD build's matmul chains
+// relaxed_madd (an FMA on x86 and Arm; matmul-inl.h ChainMulAdd).
 #include <algorithm>
 #include <cmath>
 #include <cstring>

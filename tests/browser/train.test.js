@@ -1,14 +1,19 @@
 // Training in Chromium: the same seed, batches and steps give the bits Node gives (the loss and
 // gradient norm of every step, every weight after the steps, a backward's gradients and gate
 // gradients), in the page's thread and through initWorker(); the page's own copy of web/lib.
+// Bits are a build's: the SIMD128 build in both (init({ simd: 'simd128' })), and the relaxed-SIMD
+// build in both (Chromium has relaxed SIMD; Node 20 needs --experimental-wasm-relaxed-simd, so
+// Node's side runs in a child process with the flag).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { openPage } from './harness.js';
 
 // Runs in Node and, serialized, in the page: 40 AdamW steps (with clipping and weight decay) on
 // induction batches, then SGD steps on copy batches, then a backward with gate gradients; every
 // number as its float64 / float32 bit pattern (hex), so equality is bit equality.
-async function train(libUrl, viaWorker) {
+async function train(libUrl, viaWorker, simd) {
   const { init } = await import(`${libUrl}/index.js`);
   const { initWorker } = await import(`${libUrl}/worker-client.js`);
   const { makeTask } = await import(`${libUrl}/tasks.js`);
@@ -22,10 +27,10 @@ async function train(libUrl, viaWorker) {
   const copy = makeTask('copy', { seqLen: 24, seed: 7 });
   const config = { vocabSize: Math.max(induction.vocabSize, copy.vocabSize), maxLen: 24, dModel: 32, nLayers: 2,
     nHeads: 4, dMlp: 48, seed: 3 };
-  const remote = viaWorker ? await initWorker() : null;
-  const hs = viaWorker ? null : await init();
+  const remote = viaWorker ? await initWorker(undefined, { simd }) : null;
+  const hs = viaWorker ? null : await init({ simd });
   const model = viaWorker ? await remote.createTransformer(config) : hs.createTransformer(config);
-  const out = { steps: [] };
+  const out = { steps: [], simd: (remote ?? hs).simd };
   try {
     await model.setOptimizer({ type: 'adamw', lr: 3e-3, betas: [0.9, 0.98], weightDecay: 0.02, clipGradNorm: 0.5 });
     for (let i = 0; i < 40; i++) {
@@ -53,28 +58,52 @@ async function train(libUrl, viaWorker) {
   return out;
 }
 
-test('training gives the bits Node gives, in the page and through its Worker', async () => {
-  const { page, pageErrors, foreignRequests, close } = await openPage('/widgets/example.html', { waitForReady: false });
-  try {
-    const inNode = await train(new URL('../../web/lib', import.meta.url).href, false);
-    const inNodeWorker = await train(new URL('../../web/lib', import.meta.url).href, true);
-    const inPage = await page.evaluate(`(${train})(new URL('/lib', location.href).href, false)`);
-    const inPageWorker = await page.evaluate(`(${train})(new URL('/lib', location.href).href, true)`);
-    assert.equal(inNode.steps.length, 50);
-    assert.ok(inNode.steps.every(([, , , stepped]) => stepped));
-    assert.ok(inNode.steps.some(([, , clipped]) => clipped), 'clipping took effect at some step');
-    for (const [what, got] of [['page', inPage], ['page worker', inPageWorker], ['node worker', inNodeWorker]]) {
-      assert.deepEqual(got.steps, inNode.steps, `${what}: losses and gradient norms`);
-      assert.deepEqual(got.backward, inNode.backward, `${what}: backward's loss and gate gradients`);
-      assert.deepEqual(Object.keys(got.weights), Object.keys(inNode.weights));
-      for (const k of Object.keys(inNode.weights)) {
-        assert.equal(got.weights[k], inNode.weights[k], `${what}: weights ${k}`);
-        assert.equal(got.grads[k], inNode.grads[k], `${what}: gradient ${k}`);
-      }
-    }
-    assert.deepEqual(pageErrors, []);
-    assert.deepEqual(foreignRequests, []);
-  } finally {
-    await close();
+const LIB = new URL('../../web/lib', import.meta.url).href;
+
+/** Both sides of one build: Node's ([in its thread, through its worker]) and the page's. */
+async function runBuild(page, simd) {
+  let inNode;
+  if (simd === 'simd128') {
+    inNode = [await train(LIB, false, simd), await train(LIB, true, simd)];
+  } else {
+    const script = `const train = ${train};\n` +
+      `process.stdout.write(JSON.stringify([await train(${JSON.stringify(LIB)}, false, ${JSON.stringify(simd)}), ` +
+      `await train(${JSON.stringify(LIB)}, true, ${JSON.stringify(simd)})]));`;
+    const { stdout } = await promisify(execFile)(process.execPath,
+      ['--experimental-wasm-relaxed-simd', '--input-type=module', '-e', script], { maxBuffer: 1 << 26, timeout: 120_000 });
+    inNode = JSON.parse(stdout);
   }
-});
+  const inPage = await page.evaluate(`(${train})(new URL('/lib', location.href).href, false, ${JSON.stringify(simd)})`);
+  const inPageWorker = await page.evaluate(`(${train})(new URL('/lib', location.href).href, true, ${JSON.stringify(simd)})`);
+  return { inNode: inNode[0], inNodeWorker: inNode[1], inPage, inPageWorker };
+}
+
+for (const simd of ['simd128', 'relaxed']) {
+  test(`training gives the bits Node gives, in the page and through its Worker (the ${simd} build)`, async () => {
+    const { page, pageErrors, foreignRequests, close } = await openPage('/widgets/example.html', { waitForReady: false });
+    try {
+      const { inNode, inNodeWorker, inPage, inPageWorker } = await runBuild(page, simd);
+      for (const r of [inNode, inNodeWorker, inPage, inPageWorker]) assert.equal(r.simd, simd, 'the build asked for ran');
+      assertSameTraining(inNode, { page: inPage, 'page worker': inPageWorker, 'node worker': inNodeWorker });
+      assert.deepEqual(pageErrors, []);
+      assert.deepEqual(foreignRequests, []);
+    } finally {
+      await close();
+    }
+  });
+}
+
+function assertSameTraining(inNode, others) {
+  assert.equal(inNode.steps.length, 50);
+  assert.ok(inNode.steps.every(([, , , stepped]) => stepped));
+  assert.ok(inNode.steps.some(([, , clipped]) => clipped), 'clipping took effect at some step');
+  for (const [what, got] of Object.entries(others)) {
+    assert.deepEqual(got.steps, inNode.steps, `${what}: losses and gradient norms`);
+    assert.deepEqual(got.backward, inNode.backward, `${what}: backward's loss and gate gradients`);
+    assert.deepEqual(Object.keys(got.weights), Object.keys(inNode.weights));
+    for (const k of Object.keys(inNode.weights)) {
+      assert.equal(got.weights[k], inNode.weights[k], `${what}: weights ${k}`);
+      assert.equal(got.grads[k], inNode.grads[k], `${what}: gradient ${k}`);
+    }
+  }
+}

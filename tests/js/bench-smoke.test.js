@@ -41,6 +41,10 @@ test('npm run bench -- --quick --node-only: every engine checked and timed, repo
   assert.deepEqual(results.envs.map((e) => e.env), ['node']);
   const node = results.envs[0];
   assert.ok(node.roofline.gflops > 0, 'roofline probe measured a peak');
+  // bench.mjs sets --experimental-wasm-relaxed-simd when Node needs it: the relaxed-SIMD build's
+  // peak and rows are measured too (engines with simd: 'relaxed', checked against SIMD128's).
+  assert.equal(node.versions.relaxedSimd, true);
+  assert.ok(node.rooflineRelaxed?.gflops > 0, 'relaxed roofline probe measured a peak');
   assert.deepEqual(node.shapes.map((s) => s.shape), QUICK_SHAPES);
   for (const s of node.shapes) {
     assert.deepEqual(s.rows.map((row) => row.engine), enginesOf(s.shape).map((e) => e.id), `${s.shape}: every engine ran`);
@@ -52,6 +56,8 @@ test('npm run bench -- --quick --node-only: every engine checked and timed, repo
   assert.match(md, /\| shape \| engine \| ms \| GFLOP\/s \|/);
   for (const e of new Set(QUICK_SHAPES.flatMap(enginesOf))) assert.ok(md.includes(`| ${e.label} |`) || md.includes(`| **${e.label}** |`), `results.md has a row for ${e.label}`);
   assert.match(md, /## Targets: Node v20|## Targets: Node v\d+/);
+  assert.match(md, /\| Node v\d+[.\d]* \| relaxed SIMD \(relaxed_madd\) \| [\d.]+ GFLOP\/s \|/);
+  assert.ok(md.includes('| **headscope relaxed SIMD (no weights)** |'), 'the relaxed MHA row');
   assert.match(md, /\| L=3 E=4 H=2: vs tfjs-wasm, per call \(`out` array reused\) \| >= 10\.0x \|/);
   assert.match(md, /\| L=3 E=4 H=2: vs tfjs-wasm, per call \(new output array each call\) \| >= 10\.0x \|/);
   // The small transformer: its target, and its row of the Transformer table with its parameter

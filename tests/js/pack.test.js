@@ -42,7 +42,8 @@ test('npm pack produces an installable package with a working API and bin', { ti
 
   const files = info.files.map((f) => f.path).sort();
   for (const f of ['package.json', 'README.md', 'web/lib/index.js', 'web/lib/index.d.ts',
-    'web/lib/headscope_core.js', 'web/lib/headscope_core.wasm', 'web/lib/cli.js',
+    'web/lib/headscope_core.js', 'web/lib/headscope_core.wasm',
+    'web/lib/headscope_core_relaxed.js', 'web/lib/headscope_core_relaxed.wasm', 'web/lib/cli.js',
     'web/lib/examples.js', 'web/lib/tensor.js', 'web/lib/case.js', 'web/lib/shapes.js', 'web/lib/errors.js',
     'web/lib/mt/headscope_core_mt.mjs', 'web/lib/mt/headscope_core_mt.worker.js',
     'web/lib/mt/headscope_core_mt.wasm', 'web/lib/mt/package.json']) {
@@ -68,7 +69,9 @@ test('npm pack produces an installable package with a working API and bin', { ti
   const seed = JSON.parse(readFileSync(join(goldenDir, 'seed-worked-example.json'), 'utf8'));
   writeFileSync(join(app, 'smoke.mjs'), `
 import { init, HeadscopeError } from 'headscope';
-const hs = await init();
+// The SIMD128 build, which the threaded module is: the bits compared with it below are a build's
+// (under --experimental-wasm-relaxed-simd init() would load the relaxed one).
+const hs = await init({ simd: 'simd128' });
 const doc = ${JSON.stringify(seed)};
 const { output, weights } = hs.runCase(doc);
 // The multi-threaded module from the installed package: same bits, and the process still exits.
@@ -95,6 +98,17 @@ console.log(JSON.stringify({
   assert.equal(got.errorIsHeadscopeError, true);
   assert.equal(got.live, 0);
   assert.equal(got.mtSame, true);
+
+  // 3b. The relaxed-SIMD build from the installed package (Node 20 needs the flag for it).
+  writeFileSync(join(app, 'relaxed.mjs'), `
+import { init } from 'headscope';
+const hs = await init();
+const check = hs.checkCase(${JSON.stringify(seed)}, hs.runCase(${JSON.stringify(seed)}));
+console.log(JSON.stringify({ simd: hs.simd, ok: check.ok }));
+`);
+  const relaxed = sh(process.execPath, ['--experimental-wasm-relaxed-simd', 'relaxed.mjs'], app);
+  assert.equal(relaxed.status, 0, describeRun(relaxed));
+  assert.deepEqual(JSON.parse(relaxed.stdout), { simd: 'relaxed', ok: true });
 
   // 4. The bin, through npx (local install only: --no never fetches).
   copyFileSync(join(goldenDir, 'mask-bool-and-kpm-float.json'), join(app, 'case.json'));

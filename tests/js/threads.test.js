@@ -10,7 +10,9 @@ import { init, HeadscopeError } from '../../web/lib/index.js';
 import { mulberry32 } from './helpers.js';
 import { assertSameBits } from './same-bits.js';
 
-const st = await init();
+// The SIMD128 build, which the threaded module is: the bits compared with it below are a build's
+// (under --experimental-wasm-relaxed-simd init() would load the relaxed one).
+const st = await init({ simd: 'simd128' });
 const mt = await init({ threads: 2 });
 
 const goldenDir = new URL('../golden/', import.meta.url);
@@ -23,6 +25,9 @@ test('threads: the API reports them; each thread count has its own cached module
   assert.equal(await init({ threads: 1 }), st);
   assert.equal(await init({}), st);
   assert.equal(mt.kernelTarget, 'WASM');
+  // The threaded module is SIMD128 only; init({ threads }) with simd 'auto' loads it all the same.
+  assert.equal(mt.simd, 'simd128');
+  assert.equal(st.simd, 'simd128');
 });
 
 test('every golden case: the 2-thread module gives the single-threaded bits', () => {

@@ -1,8 +1,8 @@
 // A typed use of the public API, compiled by `tsc --noEmit` in tests/js/types.test.js: it must
 // type-check against web/lib/index.d.ts (and the lines marked @ts-expect-error must not).
-import { init, HeadscopeError, Tensor } from 'headscope';
+import { init, relaxedSimdSupported, HeadscopeError, Tensor } from 'headscope';
 import type {
-  AttentionTrace, CaseDocument, ForwardResult, Headscope, MultiheadAttention, StateDict,
+  AttentionTrace, CaseDocument, ForwardResult, Headscope, MultiheadAttention, SimdBuild, StateDict,
 } from 'headscope';
 
 export async function example(doc: CaseDocument): Promise<number> {
@@ -19,6 +19,14 @@ export async function example(doc: CaseDocument): Promise<number> {
   void isOurs;
   // @ts-expect-error threads is a number
   await init({ threads: '2' });
+  const build: SimdBuild = (await init({ simd: relaxedSimdSupported() ? 'relaxed' : 'auto' })).simd;
+  const simd128: 'relaxed' | 'simd128' = (await init({ simd: 'simd128' })).simd;
+  void build;
+  void simd128;
+  // @ts-expect-error simd is one of 'auto', 'relaxed', 'simd128'
+  await init({ simd: 'fma' });
+  const remoteBuild: SimdBuild = (await initWorker(undefined, { simd: 'auto', timeoutMs: 1000 })).simd;
+  void remoteBuild;
   const mha: MultiheadAttention = hs.createMultiheadAttention({
     embedDim: 4, numHeads: 2, bias: false, addBiasKV: false, addZeroAttn: false,
     kdim: undefined, vdim: null, batchFirst: false,

@@ -7,6 +7,10 @@
 // (its generate's time per new token with the KV cache against a full forward over the context);
 // and training rows (steps per second of its trainStep against the same model in tfjs ops with
 // tf.train.adam, and natively PyTorch on the CPU, one thread: tools/bench/torch_train_bench.py).
+// headscope's rows run its SIMD128 build; the 'headscope relaxed SIMD' rows (engines.js, simd:
+// 'relaxed') its relaxed-SIMD build, in Node (--experimental-wasm-relaxed-simd set at run time
+// where Node 20 needs it) and in Chromium, with that build's roofline (relaxed_madd) beside the
+// SIMD128 one.
 //
 //   npm run bench                      everything; writes docs/bench/results.md, chart.svg, results.json
 //   npm run bench -- --quick           smoke run: the two tutorial shapes, the small transformer and
@@ -18,7 +22,8 @@
 //                      kind: mha, transformer, generate (gen-64,gen-128,gen-256,gen-384),
 //                      train (train-small,train-1m)
 //     --engines a,b    only these engines (hs, hs-model, hs-gen, hs-train always run: the kinds'
-//                      references; torch-cpu-train is the native PyTorch training row)
+//                      references; torch-cpu-train is the native PyTorch training row;
+//                      hs-relaxed, hs-model-relaxed, hs-train-relaxed the relaxed-SIMD build)
 //     --out DIR        where the reports go (default docs/bench)
 //     --no-build       use the built modules as they are (default: `npm run build` and the
 //                      bench's CMake targets first; both are no-ops when up to date)
@@ -32,7 +37,7 @@
 // for the training rows writes each train shape's seeded state_dict and batch pool to
 // build/bench/train/ and times PyTorch's steps on them first (torch_train_bench.py, when
 // python3-torch is importable; its first-step losses are the reference of the JS rows' checks),
-// measures the SIMD128 roofline, checks every engine's output against its kind's headscope row
+// measures the SIMD128 and relaxed-SIMD rooflines, checks every engine's output against its kind's headscope row
 // (max relative error <= 1e-3, or the engine is not timed; the generation rows: greedy tokens
 // against the argmax of full forwards), times it (warm-up, then the median of >= 20 runs; calls
 // under 10 ms are batched; per new token: the median of paired differences, engines.js
@@ -51,8 +56,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 import {
   ENGINES, FULL_TIMING, MEMORY_SHAPE, QUICK_SHAPES, QUICK_TIMING, SHAPES, baseEngine, benchShape,
-  enginesFor, flops, kindOf, loadThreaded, makeWeights, memoryProbe, modelId, roofline, trainBatches, trainMatmuls,
-  transformerWeights, weightsBytes, weightsId,
+  enginesFor, flops, kindOf, loadRelaxed, loadThreaded, makeWeights, memoryProbe, modelId, roofline, trainBatches,
+  trainMatmuls, transformerWeights, weightsBytes, weightsId,
 } from './engines.js';
 import { writeReports } from './report.mjs';
 import { TRAIN_OPTIMIZER, TRAIN_POOL, trainBatchesBytes } from './train.js';
@@ -78,6 +83,18 @@ const CHROMIUM_ARGS = [
 function nodeGc() {
   setFlagsFromString('--expose-gc');
   return runInNewContext('gc');
+}
+
+// The relaxed-SIMD rows in Node 20, which validates relaxed SIMD only under
+// --experimental-wasm-relaxed-simd: the flag is set here at run time, before the relaxed modules
+// are compiled (as --expose-gc is above; V8 reads its wasm feature flags per compilation), so
+// `npm run bench` needs no flag, and Node >= 22, which has relaxed SIMD on, gets no unknown one.
+// The probe is index.js's (a relaxed_madd function).
+const RELAXED_PROBE = Uint8Array.from(Buffer.from(
+  '0061736d0100000001080160037b7b7b017b030201000a0d010b00200020012002fd85020b', 'hex'));
+function enableRelaxedSimd() {
+  if (!WebAssembly.validate(RELAXED_PROBE)) setFlagsFromString('--experimental-wasm-relaxed-simd');
+  return WebAssembly.validate(RELAXED_PROBE);
 }
 
 function parseArgs(argv) {
@@ -145,18 +162,20 @@ function run(cmd, args, options = {}) {
   return r.stdout;
 }
 
+const BENCH_TARGETS = ['hs_eigen_bench', 'hs_roofline', 'hs_roofline_relaxed'];
+
 function build(args) {
   log('bench: building headscope (npm run build) and the bench modules');
   run('npm', ['run', 'build']);
   const dir = join(ROOT, args.buildDir);
   if (args.buildDir === 'build/wasm') {
-    run('cmake', ['--build', '--preset', 'wasm', '--target', 'hs_eigen_bench', 'hs_roofline']);
+    run('cmake', ['--build', '--preset', 'wasm', '--target', ...BENCH_TARGETS]);
   } else {
     if (!existsSync(join(dir, 'build.ninja'))) {
       run('emcmake', ['cmake', '-S', '.', '-B', dir, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release',
         '-DHEADSCOPE_TESTS=OFF', '-DHEADSCOPE_CLI=OFF']);
     }
-    run('cmake', ['--build', dir, '--target', 'hs_eigen_bench', 'hs_roofline']);
+    run('cmake', ['--build', dir, '--target', ...BENCH_TARGETS]);
   }
 }
 
@@ -164,7 +183,7 @@ function benchModulePath(args, name) {
   const p = join(ROOT, args.buildDir, 'tools/bench', name);
   if (!existsSync(p)) {
     throw new Error(`${relative(ROOT, p)} is missing: run without --no-build (or build the ` +
-      'hs_eigen_bench and hs_roofline CMake targets)');
+      `${BENCH_TARGETS.join(', ')} CMake targets)`);
   }
   return p;
 }
@@ -243,7 +262,7 @@ function referenceConfig(c) {
  */
 async function makeTransformerOnnx(shapes) {
   mkdirSync(ONNX_DIR, { recursive: true });
-  const hs = await (await importHeadscope()).init();
+  const hs = await (await importHeadscope()).init({ simd: 'simd128' });
   const models = shapes.map((s) => {
     const { entries, bytes } = transformerWeights(hs, s);
     const weights = join(ONNX_DIR, `${s.id}.weights.bin`);
@@ -267,7 +286,7 @@ async function makeTransformerOnnx(shapes) {
  */
 async function runTorchTrain(shapes, timing) {
   mkdirSync(TRAIN_DIR, { recursive: true });
-  const hs = await (await importHeadscope()).init();
+  const hs = await (await importHeadscope()).init({ simd: 'simd128' });
   const models = shapes.map((s) => {
     const { entries, bytes } = transformerWeights(hs, s);
     const weights = join(TRAIN_DIR, `${s.id}.weights.bin`);
@@ -357,7 +376,8 @@ async function importHeadscope() {
 
 async function nodeContext(args) {
   const { init } = await importHeadscope();
-  const hs = await init();
+  // The SIMD128 build: the reference rows (init()'s 'auto' would pick the relaxed one here).
+  const hs = await init({ simd: 'simd128' });
   const ort = await import('onnxruntime-web');
   ort.env.wasm.numThreads = 1;
   ort.env.wasm.proxy = false;
@@ -371,8 +391,11 @@ async function nodeContext(args) {
   await tf.ready();
   const eigen = await loadEmscripten(benchModulePath(args, 'hs_eigen_bench.js'));
   const roof = await loadEmscripten(benchModulePath(args, 'hs_roofline.js'));
+  const relaxed = WebAssembly.validate(RELAXED_PROBE);   // enableRelaxedSimd() ran in main()
+  const roofRelaxed = relaxed ? await loadEmscripten(benchModulePath(args, 'hs_roofline_relaxed.js')) : null;
   const versions = {
     node: process.version,
+    relaxedSimd: relaxed,
     ort: ort.env.versions?.web ?? null,
     tfjs: tf.version_core,
     tfjsSimd: await tf.env().getAsync('WASM_HAS_SIMD_SUPPORT'),
@@ -383,13 +406,18 @@ async function nodeContext(args) {
   // A module of its own (init with wasmBinary is never shared) for each training row of
   // headscope, so that its wasm memory after training is the training's alone.
   const wasmBinary = readFileSync(join(ROOT, LIB_SNAPSHOT, 'headscope_core.wasm'));
-  ctx.freshHeadscope = () => init({ wasmBinary });
+  ctx.freshHeadscope = () => init({ wasmBinary, simd: 'simd128' });
+  await loadRelaxed(ctx, init);
+  if (ctx.hsRelaxed) {
+    const relaxedBinary = readFileSync(join(ROOT, LIB_SNAPSHOT, 'headscope_core_relaxed.wasm'));
+    ctx.freshHeadscopeRelaxed = () => init({ wasmBinary: relaxedBinary, simd: 'relaxed' });
+  }
   // Node's 'onnxruntime-web' (ort.node.min.mjs) shares onnxruntime-common's backend registry
   // between instances; the self-contained browser bundle, under its own URL, is a second one.
   const ortBundle = join(ROOT, 'node_modules/onnxruntime-web/dist/ort.wasm.min.mjs');
   await loadThreaded(ctx, init, () => import(`${pathToFileURL(ortBundle).href}?threads=2`),
     join(ROOT, 'node_modules/onnxruntime-web/dist/'));
-  return { ctx, roof, versions };
+  return { ctx, roof, roofRelaxed, versions };
 }
 
 // Every shape's single-threaded rows first, then the 2-thread rows of every shape, appended to
@@ -426,23 +454,30 @@ function plan(args) {
   const ids = args.shapes ?? (args.quick ? QUICK_SHAPES : SHAPES.map((s) => s.id));
   const shapes = SHAPES.filter((s) => ids.includes(s.id));
   // A shape's engines are its kind's (some name the shapes they run on); the kind's headscope
-  // engine always runs, the reference of the checks. The decode series rows are headscope only.
+  // engine always runs, the reference of the checks. The decode series rows are headscope only
+  // (its SIMD128 build and the engines marked `series`: the relaxed build).
   // Native engines (PyTorch's training row) run outside the JS environments: see runAll.
   const wanted = (id, s) => id === baseEngine(s) || !args.engines || args.engines.includes(id);
   return shapes.map((s) => ({
     shape: s,
-    engines: s.series ? [baseEngine(s)]
-      : enginesFor(s).filter((e) => !e.native).map((e) => e.id).filter((id) => wanted(id, s)),
+    engines: enginesFor(s).filter((e) => !e.native && (!s.series || e.id === baseEngine(s) || e.series))
+      .map((e) => e.id).filter((id) => wanted(id, s)),
     native: enginesFor(s).filter((e) => e.native && (!args.engines || args.engines.includes(e.id))).map((e) => e.id),
   }));
 }
 
 async function runNode(args, work, timing, trainReference) {
-  const { ctx, roof, versions } = await nodeContext(args);
+  const { ctx, roof, roofRelaxed, versions } = await nodeContext(args);
   ctx.trainReference = trainReference;
   log(`bench: [node] roofline probe`);
   const result = { env: 'node', label: `Node ${process.version}`, versions, roofline: roofline(roof, { quick: args.quick }) };
   log(`bench: [node] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
+  if (roofRelaxed) {
+    result.rooflineRelaxed = roofline(roofRelaxed, { quick: args.quick });
+    log(`bench: [node] relaxed SIMD relaxed_madd peak ${result.rooflineRelaxed.gflops.toFixed(1)} GFLOP/s`);
+  } else {
+    log(`bench: [node] no relaxed SIMD in this Node: the relaxed rows are skipped`);
+  }
   const train1m = work.find((w) => w.shape.id === 'train-1m');
   if (train1m) {
     result.trainMatmuls = trainMatmuls(ctx.eigen, train1m.shape, { quick: args.quick });
@@ -498,6 +533,13 @@ async function runChromium(args, work, timing, trainReference) {
     log('bench: [chromium] roofline probe');
     result.roofline = await page.evaluate((o) => window.headscopeBench.roofline(o), { quick: args.quick });
     log(`bench: [chromium] SIMD128 mul+add peak ${result.roofline.gflops.toFixed(1)} GFLOP/s`);
+    result.rooflineRelaxed = await page.evaluate((o) => window.headscopeBench.rooflineRelaxed?.(o) ?? null, { quick: args.quick });
+    if (result.rooflineRelaxed) {
+      log(`bench: [chromium] relaxed SIMD relaxed_madd peak ${result.rooflineRelaxed.gflops.toFixed(1)} GFLOP/s`);
+    } else {
+      delete result.rooflineRelaxed;
+      log('bench: [chromium] no relaxed SIMD in this Chromium: the relaxed rows are skipped');
+    }
     const logger = logRow('chromium');
     result.shapes = await inTwoPasses(work, async (shape, engines) => {
       const r = await page.evaluate(([id, e, t, extra]) => window.headscopeBench.shape(id, e, t, extra),
@@ -540,9 +582,11 @@ function commandLine(argv) {
 async function main() {
   const argv = process.argv.slice(2);
   const args = parseArgs(argv);
+  // First: index.js decides whether relaxed SIMD is there once, on its first look.
+  if (!args.probeMemory) enableRelaxedSimd();
   if (args.probeMemory) {
     const { init } = await importHeadscope();
-    console.log(JSON.stringify(memoryProbe(await init(), MEMORY_SHAPE)));
+    console.log(JSON.stringify(memoryProbe(await init({ simd: 'simd128' }), MEMORY_SHAPE)));
     return;
   }
   const started = Date.now();

@@ -90,8 +90,14 @@ export const MEMORY_SHAPE = { id: 'long-4096', label: 'L=4096 E=768 H=12', L: 40
 export const MT_SHAPES = ['bert-32', 'bert-128', 'bert-128-causal', 'bert-256', 'bert-512',
   'bert-512-causal', 'gpt2-1024', 'gpt2-1024-causal', 'decode-1024'];
 
+// headscope's rows run its SIMD128 build (init({ simd: 'simd128' }), the reference of the checks
+// and ratios); the rows with `simd: 'relaxed'` run the relaxed-SIMD build (init({ simd: 'relaxed' }):
+// the matmuls' multiply-adds are f32x4.relaxed_madd, an FMA on x86), beside their kind's SIMD128
+// row, and are skipped where the runtime has no relaxed SIMD. `series`: also runs on the decode
+// series shapes (the projection rate of its build, report.mjs).
 export const ENGINES = [
   { id: 'hs', label: 'headscope (no weights)', headscope: true },
+  { id: 'hs-relaxed', label: 'headscope relaxed SIMD (no weights)', headscope: true, simd: 'relaxed', series: true },
   { id: 'hs-heads', label: 'headscope (per-head weights)', headscope: true },
   // forward()'s `out` option: the output written into one reused Float32Array. It only matters
   // where allocating the result is a visible part of the call (V8 charges ~0.3 us for any typed
@@ -111,6 +117,8 @@ export const ENGINES = [
   // torch.onnx export of the reference module with the same weights, exported with fixed shapes
   // and with dynamic (B, T) axes (make_transformer_onnx.py; which is faster depends on the size).
   { id: 'hs-model', label: 'headscope Transformer.forward', headscope: true, kind: 'transformer' },
+  { id: 'hs-model-relaxed', label: 'headscope relaxed SIMD Transformer.forward', headscope: true, simd: 'relaxed',
+    kind: 'transformer' },
   { id: 'ort-model', label: 'onnxruntime-web, torch.onnx export (fixed shapes)', peer: 'ort', kind: 'transformer',
     export: 'fixed', suffix: '.onnx' },
   { id: 'ort-model-dyn', label: 'onnxruntime-web, torch.onnx export (dynamic B, T)', peer: 'ort', kind: 'transformer',
@@ -123,6 +131,8 @@ export const ENGINES = [
   // decay is one multiply per parameter: the omission only makes tfjs's step cheaper). The native
   // PyTorch row is measured by bench.mjs in a subprocess, outside the JS environments.
   { id: 'hs-train', label: 'headscope Transformer.trainStep (AdamW)', headscope: true, kind: 'train' },
+  { id: 'hs-train-relaxed', label: 'headscope relaxed SIMD Transformer.trainStep (AdamW)', headscope: true,
+    simd: 'relaxed', kind: 'train' },
   { id: 'tfjs-train', label: 'tfjs-backend-wasm (SIMD) ops + tf.train.adam (no weight decay)', peer: 'tfjs', kind: 'train' },
   { id: 'torch-cpu-train', label: 'PyTorch 1.13 CPU, native, 1 thread (torch.optim.AdamW)', native: true, kind: 'train' },
 ];
@@ -651,10 +661,31 @@ export async function loadThreaded(ctx, init, importOrt, wasmPaths) {
   }
 }
 
+/**
+ * headscope's relaxed-SIMD build for the `simd: 'relaxed'` rows: ctx.hsRelaxed, or the reason it
+ * did not load in ctx.hsRelaxedError (the runtime has no relaxed SIMD: those rows are skipped).
+ */
+export async function loadRelaxed(ctx, init) {
+  try {
+    ctx.hsRelaxed = await init({ simd: 'relaxed' });
+  } catch (e) {
+    ctx.hsRelaxedError = String(e?.message ?? e);
+  }
+}
+
+/** The context of a relaxed row: ctx with the relaxed build as its headscope. */
+function relaxedContext(ctx) {
+  if (!ctx.hsRelaxed) throw new SkipError(`headscope's relaxed-SIMD build did not load: ${ctx.hsRelaxedError}`);
+  return { ...ctx, hs: ctx.hsRelaxed, freshHeadscope: ctx.freshHeadscopeRelaxed };
+}
+
 /** A runner for one engine and shape (throws if the engine cannot run it). */
 export async function prepareEngine(engineId, ctx, shape, w, x) {
   switch (engineId) {
     case 'hs': return prepareHeadscope(ctx, shape, w, x, false);
+    case 'hs-relaxed': return prepareHeadscope(relaxedContext(ctx), shape, w, x, false);
+    case 'hs-model-relaxed': return prepareHeadscopeModel(relaxedContext(ctx), shape, x.tokens);
+    case 'hs-train-relaxed': return prepareHeadscopeTrain(relaxedContext(ctx), shape, x.batches, 'hs-train-relaxed');
     case 'hs-heads': return prepareHeadscope(ctx, shape, w, x, true);
     case 'hs-out': return prepareHeadscope(ctx, shape, w, x, false, true);
     case 'hs-mt':
@@ -926,7 +957,10 @@ export function trainMatmuls(eigen, shape, { quick = false } = {}) {
   return out;
 }
 
-/** The roofline probe: best f32x4 mul+add rate over accumulator counts, in GFLOP/s. */
+/**
+ * The roofline probe: best f32x4 mul+add rate over accumulator counts, in GFLOP/s (the relaxed
+ * probe, hs_roofline_relaxed: f32x4.relaxed_madd, the same 8 flops per round).
+ */
 export function roofline(mod, { quick = false } = {}) {
   const counts = [1, 2, 4, 6, 8, 10, 12, 13, 14, 16];
   const per = {};

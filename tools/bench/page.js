@@ -7,7 +7,7 @@
 //   page.html?build=build/wasm&probe=memory    only headscope, for the fresh-module memory probe
 //   &lib=build/bench/lib                       headscope from the run's snapshot of web/lib
 //                                              (default: web/lib)
-import { MEMORY_SHAPE, SHAPES, benchShape, loadThreaded, memoryProbe, roofline } from './engines.js';
+import { MEMORY_SHAPE, SHAPES, benchShape, loadRelaxed, loadThreaded, memoryProbe, roofline } from './engines.js';
 
 const params = new URLSearchParams(location.search);
 const buildDir = params.get('build') ?? 'build/wasm';
@@ -22,8 +22,10 @@ async function loadEmscripten(factoryUrl) {
 }
 
 async function setup() {
-  const { init } = await import(`/${libDir}/index.js`);
-  const hs = await init();
+  const { init, relaxedSimdSupported } = await import(`/${libDir}/index.js`);
+  // The SIMD128 build: the reference rows (Chromium has relaxed SIMD, which init()'s 'auto' would
+  // pick); the relaxed rows get theirs from loadRelaxed below.
+  const hs = await init({ simd: 'simd128' });
   if (params.get('probe') === 'memory') {
     window.headscopeBench = { memory: () => memoryProbe(hs, MEMORY_SHAPE) };
     return;
@@ -43,6 +45,8 @@ async function setup() {
   const bench = `/${buildDir}/tools/bench/`;
   const eigen = await loadEmscripten(new URL(`${bench}hs_eigen_bench.js`, location.href).href);
   const roof = await loadEmscripten(new URL(`${bench}hs_roofline.js`, location.href).href);
+  const roofRelaxed = relaxedSimdSupported()
+    ? await loadEmscripten(new URL(`${bench}hs_roofline_relaxed.js`, location.href).href) : null;
   const ctx = {
     hs, ort, tf, eigen, gc: typeof window.gc === 'function' ? window.gc : undefined,
     loadModel: async (file) => {
@@ -53,15 +57,20 @@ async function setup() {
   };
   // The training rows of headscope run in a module of their own (init with wasmBinary is never
   // shared), so that its wasm memory after training is the training's alone (engines.js, train.js).
-  let wasmBinary = null;
-  ctx.freshHeadscope = async () => {
-    if (!wasmBinary) {
-      const r = await fetch(`/${libDir}/headscope_core.wasm`);
-      if (!r.ok) throw new Error(`headscope_core.wasm: HTTP ${r.status}`);
-      wasmBinary = new Uint8Array(await r.arrayBuffer());
-    }
-    return init({ wasmBinary });
+  const fresh = (file, simd) => {
+    let wasmBinary = null;
+    return async () => {
+      if (!wasmBinary) {
+        const r = await fetch(`/${libDir}/${file}`);
+        if (!r.ok) throw new Error(`${file}: HTTP ${r.status}`);
+        wasmBinary = new Uint8Array(await r.arrayBuffer());
+      }
+      return init({ wasmBinary, simd });
+    };
   };
+  ctx.freshHeadscope = fresh('headscope_core.wasm', 'simd128');
+  await loadRelaxed(ctx, init);
+  if (ctx.hsRelaxed) ctx.freshHeadscopeRelaxed = fresh('headscope_core_relaxed.wasm', 'relaxed');
   await loadThreaded(ctx, init, () => import('/node_modules/onnxruntime-web/dist/ort.wasm.min.mjs?threads=2'),
     '/node_modules/onnxruntime-web/dist/');
   window.headscopeBench = {
@@ -72,8 +81,10 @@ async function setup() {
       tfjsThreads: tf.wasm.getThreadsCount(),
       userAgent: navigator.userAgent,
       crossOriginIsolated,
+      relaxedSimd: relaxedSimdSupported(),
     },
     roofline: (options) => roofline(roof, options),
+    rooflineRelaxed: roofRelaxed ? (options) => roofline(roofRelaxed, options) : null,
     // extra.trainReference: PyTorch's first training losses per train shape (bench.mjs measures
     // them natively), the reference of the training rows' checks.
     shape: async (id, engines, timing, extra = {}) => {

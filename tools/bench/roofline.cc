@@ -3,7 +3,10 @@
 // roofline_run(accumulators, iterations, x0, mul, add) runs `iterations` rounds of, for each of `accumulators`
 // independent f32x4 registers, acc = acc * m + a (one f32x4.mul and one f32x4.add: 8 flops).
 // Independent chains hide the mul and add latencies; baseline SIMD128 has no fused multiply-add,
-// so mul + add is the most a matmul kernel's inner loop can issue per pair of instructions. The
+// so mul + add is the most a matmul kernel's inner loop can issue per pair of instructions.
+// Compiled as the relaxed-SIMD build (hs_roofline_relaxed, -mrelaxed-simd), the same round is one
+// f32x4.relaxed_madd (still 8 flops; an FMA where the CPU has one): the peak of the relaxed
+// module's micro-kernel, which issues exactly that (kernels/matmul-inl.h ChainMulAdd). The
 // JS side times calls with performance.now() and keeps the best over accumulator counts (too few
 // chains are latency-bound, too many spill registers). Returns a lane sum so nothing is elided.
 #include <emscripten/emscripten.h>
@@ -22,7 +25,11 @@ float Run(int iterations, float x0, float mul, float add) {
   const v128_t a = wasm_f32x4_splat(add);
   for (int it = 0; it < iterations; ++it) {
 #pragma clang loop unroll(full)
+#if defined(__wasm_relaxed_simd__)
+    for (int i = 0; i < N; ++i) acc[i] = wasm_f32x4_relaxed_madd(acc[i], m, a);
+#else
     for (int i = 0; i < N; ++i) acc[i] = wasm_f32x4_add(wasm_f32x4_mul(acc[i], m), a);
+#endif
   }
   v128_t sum = acc[0];
   for (int i = 1; i < N; ++i) sum = wasm_f32x4_add(sum, acc[i]);

@@ -179,8 +179,8 @@ function trainRunner(ctx, shape, id, pool, step, extra) {
   };
 }
 
-/** headscope's trainStep (see the top of this file). */
-export async function prepareHeadscopeTrain(ctx, shape, pool) {
+/** headscope's trainStep (see the top of this file); id 'hs-train-relaxed' for its relaxed-SIMD row. */
+export async function prepareHeadscopeTrain(ctx, shape, pool, id = 'hs-train') {
   let hs = ctx.hs;
   let fresh = false;
   if (ctx.freshHeadscope) {
@@ -211,7 +211,7 @@ export async function prepareHeadscopeTrain(ctx, shape, pool) {
   }
   const dims = [shape.B, shape.T];
   const parameters = countParameters(model.parameterShapes());
-  return trainRunner(ctx, shape, 'hs-train', pool,
+  return trainRunner(ctx, shape, id, pool,
     (b) => model.trainStep({ data: b.tokens, shape: dims }, { data: b.targets, shape: dims }).loss, {
       facts: { parameters },
       memory: () => ({ memory: { ...hs.memory(), freshModule: fresh } }),

@@ -100,7 +100,9 @@ async function main() {
       selectTab(target);
     },
   });
-  setStatus(`Engine ready (${hs.kernelTarget} SIMD).`);
+  // hs.simd: the relaxed-SIMD build where the browser has relaxed SIMD (its matmuls use FMA).
+  setStatus(`Engine ready (${hs.kernelTarget} ${hs.simd === 'relaxed' ? 'relaxed SIMD' : 'SIMD'}).`);
+  document.body.dataset.simd = hs.simd;
   applyHash();
   window.addEventListener('hashchange', applyHash);
   document.body.dataset.ready = 'true';

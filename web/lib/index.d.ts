@@ -379,9 +379,18 @@ export interface TransformerCaseCheck extends CaseCheck {
   loss: { got: number | null; expected: number; error: number; ok: boolean } | null;
 }
 
+/** A WebAssembly build of headscope (init()'s options.simd, hs.simd). */
+export type SimdBuild = 'relaxed' | 'simd128';
+
 export interface Headscope {
-  /** The SIMD target the kernels run on: 'WASM' (SIMD128). */
+  /** The SIMD target the kernels run on: 'WASM'. */
   readonly kernelTarget: string;
+  /**
+   * Which WebAssembly build runs: 'relaxed' (the relaxed-SIMD module: the matmuls'
+   * multiply-adds are f32x4.relaxed_madd, one FMA where the CPU has one) or 'simd128'. Results
+   * are bit-identical within one build (any engine, any thread count), not across the two.
+   */
+  readonly simd: SimdBuild;
   /** Threads each call may use: 1 for init(), n for init({ threads: n }). */
   readonly threads: number;
   createMultiheadAttention(config: MultiheadAttentionConfig): MultiheadAttention;
@@ -421,7 +430,8 @@ export interface Headscope {
 export interface InitOptions {
   /**
    * The .wasm bytes, if the caller has them (skips locating and reading the file): those of
-   * headscope_core.wasm, or of mt/headscope_core_mt.wasm when threads >= 2.
+   * headscope_core.wasm, of headscope_core_relaxed.wasm with simd: 'relaxed', or of
+   * mt/headscope_core_mt.wasm when threads >= 2.
    */
   wasmBinary?: ArrayBuffer | ArrayBufferView;
   /** Where the .wasm is (default: next to index.js; mt/headscope_core_mt.wasm when threads >= 2). */
@@ -435,16 +445,28 @@ export interface InitOptions {
    */
   threads?: number;
   /**
+   * Which single-threaded build loads: 'auto' (default) the relaxed-SIMD one where the runtime
+   * validates relaxed SIMD (Chromium 114+, Node 22+, Node 20 with
+   * --experimental-wasm-relaxed-simd), else the SIMD128 one; 'relaxed' insists (LOAD_ERROR where
+   * the runtime lacks it; INVALID_ARGUMENT with threads >= 2, the threaded module being SIMD128);
+   * 'simd128' the SIMD128 one everywhere. With wasmBinary or wasmUrl, 'auto' takes the bytes for
+   * the SIMD128 module's: pass simd: 'relaxed' with headscope_core_relaxed.wasm's.
+   */
+  simd?: 'auto' | SimdBuild;
+  /**
    * Milliseconds the whole load may take (fetch, compile, the threaded module's workers) before
    * init rejects with LOAD_ERROR, having stopped what it started (default 60000).
    */
   timeoutMs?: number;
 }
 
+/** True when this runtime validates WebAssembly relaxed SIMD (what init()'s simd 'auto' checks). */
+export declare function relaxedSimdSupported(): boolean;
+
 /**
- * Loads and compiles the WebAssembly module once per thread count and source; later calls with
- * the same `threads` and `wasmUrl` resolve to the same API (init() and init({ threads: 1 }) are
- * the same). Calls with `wasmBinary` are never shared: each loads its own module. The .wasm is
+ * Loads and compiles the WebAssembly module once per thread count, build and source; later calls
+ * with the same `threads`, resolved `simd` and `wasmUrl` resolve to the same API (init() and
+ * init({ threads: 1 }) are the same). Calls with `wasmBinary` are never shared: each loads its own module. The .wasm is
  * read with a limit of 64 MiB (MAX_WASM_BYTES); in Node only regular files are read.
  */
 export declare function init(options?: InitOptions): Promise<Headscope>;
@@ -461,13 +483,15 @@ export type WorkerLike =
  * detached buffer is refused with INVALID_ARGUMENT naming the argument.
  */
 export declare function initWorker(worker?: WorkerLike | string | URL | null,
-  options?: { timeoutMs?: number }): Promise<RemoteHeadscope>;
+  options?: { timeoutMs?: number; simd?: 'auto' | SimdBuild }): Promise<RemoteHeadscope>;
 
 /** The largest .wasm init() reads (64 MiB): past it the load stops with LOAD_ERROR. */
 export declare const MAX_WASM_BYTES: number;
 
 export interface RemoteHeadscope {
   readonly kernelTarget: string;
+  /** The worker's build (init()'s hs.simd in the worker; initWorker's options.simd chooses). */
+  readonly simd: SimdBuild;
   readonly worker: WorkerLike;
   createMultiheadAttention(config: MultiheadAttentionConfig): Promise<RemoteMultiheadAttention>;
   createTransformer(config: TransformerConfig): Promise<RemoteTransformer>;

@@ -9,12 +9,15 @@
 // Works unchanged in browsers (the .wasm is found next to this file) and in Node >= 20 (the
 // .wasm is read from disk and handed to the module, which cannot fetch() a file path).
 // init({ threads: 2 }) loads the multi-threaded build from ./mt/ instead (same results, bit for
-// bit; browsers need a cross-origin isolated page).
+// bit; browsers need a cross-origin isolated page). Single-threaded, init() loads the relaxed-SIMD
+// build (./headscope_core_relaxed: its matmuls use f32x4.relaxed_madd, an FMA on x86 and Arm)
+// where the engine validates relaxed SIMD, else the SIMD128 one; init({ simd }) chooses, and
+// hs.simd says which runs. Results are bit-identical within one build, not across the two.
 import createHeadscopeCore from './headscope_core.js';
 import { HeadscopeError } from './errors.js';
 import {
-  MAX_DIM, Tensor, checkTimeoutMs, describe, describeThrown, readArgument, toFloatTensor, toMask,
-  toTokens, typedArrayLength, typedArrayName, typedArraySet,
+  MAX_DIM, Tensor, checkSimdOption, checkTimeoutMs, describe, describeThrown, readArgument,
+  toFloatTensor, toMask, toTokens, typedArrayLength, typedArrayName, typedArraySet,
 } from './tensor.js';
 import {
   parseCase, compareWithExpected, readCaseResult, transformerCaseHooks, transformerCaseResult,
@@ -27,9 +30,10 @@ const isNode = typeof process === 'object' && typeof process.versions?.node === 
   typeof window === 'undefined';
 
 // Loaded modules, shared by every init() call that asks for the same module from the same place:
-// key `${threads}|${wasmUrl or ''}`. init({ wasmBinary }) is never cached (the caller's bytes
-// are the module; two calls with different bytes must not share one). A failed load is
-// forgotten, so it can be retried, and never occupies another caller's key.
+// key `${threads}|${build}|${wasmUrl or ''}` (build: 'relaxed' or 'simd128', as resolved from
+// options.simd). init({ wasmBinary }) is never cached (the caller's bytes are the module; two
+// calls with different bytes must not share one). A failed load is forgotten, so it can be
+// retried, and never occupies another caller's key.
 const apiPromises = new Map();
 // The C++ pool's limit (src/headscope/parallel.h kMaxThreads).
 const MAX_THREADS = 64;
@@ -40,28 +44,78 @@ export const MAX_WASM_BYTES = 64 * 1024 * 1024;
 // threaded module the start of its workers).
 const DEFAULT_LOAD_TIMEOUT_MS = 60_000;
 
+// init({ simd }) picks one of two builds ('relaxed', 'simd128'); 'auto' picks the relaxed one
+// where the engine validates RELAXED_PROBE: a module of one function (v128, v128, v128) -> v128
+// whose body is f32x4.relaxed_madd (fd 85 02, the final opcode). Chromium >= 114 and Node >= 22
+// validate it; Node 20 only under --experimental-wasm-relaxed-simd.
+const RELAXED_PROBE = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x01, 0x60, 0x03, 0x7b, 0x7b, 0x7b,
+  0x01, 0x7b, 0x03, 0x02, 0x01, 0x00, 0x0a, 0x0d, 0x01, 0x0b, 0x00, 0x20, 0x00, 0x20, 0x01, 0x20,
+  0x02, 0xfd, 0x85, 0x02, 0x0b,
+]);
+let relaxedSupported;
+/** True when this engine runs relaxed SIMD (WebAssembly.validate of a relaxed_madd probe). */
+export function relaxedSimdSupported() {
+  if (relaxedSupported === undefined) {
+    try {
+      relaxedSupported = typeof WebAssembly === 'object' && WebAssembly.validate(RELAXED_PROBE);
+    } catch {
+      relaxedSupported = false;
+    }
+  }
+  return relaxedSupported;
+}
+
+// The build `o` (checked options) loads: the threaded module is SIMD128 only; a caller's
+// wasmBinary or wasmUrl is taken for the SIMD128 module unless simd: 'relaxed' says otherwise
+// (the two builds' JS glue differ, so the bytes must match the build asked for).
+function resolveBuild(o) {
+  if (o.simd === 'simd128') return 'simd128';
+  if (o.simd === 'auto') {
+    return o.threads === 1 && o.wasmBinary === undefined && o.wasmUrl === undefined &&
+      relaxedSimdSupported() ? 'relaxed' : 'simd128';
+  }
+  if (o.threads !== 1) {
+    fail('INVALID_ARGUMENT', `init: options.simd: 'relaxed' is single-threaded only (the threaded ` +
+      `module, threads = ${o.threads}, is SIMD128); use simd: 'auto' or 'simd128' with threads, or threads: 1`);
+  }
+  if (!relaxedSimdSupported()) {
+    fail('LOAD_ERROR', "init: options.simd: 'relaxed' needs WebAssembly relaxed SIMD, which this " +
+      'runtime lacks (WebAssembly.validate refuses f32x4.relaxed_madd). Chromium 114+ and Node 22+ ' +
+      'have it; Node 20 needs the flag --experimental-wasm-relaxed-simd (node ' +
+      "--experimental-wasm-relaxed-simd app.js). simd: 'auto' falls back to the SIMD128 build.");
+  }
+  return 'relaxed';
+}
+
 /**
- * Loads and compiles the WebAssembly module once; later calls with the same `threads` (and
+ * Loads and compiles the WebAssembly module once; later calls with the same `threads`, build (and
  * `wasmUrl`) return the same API. threads >= 2 loads the multi-threaded module (needs
- * SharedArrayBuffer: in browsers a cross-origin isolated page, i.e. COOP/COEP headers). Every load
- * settles within `timeoutMs` (default 60 s): resolved, or rejected with LOAD_ERROR after stopping
- * everything it started.
+ * SharedArrayBuffer: in browsers a cross-origin isolated page, i.e. COOP/COEP headers). `simd`
+ * (single-threaded only): 'auto' (default) loads the relaxed-SIMD build where the engine has
+ * relaxed SIMD, else the SIMD128 one; 'relaxed' or 'simd128' asks for one (LOAD_ERROR where
+ * relaxed SIMD is missing). Every load settles within `timeoutMs` (default 60 s): resolved, or
+ * rejected with LOAD_ERROR after stopping everything it started.
  * @param {{ wasmBinary?: ArrayBuffer | ArrayBufferView, wasmUrl?: string | URL, threads?: number,
- *   timeoutMs?: number }} [options]
+ *   simd?: 'auto' | 'relaxed' | 'simd128', timeoutMs?: number }} [options]
  */
 export function init(options = {}) {
   let o;
+  let build;
   try {
     o = checkInitOptions(options);
+    build = resolveBuild(o);
   } catch (e) {
     return Promise.reject(e);
   }
-  const key = o.wasmBinary === undefined ? `${o.threads}|${o.wasmUrl ?? ''}` : null;
+  const key = o.wasmBinary === undefined ? `${o.threads}|${build}|${o.wasmUrl ?? ''}` : null;
   let apiPromise = key === null ? undefined : apiPromises.get(key);
   if (apiPromise === undefined) {
-    const file = o.threads === 1 ? 'headscope_core.wasm' : 'mt/headscope_core_mt.wasm';
+    const file = o.threads !== 1 ? 'mt/headscope_core_mt.wasm'
+      : build === 'relaxed' ? 'headscope_core_relaxed.wasm' : 'headscope_core.wasm';
     const cleanup = { stop: null };   // set by the loader once it has started threads
-    const load = o.threads === 1 ? loadCore(o) : loadCoreMt(o, cleanup);
+    const load = o.threads !== 1 ? loadCoreMt(o, cleanup)
+      : build === 'relaxed' ? loadCoreRelaxed(o) : loadCore(o);
     apiPromise = withTimeout(load, o.timeoutMs, cleanup)
       .then((core) => new Headscope(core, () => {
         if (key !== null && apiPromises.get(key) === apiPromise) apiPromises.delete(key);
@@ -107,14 +161,16 @@ function withTimeout(load, ms, cleanup) {
   return Promise.race([load, timeout]).finally(() => clearTimeout(timer));
 }
 
-// Validates init()'s options, reading each once: { threads, wasmUrl (string), wasmBinary (a
-// private copy of the bytes), timeoutMs }.
+// Validates init()'s options, reading each once: { threads, simd, wasmUrl (string), wasmBinary
+// (a private copy of the bytes), timeoutMs }.
 function checkInitOptions(options) {
   return readArgument('init: options', () => {
     if (options === null || typeof options !== 'object' || Array.isArray(options)) {
       fail('INVALID_ARGUMENT', `init: options: expected an object, got ${describe(options)}`);
     }
-    const o = { threads: 1, wasmUrl: undefined, wasmBinary: undefined, timeoutMs: DEFAULT_LOAD_TIMEOUT_MS };
+    const o = {
+      threads: 1, simd: 'auto', wasmUrl: undefined, wasmBinary: undefined, timeoutMs: DEFAULT_LOAD_TIMEOUT_MS,
+    };
     for (const name of Object.keys(options)) {
       const v = options[name];
       switch (name) {
@@ -125,6 +181,10 @@ function checkInitOptions(options) {
               `(1: the single-threaded module), got ${describe(v)}`);
           }
           o.threads = v;
+          break;
+        case 'simd':
+          if (v === undefined) break;
+          o.simd = checkSimdOption(v, 'init: options.simd');
           break;
         case 'wasmUrl':
           if (v === undefined) break;
@@ -140,7 +200,7 @@ function checkInitOptions(options) {
           break;
         default:
           fail('INVALID_ARGUMENT', `init: options.${name}: unknown option (expected one of ` +
-            'wasmBinary, wasmUrl, threads, timeoutMs)');
+            'wasmBinary, wasmUrl, threads, simd, timeoutMs)');
       }
     }
     return o;
@@ -261,6 +321,16 @@ async function loadCore({ wasmBinary, wasmUrl, timeoutMs }) {
   args.wasmBinary = wasmBinary ?? await readWasm(wasmUrl ?? new URL('./headscope_core.wasm',
     import.meta.url), timeoutMs);
   return createHeadscopeCore(args);
+}
+
+// The relaxed-SIMD build (./headscope_core_relaxed.{js,wasm}): imported only when it is the one
+// that loads, so SIMD128 users never fetch it. The same loading as loadCore's.
+async function loadCoreRelaxed({ wasmBinary, wasmUrl, timeoutMs }) {
+  const { default: createHeadscopeCoreRelaxed } = await import('./headscope_core_relaxed.js');
+  const args = { print: () => {}, printErr: () => {} };
+  args.wasmBinary = wasmBinary ?? await readWasm(wasmUrl ?? new URL('./headscope_core_relaxed.wasm',
+    import.meta.url), timeoutMs);
+  return createHeadscopeCoreRelaxed(args);
 }
 
 // Ends a loaded module's threads (the threaded build's pthread workers); a no-op otherwise.
@@ -540,8 +610,14 @@ class Headscope {
         this._live.delete(state);
       }
     });
-    /** SIMD target the kernels run on: 'WASM' (SIMD128). */
+    /** SIMD target the kernels run on: 'WASM'. */
     this.kernelTarget = core.kernelTarget();
+    /**
+     * Which WebAssembly build runs: 'relaxed' (the matmuls' multiply-adds are relaxed_madd, fused
+     * where the CPU has FMA) or 'simd128' (a multiply, then an add). Bits are the same within a
+     * build (any engine, any thread count), not across the two.
+     */
+    this.simd = core.simdBuild();
     /** Threads each call may use: 1 for the default module, n for init({ threads: n }). */
     this.threads = core.threadCount();
     this._u8 = core.HEAPU8;

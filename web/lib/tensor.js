@@ -133,6 +133,16 @@ export function checkTimeoutMs(value, name) {
   return value;
 }
 
+// options.simd of init() and initWorker(): which WebAssembly build loads (index.js resolveBuild).
+export const SIMD_OPTIONS = Object.freeze(['auto', 'relaxed', 'simd128']);
+export function checkSimdOption(value, name) {
+  if (typeof value !== 'string' || !SIMD_OPTIONS.includes(value)) {
+    fail('INVALID_ARGUMENT', `${name}: expected one of ${SIMD_OPTIONS.map((x) => `'${x}'`).join(', ')} ` +
+      `('auto': relaxed SIMD where the runtime has it, else SIMD128), got ${describe(value)}`);
+  }
+  return value;
+}
+
 function fail(code, message) {
   throw new HeadscopeError(code, message);
 }

@@ -20,7 +20,8 @@
 // naming it, and nothing is sent.
 import { HeadscopeError } from './errors.js';
 import {
-  Tensor, argumentError, checkTimeoutMs, describe, describeThrown, readArgument, typedArrayName,
+  Tensor, argumentError, checkSimdOption, checkTimeoutMs, describe, describeThrown, readArgument,
+  typedArrayName,
 } from './tensor.js';
 
 const hasGlobalWorker = typeof Worker === 'function';
@@ -34,12 +35,16 @@ async function createWorker(script) {
 }
 
 // A worker inherits the process's execArgv, but refuses --input-type (set by `node -e` and
-// `node --input-type=module < script`, which the worker's own file does not need): drop it.
+// `node --input-type=module < script`, which the worker's own file does not need): drop it. An
+// execArgv given explicitly is checked, and V8's WebAssembly feature flags
+// (--experimental-wasm-relaxed-simd, which Node 20 needs for the relaxed-SIMD build) are refused
+// there ("invalid execArgv flags"); they are process-wide, so the worker has them anyway: dropped too.
+const V8_WASM_FLAG = /^--(no-)?(experimental[-_])?wasm[-_]/;
 function workerOptions(execArgv) {
   const i = execArgv.findIndex((a) => a === '--input-type' || a.startsWith('--input-type='));
   if (i < 0) return {};
   const drop = execArgv[i] === '--input-type' ? 2 : 1;
-  return { execArgv: execArgv.filter((_, j) => j < i || j >= i + drop) };
+  return { execArgv: execArgv.filter((a, j) => (j < i || j >= i + drop) && !V8_WASM_FLAG.test(a)) };
 }
 
 // How long initWorker() waits for the worker's "ready" before giving up with LOAD_ERROR.
@@ -48,26 +53,29 @@ const DEFAULT_READY_TIMEOUT_MS = 60_000;
 /**
  * Starts headscope in a worker and resolves once its WebAssembly module is loaded. Settles within
  * `options.timeoutMs` (default 60 s): a worker that never says it is ready is ended (when this
- * call started it) and the promise rejects with LOAD_ERROR.
+ * call started it) and the promise rejects with LOAD_ERROR. `options.simd` is init()'s, in the
+ * worker (default 'auto').
  * @param {Worker | import('node:worker_threads').Worker | string | URL} [worker] a Worker running
  *   './worker.js', or the URL of that script; default: a new Worker running './worker.js'.
- * @param {{ timeoutMs?: number }} [options]
+ * @param {{ timeoutMs?: number, simd?: 'auto' | 'relaxed' | 'simd128' }} [options]
  * @returns {Promise<RemoteHeadscope>}
  */
 export async function initWorker(worker, options = {}) {
   let timeoutMs = DEFAULT_READY_TIMEOUT_MS;
+  let simd;
   try {
     if (options === null || typeof options !== 'object' || Array.isArray(options)) {
       throw new HeadscopeError('INVALID_ARGUMENT', `initWorker: options: expected an object, got ${describe(options)}`);
     }
     for (const name of Object.keys(options)) {
       const v = options[name];
-      if (name !== 'timeoutMs') {
+      if (name !== 'timeoutMs' && name !== 'simd') {
         throw new HeadscopeError('INVALID_ARGUMENT', `initWorker: options.${name}: unknown option ` +
-          '(expected one of timeoutMs)');
+          '(expected one of timeoutMs, simd)');
       }
       if (v === undefined) continue;
-      timeoutMs = checkTimeoutMs(v, 'initWorker: options.timeoutMs');
+      if (name === 'simd') simd = checkSimdOption(v, 'initWorker: options.simd');
+      else timeoutMs = checkTimeoutMs(v, 'initWorker: options.timeoutMs');
     }
   } catch (e) {
     if (e instanceof HeadscopeError) throw e;
@@ -92,9 +100,11 @@ export async function initWorker(worker, options = {}) {
   const timer = setTimeout(() => channel.fail('LOAD_ERROR', 'initWorker: the worker did not ' +
     `report ready within ${timeoutMs} ms (options.timeoutMs); is it running headscope's worker.js?`),
   timeoutMs);
-  let kernelTarget;
+  // The worker loads its module once this arrives (worker.js start).
+  channel.notifyInit(simd === undefined ? {} : { simd });
+  let ready;
   try {
-    kernelTarget = await channel.ready;
+    ready = await channel.ready;
   } catch (e) {
     if (owned) await channel.stop();
     channel.detach();
@@ -103,7 +113,7 @@ export async function initWorker(worker, options = {}) {
     clearTimeout(timer);
   }
   channel.idle();
-  return new RemoteHeadscope(channel, kernelTarget);
+  return new RemoteHeadscope(channel, ready);
 }
 
 // Requests and their replies, matched by id, over one worker.
@@ -165,7 +175,7 @@ class Channel {
       if (ready === null) return;
       this.readyPending = null;
       if (data.error) ready.reject(errorIn(data.error));
-      else ready.resolve(data.kernelTarget);
+      else ready.resolve({ kernelTarget: data.kernelTarget, simd: data.simd });
       return;
     }
     if (data.type === 'train-progress' || data.type === 'train-done') {
@@ -231,6 +241,15 @@ class Channel {
 
   closedError() {
     return new HeadscopeError(this.closed.code, this.closed.message);
+  }
+
+  // The first message: init()'s options for the worker, which answers with 'ready'.
+  notifyInit(options) {
+    try {
+      this.worker.postMessage({ type: 'init', options });
+    } catch (e) {
+      this.fail('INTERNAL', `headscope worker: could not send it its options (${e?.message ?? e})`);
+    }
   }
 
   // A request without a reply to wait for.
@@ -390,12 +409,14 @@ class RemoteHeadscope {
     return self;
   }
 
-  constructor(channel, kernelTarget) {
+  constructor(channel, { kernelTarget, simd }) {
     this._channel = channel;
     // An object dropped without dispose() still frees its memory in the worker when collected.
     this._finalizer = new FinalizationRegistry((id) => channel.notify('dispose', [id]));
-    /** SIMD target the worker's kernels run on: 'WASM' (SIMD128). */
+    /** SIMD target the worker's kernels run on: 'WASM'. */
     this.kernelTarget = kernelTarget;
+    /** The worker's WebAssembly build: 'relaxed' or 'simd128' (init()'s hs.simd). */
+    this.simd = simd;
   }
 
   /** The Worker (browser) or worker_threads Worker serving this API. */

@@ -6,7 +6,10 @@
 //   Node:    new (await import('node:worker_threads')).Worker(new URL('./worker.js', import.meta.url))
 //
 // Protocol (structured-clone messages):
-//   worker -> caller, once:  { type: 'ready', kernelTarget } or { type: 'ready', error: { code, message } }
+//   caller -> worker, first: { type: 'init', options: { simd } }  init()'s options (initWorker's
+//                            simd); the worker loads its module when this arrives (a first
+//                            message of another kind loads it with init()'s defaults)
+//   worker -> caller, once:  { type: 'ready', kernelTarget, simd } or { type: 'ready', error: { code, message } }
 //   caller -> worker:        { id, op, args }   op: create | createTransformer | dispose | runCase
 //                                                   | checkCase | liveHandles | memory, or a method
 //                                                   of a created object (args [objectId, ...]):
@@ -370,12 +373,26 @@ function send(post, reply, transfer) {
   }
 }
 
+// The module loads when the first message comes: initWorker's { type: 'init' } carries the
+// options init() takes in a worker (simd; not threads: a threaded worker is not built). Requests
+// queue behind the load as before.
 function start(post) {
-  const hsPromise = init();
-  hsPromise.then(
-    (hs) => post({ type: 'ready', kernelTarget: hs.kernelTarget }, []),
-    (e) => post({ type: 'ready', error: errorOut(e) }, []));
-  return serve(post, hsPromise);
+  let handle = null;
+  const begin = (options) => {
+    const hsPromise = init(options);
+    hsPromise.then(
+      (hs) => post({ type: 'ready', kernelTarget: hs.kernelTarget, simd: hs.simd }, []),
+      (e) => post({ type: 'ready', error: errorOut(e) }, []));
+    handle = serve(post, hsPromise);
+  };
+  return (message) => {
+    const isInit = message !== null && typeof message === 'object' && message.type === 'init';
+    if (handle === null) {
+      const o = isInit && message.options !== null && typeof message.options === 'object' ? message.options : {};
+      begin(o.simd === undefined ? {} : { simd: o.simd });
+    }
+    if (!isInit) handle(message);
+  };
 }
 
 const workerScope = typeof self === 'object' && self !== null && typeof self.postMessage === 'function' &&

@@ -184,8 +184,9 @@ HWY_INLINE void SmallTransposeK(const float* HWY_RESTRICT k, size_t ld_k, size_t
 }
 
 // row[j] = q . k_j for j < keys, q already divided by sqrt(hd), from SmallTransposeK's layout.
-// Every score is the packed path's: a multiply-add chain over x from 0, in the target's MulAdd
-// (FMA natively where the target has it, multiply then add in WebAssembly SIMD128), the last
+// Every score is the packed path's: a multiply-add chain over x from 0, in the micro-kernel's
+// ChainMulAdd (FMA natively where the target has it, multiply then add in WebAssembly SIMD128,
+// relaxed_madd in the relaxed-SIMD build; matmul-inl.h), the last
 // keys % Lanes keys through one-lane vectors of the same operations rather than scalar code,
 // whose contraction the compiler decides. So a row's numbers depend neither on the path nor on
 // how many keys follow it (what generation with a KV cache relies on, transformer.h).
@@ -196,14 +197,14 @@ HWY_INLINE void SmallScores(const float* HWY_RESTRICT q, const float* HWY_RESTRI
   size_t j = 0;
   for (; j + N <= keys; j += N) {
     auto acc = hn::Zero(d);
-    for (size_t x = 0; x < hd; ++x) acc = hn::MulAdd(hn::Set(d, q[x]), hn::LoadU(d, kt + x * keys + j), acc);
+    for (size_t x = 0; x < hd; ++x) acc = ChainMulAdd(hn::Set(d, q[x]), hn::LoadU(d, kt + x * keys + j), acc);
     hn::StoreU(acc, d, row + j);
   }
   const hn::CappedTag<float, 1> d1;
   for (; j < keys; ++j) {
     auto acc = hn::Zero(d1);
     for (size_t x = 0; x < hd; ++x) {
-      acc = hn::MulAdd(hn::Set(d1, q[x]), hn::LoadU(d1, kt + x * keys + j), acc);
+      acc = ChainMulAdd(hn::Set(d1, q[x]), hn::LoadU(d1, kt + x * keys + j), acc);
     }
     hn::StoreU(acc, d1, row + j);
   }
@@ -221,7 +222,7 @@ HWY_INLINE void SmallWeightedSum(const float* HWY_RESTRICT w, size_t keys,
   for (; x + N <= hd; x += N) {
     auto acc = hn::Zero(d);
     for (size_t j = 0; j < keys; ++j) {
-      acc = hn::MulAdd(hn::Set(d, w[j]), hn::LoadU(d, v + j * ld_v + x), acc);
+      acc = ChainMulAdd(hn::Set(d, w[j]), hn::LoadU(d, v + j * ld_v + x), acc);
     }
     hn::StoreU(acc, d, out + x);
   }
@@ -229,7 +230,7 @@ HWY_INLINE void SmallWeightedSum(const float* HWY_RESTRICT w, size_t keys,
   for (; x < hd; ++x) {
     auto acc = hn::Zero(d1);
     for (size_t j = 0; j < keys; ++j) {
-      acc = hn::MulAdd(hn::Set(d1, w[j]), hn::LoadU(d1, v + j * ld_v + x), acc);
+      acc = ChainMulAdd(hn::Set(d1, w[j]), hn::LoadU(d1, v + j * ld_v + x), acc);
     }
     hn::StoreU(acc, d1, out + x);
   }

@@ -18,6 +18,10 @@
 namespace headscope {
 // Name of the SIMD target the kernels run on ("AVX2", "WASM", ...), for logs and benchmarks.
 const char* KernelTargetName();
+// Which WebAssembly build this is: "relaxed" (compiled with -mrelaxed-simd: the matmul chains
+// use f32x4.relaxed_madd, matmul-inl.h ChainMulAdd), "simd128" (baseline WASM SIMD128), or
+// "native" outside WebAssembly. The JS API reports it as hs.simd.
+const char* WasmSimdBuild();
 }  // namespace headscope
 
 #endif  // HEADSCOPE_KERNELS_DISPATCH_H_

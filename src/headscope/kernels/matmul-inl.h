@@ -42,6 +42,39 @@ struct MatMulGeometry {
   static_assert(kPanel % kGroupCols == 0, "a panel must split into whole column groups");
 };
 
+// The multiply-add of every product chain: acc + a * b, lane by lane. It is Highway's MulAdd
+// (a fused multiply-add natively where the target has one; in WebAssembly SIMD128, which has
+// none, a multiply then an add), except in the relaxed-SIMD WebAssembly build (-mrelaxed-simd,
+// compiled by clang 19: tools/build-wasm.sh), where it is f32x4.relaxed_madd, which the engine
+// lowers to one FMA instruction where the CPU has one (x86 with FMA3, Arm) and to a multiply and
+// an add elsewhere: one rounding instead of two, so that build's bits differ from SIMD128's, and
+// can differ between CPUs. Highway 1.0.3's WASM MulAdd knows nothing of relaxed SIMD, hence the
+// intrinsic. Every chain that must give the packed product's bits (the small-head attention
+// path, attention-inl.h) calls this too, so the promises "same bits whatever the path, the
+// thread split or the k blocks" hold within each build.
+//
+// One-lane vectors (the small-head path's tails) compute lane 0 from splats of lane 0: Highway's
+// partial LoadU leaves the other lanes undefined (whatever the register held), and relaxed_madd,
+// opaque to the compiler, computes them all, where a mul and an add on a partial vector become
+// scalar ops. With the garbage lanes the L=3 E=4 tutorial call took 2.8 us instead of 1.4 us
+// (in Node; subnormal operands, for one, cost x86 a microcode assist each). Lane 0 is the same
+// operation on the same floats either way, so the bits are the full vectors' lanes'.
+template <class V>
+HWY_INLINE V ChainMulAdd(V a, V b, V acc) {
+#if HWY_TARGET == HWY_WASM && defined(__wasm_relaxed_simd__)
+  constexpr size_t kLanes = hn::MaxLanes(hn::DFromV<V>());
+  if constexpr (kLanes == 1) {
+    const auto lane0 = [](V v) { return wasm_f32x4_splat(wasm_f32x4_extract_lane(v.raw, 0)); };
+    return V{wasm_f32x4_relaxed_madd(lane0(a), lane0(b), lane0(acc))};
+  } else {
+    static_assert(kLanes * sizeof(float) == 16, "ChainMulAdd: full vectors or one lane");
+    return V{wasm_f32x4_relaxed_madd(a.raw, b.raw, acc.raw)};
+  }
+#else
+  return hn::MulAdd(a, b, acc);
+#endif
+}
+
 // Rows of A per cache block: the block (kRowBlock x k floats; 192 KiB at k = 768) stays in L2
 // while every column group of B passes over it, instead of all of A streaming from L3 once per
 // column group (measured: GEMM at M = 512 fell to ~60% of its M = 128 rate without this).
@@ -85,7 +118,7 @@ HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
     for (size_t v = 0; v < G::kVecs; ++v) bv[v] = hn::LoadU(d, bp + v * G::kLanes);
     for (size_t r = 0; r < kRows; ++r) {
       const V av = hn::Set(d, kTransA ? a[p * lda + r] : a[r * lda + p]);
-      for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = hn::MulAdd(av, bv[v], acc[r][v]);
+      for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = ChainMulAdd(av, bv[v], acc[r][v]);
     }
   }
   const V valpha = hn::Set(d, alpha);

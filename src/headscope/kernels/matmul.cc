@@ -86,6 +86,18 @@ void MatMulPackedTransA(const float* a, size_t lda, const float* packed_b, const
   MatMulPackedAny(true, a, lda, packed_b, bias, m, n, k, alpha, c, ldc, threads);
 }
 
+// Here, beside the kernel whose multiply-add it names: this file is compiled with the flags that
+// decide ChainMulAdd.
+const char* WasmSimdBuild() {
+#if defined(__wasm_relaxed_simd__)
+  return "relaxed";
+#elif defined(__wasm_simd128__)
+  return "simd128";
+#else
+  return "native";
+#endif
+}
+
 void PackB(const float* b, size_t n, size_t k, size_t row_stride, size_t col_stride,
            float* packed) {
   for (size_t j0 = 0; j0 < n; j0 += kPanel) {
