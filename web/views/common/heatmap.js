@@ -18,6 +18,38 @@ export function queueDraw(draw) {
   }
 }
 
+// Heatmaps far from the viewport are not drawn: a 16-head, 128-token grid is 8 rows of cards, of
+// which two or three are on screen. Each canvas is observed; a draw of one that is more than a
+// viewport away waits until it comes near (then it draws once, with its latest data).
+const nearScreen = new WeakMap();   // canvas -> { near, pending: draw | null }
+const observer = typeof IntersectionObserver === 'function'
+  ? new IntersectionObserver((entries) => {
+    for (const e of entries) {
+      const s = nearScreen.get(e.target);
+      if (!s) continue;
+      s.near = e.isIntersecting;
+      if (s.near && s.pending) {
+        const draw = s.pending;
+        s.pending = null;
+        queueDraw(draw);
+      }
+    }
+  }, { rootMargin: '100% 0px' })
+  : null;
+
+/** Observes `canvas`; returns draw() that runs now (queued) when the canvas is near, later otherwise. */
+function lazyDraw(canvas, draw) {
+  if (observer === null) return () => queueDraw(draw);
+  // Unknown until the first observation: draw (the first frame must not stay blank).
+  const s = { near: true, pending: null };
+  nearScreen.set(canvas, s);
+  observer.observe(canvas);
+  return () => {
+    if (s.near) queueDraw(draw);
+    else s.pending = draw;
+  };
+}
+
 // Colours of the current scheme (light or dark), read from the CSS variables at draw time, once
 // per batch of draws and root node (the page, or a widget's shadow root).
 const themeCache = new Map();
@@ -49,8 +81,17 @@ function asRgba(color) {
 // colorFor() of the 0..1 weights scale, at 1/256 steps: a heatmap redraw fills up to 16k cells.
 const WEIGHT_COLORS = Array.from({ length: 257 }, (_, k) => colorFor(k / 256, WEIGHT_SCALE));
 // The same 257 colours as RGBA bytes, for the image path (no string per cell).
-let weightBytes = null;
-const WEIGHT_BYTES = () => (weightBytes ??= Uint8ClampedArray.from(WEIGHT_COLORS.flatMap((c) => rgbaBytes(c))));
+// As 32-bit words (in the platform's byte order: written through a Uint32Array view of the
+// ImageData, each word lands as the same four bytes).
+let weightWords = null;
+const WEIGHT_WORDS = () => {
+  if (weightWords === null) {
+    weightWords = new Uint32Array(WEIGHT_COLORS.length);
+    new Uint8Array(weightWords.buffer).set(WEIGHT_COLORS.flatMap((c) => rgbaBytes(c)));
+  }
+  return weightWords;
+};
+const wordOf = (bytes) => new Uint32Array(Uint8Array.from(bytes).buffer)[0];
 
 /** The WEIGHT_COLORS index of a value on a weights scale (stretched or not), or -1 off the scale. */
 function weightIndex(value, scale) {
@@ -176,26 +217,21 @@ function createHeatmap(root) {
       // (image-rendering: pixelated): a 16-head, 128-token grid is 262k cells, far too many
       // fillRect calls for one frame, and a full-size canvas per head too many pixels to raster.
       const pixels = ctx.createImageData(cols, rows);
-      const px = pixels.data;
-      const maskedBytes = rgbaBytes(theme.borderRgba);
-      const table = WEIGHT_BYTES();
+      const px = new Uint32Array(pixels.data.buffer);
+      const maskedWord = wordOf(rgbaBytes(theme.borderRgba));
+      const table = WEIGHT_WORDS();
+      const masked = m.masked;
       for (let i = 0; i < rows; i++) {
+        const row = i * stride;
+        const out = i * cols;
         for (let j = 0; j < cols; j++) {
-          const o = (i * cols + j) * 4;
-          const value = data[i * stride + j];
-          const k = m.masked?.(i, j) ? -2 : weightIndex(value, scale);
-          if (k >= 0) {
-            px[o] = table[4 * k];
-            px[o + 1] = table[4 * k + 1];
-            px[o + 2] = table[4 * k + 2];
-            px[o + 3] = table[4 * k + 3];
-          } else {
-            const bytes = k === -2 ? maskedBytes : rgbaBytes(cellColor(value, scale));
-            px[o] = bytes[0];
-            px[o + 1] = bytes[1];
-            px[o + 2] = bytes[2];
-            px[o + 3] = bytes[3];
+          const value = data[row + j];
+          if (masked !== undefined && masked(i, j)) {
+            px[out + j] = maskedWord;
+            continue;
           }
+          const k = weightIndex(value, scale);
+          px[out + j] = k >= 0 ? table[k] : wordOf(rgbaBytes(cellColor(value, scale)));
         }
       }
       ctx.putImageData(pixels, 0, 0);
@@ -344,7 +380,8 @@ function createHeatmap(root) {
     active = clampCell(m.active ?? active);
     if (hover && (hover[0] >= m.rows || hover[1] >= m.cols)) hover = null;
     canvas.setAttribute('aria-label', name());
-    queueDraw(draw);
+    drawSoon();
   }
-  return { update, redraw: () => queueDraw(draw) };
+  const drawSoon = lazyDraw(canvas, draw);
+  return { update, redraw: drawSoon };
 }

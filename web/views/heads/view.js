@@ -594,9 +594,37 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     } else {
       renderHeadGrid(data, state, grid, actions);
     }
-    renderLines(data, state, lines, actions);
-    renderAblation(data, state, ablation, actions, layout);
+    // The line view and the ablation are drawn when near the screen (below a 16-head grid they
+    // are thousands of pixels down); out of reach they are marked and drawn when they come near.
+    renderPart('lines');
+    renderPart('ablation');
   }
+
+  const lazyParts = {
+    lines: { section: linesSection, near: true, dirty: false, draw: () => renderLines(data, state, lines, actions) },
+    ablation: { section: ablationSection, near: true, dirty: false, draw: () => renderAblation(data, state, ablation, actions, layout) },
+  };
+  function renderPart(name) {
+    const part = lazyParts[name];
+    if (data === null || destroyed) return;
+    if (part.near) {
+      part.dirty = false;
+      part.draw();
+    } else {
+      part.dirty = true;
+    }
+  }
+  const sectionObserver = typeof IntersectionObserver === 'function'
+    ? new IntersectionObserver((entries) => {
+      for (const e of entries) {
+        const name = e.target === linesSection ? 'lines' : 'ablation';
+        lazyParts[name].near = e.isIntersecting;
+        if (e.isIntersecting && lazyParts[name].dirty) renderPart(name);
+      }
+    }, { rootMargin: '100% 0px' })
+    : null;
+  sectionObserver?.observe(linesSection);
+  sectionObserver?.observe(ablationSection);
 
   // Canvases take their colours from the scheme: redraw when it changes.
   const scheme = globalThis.matchMedia?.('(prefers-color-scheme: dark)');
@@ -678,6 +706,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     destroy() {
       destroyed = true;
       clearInterval(busyTimer);
+      sectionObserver?.disconnect();
       scheme?.removeEventListener?.('change', onScheme);
       generation++;
       if (frame) cancelAnimationFrame(frame);
