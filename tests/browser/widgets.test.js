@@ -17,7 +17,7 @@ async function widgetPage(body, { count = null } = {}) {
   await p.page.route('**/widgets/__test__.html', (route) => route.fulfill({ contentType: 'text/html', body: html }));
   await p.page.goto(`${p.url}widgets/__test__.html`);
   await p.page.waitForFunction((n) => {
-    const widgets = [...document.querySelectorAll('headscope-walkthrough, headscope-heads')];
+    const widgets = [...document.querySelectorAll('headscope-walkthrough, headscope-heads, headscope-train')];
     return widgets.length > 0 && (n === null || widgets.length === n) && widgets.every((w) => w.dataset.ready);
   }, count);
   // The first frame of each view (it renders in requestAnimationFrame).
@@ -249,6 +249,37 @@ test('setState, setText, setCase and headscope-change: one widget drives another
       return before === JSON.stringify(el.state);
     });
     assert.equal(same, true);
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+test('<headscope-train>: task, model and steps attributes train in the widget; a bad one is shown; play and pause', { timeout: 120_000 }, async () => {
+  const p = await widgetPage(`
+    <headscope-train id="t" task="copy" layers="1" heads="2" dmodel="32" steps="5" compact hide="ablation"></headscope-train>
+    <headscope-train id="bad" heads="3" seed="-1"></headscope-train>`, { count: 2 });
+  try {
+    const { page } = p;
+    await page.waitForFunction(() => document.querySelector('#t').shadowRoot
+      .querySelector('.hs-train-counter')?.textContent.startsWith('step 5'), null, { timeout: 60_000 });
+    const t = await page.evaluate(() => {
+      const r = document.querySelector('#t').shadowRoot;
+      return { state: document.querySelector('#t').state, heads: r.querySelectorAll('.hs-train-head canvas').length,
+        ablationShown: r.querySelector('.hs-train-ablation').closest('section').hidden === false,
+        prose: [...r.querySelectorAll('.hs-prose')].filter((e) => e.getClientRects().length > 0).length };
+    });
+    assert.deepEqual([t.state.task, t.state.layers, t.state.heads, t.state.dModel, t.state.steps], ['copy', 1, 2, 32, 5]);
+    assert.equal(t.heads, 2);
+    assert.equal(t.ablationShown, false, 'hide="ablation"');
+    assert.equal(t.prose, 0, 'compact');
+    const bad = await page.evaluate(() => [...document.querySelector('#bad').shadowRoot.querySelectorAll('.hs-widget-problems li')]
+      .map((li) => li.textContent).join('\n'));
+    assert.match(bad, /seed="-1": expected an integer in \[0, 2147483647\]/);
+    assert.match(bad, /heads="3".*divisor of dModel 32/);
+    await page.evaluate(() => document.querySelector('#t').play());
+    await page.waitForFunction(() => document.querySelector('#t').state.steps >= 30, null, { timeout: 60_000 });
+    await page.evaluate(() => document.querySelector('#t').pause());
     assertClean(p);
   } finally {
     await p.close();

@@ -10,11 +10,13 @@ import {
   decodeHeadsState, decodeWalkthroughState, encodeHeadsState, encodeWalkthroughState, formatHash, parseHash,
 } from '../views/common/url-state.js';
 import { applyHeadsState, defaultHeadsState } from '../views/heads/state.js';
+import { mountTrain } from '../views/train/view.js';
+import { applyTrainState, decodeTrainState, defaultTrainState, encodeTrainState } from '../views/train/state.js';
 import { mountLoader } from './loader.js';
 
 const status = document.querySelector('.hs-status');
 const setStatus = (text) => { status.textContent = text; };
-const VIEWS = ['walkthrough', 'heads', 'load'];
+const VIEWS = ['walkthrough', 'heads', 'train', 'load'];
 
 function setupTabs(onSelect) {
   const tabs = [...document.querySelectorAll('[role="tab"]')];
@@ -47,6 +49,7 @@ async function main() {
   // The hash of the shown view's state; written with replaceState (no history entry per edit).
   const hashOf = (view) => {
     if (view === 'load') return formatHash(view, '');
+    if (view === 'train') return formatHash(view, views.train ? encodeTrainState(views.train.getState()) : '');
     return formatHash(view, view === 'heads' ? encodeHeadsState(views.heads.getState())
       : encodeWalkthroughState(views.walkthrough.getState()));
   };
@@ -55,8 +58,16 @@ async function main() {
     const hash = hashOf(current);
     if (location.hash !== hash) history.replaceState(null, '', hash);
   };
+  // The Train view starts its Worker and first model when it is first shown.
+  const trainView = () => {
+    views.train ??= mountTrain(document.getElementById('panel-train'), {
+      onStatus: setStatus, onChange: () => { if (current === 'train') writeHash(); },
+    });
+    return views.train;
+  };
   const selectTab = setupTabs((view) => {
     current = view;
+    if (view === 'train' && views) trainView();
     writeHash();
   });
   // Applies a hash: its view is shown, its parameters set that view's state.
@@ -70,6 +81,10 @@ async function main() {
         // encodeHeadsState leaves out), not whatever the view showed before.
         if (view === 'heads') views.heads.setState(applyHeadsState(decodeHeadsState(query), defaultHeadsState(), 'URL'));
         if (view === 'walkthrough') views.walkthrough.setState(decodeWalkthroughState(query));
+        if (view === 'train') {
+          const wanted = applyTrainState(decodeTrainState(query), defaultTrainState(), 'URL');
+          trainView().setState(wanted).catch((e) => setStatus(`This link's settings could not be applied: ${e.message}`));
+        }
       } catch (e) {
         setStatus(`This link's settings could not be applied: ${e.message}`);
       }
@@ -90,7 +105,10 @@ async function main() {
   views = {
     walkthrough: mountWalkthrough(document.getElementById('panel-walkthrough'), { hs, onStatus: setStatus, onChange: onChange('walkthrough') }),
     heads: mountHeads(document.getElementById('panel-heads'), { hs, onStatus: setStatus, onChange: onChange('heads') }),
+    train: null,
   };
+  // The page's views, for the browser console (and the tests): headscopeDemo.heads.getState() ...
+  window.headscopeDemo = views;
   mountLoader(document.getElementById('panel-load'), {
     hs,
     onStatus: setStatus,

@@ -23,6 +23,8 @@ import { mountWalkthrough } from '../views/walkthrough/view.js';
 import { mountHeads, HEADS_CONTROLS, HEADS_PARTS } from '../views/heads/view.js';
 import { WALKTHROUGH_CONTROLS, WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES } from '../views/walkthrough/state.js';
 import { HEAD_COUNTS, PRESET_NAMES } from '../views/heads/state.js';
+import { mountTrain, TRAIN_CONTROLS } from '../views/train/view.js';
+import { D_MODELS, TASK_NAMES } from '../views/train/state.js';
 
 const STYLESHEET = new URL('../views/headscope.css', import.meta.url).href;
 let engine = null;
@@ -111,6 +113,24 @@ const WALKTHROUGH_ATTRIBUTES = {
   hide: { parse: namesOf(WALKTHROUGH_CONTROLS), option: 'hide' },
   compact: { parse: boolean, option: 'compact' },
   readonly: { parse: boolean, option: 'readonly' },
+};
+
+const TRAIN_ATTRIBUTES = {
+  task: { parse: oneOf(TASK_NAMES), field: 'task' },
+  layers: { parse: integer(1, 4), field: 'layers' },
+  heads: { parse: integer(1, 128), field: 'heads' },
+  dmodel: { parse: (t) => { const v = Number(t.trim()); return D_MODELS.includes(v) ? v : bad(`one of ${D_MODELS.join(', ')}`, t); }, field: 'dModel' },
+  mlp: { parse: boolean, field: 'mlp' },
+  norm: { parse: oneOf(['pre', 'post', 'none']), field: 'norm' },
+  positions: { parse: oneOf(['learned', 'sinusoidal', 'none']), field: 'positions' },
+  lr: { parse: (t) => { const v = Number(t.trim()); return t.trim() !== '' && v > 0 && v <= 1 ? v : bad('a number in (0, 1]', t); }, field: 'lr' },
+  'weight-decay': { parse: number01(1), field: 'weightDecay' },
+  batch: { parse: integer(1, 256), field: 'batch' },
+  clip: { parse: number01(1e6), field: 'clip' },
+  seed: { parse: integer(0, 2 ** 31 - 1), field: 'seed' },
+  steps: { parse: integer(0, 100_000), field: 'steps' },
+  hide: { parse: namesOf(TRAIN_CONTROLS), option: 'hide' },
+  compact: { parse: boolean, option: 'compact' },
 };
 
 class HeadscopeWidget extends HTMLElement {
@@ -273,13 +293,18 @@ class HeadscopeWidget extends HTMLElement {
     for (const group of this.constructor.FIELD_GROUPS) {
       const patch = Object.fromEntries(group.filter((f) => f in fields).map((f) => [f, fields[f]]));
       if (Object.keys(patch).length === 0) continue;
-      try {
-        this._view.setState(patch);
-      } catch (e) {
+      const problem = (e) => {
         const attrs = Object.keys(specs).filter((a) => specs[a].field in patch);
         const shown = attrs.map((a) => `${a}="${this.getAttribute(a).slice(0, 60)}"`).join(' ');
         for (const a of attrs) this._problems.delete(a);
         this._problems.set(attrs[0], `${shown}: ${e.message}`);
+        this._showProblems();
+      };
+      try {
+        // The Train view's setState is asynchronous (a new setup trains from step 0).
+        this._view.setState(patch)?.catch?.(problem);
+      } catch (e) {
+        problem(e);
       }
     }
     this._showProblems();
@@ -346,9 +371,30 @@ class HeadscopeHeads extends HeadscopeWidget {
   }
 }
 
+class HeadscopeTrain extends HeadscopeWidget {
+  static ATTRIBUTES = TRAIN_ATTRIBUTES;
+  // One patch: a setup (and the step to train to) at once, so the model is made once.
+  static FIELD_GROUPS = [['task', 'layers', 'heads', 'dModel', 'mlp', 'norm', 'positions', 'lr', 'weightDecay',
+    'batch', 'clip', 'seed', 'steps']];
+  static restorable(state) {
+    return state;
+  }
+
+  mount(root, options) {
+    const { hs, ...rest } = options;  // the Train view runs in its own Worker
+    return mountTrain(root, rest);
+  }
+
+  play() { return this._whenReady((view) => view.play()); }
+  pause() { return this._whenReady((view) => view.pause()); }
+  step(n = 1) { return this._whenReady((view) => view.step(n)); }
+  reset() { return this._whenReady((view) => view.reset()); }
+}
+
+if (!customElements.get('headscope-train')) customElements.define('headscope-train', HeadscopeTrain);
 if (!customElements.get('headscope-walkthrough')) {
   customElements.define('headscope-walkthrough', HeadscopeWalkthrough);
 }
 if (!customElements.get('headscope-heads')) customElements.define('headscope-heads', HeadscopeHeads);
 
-export { HeadscopeWalkthrough, HeadscopeHeads };
+export { HeadscopeWalkthrough, HeadscopeHeads, HeadscopeTrain };

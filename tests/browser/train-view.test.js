@@ -1,0 +1,76 @@
+// The Train view (issue 12, first part) in Chromium: the induction preset trained to a fixed step
+// with a fixed seed gives the same weights, bit for bit, as the same training in Node; the curves,
+// the heads grid and the detectors show; pause, step and reset work; the URL holds the run.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { openPage } from './harness.js';
+import { init } from '../../web/lib/index.js';
+import { makeTask } from '../../web/lib/tasks.js';
+import { defaultTrainState, trainSetup } from '../../web/views/train/state.js';
+
+const STEPS = 60;
+
+// The same run in Node, on the SIMD128 build the Train view's Worker uses.
+async function nodeRun(steps) {
+  const hs = await init({ simd: 'simd128' });
+  const s = defaultTrainState();
+  const task = makeTask(s.task, { seed: s.seed });
+  const setup = trainSetup(s, task);
+  const m = hs.createTransformer(setup.model);
+  try {
+    m.setOptimizer(setup.optimizer);
+    for (let k = 0; k < steps; k++) {
+      const { tokens, targets } = task.batch(s.batch, k);
+      m.trainStep(tokens, targets);
+    }
+    const sd = m.stateDict();
+    return Object.fromEntries(Object.entries(sd).map(([k, v]) => [k, Array.from(new Uint32Array(v.data.buffer, v.data.byteOffset, v.data.length))]));
+  } finally {
+    m.dispose();
+  }
+}
+
+test('Train view: the induction preset to step 60 in the page is Node\'s run, bit for bit; step, pause, reset, URL', { timeout: 180_000 }, async () => {
+  const p = await openPage(`/demo/#train?steps=${STEPS}`);
+  try {
+    const { page } = p;
+    await page.waitForFunction((n) => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith(`step ${n}`),
+      STEPS, { timeout: 120_000 });
+    assert.equal(await page.getAttribute('#tab-train', 'aria-selected'), 'true');
+    // The weights, as float bits.
+    const bits = await page.evaluate(async () => {
+      const sd = await window.headscopeDemo.train.stateDict();
+      return Object.fromEntries(Object.entries(sd).map(([k, v]) => [k, Array.from(new Uint32Array(v.data.buffer, v.data.byteOffset, v.data.length))]));
+    });
+    const want = await nodeRun(STEPS);
+    assert.deepEqual(Object.keys(bits).sort(), Object.keys(want).sort());
+    for (const k of Object.keys(want)) assert.deepEqual(bits[k], want[k], `${k}: the same bits as Node`);
+    // What the view shows: 2 layers x 2 heads, the detectors, a curve with points at 0 and 60.
+    assert.equal(await page.locator('#panel-train .hs-train-head canvas').count(), 4);
+    assert.equal(await page.locator('#panel-train .hs-train-detectors tbody tr').count(), 4);
+    assert.match(await page.getAttribute('#panel-train .hs-train-curves-svg', 'aria-label'), /to step 60: held-out loss [\d.]+/);
+    assert.match(await page.evaluate(() => location.hash), /^#train\?.*steps=60/);
+    // Step: one more; play then pause: it stops; reset: back to 0.
+    await page.click('#panel-train [name="step"]');
+    await page.waitForFunction(() => document.querySelector('#panel-train .hs-train-counter').textContent.startsWith('step 61'));
+    await page.click('#panel-train [name="play"]');
+    await page.waitForFunction(() => Number(document.querySelector('#panel-train .hs-train-counter').textContent.match(/step (\d+)/)[1]) >= 86, null, { timeout: 60_000 });
+    await page.click('#panel-train [name="play"]');
+    await page.waitForTimeout(1500);
+    const paused = await page.textContent('#panel-train .hs-train-counter');
+    await page.waitForTimeout(800);
+    assert.equal(await page.textContent('#panel-train .hs-train-counter'), paused, 'paused: the step stays');
+    // Switching a head off changes the held-out loss; importance bars appear.
+    await page.uncheck('#panel-train [data-gate="1.1"]');
+    await page.waitForFunction(() => /With L1 H1 off/.test(document.querySelector('#panel-train .hs-train-ablation-result')?.textContent ?? ''));
+    await page.click('#panel-train [name="importance"]');
+    await page.waitForFunction(() => document.querySelectorAll('#panel-train .hs-train-importance').length === 4);
+    await page.click('#panel-train [name="reset"]');
+    await page.waitForFunction(() => document.querySelector('#panel-train .hs-train-counter').textContent.startsWith('step 0'));
+    assert.deepEqual(p.pageErrors, []);
+    assert.deepEqual(p.consoleErrors, []);
+    assert.deepEqual(p.foreignRequests, []);
+  } finally {
+    await p.close();
+  }
+});

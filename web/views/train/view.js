@@ -1,0 +1,509 @@
+// The Train view: a small transformer learns a built-in task in a Web Worker while the reader
+// watches its loss curves, every head's attention on the task's probe row, and the head
+// detectors (previous-token, first-token, same-token, induction) move as the heads specialise.
+// Then switch heads off and see the held-out loss change, and see each head's importance (the
+// gradient of the loss with respect to its gate, Michel et al. 2019).
+//
+// All training and every forward pass run in the view's own Worker (initWorker): the page's
+// thread only draws, so it never holds a task for long. The Worker runs the SIMD128 build, not
+// the relaxed one: a run is then the same bits in every browser, on every CPU and in Node (the
+// relaxed build's fused multiply-adds depend on the CPU), so a link to a run is that run. Training goes in chunks (train() of the
+// worker API, CHUNK_STEPS at a time) with an evaluation after each: held-out loss and accuracy,
+// the probe's patterns, the detectors.
+import { initWorker } from '../../lib/index.js';
+import { HeadscopeError } from '../../lib/errors.js';
+import { makeTask } from '../../lib/tasks.js';
+import { DETECTORS, headScores } from '../../lib/detectors.js';
+import { button, el, labelled, setText } from '../common/dom.js';
+import { formatNumber } from '../common/matrix.js';
+import { renderHeatmap } from '../common/heatmap.js';
+import { checkNames } from '../common/options.js';
+import { applyTrainState, defaultTrainState, D_MODELS, sameSetup, TASK_NAMES, trainSetup } from './state.js';
+import { createCurves } from './curves.js';
+
+/** Steps per chunk between two evaluations while playing. */
+const CHUNK_STEPS = 25;
+/** Held-out rows of each evaluation. */
+const EVAL_ROWS = 64;
+export const TRAIN_CONTROLS = ['task', 'model', 'optimizer', 'buttons', 'detectors', 'ablation'];
+
+const DETECTOR_LABELS = { 'previous-token': 'previous token', 'first-token': 'first token', 'same-token': 'same token', induction: 'induction' };
+
+/**
+ * @param {Element} root
+ * @param {{ state?: object, onStatus?: (text: string) => void, onChange?: (state: object, cause: string) => void,
+ *   hide?: string[], compact?: boolean, worker?: () => Promise<object> }} options worker: starts the
+ *   view's engine (default initWorker())
+ * @returns {{ getState(): object, setState(patch: object): Promise<void>, play(): void, pause(): void,
+ *   step(n?: number): Promise<void>, reset(): Promise<void>, ready: Promise<void>, stateDict(): Promise<object>,
+ *   destroy(): void }}
+ */
+export function mountTrain(root, { state: initialState, onStatus = () => {}, onChange = () => {}, hide = [],
+  compact = false, worker: startWorker = () => initWorker(undefined, { simd: 'simd128' }) } = {}) {
+  const hidden = new Set(checkNames(hide, TRAIN_CONTROLS, 'mountTrain: options.hide'));
+  let state = applyTrainState(initialState ?? {}, defaultTrainState(), 'mountTrain: options.state');
+  const target = state.steps;   // a link's step: train to it once mounted
+  state = { ...state, steps: 0 };
+
+  let engine = null;
+  let model = null;
+  let task = null;
+  let held = null;
+  let probe = null;
+  let curve = [];
+  let playing = false;
+  let busy = Promise.resolve();
+  let destroyed = false;
+  let generation = 0;
+  let gates = null;       // [layer][head] 0/1, null: every head on
+  let lastRate = 0;
+
+  // ---- Skeleton --------------------------------------------------------------------------------
+  const view = el('div', `hs-train${compact ? ' hs-compact' : ''}`);
+  const intro = el('p', 'hs-prose hs-train-intro', 'Train a small transformer on a task, in this page. ' +
+    'Watch the loss fall, every head\'s attention on one example, and the detectors that say what ' +
+    'each head has learned to do (an induction head forms as the loss drops). Then switch heads off ' +
+    'and see what each one was worth.');
+  const controls = el('form', 'hs-controls hs-train-controls');
+  controls.addEventListener('submit', (e) => e.preventDefault());
+  const select = (name, values, label) => {
+    const s = el('select');
+    s.name = name;
+    for (const v of values) {
+      const o = el('option', '', String(v));
+      o.value = String(v);
+      s.append(o);
+    }
+    return { control: s, label: labelled(label, s) };
+  };
+  const number = (name, label, { min, max, step }) => {
+    const i = el('input');
+    i.type = 'number';
+    i.name = name;
+    Object.assign(i, { min: String(min), max: String(max), step: String(step) });
+    return { control: i, label: labelled(label, i) };
+  };
+  const c = {
+    task: select('task', TASK_NAMES, 'Task'),
+    layers: select('layers', [1, 2, 3, 4], 'Layers'),
+    heads: select('heads', [1, 2, 4, 8, 16, 32, 64], 'Heads'),
+    dModel: select('dModel', D_MODELS, 'dModel'),
+    norm: select('norm', ['pre', 'post', 'none'], 'LayerNorm'),
+    positions: select('positions', ['learned', 'sinusoidal', 'none'], 'Positions'),
+    lr: number('lr', 'Learning rate', { min: 0.00001, max: 1, step: 0.0005 }),
+    weightDecay: number('weightDecay', 'Weight decay', { min: 0, max: 1, step: 0.01 }),
+    batch: number('batch', 'Batch', { min: 1, max: 256, step: 1 }),
+    clip: number('clip', 'Clip norm (0: off)', { min: 0, max: 100, step: 0.5 }),
+    seed: number('seed', 'Seed', { min: 0, max: 2147483647, step: 1 }),
+  };
+  const mlp = el('input');
+  mlp.type = 'checkbox';
+  mlp.name = 'mlp';
+  const mlpLabel = el('label');
+  mlpLabel.append(mlp, ' MLP');
+  const taskRow = el('div', 'hs-train-row');
+  taskRow.append(c.task.label);
+  const modelRow = el('div', 'hs-train-row');
+  modelRow.append(c.layers.label, c.heads.label, c.dModel.label, mlpLabel, c.norm.label, c.positions.label);
+  const optRow = el('div', 'hs-train-row');
+  optRow.append(c.lr.label, c.weightDecay.label, c.batch.label, c.clip.label, c.seed.label);
+  taskRow.hidden = hidden.has('task');
+  modelRow.hidden = hidden.has('model');
+  optRow.hidden = hidden.has('optimizer');
+  controls.append(taskRow, modelRow, optRow);
+
+  const buttons = el('div', 'hs-train-buttons');
+  buttons.setAttribute('role', 'group');
+  buttons.setAttribute('aria-label', 'Training');
+  const playButton = button('Play', 'hs-train-play');
+  playButton.name = 'play';
+  const stepButton = button('Step', 'hs-train-step');
+  stepButton.name = 'step';
+  const resetButton = button('Reset', 'hs-train-reset');
+  resetButton.name = 'reset';
+  const log = el('input');
+  log.type = 'checkbox';
+  log.name = 'log';
+  const logLabel = el('label');
+  logLabel.append(log, ' log-scale loss');
+  const counter = el('output', 'hs-train-counter', 'step 0');
+  counter.setAttribute('aria-live', 'off');
+  buttons.append(playButton, stepButton, resetButton, logLabel, counter);
+  buttons.hidden = hidden.has('buttons');
+
+  const message = el('p', 'hs-train-message');
+  message.setAttribute('role', 'status');
+  const curves = createCurves();
+  const probeText = el('p', 'hs-note hs-train-probe');
+  const gridTitle = el('h3', 'hs-prose', 'Every head on the probe row');
+  const grid = el('div', 'hs-train-grid');
+  const detectorsTitle = el('h3', 'hs-prose', 'What each head does (head detectors, on the held-out rows)');
+  const detectors = el('table', 'hs-train-detectors');
+  const ablationTitle = el('h3', 'hs-prose', 'Switch heads off: the held-out loss, and each head\'s importance');
+  const ablation = el('div', 'hs-train-ablation');
+  const detectorsBox = el('section');
+  detectorsBox.append(detectorsTitle, detectors);
+  detectorsBox.hidden = hidden.has('detectors');
+  const ablationBox = el('section');
+  ablationBox.append(ablationTitle, ablation);
+  ablationBox.hidden = hidden.has('ablation');
+  view.append(intro, controls, buttons, message, curves.element, gridTitle, probeText, grid, detectorsBox, ablationBox);
+  root.replaceChildren(view);
+
+  function syncControls() {
+    for (const k of ['task', 'layers', 'heads', 'dModel', 'norm', 'positions', 'lr', 'weightDecay', 'batch', 'clip', 'seed']) {
+      const control = c[k].control;
+      if (control.value !== String(state[k])) control.value = String(state[k]);
+      control.removeAttribute('aria-invalid');
+    }
+    mlp.checked = state.mlp;
+    playButton.textContent = playing ? 'Pause' : 'Play';
+    playButton.setAttribute('aria-pressed', String(playing));
+    setText(counter, `step ${state.steps}${lastRate ? `, ${lastRate.toFixed(0)} steps/s` : ''}`);
+  }
+
+  let reported = JSON.stringify(state);
+  function changed(cause) {
+    const key = JSON.stringify(state);
+    if (key === reported) return;
+    reported = key;
+    try {
+      onChange({ ...state }, cause);
+    } catch (e) {
+      queueMicrotask(() => { throw e; });
+    }
+  }
+
+  // ---- The engine and one model ------------------------------------------------------------------
+  // Runs `job` after the previous one (a reset, a chunk, an evaluation): one at a time.
+  function serial(job) {
+    const run = busy.then(job);
+    busy = run.catch(() => {});
+    return run;
+  }
+
+  async function newModel() {
+    engine ??= await startWorker();
+    if (model) await model.dispose();
+    model = null;
+    task = makeTask(state.task, { seed: state.seed });
+    held = task.heldOut(EVAL_ROWS, 0);
+    probe = task.probe();
+    const setup = trainSetup(state, task);
+    model = await engine.createTransformer(setup.model);
+    await model.setOptimizer(setup.optimizer);
+    gates = null;
+    curve = [];
+    state = { ...state, steps: 0 };
+    await evaluate(NaN);
+  }
+
+  // Held-out loss and accuracy, the probe's patterns and the detectors, then the drawing.
+  async function evaluate(trainLoss) {
+    const mine = generation;
+    const hooks = Array.from({ length: state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`);
+    const [heldRun, probeRun] = [await model.forward(held.tokens, { hooks }), await model.forward(probe.tokens, { hooks })];
+    if (mine !== generation || destroyed) return;
+    const e = task.evaluate(heldRun.logits, held.targets);
+    curve.push({ step: state.steps, trainLoss, heldOutLoss: e.loss, accuracy: e.accuracy });
+    const scores = hooks.map((h) => headScores(heldRun.hooks[h], held.tokens));
+    draw(probeRun, scores);
+  }
+
+  async function trainSteps(n) {
+    const mine = generation;
+    const started = performance.now();
+    let sum = 0;
+    let count = 0;
+    const run = await model.train({ task: trainSetup(state, task).task, batchSize: state.batch, steps: n, startIndex: state.steps },
+      { onProgress: (p) => { for (const l of p.losses) { sum += l; count++; } } });
+    const done = await run.done;
+    if (mine !== generation || destroyed) return false;
+    state = { ...state, steps: state.steps + done.step };
+    lastRate = done.step / Math.max(1e-3, (performance.now() - started) / 1000);
+    if (done.status !== 'done') {
+      playing = false;
+      message.textContent = done.status === 'refused'
+        ? `Step ${state.steps + 1} was refused (${done.refused}): the weights stay as they were. Lower the learning rate or reset.`
+        : `Training stopped: ${done.error?.message ?? done.status}`;
+    }
+    await evaluate(count ? sum / count : NaN);
+    changed('input');
+    return done.status === 'done';
+  }
+
+  // ---- Drawing ---------------------------------------------------------------------------------
+  function draw(probeRun, scores) {
+    syncControls();
+    curves.update(curve, { log: log.checked, maxStep: Math.max(state.steps, 100) });
+    setText(probeText, `Probe row: ${task.describe(probe.tokens)}`);
+    const T = task.seqLen;
+    const labels = Array.from(probe.tokens.data, (id) => task.vocab[id]);
+    // One heatmap per layer and head, in a grid of layers (rows) x heads (columns).
+    const cells = [];
+    for (let l = 0; l < state.layers; l++) {
+      const pattern = probeRun.hooks[`blocks.${l}.attn.hook_pattern`];
+      for (let h = 0; h < state.heads; h++) cells.push({ l, h, data: pattern.data.subarray(h * T * T, (h + 1) * T * T) });
+    }
+    while (grid.children.length > cells.length) grid.lastChild.remove();
+    while (grid.children.length < cells.length) {
+      const card = el('figure', 'hs-train-head');
+      card.append(el('figcaption'), el('div', 'hs-heatmap-box'));
+      grid.append(card);
+    }
+    grid.style.setProperty('--hs-train-heads', String(Math.min(state.heads, 8)));
+    cells.forEach(({ l, h, data }, k) => {
+      const card = grid.children[k];
+      card.dataset.layer = String(l);
+      card.dataset.head = String(h + 1);
+      const best = DETECTORS.map((d) => [d, scores[l][d]?.[h] ?? 0]).sort((a, b) => b[1] - a[1])[0];
+      const off = gates?.[l][h] === 0;
+      setText(card.firstChild, `L${l} H${h + 1}${off ? ' (off)' : ''}${best[1] > 0.4 ? `: ${DETECTOR_LABELS[best[0]]}` : ''}`);
+      card.classList.toggle('hs-head-off', off);
+      renderHeatmap(card.lastChild, {
+        id: `${l}.${h + 1}`, name: `Layer ${l} head ${h + 1} attention on the probe row, ${T} by ${T}`,
+        data, rows: T, cols: T, rowLabels: labels, colLabels: labels,
+        masked: (i, j) => j > i,
+        describe: (i, j) => `layer ${l} head ${h + 1}: ${labels[i]} (${i}) → ${labels[j]} (${j}): ${formatNumber(data[i * T + j], 3)}`,
+      });
+    });
+    drawDetectors(scores);
+    drawAblation();
+  }
+
+  function drawDetectors(scores) {
+    const head = el('tr');
+    head.append(el('th', '', 'head'), ...DETECTORS.map((d) => el('th', '', DETECTOR_LABELS[d])));
+    for (const th of head.children) th.scope = 'col';
+    const rows = [];
+    for (let l = 0; l < state.layers; l++) {
+      for (let h = 0; h < state.heads; h++) {
+        const tr = el('tr');
+        const th = el('th', '', `L${l} H${h + 1}`);
+        th.scope = 'row';
+        tr.append(th);
+        for (const d of DETECTORS) {
+          const v = scores[l][d]?.[h] ?? 0;
+          const td = el('td', 'hs-train-score');
+          td.dataset.detector = d;
+          const bar = el('span', 'hs-train-bar');
+          bar.style.width = `${Math.max(0, Math.min(1, v)) * 100}%`;
+          td.append(bar, el('span', 'hs-train-score-value', formatNumber(v, 2)));
+          tr.append(td);
+        }
+        rows.push(tr);
+      }
+    }
+    const thead = el('thead');
+    thead.append(head);
+    const tbody = el('tbody');
+    tbody.append(...rows);
+    const caption = el('caption', 'hs-note', 'Mean attention to the key each detector names (TransformerLens\'s head detectors): ' +
+      '1 means the head does exactly that.');
+    detectors.replaceChildren(caption, thead, tbody);
+  }
+
+  // The ablation box: a switch per head, the held-out loss with the switched-off heads, and each
+  // head's importance |d loss / d gate| on the held-out rows.
+  let ablationResult = null;
+  function drawAblation() {
+    if (ablation.childElementCount === 0 || ablation.dataset.shape !== `${state.layers}x${state.heads}`) {
+      ablation.dataset.shape = `${state.layers}x${state.heads}`;
+      const switches = el('div', 'hs-train-switches');
+      switches.setAttribute('role', 'group');
+      switches.setAttribute('aria-label', 'Heads on or off');
+      for (let l = 0; l < state.layers; l++) {
+        for (let h = 0; h < state.heads; h++) {
+          const label = el('label', 'hs-train-switch');
+          const box = el('input');
+          box.type = 'checkbox';
+          box.checked = true;
+          box.dataset.gate = `${l}.${h + 1}`;
+          box.addEventListener('change', () => {
+            gates ??= Array.from({ length: state.layers }, () => new Array(state.heads).fill(1));
+            gates[l][h] = box.checked ? 1 : 0;
+            if (gates.every((row) => row.every((g) => g === 1))) gates = null;
+            serial(measureAblation).catch(fail);
+          });
+          label.append(box, ` L${l} H${h + 1}`);
+          switches.append(label);
+        }
+      }
+      const result = el('p', 'hs-train-ablation-result');
+      const importance = button('Head importance', 'hs-train-importance-button');
+      importance.name = 'importance';
+      importance.addEventListener('click', () => serial(measureImportance).catch(fail));
+      const bars = el('div', 'hs-train-importance-bars');
+      ablation.replaceChildren(switches, result, importance, bars);
+      ablationResult = result;
+    }
+  }
+
+  async function measureAblation() {
+    if (!model) return;
+    const { logits } = await model.forward(held.tokens, gates ? { headGates: gates } : {});
+    const e = task.evaluate(logits, held.targets);
+    const base = curve[curve.length - 1];
+    const off = gates ? gates.flatMap((row, l) => row.flatMap((g, h) => (g === 0 ? [`L${l} H${h + 1}`] : []))) : [];
+    setText(ablationResult, off.length
+      ? `With ${off.join(', ')} off: held-out loss ${formatNumber(e.loss, 3)} (with every head: ${formatNumber(base.heldOutLoss, 3)}), ` +
+        `accuracy ${formatNumber(100 * e.accuracy, 1)}% (${formatNumber(100 * base.accuracy, 1)}%).`
+      : `Every head on: held-out loss ${formatNumber(base.heldOutLoss, 3)}, accuracy ${formatNumber(100 * base.accuracy, 1)}%.`);
+    ablationResult.dataset.loss = String(e.loss);
+    draw(await model.forward(probe.tokens, { hooks: Array.from({ length: state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`) }),
+      await currentScores());
+    setText(ablationResult, ablationResult.textContent);
+  }
+
+  async function currentScores() {
+    const hooks = Array.from({ length: state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`);
+    const r = await model.forward(held.tokens, { hooks });
+    return hooks.map((h) => headScores(r.hooks[h], held.tokens));
+  }
+
+  async function measureImportance() {
+    if (!model) return;
+    const { grads } = await model.backward(held.tokens, held.targets, { headGateGrads: true });
+    const g = grads.headGates;
+    const values = g.flatMap((row, l) => row.map((v, h) => ({ l, h, v: Math.abs(v) })));
+    const max = Math.max(1e-12, ...values.map((x) => x.v));
+    const bars = ablation.querySelector('.hs-train-importance-bars');
+    bars.replaceChildren(el('p', 'hs-note', '|d loss / d gate| per head on the held-out rows (Michel et al. 2019): ' +
+      'how much the loss would change if the head were scaled down a little.'),
+    ...values.map(({ l, h, v }) => {
+      const row = el('div', 'hs-train-importance');
+      row.dataset.head = `${l}.${h + 1}`;
+      const bar = el('span', 'hs-train-bar');
+      bar.style.width = `${(100 * v) / max}%`;
+      row.append(el('span', 'hs-train-importance-name', `L${l} H${h + 1}`), bar, el('span', '', formatNumber(v, 4)));
+      return row;
+    }));
+  }
+
+  function fail(e) {
+    playing = false;
+    message.textContent = `Train: ${e?.message ?? e}`;
+    message.classList.add('hs-error');
+    onStatus(`Train: ${e?.message ?? e}`);
+    syncControls();
+  }
+
+  // ---- Actions -----------------------------------------------------------------------------------
+  async function loop() {
+    while (playing && !destroyed) {
+      const ok = await serial(() => trainSteps(CHUNK_STEPS));
+      if (!ok) playing = false;
+    }
+    syncControls();
+  }
+
+  function play() {
+    if (playing || destroyed) return;
+    playing = true;
+    message.textContent = '';
+    message.classList.remove('hs-error');
+    syncControls();
+    loop().catch(fail);
+  }
+
+  function pause() {
+    playing = false;
+    syncControls();
+  }
+
+  function reset() {
+    playing = false;
+    generation++;
+    lastRate = 0;
+    return serial(async () => {
+      await newModel();
+      changed('reset');
+    }).catch((e) => {
+      fail(e);
+      throw e;
+    });
+  }
+
+  function step(n = 1) {
+    if (!Number.isInteger(n) || n < 1 || n > 100_000) {
+      return Promise.reject(new HeadscopeError('INVALID_ARGUMENT', `step: n: expected an integer in [1, 100000], got ${String(n)}`));
+    }
+    return serial(() => trainSteps(n)).catch((e) => {
+      fail(e);
+      throw e;
+    });
+  }
+
+  playButton.addEventListener('click', () => (playing ? pause() : play()));
+  stepButton.addEventListener('click', () => { step(1).catch(() => {}); });
+  resetButton.addEventListener('click', () => { reset().catch(() => {}); });
+  log.addEventListener('change', () => curves.update(curve, { log: log.checked, maxStep: Math.max(state.steps, 100) }));
+  // A change of the setup (task, model, optimizer, seed) is a new model from step 0.
+  const onControl = () => {
+    const patch = {};
+    for (const k of ['task', 'norm', 'positions']) patch[k] = c[k].control.value;
+    for (const k of ['layers', 'heads', 'dModel', 'lr', 'weightDecay', 'batch', 'clip', 'seed']) patch[k] = Number(c[k].control.value);
+    patch.mlp = mlp.checked;
+    if (patch.dModel % patch.heads !== 0) patch.heads = Math.min(patch.dModel, state.heads) > 0 ? gcdHeads(patch.dModel, patch.heads) : 1;
+    let next;
+    try {
+      next = applyTrainState(patch, state, 'Train');
+    } catch (e) {
+      message.textContent = e.message;
+      return;
+    }
+    message.textContent = '';
+    if (sameSetup(next, state)) return;
+    state = { ...next, steps: 0 };
+    reset().catch(() => {});
+  };
+  controls.addEventListener('change', onControl);
+
+  const ready = serial(newModel).then(async () => {
+    syncControls();
+    if (target > 0) await serial(() => trainSteps(target));
+    view.dataset.ready = 'true';
+  }).catch((e) => {
+    fail(e);
+    view.dataset.ready = 'error';
+    throw e;
+  });
+  ready.catch(() => {});
+
+  return {
+    ready,
+    getState: () => ({ ...state }),
+    /** A new setup resets to step 0; `steps` beyond the current step trains up to it. */
+    async setState(patch) {
+      const next = applyTrainState(patch, state);
+      if (!sameSetup(next, state) || next.steps < state.steps) {
+        const to = next.steps;
+        state = { ...next, steps: 0 };
+        await reset();
+        if (to > 0) await step(to);
+      } else if (next.steps > state.steps) {
+        await step(next.steps - state.steps);
+      }
+      changed('setState');
+    },
+    play, pause, step, reset,
+    isPlaying: () => playing,
+    /** The trained weights: stateDict() of the model (names as the reference module's). */
+    stateDict: () => serial(() => model.stateDict()),
+    destroy() {
+      destroyed = true;
+      playing = false;
+      generation++;
+      const e = engine;
+      engine = null;
+      Promise.resolve(e?.terminate?.()).catch(() => {});
+      root.replaceChildren();
+    },
+  };
+}
+
+// The largest head count <= h that divides d (a dModel change keeps the heads when it can).
+function gcdHeads(d, h) {
+  for (let k = Math.min(d, h); k >= 1; k--) if (d % k === 0) return k;
+  return 1;
+}
