@@ -35,6 +35,10 @@
 //                view: the longest main-thread task (PerformanceObserver 'longtask', which reports
 //                tasks over 50 ms; 0 when there was none) from the file's selection until the view
 //                shows the case
+//
+// The Train view (--no-train leaves it out): the induction preset played for --train-seconds
+// (default 10): the longest main-thread task meanwhile (PerformanceObserver 'longtask': tasks
+// over 50 ms; 0 when there was none), and the steps per second it trained.
 import { chromium } from 'playwright-core';
 import { cpus } from 'node:os';
 import { startServer } from './serve.js';
@@ -44,7 +48,7 @@ const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 function parseArgs(argv) {
-  const args = { json: false, runs: 15, coldRuns: 5, size: [16, 16, 16], headsTokens: 128, heads: true };
+  const args = { json: false, runs: 15, coldRuns: 5, size: [16, 16, 16], headsTokens: 128, heads: true, train: true, trainSeconds: 10 };
   for (let k = 0; k < argv.length; k++) {
     const a = argv[k];
     if (a === '--json') args.json = true;
@@ -53,6 +57,8 @@ function parseArgs(argv) {
     else if (a === '--size') args.size = String(argv[++k]).split('x').map(Number);
     else if (a === '--heads-tokens') args.headsTokens = Number(argv[++k]);
     else if (a === '--no-heads') args.heads = false;
+    else if (a === '--no-train') args.train = false;
+    else if (a === '--train-seconds') args.trainSeconds = Number(argv[++k]);
     else if (a === '--help' || a === '-h') {
       console.log('usage: node tools/page-timing.mjs [--json] [--runs N] [--cold-runs N] [--size LxExH] [--heads-tokens N] [--no-heads]');
       process.exit(0);
@@ -168,6 +174,33 @@ async function measureHeads(page, server, args) {
   return results;
 }
 
+// The Train view while it trains: the longest main-thread task, and the training speed.
+async function measureTrain(page, server, args) {
+  await page.goto(`${server.url}demo/#train`, { waitUntil: 'load' });
+  await page.waitForFunction(() => document.querySelector('#panel-train .hs-train')?.dataset.ready === 'true', null, { timeout: 60_000 });
+  await page.evaluate(() => {
+    window.__longTasks = [];
+    new PerformanceObserver((list) => { for (const e of list.getEntries()) window.__longTasks.push(e.duration); })
+      .observe({ type: 'longtask' });
+  });
+  const stepOf = () => page.evaluate(() => Number(document.querySelector('#panel-train .hs-train-counter').textContent.match(/step (\d+)/)[1]));
+  const before = await stepOf();
+  const started = Date.now();
+  await page.click('#panel-train [name="play"]');
+  await page.waitForTimeout(args.trainSeconds * 1000);
+  await page.click('#panel-train [name="play"]');
+  const seconds = (Date.now() - started) / 1000;
+  await page.waitForTimeout(500);
+  const steps = (await stepOf()) - before;
+  const longTasks = await page.evaluate(() => window.__longTasks);
+  return {
+    [`train (induction preset, ${args.trainSeconds} s): longest task`]: {
+      runs: 1, toPaintMs: Math.max(0, ...longTasks), busyMs: NaN, scriptMs: NaN, settledMs: NaN,
+      maxToPaintMs: Math.max(0, ...longTasks), longTasks: longTasks.length, stepsPerSecond: steps / seconds,
+    },
+  };
+}
+
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const [L, E, H] = args.size;
@@ -279,6 +312,7 @@ async function main() {
       }
     }
     if (args.heads) Object.assign(results, await measureHeads(page, server, args));
+    if (args.train) Object.assign(results, await measureTrain(page, server, args));
     if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join('; ')}`);
 
     const report = {
@@ -298,7 +332,7 @@ async function main() {
         'settled (median)']];
       for (const [name, r] of Object.entries(results)) {
         rows.push([name, String(r.runs), `${r.toPaintMs.toFixed(1)} ms`, Number.isNaN(r.busyMs) ? '' : `${r.busyMs.toFixed(1)} ms`,
-          Number.isNaN(r.scriptMs) ? "" : `${r.scriptMs.toFixed(1)} ms`, `${r.maxToPaintMs.toFixed(1)} ms`, `${r.settledMs.toFixed(1)} ms`]);
+          Number.isNaN(r.scriptMs) ? "" : `${r.scriptMs.toFixed(1)} ms`, `${r.maxToPaintMs.toFixed(1)} ms`, Number.isNaN(r.settledMs) ? `${r.stepsPerSecond?.toFixed(0) ?? ''} steps/s` : `${r.settledMs.toFixed(1)} ms`]);
       }
       const widths = rows[0].map((_, c) => Math.max(...rows.map((row) => row[c].length)));
       for (const [n, row] of rows.entries()) {

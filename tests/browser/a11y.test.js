@@ -42,6 +42,22 @@ for (const colorScheme of ['light', 'dark']) {
     }
   });
 
+  test(`axe: the Train view after some training, ${colorScheme}`, async () => {
+    const p = await openPage('/demo/#train?steps=10', { colorScheme });
+    try {
+      const { page } = p;
+      await page.waitForFunction(() => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 10'),
+        null, { timeout: 60_000 });
+      await page.click('#panel-train [name="importance"]');
+      await page.waitForSelector('#panel-train .hs-train-importance');
+      const v = await axe(page, '#panel-train');
+      assert.deepEqual(v, [], report(v));
+      assert.deepEqual(p.pageErrors, []);
+    } finally {
+      await p.close();
+    }
+  });
+
   test(`axe: the widgets example (every widget, in its shadow root), ${colorScheme}`, async () => {
     const p = await openPage('/widgets/example.html', { colorScheme, waitForReady: false });
     try {

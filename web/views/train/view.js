@@ -135,11 +135,11 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
   message.setAttribute('role', 'status');
   const curves = createCurves();
   const probeText = el('p', 'hs-note hs-train-probe');
-  const gridTitle = el('h3', 'hs-prose', 'Every head on the probe row');
+  const gridTitle = el('h2', 'hs-prose hs-train-h2', 'Every head on the probe row');
   const grid = el('div', 'hs-train-grid');
-  const detectorsTitle = el('h3', 'hs-prose', 'What each head does (head detectors, on the held-out rows)');
+  const detectorsTitle = el('h2', 'hs-prose hs-train-h2', 'What each head does (head detectors, on the held-out rows)');
   const detectors = el('table', 'hs-train-detectors');
-  const ablationTitle = el('h3', 'hs-prose', 'Switch heads off: the held-out loss, and each head\'s importance');
+  const ablationTitle = el('h2', 'hs-prose hs-train-h2', 'Switch heads off: the held-out loss, and each head\'s importance');
   const ablation = el('div', 'hs-train-ablation');
   const detectorsBox = el('section');
   detectorsBox.append(detectorsTitle, detectors);
