@@ -13,6 +13,13 @@ const shots = [
   { name: 'your-weights', path: '/demo/#load', upload: 'tests/golden/realistic-e64-h4-self-kpm.json' },
   { name: 'widgets', path: '/widgets/example.html', waitForReady: false },
   { name: 'phone-dark', path: '/demo/', viewport: { width: 390, height: 844 }, colorScheme: 'dark' },
+  { name: 'widgets-linked', path: '/widgets/example.html', waitForReady: false, scroll: '#mirror' },
+  { name: 'heads-128', path: `/demo/#heads?heads=16&text=${encodeURIComponent(Array.from({ length: 128 },
+    (_, k) => ['ERROR', '[api]', 'timeout', 'retry=3', 'db', '5000ms', 'GET', '/v1'][k % 8]).join(' '))}`,
+  scroll: '#panel-heads .hs-head-grid' },
+  { name: 'train', path: '/demo/#train?steps=300', waitFor: () => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 300') },
+  { name: 'train-heads', path: '/demo/#train?steps=300', scroll: '#panel-train .hs-train-grid',
+    waitFor: () => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 300') },
 ];
 
 try {
@@ -21,9 +28,10 @@ try {
       waitForReady: s.waitForReady ?? true });
     try {
       if (s.waitForReady === false) {
-        await p.page.waitForFunction(() => [...document.querySelectorAll('headscope-walkthrough, headscope-heads')]
+        await p.page.waitForFunction(() => [...document.querySelectorAll('headscope-walkthrough, headscope-heads, headscope-train')]
           .every((w) => w.dataset.ready === 'true'));
       }
+      if (s.waitFor) await p.page.waitForFunction(s.waitFor, null, { timeout: 120_000 });
       if (s.upload) {
         await p.page.setInputFiles('#panel-load input[type="file"]', s.upload);
         await p.page.waitForSelector('#panel-load .hs-load-summary p');

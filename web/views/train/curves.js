@@ -10,7 +10,7 @@ const PAD = { l: 48, r: 44, t: 12, b: 28 };
 export function createCurves() {
   const box = el('figure', 'hs-train-curves');
   const svg = svgEl('svg', { viewBox: `0 0 ${W} ${H}`, class: 'hs-train-curves-svg', role: 'img' });
-  const grid = svgEl('g', { class: 'hs-train-grid' });
+  const grid = svgEl('g', { class: 'hs-train-gridlines' });
   const train = svgEl('path', { class: 'hs-train-line-train', fill: 'none' });
   const held = svgEl('path', { class: 'hs-train-line-held', fill: 'none' });
   const acc = svgEl('path', { class: 'hs-train-line-acc', fill: 'none' });
@@ -61,7 +61,7 @@ export function createCurves() {
     const ticks = [];
     for (let k = 0; k <= 3; k++) {
       const v = log ? Math.exp(Math.log(lo) + ((Math.log(hi) - Math.log(lo)) * k) / 3) : lo + ((hi - lo) * k) / 3;
-      ticks.push(['l', yLoss(v), v < 0.01 ? v.toExponential(0) : v.toFixed(v < 1 ? 2 : 1)]);
+      ticks.push(['l', yLoss(v), v === 0 ? '0' : v < 0.01 ? v.toExponential(0) : v.toFixed(v < 1 ? 2 : 1)]);
     }
     for (const v of [0, 0.5, 1]) ticks.push(['r', yAcc(v), v.toFixed(1)]);
     grid.replaceChildren(...ticks.filter((t) => t[0] === 'l').map(([, y]) => svgEl('line', { x1: PAD.l, x2: W - PAD.r, y1: y, y2: y })));

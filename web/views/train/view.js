@@ -424,6 +424,16 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     });
   }
 
+  // Trains up to step `to` in chunks, each with its evaluation (the curve gets its points), as
+  // playing would; a refused step or a reset stops it.
+  async function trainTo(to) {
+    const mine = generation;
+    while (state.steps < to && mine === generation && !destroyed) {
+      const ok = await serial(() => trainSteps(Math.min(CHUNK_STEPS, to - state.steps)));
+      if (!ok) break;
+    }
+  }
+
   function step(n = 1) {
     if (!Number.isInteger(n) || n < 1 || n > 100_000) {
       return Promise.reject(new HeadscopeError('INVALID_ARGUMENT', `step: n: expected an integer in [1, 100000], got ${String(n)}`));
@@ -461,7 +471,7 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
 
   const ready = serial(newModel).then(async () => {
     syncControls();
-    if (target > 0) await serial(() => trainSteps(target));
+    if (target > 0) await trainTo(target);
     view.dataset.ready = 'true';
   }).catch((e) => {
     fail(e);
@@ -480,9 +490,9 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
         const to = next.steps;
         state = { ...next, steps: 0 };
         await reset();
-        if (to > 0) await step(to);
+        if (to > 0) await trainTo(to);
       } else if (next.steps > state.steps) {
-        await step(next.steps - state.steps);
+        await trainTo(next.steps);
       }
       changed('setState');
     },
