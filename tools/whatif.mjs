@@ -8,18 +8,7 @@
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { init, initWorker } from '../web/lib/index.js';
-import { formatTable, runExperiment } from '../web/lib/experiments.js';
-
-/** The documented experiments: dModel 64, heads 1 ... 64, three seeds, everything else fixed. */
-export const EXPERIMENTS = {
-  // One counted position per line, the label after "?": PAGE iff the level is ERROR, service= is
-  // database or payment and duration= is over 1000ms; three fields, at positions that vary from
-  // line to line, must be read at once (docs/tasks.md).
-  'log-line': { task: { name: 'log-line' }, nLayers: 2, dMlp: 0, steps: 300 },
-  // A random sequence repeated: predicting the second copy needs a previous-token head and an
-  // induction head, whose match is on token identity: a head of a few dimensions cannot hold it.
-  induction: { task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400 },
-};
+import { describeResult, EXPERIMENTS, formatTable, runExperiment } from '../web/lib/experiments.js';
 
 const { values } = parseArgs({
   options: {
@@ -40,7 +29,10 @@ if (!Number.isInteger(workerCount) || workerCount < 1 || workerCount > 16) {
   console.error(`--workers: expected an integer in [1, 16], got ${values.workers}`);
   process.exit(2);
 }
-const engines = workerCount === 1 ? [await init()] : await Promise.all(Array.from({ length: workerCount }, () => initWorker()));
+// The SIMD128 build, as the page's Train view uses: the same bits on every CPU (the relaxed
+// build's fused multiply-adds depend on the CPU).
+const engines = workerCount === 1 ? [await init({ simd: 'simd128' })]
+  : await Promise.all(Array.from({ length: workerCount }, () => initWorker(undefined, { simd: 'simd128' })));
 const out = {};
 try {
   for (const name of names) {
@@ -55,6 +47,7 @@ try {
         `${o.dMlp ? `MLP ${o.dMlp}` : 'attention only'}, ${o.steps} steps of ${o.batchSize}, AdamW lr ${o.optimizer.lr}, ` +
         `seeds ${o.seeds.join(', ')}; held-out accuracy on ${o.evalRows} rows\n`);
       console.log(formatTable(result));
+      console.log(`\n${describeResult(result)}`);
       console.log(`\n${out[name].seconds.toFixed(0)} s on ${cpus()[0]?.model ?? 'this CPU'}, ${engines.length} engine(s)`);
     }
   }

@@ -3,7 +3,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { init, initWorker } from '../../web/lib/index.js';
-import { formatTable, HEAD_COUNTS, planExperiment, runExperiment, summarize } from '../../web/lib/experiments.js';
+import { describeResult, EXPERIMENTS, formatTable, HEAD_COUNTS, planExperiment, runExperiment, summarize } from '../../web/lib/experiments.js';
 
 const hs = await init();
 after(() => assert.equal(hs.liveHandles(), 0));
@@ -70,4 +70,15 @@ test('summarize and formatTable', () => {
   const table = formatTable({ rows });
   assert.match(table, /\| 1 \| 64 \| 60\.0% \(50\.0%-70\.0%\) \| 2\.000 ± 1\.414 \|/);
   assert.match(table, /\(1 refused\)/);
+});
+
+test('describeResult says what the rows measured, whichever way it went', () => {
+  const rows = (list) => list.map(([heads, headDim, mean]) => ({ heads, headDim, seeds: [1, 2, 3], accuracy: { mean } }));
+  assert.equal(describeResult({ rows: rows([[1, 64, 0.682], [4, 16, 0.979], [64, 1, 1]]) }),
+    'Best: 64 heads of 1 dim, 100.0% held-out accuracy (mean of 3 seeds). One head is not enough here: 68.2%.');
+  assert.equal(describeResult({ rows: rows([[1, 64, 0.998], [4, 16, 1], [64, 1, 0.887]]) }),
+    'Best: 4 heads of 16 dims, 100.0% held-out accuracy (mean of 3 seeds). One head does as well here: 99.8%. ' +
+    'Heads of 1 dim are too narrow here: 88.7%.');
+  assert.deepEqual(Object.keys(EXPERIMENTS), ['log-line', 'induction']);
+  assert.equal(planExperiment(EXPERIMENTS.induction).runs.length, 18);
 });

@@ -2,6 +2,10 @@
 import type { Headscope, OptimizerOptions, RemoteHeadscope, TransformerConfig } from './index.js';
 
 export declare const HEAD_COUNTS: readonly number[];
+/** The two documented experiments (docs/experiments.md). */
+export declare const EXPERIMENTS: Readonly<Record<'log-line' | 'induction', Readonly<ExperimentOptions>>>;
+/** The rows in words: one head against the best, the narrowest heads against the best. */
+export declare function describeResult(result: { rows: readonly ExperimentRow[] }): string;
 
 export interface ExperimentOptions {
   /** A built-in task and its options (headscope/tasks); the run's seed replaces task.seed. */

@@ -15,6 +15,44 @@ import { makeTask } from './tasks.js';
 /** The seeds' head counts at dModel 64: head dim 64 ... 1. */
 export const HEAD_COUNTS = Object.freeze([1, 2, 4, 8, 16, 64]);
 
+/**
+ * The two documented experiments (docs/experiments.md; tools/whatif.mjs and the Train view's
+ * "What if?" run them): dModel 64, heads 1 ... 64, three seeds, the rest fixed.
+ */
+export const EXPERIMENTS = Object.freeze({
+  // One counted position per line, the label after "?": PAGE iff the level is ERROR, service= is
+  // database or payment and duration= is over 1000ms; three fields, at positions that vary from
+  // line to line, must be read at once (docs/tasks.md).
+  'log-line': Object.freeze({ task: { name: 'log-line' }, nLayers: 2, dMlp: 0, steps: 300 }),
+  // A random sequence repeated: predicting the second copy needs a previous-token head and an
+  // induction head, whose match is on token identity: a head of a few dimensions cannot hold it.
+  induction: Object.freeze({ task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400 }),
+});
+
+/**
+ * What an experiment's rows say, in words: one head against the best, the narrowest heads against
+ * the best (a gap of more than 5 points of held-out accuracy counts as a difference).
+ */
+export function describeResult({ rows }) {
+  const pct = (x) => `${(100 * x).toFixed(1)}%`;
+  const best = rows.reduce((a, b) => (b.accuracy.mean > a.accuracy.mean ? b : a));
+  const one = rows.find((r) => r.heads === 1);
+  const narrow = rows.reduce((a, b) => (b.headDim < a.headDim ? b : a));
+  const dims = (d) => `${d} dim${d > 1 ? 's' : ''}`;
+  const parts = [`Best: ${best.heads} head${best.heads > 1 ? 's' : ''} of ${dims(best.headDim)}, ${pct(best.accuracy.mean)} held-out accuracy (mean of ${best.seeds.length} seeds).`];
+  if (one && one !== best) {
+    parts.push(one.accuracy.mean < best.accuracy.mean - 0.05
+      ? `One head is not enough here: ${pct(one.accuracy.mean)}.`
+      : `One head does as well here: ${pct(one.accuracy.mean)}.`);
+  }
+  if (narrow !== best && narrow !== one) {
+    parts.push(narrow.accuracy.mean < best.accuracy.mean - 0.05
+      ? `Heads of ${narrow.headDim} dim${narrow.headDim > 1 ? 's' : ''} are too narrow here: ${pct(narrow.accuracy.mean)}.`
+      : `Heads of ${narrow.headDim} dim${narrow.headDim > 1 ? 's' : ''} are not worse here: ${pct(narrow.accuracy.mean)}.`);
+  }
+  return parts.join(' ');
+}
+
 const DEFAULTS = Object.freeze({
   dModel: 64, nLayers: 2, dMlp: 0, norm: 'pre', positions: 'learned',
   steps: 600, batchSize: 16, evalEvery: 50, evalRows: 64, seeds: [1, 2, 3],

@@ -20,12 +20,13 @@ import { renderHeatmap } from '../common/heatmap.js';
 import { checkNames } from '../common/options.js';
 import { applyTrainState, defaultTrainState, D_MODELS, sameSetup, TASK_NAMES, trainSetup } from './state.js';
 import { createCurves } from './curves.js';
+import { createWhatIf } from './whatif.js';
 
 /** Steps per chunk between two evaluations while playing. */
 const CHUNK_STEPS = 25;
 /** Held-out rows of each evaluation. */
 const EVAL_ROWS = 64;
-export const TRAIN_CONTROLS = ['task', 'model', 'optimizer', 'buttons', 'detectors', 'ablation'];
+export const TRAIN_CONTROLS = ['task', 'model', 'optimizer', 'buttons', 'detectors', 'ablation', 'whatif'];
 
 const DETECTOR_LABELS = { 'previous-token': 'previous token', 'first-token': 'first token', 'same-token': 'same token', induction: 'induction' };
 
@@ -147,7 +148,9 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
   const ablationBox = el('section');
   ablationBox.append(ablationTitle, ablation);
   ablationBox.hidden = hidden.has('ablation');
-  view.append(intro, controls, buttons, message, curves.element, gridTitle, probeText, grid, detectorsBox, ablationBox);
+  const whatIf = createWhatIf();
+  whatIf.element.hidden = hidden.has('whatif');
+  view.append(intro, controls, buttons, message, curves.element, gridTitle, probeText, grid, detectorsBox, ablationBox, whatIf.element);
   root.replaceChildren(view);
 
   function syncControls() {
@@ -500,9 +503,11 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     isPlaying: () => playing,
     /** The trained weights: stateDict() of the model (names as the reference module's). */
     stateDict: () => serial(() => model.stateDict()),
+    whatIf,
     destroy() {
       destroyed = true;
       playing = false;
+      whatIf.destroy();
       generation++;
       const e = engine;
       engine = null;
