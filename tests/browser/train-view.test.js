@@ -106,3 +106,36 @@ test('What if?: the runner trains each head count in Workers and shows curves, t
     await p.close();
   }
 });
+
+test('Export model: a transformer case that the library checks; loaded back, the same logits, bit for bit', { timeout: 120_000 }, async () => {
+  const p = await openPage('/demo/#train?steps=30');
+  try {
+    const { page } = p;
+    await page.waitForFunction(() => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 30'),
+      null, { timeout: 60_000 });
+    const doc = await page.evaluate(() => window.headscopeDemo.train.exportModel());
+    assert.equal(doc.kind, 'transformer');
+    assert.equal(doc.name, 'headscope-train task=induction seed=1 steps=30');
+    const hs = await init({ simd: 'simd128' });
+    const check = hs.checkCase(doc, hs.runCase(doc));
+    assert.equal(check.ok, true, JSON.stringify(check).slice(0, 500));
+    // Reset to step 0 (new weights), then load the file: the step, the weights, the logits are back.
+    await page.click('#panel-train [name="reset"]');
+    await page.waitForFunction(() => document.querySelector('#panel-train .hs-train-counter').textContent.startsWith('step 0'));
+    const again = await page.evaluate(async (d) => {
+      await window.headscopeDemo.train.loadModel(JSON.stringify(d));
+      return window.headscopeDemo.train.exportModel();
+    }, doc);
+    assert.equal(again.name, doc.name, 'the step comes back with the model');
+    assert.deepEqual(again.expected.logits, doc.expected.logits, 'the same logits');
+    assert.deepEqual(again.state_dict, doc.state_dict);
+    // A model the view cannot set up is refused, naming the field.
+    const bad = structuredClone(doc);
+    bad.config.act = 'relu';
+    const error = await page.evaluate((d) => window.headscopeDemo.train.loadModel(d).then(() => null, (e) => e.message), bad);
+    assert.match(error, /loadModel: config\.act: the Train view takes gelu, got relu/);
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});

@@ -102,3 +102,37 @@ test('bad states and URL parameters get errors naming the field', () => {
   assert.throws(() => decodeWalkthroughState('L=2&L=3'), /URL parameter L: given twice/);
   assert.throws(() => decodeWalkthroughState('bq=1'), /URL parameter bk: missing/);
 });
+
+test('Train: state -> URL -> state is exact (random states); bad fields named', async () => {
+  const { applyTrainState, decodeTrainState, defaultTrainState, encodeTrainState, TASK_NAMES, D_MODELS } =
+    await import('../../web/views/train/state.js');
+  const state = fc.constantFrom(...D_MODELS).chain((dModel) => fc.record({
+    task: fc.constantFrom(...TASK_NAMES),
+    layers: fc.integer({ min: 1, max: 4 }),
+    dModel: fc.constant(dModel),
+    heads: fc.constantFrom(...Array.from({ length: dModel }, (_, k) => k + 1).filter((h) => dModel % h === 0)),
+    mlp: fc.boolean(),
+    norm: fc.constantFrom('pre', 'post', 'none'),
+    positions: fc.constantFrom('learned', 'sinusoidal', 'none'),
+    lr: fc.double({ min: 1e-6, max: 1, noNaN: true }),
+    weightDecay: fc.double({ min: 0, max: 1, noNaN: true }).map((v) => v + 0),
+    batch: fc.integer({ min: 1, max: 256 }),
+    clip: fc.double({ min: 0, max: 100, noNaN: true }).map((v) => v + 0),
+    seed: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+    steps: fc.integer({ min: 0, max: 100_000 }),
+  }));
+  fc.assert(fc.property(state, (s) => {
+    const checked = applyTrainState(s, defaultTrainState());
+    const back = applyTrainState(decodeTrainState(encodeTrainState(checked)), defaultTrainState());
+    assert.deepStrictEqual(back, checked);
+  }), { numRuns: 300 });
+  for (const [patch, message] of [
+    [{ heads: 3 }, /state\.heads: expected a divisor of dModel 32, got 3/],
+    [{ lr: 0 }, /state\.lr: expected a number in \(0, 1\]/],
+    [{ task: 'nope' }, /state\.task: expected one of copy, /],
+    [{ colour: 1 }, /state\.colour: unknown field/],
+  ]) {
+    assert.throws(() => applyTrainState(patch, defaultTrainState()), (e) => e.code === 'INVALID_ARGUMENT' && message.test(e.message), JSON.stringify(patch));
+  }
+  assert.throws(() => decodeTrainState('colour=1'), /URL parameter colour: unknown/);
+});

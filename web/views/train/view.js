@@ -21,6 +21,8 @@ import { checkNames } from '../common/options.js';
 import { applyTrainState, defaultTrainState, D_MODELS, sameSetup, TASK_NAMES, trainSetup } from './state.js';
 import { createCurves } from './curves.js';
 import { createWhatIf } from './whatif.js';
+import { caseLoss, parseCase } from '../../lib/case.js';
+import { download, nested, toJSON } from '../common/export.js';
 
 /** Steps per chunk between two evaluations while playing. */
 const CHUNK_STEPS = 25;
@@ -129,7 +131,16 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
   logLabel.append(log, ' log-scale loss');
   const counter = el('output', 'hs-train-counter', 'step 0');
   counter.setAttribute('aria-live', 'off');
-  buttons.append(playButton, stepButton, resetButton, logLabel, counter);
+  const exportButton = button('Export model', 'hs-train-export');
+  exportButton.name = 'export';
+  exportButton.title = 'The trained model as a transformer case file: its config, weights, the probe row and its logits';
+  const loadInput = el('input', 'hs-train-load-input');
+  loadInput.type = 'file';
+  loadInput.accept = '.json,application/json';
+  loadInput.name = 'load';
+  const loadLabel = el('label', 'hs-train-load');
+  loadLabel.append('Load model ', loadInput);
+  buttons.append(playButton, stepButton, resetButton, logLabel, counter, exportButton, loadLabel);
   buttons.hidden = hidden.has('buttons');
 
   const message = el('p', 'hs-train-message');
@@ -391,6 +402,85 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     syncControls();
   }
 
+  // ---- Export and load -------------------------------------------------------------------------
+  // The case file's name carries what the config does not: the task, the seed and the step.
+  const caseName = () => `headscope-train task=${state.task} seed=${state.seed} steps=${state.steps}`;
+
+  /** The trained model as a transformer case document (docs/case-format.md), the probe row's logits expected. */
+  function exportModel() {
+    return serial(async () => {
+      const sd = await model.stateDict();
+      const { logits } = await model.forward(probe.tokens);
+      const cfg = trainSetup(state, task).model;
+      return {
+        kind: 'transformer',
+        name: caseName(),
+        config: { vocab_size: cfg.vocabSize, max_len: cfg.maxLen, d_model: cfg.dModel, n_layers: cfg.nLayers,
+          n_heads: cfg.nHeads, d_mlp: cfg.dMlp, norm: cfg.norm, positions: cfg.positions, causal: true, act: 'gelu',
+          bias: true, ln_eps: 1e-5 },
+        state_dict: Object.fromEntries(Object.entries(sd).map(([k, v]) => [k, nested(v)])),
+        inputs: { tokens: nested(probe.tokens), targets: nested(probe.targets) },
+        expected: { logits: nested(logits), loss: caseLoss(logits.data, probe.targets.data, task.vocabSize) },
+      };
+    });
+  }
+
+  /**
+   * Loads a transformer case document as the view's model: its config must be one the view can
+   * set up (else a HeadscopeError names the field), its name gives the task, seed and step when
+   * it was exported here (else the current task and seed, step 0). Training goes on from there
+   * with a fresh optimizer.
+   */
+  function loadModel(caseDocument) {
+    return serial(async () => {
+      const parsed = parseCase(caseDocument);
+      if (parsed.kind !== 'transformer') throw new HeadscopeError('INVALID_ARGUMENT', 'loadModel: expected a "kind": "transformer" case');
+      const cfg = parsed.config;
+      const named = /task=([\w-]+) seed=(\d+) steps=(\d+)/.exec(parsed.name ?? '') ?? [];
+      const patch = { layers: cfg.nLayers, heads: cfg.nHeads, dModel: cfg.dModel, mlp: cfg.dMlp > 0, norm: cfg.norm,
+        positions: cfg.positions, ...(named[1] ? { task: named[1], seed: Number(named[2]) } : {}) };
+      if (cfg.dMlp !== 0 && cfg.dMlp !== 4 * cfg.dModel) throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.d_mlp: the Train view takes 0 or 4 d_model (${4 * cfg.dModel}), got ${cfg.dMlp}`);
+      for (const [key, want] of [['causal', true], ['act', 'gelu'], ['bias', true]]) {
+        if (cfg[key] !== want) throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.${key}: the Train view takes ${want}, got ${cfg[key]}`);
+      }
+      const next = applyTrainState(patch, state, 'loadModel: config');
+      const nextTask = makeTask(next.task, { seed: next.seed });
+      if (nextTask.vocabSize !== cfg.vocabSize || nextTask.seqLen !== cfg.maxLen) {
+        throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.vocab_size / max_len: ${cfg.vocabSize} / ${cfg.maxLen} ` +
+          `do not fit the task ${next.task} (${nextTask.vocabSize} / ${nextTask.seqLen})`);
+      }
+      playing = false;
+      generation++;
+      state = { ...next, steps: 0 };
+      await newModel();
+      await model.loadStateDict(Object.fromEntries(parsed.stateDict));
+      state = { ...state, steps: named[3] ? Number(named[3]) : 0 };
+      curve = [];
+      await evaluate(NaN);
+      message.textContent = `Loaded ${parsed.name ?? 'a model'}: training goes on from here (with a new optimizer).`;
+      changed('input');
+    });
+  }
+
+  exportButton.addEventListener('click', async () => {
+    try {
+      const doc = await exportModel();
+      download(new Blob([toJSON(doc)], { type: 'application/json' }), `headscope-train-${state.task}-step${state.steps}.json`, view);
+    } catch (e) {
+      fail(e);
+    }
+  });
+  loadInput.addEventListener('change', async () => {
+    const file = loadInput.files?.[0];
+    loadInput.value = '';
+    if (!file) return;
+    try {
+      await loadModel(new Uint8Array(await file.arrayBuffer()));
+    } catch (e) {
+      fail(e);
+    }
+  });
+
   // ---- Actions -----------------------------------------------------------------------------------
   async function loop() {
     while (playing && !destroyed) {
@@ -504,6 +594,8 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     /** The trained weights: stateDict() of the model (names as the reference module's). */
     stateDict: () => serial(() => model.stateDict()),
     whatIf,
+    exportModel,
+    loadModel,
     destroy() {
       destroyed = true;
       playing = false;
