@@ -139,3 +139,36 @@ test('Export model: a transformer case that the library checks; loaded back, the
     await p.close();
   }
 });
+
+test('a trained head opens in the Heads view with the trained weights: its weights are the model\'s pattern', { timeout: 120_000 }, async () => {
+  const p = await openPage('/demo/#train?steps=25');
+  try {
+    const { page } = p;
+    await page.waitForFunction(() => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 25'),
+      null, { timeout: 60_000 });
+    // The model's own pattern of layer 1, head 2 on the probe row.
+    const pattern = await page.evaluate(async () => {
+      const doc = await window.headscopeDemo.train.layerCase(1);
+      return doc.inputs.query.length;
+    });
+    assert.equal(pattern, 32);
+    await page.click('#panel-train .hs-train-head[data-layer="1"][data-head="2"] .hs-train-open');
+    await page.waitForFunction(() => document.querySelector('#tab-heads').getAttribute('aria-selected') === 'true');
+    await page.waitForFunction(() => /layer 1 at step 25/.test(document.querySelector('#panel-heads .hs-heads-case-note')?.textContent ?? ''));
+    const state = await page.evaluate(() => window.headscopeDemo.heads.getState());
+    assert.deepEqual(state.show, [2], 'only the clicked head is shown');
+    // The Heads view's numbers (its JSON export) against the model's hook_pattern.
+    const [exported, hook] = await page.evaluate(async () => {
+      const blob = await window.headscopeDemo.heads.exportAs('json');
+      const json = JSON.parse(await blob.text());
+      const t = window.headscopeDemo.train;
+      return [json.heads[0].weights, await t.patternOf(1, 2)];
+    });
+    let worst = 0;
+    exported.forEach((row, i) => row.forEach((v, j) => { worst = Math.max(worst, Math.abs(v - hook[i][j])); }));
+    assert.ok(worst < 1e-5, `the Heads view's weights are the trained head's pattern (worst ${worst})`);
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});

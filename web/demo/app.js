@@ -62,6 +62,14 @@ async function main() {
   const trainView = () => {
     views.train ??= mountTrain(document.getElementById('panel-train'), {
       onStatus: setStatus, onChange: () => { if (current === 'train') writeHash(); },
+      // A head of the trained model, in the Heads view (its layer, that head shown) and the
+      // Walkthrough (which shows layers of at most 16 dims, and says so otherwise).
+      onOpenHead: async (doc, { head }) => {
+        views.walkthrough.loadCase(doc);
+        await views.heads.loadCase(doc);
+        views.heads.setState({ show: [head] });
+        selectTab('heads');
+      },
     });
     return views.train;
   };

@@ -41,7 +41,7 @@ const DETECTOR_LABELS = { 'previous-token': 'previous token', 'first-token': 'fi
  *   step(n?: number): Promise<void>, reset(): Promise<void>, ready: Promise<void>, stateDict(): Promise<object>,
  *   destroy(): void }}
  */
-export function mountTrain(root, { state: initialState, onStatus = () => {}, onChange = () => {}, hide = [],
+export function mountTrain(root, { state: initialState, onStatus = () => {}, onChange = () => {}, onOpenHead = null, hide = [],
   compact = false, worker: startWorker = () => initWorker(undefined, { simd: 'simd128' }) } = {}) {
   const hidden = new Set(checkNames(hide, TRAIN_CONTROLS, 'mountTrain: options.hide'));
   let state = applyTrainState(initialState ?? {}, defaultTrainState(), 'mountTrain: options.state');
@@ -262,7 +262,17 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     while (grid.children.length > cells.length) grid.lastChild.remove();
     while (grid.children.length < cells.length) {
       const card = el('figure', 'hs-train-head');
-      card.append(el('figcaption'), el('div', 'hs-heatmap-box'));
+      const caption = el('figcaption');
+      caption.append(el('span', 'hs-train-head-name'));
+      if (onOpenHead) {
+        const open = button('Open in the Heads view', 'hs-train-open');
+        open.addEventListener('click', () => {
+          const [l, h] = [Number(card.dataset.layer), Number(card.dataset.head)];
+          serial(() => layerCase(l)).then((doc) => onOpenHead(doc, { layer: l, head: h })).catch(fail);
+        });
+        caption.append(' ', open);
+      }
+      card.append(caption, el('div', 'hs-heatmap-box'));
       grid.append(card);
     }
     grid.style.setProperty('--hs-train-heads', String(Math.min(state.heads, 8)));
@@ -272,7 +282,7 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
       card.dataset.head = String(h + 1);
       const best = DETECTORS.map((d) => [d, scores[l][d]?.[h] ?? 0]).sort((a, b) => b[1] - a[1])[0];
       const off = gates?.[l][h] === 0;
-      setText(card.firstChild, `L${l} H${h + 1}${off ? ' (off)' : ''}${best[1] > 0.4 ? `: ${DETECTOR_LABELS[best[0]]}` : ''}`);
+      setText(card.firstChild.firstChild, `L${l} H${h + 1}${off ? ' (off)' : ''}${best[1] > 0.4 ? `: ${DETECTOR_LABELS[best[0]]}` : ''}`);
       card.classList.toggle('hs-head-off', off);
       renderHeatmap(card.lastChild, {
         id: `${l}.${h + 1}`, name: `Layer ${l} head ${h + 1} attention on the probe row, ${T} by ${T}`,
@@ -400,6 +410,39 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     message.classList.add('hs-error');
     onStatus(`Train: ${e?.message ?? e}`);
     syncControls();
+  }
+
+  /**
+   * Layer l's attention on the probe row as a case document of nn.MultiheadAttention (the
+   * Heads view's and the Walkthrough's kind): the trained in_proj and out_proj weights, and the
+   * layer's input, which is blocks.l.hook_resid_pre, through ln1 for a pre-LayerNorm model (ln1
+   * computed here in float64 from the model's own weights, as PyTorch's layer_norm: the case's
+   * weights then equal hook_pattern's to float32 rounding), with the causal mask.
+   */
+  async function layerCase(l) {
+    const hook = `blocks.${l}.hook_resid_pre`;
+    const { hooks } = await model.forward(probe.tokens, { hooks: [hook] });
+    const sd = await model.stateDict();
+    const x = hooks[hook];
+    const [, T, D] = x.shape;
+    const rows = Array.from({ length: T }, (_, i) => Array.from(x.data.subarray(i * D, (i + 1) * D)));
+    const query = state.norm !== 'pre' ? rows : rows.map((r) => {
+      const w = sd[`blocks.${l}.ln1.weight`].data;
+      const b = sd[`blocks.${l}.ln1.bias`].data;
+      const mean = r.reduce((a, v) => a + v, 0) / D;
+      const variance = r.reduce((a, v) => a + (v - mean) ** 2, 0) / D;
+      const inv = 1 / Math.sqrt(variance + 1e-5);
+      return r.map((v, k) => Math.fround((v - mean) * inv * w[k] + b[k]));
+    });
+    const key = (name) => nested(sd[`blocks.${l}.attn.${name}`]);
+    return {
+      name: `${state.task} layer ${l} at step ${state.steps}`,
+      config: { embed_dim: D, num_heads: state.heads, bias: true },
+      state_dict: { in_proj_weight: key('in_proj_weight'), in_proj_bias: key('in_proj_bias'),
+        'out_proj.weight': key('out_proj.weight'), 'out_proj.bias': key('out_proj.bias') },
+      inputs: { query, attn_mask: Array.from({ length: T }, (_, i) => Array.from({ length: T }, (_, j) => j > i)),
+        need_weights: true, average_attn_weights: false },
+    };
   }
 
   // ---- Export and load -------------------------------------------------------------------------
@@ -596,6 +639,15 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     whatIf,
     exportModel,
     loadModel,
+    layerCase,
+    /** Layer l, head h (1-based)'s attention on the probe row, as the model computes it: T rows of T. */
+    patternOf: (l, h) => serial(async () => {
+      const hook = `blocks.${l}.attn.hook_pattern`;
+      const { hooks } = await model.forward(probe.tokens, { hooks: [hook] });
+      const T = task.seqLen;
+      const data = hooks[hook].data.subarray((h - 1) * T * T, h * T * T);
+      return Array.from({ length: T }, (_, i) => Array.from(data.subarray(i * T, (i + 1) * T)));
+    }),
     destroy() {
       destroyed = true;
       playing = false;
