@@ -64,7 +64,16 @@ test('Train view: the induction preset to step 60 in the page is Node\'s run, bi
     await page.uncheck('#panel-train [data-gate="1.1"]');
     await page.waitForFunction(() => /With L1 H1 off/.test(document.querySelector('#panel-train .hs-train-ablation-result')?.textContent ?? ''));
     await page.click('#panel-train [name="importance"]');
-    await page.waitForFunction(() => document.querySelectorAll('#panel-train .hs-train-importance').length === 4);
+    await page.waitForFunction(() => document.querySelectorAll('#panel-train .hs-train-importance-bars .hs-train-importance').length === 4);
+    // Each head off in turn: four costs, the largest a positive loss increase.
+    await page.click('#panel-train [name="each-off"]');
+    await page.waitForFunction(() => document.querySelectorAll('#panel-train .hs-train-cost').length === 4);
+    const costs = await page.$$eval('#panel-train .hs-train-cost', (rows) => rows.map((r) => Number(r.dataset.cost)));
+    assert.ok(Math.max(...costs) > 0, `switching some head off costs loss: ${costs}`);
+    // Keyboard: Play is reachable and works with the keyboard.
+    await page.focus('#panel-train [name="seed"]');
+    await page.keyboard.press('Tab');
+    assert.equal(await page.evaluate(() => document.activeElement?.getAttribute('name')), 'play');
     await page.click('#panel-train [name="reset"]');
     await page.waitForFunction(() => document.querySelector('#panel-train .hs-train-counter').textContent.startsWith('step 0'));
     assert.deepEqual(p.pageErrors, []);

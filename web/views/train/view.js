@@ -358,7 +358,11 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
       importance.name = 'importance';
       importance.addEventListener('click', () => serial(measureImportance).catch(fail));
       const bars = el('div', 'hs-train-importance-bars');
-      ablation.replaceChildren(switches, result, importance, bars);
+      const eachOff = button('Each head off in turn', 'hs-train-each-off');
+      eachOff.name = 'each-off';
+      eachOff.addEventListener('click', () => serial(measureEachOff).catch(fail));
+      const costs = el('div', 'hs-train-costs');
+      ablation.replaceChildren(switches, result, importance, eachOff, bars, costs);
       ablationResult = result;
     }
   }
@@ -383,6 +387,33 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     const hooks = Array.from({ length: state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`);
     const r = await model.forward(held.tokens, { hooks });
     return hooks.map((h) => headScores(r.hooks[h], held.tokens));
+  }
+
+  // What each head's ablation costs: the held-out loss with that head alone switched off, minus
+  // the loss with every head on.
+  async function measureEachOff() {
+    if (!model) return;
+    const base = task.evaluate((await model.forward(held.tokens)).logits, held.targets).loss;
+    const rows = [];
+    for (let l = 0; l < state.layers; l++) {
+      for (let h = 0; h < state.heads; h++) {
+        const g = Array.from({ length: state.layers }, (_, ll) => Array.from({ length: state.heads }, (_, hh) => (ll === l && hh === h ? 0 : 1)));
+        const loss = task.evaluate((await model.forward(held.tokens, { headGates: g })).logits, held.targets).loss;
+        rows.push({ l, h, cost: loss - base });
+      }
+    }
+    const max = Math.max(1e-12, ...rows.map((r) => Math.abs(r.cost)));
+    const costs = ablation.querySelector('.hs-train-costs');
+    costs.replaceChildren(el('p', 'hs-note', `Held-out loss with one head off, minus ${formatNumber(base, 3)} (every head on):`),
+      ...rows.map(({ l, h, cost }) => {
+        const row = el('div', 'hs-train-importance hs-train-cost');
+        row.dataset.head = `${l}.${h + 1}`;
+        row.dataset.cost = String(cost);
+        const bar = el('span', 'hs-train-bar');
+        bar.style.width = `${(100 * Math.abs(cost)) / max}%`;
+        row.append(el('span', 'hs-train-importance-name', `L${l} H${h + 1}`), bar, el('span', '', `${cost >= 0 ? '+' : ''}${formatNumber(cost, 3)}`));
+        return row;
+      }));
   }
 
   async function measureImportance() {
