@@ -198,10 +198,22 @@ test('a 3,000-token case runs in the worker with elapsed time and Cancel; cancel
     await p.page.setInputFiles('#panel-load input[type="file"]',
       { name: 'long.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(doc)) });
     await p.page.waitForFunction(() => document.querySelector('.hs-status')?.textContent.includes('Loaded long.json'), null, { timeout: 60_000 });
+    // Cancel as soon as it appears (an observer in the page: the worker may take well under a
+    // second, too short to rely on polling from here).
+    await p.page.evaluate((sel) => {
+      const panel = document.querySelector(sel);
+      const observer = new MutationObserver(() => {
+        const cancel = panel.querySelector('.hs-heads-cancel');
+        if (!cancel) return;
+        observer.disconnect();
+        window.busyText = panel.querySelector('.hs-heads-busy').textContent;
+        cancel.click();
+      });
+      observer.observe(panel, { childList: true, subtree: true });
+    }, root);
     await p.page.click('#panel-load button:has-text("Show in the Heads view")');
-    await p.page.waitForSelector(`${root} .hs-heads-cancel`);
-    assert.match(await p.page.textContent(`${root} .hs-heads-busy`), /Large case \(18000000 weights\): running in a Web Worker, \d+ s/);
-    await p.page.click(`${root} .hs-heads-cancel`);
+    await p.page.waitForFunction(() => typeof window.busyText === 'string');
+    assert.match(await p.page.evaluate(() => window.busyText), /Large case \(18000000 weights\): running in a Web Worker, \d+ s/);
     await p.page.waitForFunction((sel) => /Cancelled: case "?long"? was not shown/.test(document.querySelector(sel).textContent),
       `${root} .hs-heads-message`);
     assert.equal(await p.page.getAttribute(`${root} .hs-heads`, 'aria-busy'), 'false');

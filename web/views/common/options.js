@@ -23,3 +23,30 @@ export function checkNames(value, allowed, where) {
   }
   return out;
 }
+
+/**
+ * A view's onChange reporter: changed(cause) calls onChange(state, cause) when getState()'s
+ * state differs from the one last reported (or marked with settle(), while mounting). A
+ * listener's exception must not break the view: it is rethrown in a microtask, where the page's
+ * author sees it.
+ */
+export function changeReporter(getState, onChange) {
+  let reported = null;
+  return {
+    settle() {
+      reported = JSON.stringify(getState());
+    },
+    changed(cause) {
+      if (reported === null) return;
+      const s = getState();
+      const key = JSON.stringify(s);
+      if (key === reported) return;
+      reported = key;
+      try {
+        onChange(s, cause);
+      } catch (e) {
+        queueMicrotask(() => { throw e; });
+      }
+    },
+  };
+}

@@ -32,7 +32,7 @@ import { buildControls } from './controls.js';
 import * as T from './transforms.js';
 import { applyHeadsState, copyHeadsState, defaultHeadsState } from './state.js';
 import { HeadscopeError } from '../../lib/errors.js';
-import { checkNames } from '../common/options.js';
+import { changeReporter, checkNames } from '../common/options.js';
 import { exportBar, EXPORT_FORMATS } from '../common/export.js';
 import { exportHeads } from './export.js';
 
@@ -149,22 +149,11 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
     state.view = s.view;
   }
   // Reports a change of the public state (after the reader's edit or setState) to onChange.
-  let reported = '';
-  function changed(cause) {
-    const s = publicState();
-    const key = JSON.stringify(s);
-    if (key === reported) return;
-    reported = key;
-    try {
-      onChange(s, cause);
-    } catch (e) {
-      // A listener's bug must not break the view; it shows where the author will look.
-      queueMicrotask(() => { throw e; });
-    }
-  }
+  const reporter = changeReporter(() => publicState(), onChange);
+  const changed = (cause) => reporter.changed(cause);
 
   assignState(start);
-  reported = JSON.stringify(publicState());
+  reporter.settle();
 
   // Skeleton ----------------------------------------------------------------------------------
   const view = el('div', `hs-heads${compact ? ' hs-compact' : ''}`);

@@ -17,7 +17,7 @@ import { DETECTORS, headScores } from '../../lib/detectors.js';
 import { button, el, labelled, setText } from '../common/dom.js';
 import { formatNumber } from '../common/matrix.js';
 import { renderHeatmap } from '../common/heatmap.js';
-import { checkNames } from '../common/options.js';
+import { changeReporter, checkNames } from '../common/options.js';
 import { applyTrainState, defaultTrainState, D_MODELS, sameSetup, TASK_NAMES, trainSetup } from './state.js';
 import { createCurves } from './curves.js';
 import { createWhatIf } from './whatif.js';
@@ -176,17 +176,9 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     setText(counter, `step ${state.steps}${lastRate ? `, ${lastRate.toFixed(0)} steps/s` : ''}`);
   }
 
-  let reported = JSON.stringify(state);
-  function changed(cause) {
-    const key = JSON.stringify(state);
-    if (key === reported) return;
-    reported = key;
-    try {
-      onChange({ ...state }, cause);
-    } catch (e) {
-      queueMicrotask(() => { throw e; });
-    }
-  }
+  const reporter = changeReporter(() => ({ ...state }), onChange);
+  reporter.settle();
+  const changed = (cause) => reporter.changed(cause);
 
   // ---- The engine and one model ------------------------------------------------------------------
   // Runs `job` after the previous one (a reset, a chunk, an evaluation): one at a time.

@@ -14,7 +14,7 @@ import {
 import {
   WALKTHROUGH_CONTROLS, WALKTHROUGH_STAGES, applyWalkthroughState, publicWalkthroughState, stageOf,
 } from './state.js';
-import { checkNames } from '../common/options.js';
+import { changeReporter, checkNames } from '../common/options.js';
 import { exportBar, EXPORT_FORMATS } from '../common/export.js';
 import { exportWalkthrough } from './export.js';
 import { HeadscopeError } from '../../lib/errors.js';
@@ -715,19 +715,8 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
   }
 
   // Reports a change of the numbers or sizes to onChange (not while mounting).
-  let reported = null;
-  function changed(cause) {
-    if (reported === null) return;
-    const s = publicWalkthroughState(state);
-    const key = JSON.stringify(s);
-    if (key === reported) return;
-    reported = key;
-    try {
-      onChange(s, cause);
-    } catch (e) {
-      queueMicrotask(() => { throw e; });  // a listener's bug must not break the view
-    }
-  }
+  const reporter = changeReporter(() => publicWalkthroughState(state), onChange);
+  const changed = (cause) => reporter.changed(cause);
 
   /** The public state (state.js): a copy. */
   function getState() {
@@ -786,7 +775,7 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
 
   setState(state, { structural: true });
   if (initialCase !== undefined && initialCase !== null) loadCase(initialCase);
-  reported = JSON.stringify(publicWalkthroughState(state));
+  reporter.settle();
   return { loadCase, getState, setState: setPublicState, showHeads, exportAs, destroy };
 }
 
