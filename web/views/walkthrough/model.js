@@ -351,7 +351,8 @@ export function stateFromCase(caseDocument) {
   const { embedDim: E, numHeads: H } = c.config;
   const name = c.name ? `case "${c.name}"` : 'the loaded case';
   const heads = (why) => ({ reason: `The walkthrough shows unbatched self-attention of up to ` +
-    `${MAX_SIZE} tokens x ${MAX_SIZE} dims; ${name} ${why}, so it is shown in the Heads view.` });
+    `${MAX_SIZE} tokens x ${MAX_SIZE} dims; ${name} ${why}. A Heads view (the demo's Heads tab, or ` +
+    'a <headscope-heads> widget) shows it.' });
   if (c.config.kdim !== undefined && c.config.kdim !== E) return heads('has kdim != embed_dim');
   if (c.config.vdim !== undefined && c.config.vdim !== E) return heads('has vdim != embed_dim');
   if (!c.stateDict.has('in_proj_weight')) return heads('has separate q/k/v projection weights');

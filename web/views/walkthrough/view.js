@@ -691,7 +691,8 @@ export function mountWalkthrough(root, { hs, onStatus = () => {}, initialCase, s
   /**
    * Shows a case document if the walkthrough can (packed in_proj_weight, unbatched
    * self-attention, at most 16 x 16); otherwise keeps the current content and says in the view
-   * that the case is in the Heads view. Returns whether the case is shown.
+   * why, and that a Heads view shows it (the same words in the page and in a widget). Returns
+   * whether the case is shown.
    */
   function loadCase(caseDocument) {
     if (destroyed) return false;
