@@ -51,9 +51,16 @@ test('Heads: SVG stands alone, PNG decodes, JSON and CSV hold the engine\'s numb
         cells: groups.map((g) => g.querySelectorAll('rect[fill]:not([fill="none"])').length) };
     }, svg.text);
     assert.equal(shape.error, false, 'the SVG parses');
+    assert.doesNotMatch(svg.text, /data-mark/, 'no cell explained yet: nothing outlined');
     assert.deepEqual(shape.panels.map((t) => t.split(':')[0]), ['Head 1', 'Head 3'], 'the shown heads');
     assert.match(shape.panels[1], /switched off/);
     assert.deepEqual(shape.cells, [36, 36], '6 x 6 cells per head');
+
+    // The explained cell (focus head 1's heatmap, one step right) is outlined in the picture.
+    await p.page.locator('#h').locator('[data-head="1"] canvas').focus();
+    await p.page.keyboard.press('ArrowRight');
+    const marked = await exported(p.page, '#h', 'svg');
+    assert.match(marked.text, /<g data-panel="Head 1:[^"]*">(?:(?!<\/g>)[\s\S])*data-mark="0,1"/, 'head 1, query 1 -> key 2 outlined');
 
     const png = await exported(p.page, '#h', 'png');
     assert.equal(png.type, 'image/png');

@@ -62,7 +62,7 @@ async function open(url) {
     return route.abort('blockedbyclient');
   });
   await page.goto(url);
-  await page.waitForFunction(() => [...document.querySelectorAll('headscope-walkthrough, headscope-heads')]
+  await page.waitForFunction(() => [...document.querySelectorAll('headscope-walkthrough, headscope-heads, headscope-train')]
     .every((w) => w.dataset.ready), null, { timeout: 30_000 });
   return { page, errors, foreign, close: () => context.close() };
 }
@@ -88,6 +88,7 @@ test('the packed widgets render from node_modules, same origin and from another 
   assert.equal(pack.status, 0, pack.stderr);
   const [info] = JSON.parse(pack.stdout.slice(pack.stdout.search(/^\[\s*$/m)));
   for (const f of ['web/widgets/headscope-widgets.js', 'web/widgets/headscope-widgets.d.ts', 'web/views/index.js',
+    'web/views/train/view.js', 'web/views/train/whatif.js', 'web/lib/experiments.js', 'web/lib/experiments.d.ts',
     'web/views/index.d.ts', 'web/views/headscope.css', 'web/views/heads/view.js', 'web/views/walkthrough/view.js',
     'web/views/common/heatmap.js']) {
     assert.ok(info.files.some((x) => x.path === f), `${f} is in the tarball`);
@@ -109,7 +110,8 @@ test('the packed widgets render from node_modules, same origin and from another 
   writeFileSync(join(app, 'index.html'), `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>tutorial</title>
     <script type="importmap">{ "imports": { "headscope": "/node_modules/headscope/web/lib/index.js",
       "headscope/widgets": "/node_modules/headscope/web/widgets/headscope-widgets.js" } }</script>
-    <script type="module">import 'headscope/widgets';</script></head><body>${WIDGETS}</body></html>`);
+    <script type="module">import 'headscope/widgets';</script></head><body>${WIDGETS}
+    <headscope-train id="t" task="copy" layers="1" heads="2" steps="5" hide="whatif"></headscope-train></body></html>`);
   const assets = await staticServer(app, { 'Access-Control-Allow-Origin': '*' });
   browser = await chromium.launch({ executablePath: CHROMIUM_PATH, args: CHROMIUM_ARGS, headless: true });
   const same = await open(`${assets}/index.html`);
@@ -119,6 +121,9 @@ test('the packed widgets render from node_modules, same origin and from another 
     assert.deepEqual(s.matrices, ['X', 'A1', 'A2'], 'stages="input weights"');
     assert.deepEqual(s.cards, ['2'], 'show-heads="2"');
     assert.equal(s.seedShown, false, 'hide="seed"');
+    // The Train widget trains in its own Worker, started from node_modules.
+    await same.page.waitForFunction(() => document.querySelector('#t').shadowRoot
+      .querySelector('.hs-train-counter')?.textContent.startsWith('step 5'), null, { timeout: 60_000 });
     assert.deepEqual(same.errors, []);
     assert.deepEqual(same.foreign, []);
   } finally {

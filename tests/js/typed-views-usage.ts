@@ -2,7 +2,8 @@
 // against web/views/index.d.ts and web/widgets/headscope-widgets.d.ts through the package's exports.
 import { init } from 'headscope';
 import { heads, walkthrough, STYLESHEET_URL, type HeadsState, type WalkthroughState } from 'headscope/views';
-import type { HeadscopeHeads } from 'headscope/widgets';
+import type { HeadscopeHeads, HeadscopeTrain } from 'headscope/widgets';
+import { runExperiment, formatTable, EXPERIMENTS } from 'headscope/experiments';
 
 export async function demo(root: Element, other: Element): Promise<void> {
   const engine = await init();
@@ -23,6 +24,12 @@ export async function demo(root: Element, other: Element): Promise<void> {
   const blob: Blob = await el.exportAs('svg');
   console.log(blob.size, await w.exportAs('case'));
   el.addEventListener('headscope-change', (e) => console.log(e.detail.cause));
+  const train = document.querySelector('headscope-train') as HeadscopeTrain;
+  await train.setState({ task: 'copy', heads: 4 });
+  await train.step(10);
+  const steps: number = train.state?.steps ?? 0;
+  const result = await runExperiment(engine, { ...EXPERIMENTS.induction, heads: [1, 4], steps: 10 });
+  console.log(steps, formatTable(result), result.rows[0].accuracy.mean);
   view.destroy();
   w.destroy();
 }

@@ -46,7 +46,24 @@ export type WalkthroughPatch = Partial<Omit<WalkthroughState, 'source' | 'masked
   masked?: boolean;
 };
 
-export type ChangeCause = 'input' | 'setState' | 'case';
+export type ChangeCause = 'input' | 'setState' | 'case' | 'reset';
+
+/** The Train view's state (train/state.js). */
+export interface TrainState {
+  task: 'copy' | 'reverse' | 'sort' | 'previous-token' | 'induction' | 'kv-lookup' | 'brackets' | 'log-line';
+  layers: number;
+  heads: number;
+  dModel: 16 | 32 | 64 | 128;
+  mlp: boolean;
+  norm: 'pre' | 'post' | 'none';
+  positions: 'learned' | 'sinusoidal' | 'none';
+  lr: number;
+  weightDecay: number;
+  batch: number;
+  clip: number;
+  seed: number;
+  steps: number;
+}
 
 export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' | 'causal' | 'view' | 'batch' |
   'padding' | 'presets' | 'switches' | 'export' | 'explain';

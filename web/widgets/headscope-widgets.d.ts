@@ -2,7 +2,7 @@
 // module defines <headscope-walkthrough> and <headscope-heads> (browsers only: it needs
 // customElements).
 import type { CaseDocument } from '../lib/index.js';
-import type { ChangeCause, HeadsState, WalkthroughPatch, WalkthroughState } from '../views/index.js';
+import type { ChangeCause, HeadsState, TrainState, WalkthroughPatch, WalkthroughState } from '../views/index.js';
 
 export interface HeadscopeChangeDetail<S> {
   state: S;
@@ -28,10 +28,19 @@ export declare class HeadscopeHeads extends HeadscopeWidget<HeadsState, Partial<
   setText(text: string): Promise<void>;
 }
 
+/** <headscope-train>: trains in a Worker of its own; setState of a new setup starts again from step 0. */
+export declare class HeadscopeTrain extends HeadscopeWidget<TrainState, Partial<TrainState>> {
+  play(): Promise<void>;
+  pause(): Promise<void>;
+  step(n?: number): Promise<void>;
+  reset(): Promise<void>;
+}
+
 declare global {
   interface HTMLElementTagNameMap {
     'headscope-walkthrough': HeadscopeWalkthrough;
     'headscope-heads': HeadscopeHeads;
+    'headscope-train': HeadscopeTrain;
   }
   interface HTMLElementEventMap {
     'headscope-change': CustomEvent<HeadscopeChangeDetail<HeadsState | WalkthroughState>>;

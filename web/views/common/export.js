@@ -4,7 +4,8 @@
 // "panels" (a titled grid of cells); one layout serves both pictures.
 //
 //   panel = { title, rows, cols, rowLabels, colLabels, value(i, j) -> number,
-//             color(i, j) -> CSS colour, text?(i, j) -> string | null (drawn in the cell) }
+//             color(i, j) -> CSS colour, text?(i, j) -> string | null (drawn in the cell),
+//             mark?: [i, j] (the explained or hovered cell, outlined) }
 import { formatNumber } from './matrix.js';
 
 const CELL = 18;
@@ -77,6 +78,10 @@ export function panelsToSVG(panels, theme, title = 'headscope') {
       }
     }
     out.push(`<rect x="${gx - 0.5}" y="${gy - 0.5}" width="${p.cols * cell}" height="${p.rows * cell}" fill="none" stroke="${escapeXml(theme.border)}"/>`);
+    if (p.mark && p.mark[0] < p.rows && p.mark[1] < p.cols) {
+      out.push(`<rect data-mark="${p.mark[0]},${p.mark[1]}" x="${gx + p.mark[1] * cell - 1}" y="${gy + p.mark[0] * cell - 1}" ` +
+        `width="${cell + 1}" height="${cell + 1}" fill="none" stroke="${escapeXml(theme.fg)}" stroke-width="2"/>`);
+    }
     out.push('</g>');
   }
   out.push('</svg>');
@@ -123,6 +128,12 @@ export function panelsToPNG(panels, theme, scale = 2) {
     }
     ctx.strokeStyle = theme.border;
     ctx.strokeRect(gx - 0.5, gy - 0.5, p.cols * cell, p.rows * cell);
+    if (p.mark && p.mark[0] < p.rows && p.mark[1] < p.cols) {
+      ctx.strokeStyle = theme.fg;
+      ctx.lineWidth = 2;
+      ctx.strokeRect(gx + p.mark[1] * cell - 1, gy + p.mark[0] * cell - 1, cell + 1, cell + 1);
+      ctx.lineWidth = 1;
+    }
   }
   return new Promise((resolve, reject) => canvas.toBlob((b) => (b ? resolve(b) : reject(new Error('the canvas gave no PNG'))), 'image/png'));
 }

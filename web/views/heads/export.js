@@ -26,20 +26,23 @@ export async function exportHeads(format, { data, state, publicState, element })
     const theme = exportTheme(element);
     const rows = Math.min(L, PICTURE_MAX);
     const cols = Math.min(S, PICTURE_MAX);
-    const panel = (title, w, masked) => ({
+    // The explained cell (state.cell: the one last hovered, focused or clicked) is outlined.
+    const panel = (title, w, masked, h) => ({
       title, rows, cols, rowLabels: labels.queries, colLabels: labels.keys,
+      mark: state.cell && state.cell.head === h ? [state.cell.i, state.cell.j] : null,
       value: (i, j) => w[i * S + j],
       color: (i, j) => (masked(i, j) ? theme.border : cellColor(w[i * S + j], WEIGHT_SCALE)),
       text: rows <= 10 && cols <= 10 ? (i, j) => (masked(i, j) ? '' : formatNumber(w[i * S + j], 2)) : null,
     });
     const panels = state.view === 'average'
-      ? [panel(`Average of the ${H} heads`, data.average, () => false)]
+      ? [panel(`Average of the ${H} heads`, data.average, () => false, null)]
       : shown.map((h) => {
         const scores = scoresOf(h);
         const off = state.ablated.has(h) ? ' (switched off)' : '';
-        return panel(`${headLabel(h)}: ${data.presets[h]}${off}`, weightsOf(h), (i, j) => scores[i * S + j] === -Infinity);
+        return panel(`${headLabel(h)}: ${data.presets[h]}${off}`, weightsOf(h), (i, j) => scores[i * S + j] === -Infinity, h);
       });
-    const title = `headscope: attention weights, ${L} queries × ${S} keys`;
+    const pinned = state.pinned ? `; pinned: ${state.pinned.side} ${state.pinned.index + 1}` : '';
+    const title = `headscope: attention weights, ${L} queries × ${S} keys${pinned}`;
     return format === 'svg' ? new Blob([panelsToSVG(panels, theme, title)], { type: MIME.svg }) : panelsToPNG(panels, theme);
   }
   if (format === 'json') {

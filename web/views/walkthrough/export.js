@@ -14,6 +14,9 @@ import { toStateDict } from './model.js';
  *   rowLabels, colLabels, get(i, j), color(i, j) } in page order
  * @returns {Promise<Blob>}
  */
+// The data-matrix name of an explained cell { stage, h, i, j } (view.js's explainAt).
+const matrixName = ({ stage, h }) => (stage === 'CONCAT' || stage === 'Y' ? stage : `${stage}${h + 1}`);
+
 export async function exportWalkthrough(format, { state, trace, matrices, visible, explained, element }) {
   if (format === 'svg' || format === 'png') {
     const theme = exportTheme(element);
@@ -21,6 +24,8 @@ export async function exportWalkthrough(format, { state, trace, matrices, visibl
       title: `${m.name === m.title ? m.name : `${m.name}: ${m.title}`}`,
       rows: m.rows, cols: m.cols, rowLabels: m.rowLabels, colLabels: m.colLabels,
       value: m.get, color: m.color, text: (i, j) => formatNumber(m.get(i, j), 2),
+      // The explained cell (hovered or focused) is outlined.
+      mark: explained && matrixName(explained) === m.name ? [explained.i, explained.j] : null,
     }));
     const title = `headscope walkthrough: ${state.L} tokens × ${state.E} dims, ${state.H} head${state.H > 1 ? 's' : ''}`;
     return format === 'svg' ? new Blob([panelsToSVG(panels, theme, title)], { type: MIME.svg }) : panelsToPNG(panels, theme);
