@@ -181,3 +181,21 @@ test('a trained head opens in the Heads view with the trained weights: its weigh
     await p.close();
   }
 });
+
+test('What does each head do?: one click trains 4 heads on the log line and prices each head\'s ablation', { timeout: 180_000 }, async () => {
+  const p = await openPage('/demo/#train');
+  try {
+    const { page } = p;
+    await page.waitForFunction(() => document.querySelector('#panel-train .hs-train')?.dataset.ready === 'true', null, { timeout: 60_000 });
+    await page.click('#panel-train [name="each-head"]');
+    await page.waitForFunction(() => document.querySelectorAll('#panel-train .hs-train-cost').length === 8, null, { timeout: 150_000 });
+    const state = await page.evaluate(() => window.headscopeDemo.train.getState());
+    assert.deepEqual([state.task, state.heads, state.dModel, state.steps], ['log-line', 4, 64, 300]);
+    assert.equal(await page.locator('#panel-train .hs-train-head canvas').count(), 8);
+    const costs = await page.$$eval('#panel-train .hs-train-cost', (rows) => rows.map((r) => Number(r.dataset.cost)));
+    assert.ok(costs.every(Number.isFinite) && Math.max(...costs) > 0.01, `some head matters: ${costs.map((c) => c.toFixed(3))}`);
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});

@@ -161,6 +161,25 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
   ablationBox.hidden = hidden.has('ablation');
   const whatIf = createWhatIf();
   whatIf.element.hidden = hidden.has('whatif');
+  // "What does each head do?": one click trains the log-line task with 4 heads of 16 dims to
+  // step 300 in this view, then switches each head off in turn (the costs below the grid); the
+  // detectors and the patterns of the four heads are above.
+  const eachHead = button('What does each head do? (4 heads, log line, 300 steps)', 'hs-train-whatif-each');
+  eachHead.name = 'each-head';
+  eachHead.addEventListener('click', async () => {
+    try {
+      eachHead.disabled = true;
+      await setPublicState({ task: 'log-line', layers: 2, heads: 4, dModel: 64, mlp: false, norm: 'pre',
+        positions: 'learned', lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 300 });
+      await serial(measureEachOff);
+      ablationBox.scrollIntoView?.({ block: 'start' });
+    } catch (e) {
+      fail(e);
+    } finally {
+      eachHead.disabled = false;
+    }
+  });
+  whatIf.element.querySelector('.hs-train-buttons').append(eachHead);
   view.append(intro, controls, buttons, message, curves.element, gridTitle, probeText, grid, detectorsBox, ablationBox, whatIf.element);
   root.replaceChildren(view);
 
@@ -427,6 +446,20 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     }));
   }
 
+  /** A new setup resets to step 0; `steps` beyond the current step trains up to it. */
+  async function setPublicState(patch) {
+    const next = applyTrainState(patch, state);
+    if (!sameSetup(next, state) || next.steps < state.steps) {
+      const to = next.steps;
+      state = { ...next, steps: 0 };
+      await reset();
+      if (to > 0) await trainTo(to);
+    } else if (next.steps > state.steps) {
+      await trainTo(next.steps);
+    }
+    changed('setState');
+  }
+
   function fail(e) {
     playing = false;
     message.textContent = `Train: ${e?.message ?? e}`;
@@ -642,19 +675,7 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
   return {
     ready,
     getState: () => ({ ...state }),
-    /** A new setup resets to step 0; `steps` beyond the current step trains up to it. */
-    async setState(patch) {
-      const next = applyTrainState(patch, state);
-      if (!sameSetup(next, state) || next.steps < state.steps) {
-        const to = next.steps;
-        state = { ...next, steps: 0 };
-        await reset();
-        if (to > 0) await trainTo(to);
-      } else if (next.steps > state.steps) {
-        await trainTo(next.steps);
-      }
-      changed('setState');
-    },
+    setState: setPublicState,
     play, pause, step, reset,
     isPlaying: () => playing,
     /** The trained weights: stateDict() of the model (names as the reference module's). */
