@@ -20,6 +20,11 @@ const shots = [
   { name: 'train', path: '/demo/#train?steps=300', waitFor: () => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 300') },
   { name: 'train-heads', path: '/demo/#train?steps=300', scroll: '#panel-train .hs-train-grid',
     waitFor: () => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 300') },
+  // The log-line experiment, run in the page (about a minute): curves, table and verdict.
+  { name: 'whatif', path: '/demo/#train', scroll: '#panel-train .hs-train-whatif',
+    waitFor: () => document.querySelector('#panel-train .hs-train')?.dataset.ready === 'true',
+    click: '#panel-train [data-experiment="log-line"]',
+    then: () => document.querySelector('#panel-train .hs-train-whatif')?.dataset.done === 'log-line' },
 ];
 
 try {
@@ -36,6 +41,8 @@ try {
         await p.page.setInputFiles('#panel-load input[type="file"]', s.upload);
         await p.page.waitForSelector('#panel-load .hs-load-summary p');
       }
+      if (s.click) await p.page.click(s.click);
+      if (s.then) await p.page.waitForFunction(s.then, null, { timeout: 600_000 });
       if (s.scroll) await p.page.locator(s.scroll).first().scrollIntoViewIfNeeded();
       if (s.focus) await p.page.locator(s.focus).focus();
       await p.page.screenshot({ path: out(s.name) });

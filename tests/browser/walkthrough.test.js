@@ -435,7 +435,7 @@ test('at 320 px neither the demo nor the widgets example scrolls sideways', asyn
   try {
     const { page } = p;
     assert.ok(await sideways(page) <= 320, `demo: ${await sideways(page)} px wide`);
-    for (const tab of ['#tab-heads', '#tab-load', '#tab-walkthrough']) {
+    for (const tab of ['#tab-heads', '#tab-train', '#tab-load', '#tab-walkthrough']) {
       await page.click(tab);
       assert.ok(await sideways(page) <= 320, `demo ${tab}: ${await sideways(page)} px wide`);
     }
