@@ -18,6 +18,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { init, initWorker, relaxedSimdSupported } from '../../web/lib/index.js';
 import { assertSameResultBits } from './same-bits.js';
+import { configOf, flat, optimizerOf, relative, tensorError } from './transformer-helpers.js';
 
 // Relaxed against SIMD128, per tensor: max |relaxed - simd128| / max(1, max |simd128|). Each
 // product of k terms rounds k times fewer in the relaxed build; measured at most a few 1e-7 on
@@ -127,25 +128,6 @@ test('every transformer golden case: logits and hooks within 1e-4 of PyTorch in 
 
 // ---- Training: tests/golden/train, held as train.test.js holds the SIMD128 build ----
 
-const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
-const configOf = (doc) => Object.fromEntries(Object.entries(doc.config).map(([k, v]) => [camel(k), v]));
-const flat = (x) => (Array.isArray(x) ? x.flat(Infinity) : [x]);
-// max |got - want| / max(max |want|, floor): train.test.js's (and the C++ test's) rule.
-function tensorError(got, want, floor) {
-  let diff = 0;
-  let scale = floor;
-  want.forEach((w, i) => {
-    diff = Math.max(diff, Math.abs(got[i] - w));
-    scale = Math.max(scale, Math.abs(w));
-  });
-  return diff / scale;
-}
-const relative = (got, want) => Math.abs(got - want) / Math.abs(want);
-function optimizerOf(o) {
-  const out = { type: o.type, lr: o.lr, clipGradNorm: o.clip_grad_norm };
-  if (o.type === 'adamw') Object.assign(out, { betas: o.betas, eps: o.eps, weightDecay: o.weight_decay });
-  return out;
-}
 function withModel(hs, doc, fn) {
   const m = hs.createTransformer(configOf(doc));
   try {

@@ -17,7 +17,7 @@ import { makeTask } from '../../web/lib/tasks.js';
 import { expectError } from './helpers.js';
 import { hostileTensor } from './hostile-tensors.js';
 import { assertSameResultBits } from './same-bits.js';
-import { randomStateDict, randomTokens } from './transformer-helpers.js';
+import { configOf, flat, optimizerOf, randomStateDict, randomTokens, relative, tensorError } from './transformer-helpers.js';
 
 // The SIMD128 build, which the threaded module is: the bits compared with it below are a build's
 // (under --experimental-wasm-relaxed-simd init() would load the relaxed one).
@@ -30,30 +30,10 @@ const dir = new URL('../golden/train/', import.meta.url);
 const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
 const docs = files.map((f) => JSON.parse(readFileSync(new URL(f, dir), 'utf8')));
 
-const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
-const configOf = (doc) => Object.fromEntries(Object.entries(doc.config).map(([k, v]) => [camel(k), v]));
-const flat = (x) => (Array.isArray(x) ? x.flat(Infinity) : [x]);
 function shapeOf(x) {
   const s = [];
   for (let v = x; Array.isArray(v); v = v[0]) s.push(v.length);
   return s;
-}
-// The C++ test's rule (tests/cpp/transformer_train_test.cc): max |got - want| / max(max |want|, floor).
-function tensorError(got, want, floor) {
-  let diff = 0;
-  let scale = floor;
-  want.forEach((w, i) => {
-    diff = Math.max(diff, Math.abs(got[i] - w));
-    scale = Math.max(scale, Math.abs(w));
-  });
-  return diff / scale;
-}
-const relative = (got, want) => Math.abs(got - want) / Math.abs(want);
-// torch's option names in the goldens, as setOptimizer's.
-function optimizerOf(o) {
-  const out = { type: o.type, lr: o.lr, clipGradNorm: o.clip_grad_norm };
-  if (o.type === 'adamw') Object.assign(out, { betas: o.betas, eps: o.eps, weightDecay: o.weight_decay });
-  return out;
 }
 function goldenModel(doc) {
   const m = hs.createTransformer(configOf(doc));

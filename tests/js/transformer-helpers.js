@@ -44,3 +44,28 @@ export function randomTokens(vocab, batch, T, seed) {
   const row = () => Array.from({ length: T }, () => Math.floor(rng() * vocab));
   return batch === null ? row() : Array.from({ length: batch }, row);
 }
+
+// ---- The training goldens (tests/golden/train/), read by train.test.js and relaxed-build.mjs ----
+
+const camel = (s) => s.replace(/_([a-z])/g, (_, c) => c.toUpperCase());
+/** A golden's snake_case config as createTransformer's. */
+export const configOf = (doc) => Object.fromEntries(Object.entries(doc.config).map(([k, v]) => [camel(k), v]));
+/** Nested arrays (or a number) flattened. */
+export const flat = (x) => (Array.isArray(x) ? x.flat(Infinity) : [x]);
+/** The C++ test's rule (tests/cpp/transformer_train_test.cc): max |got - want| / max(max |want|, floor). */
+export function tensorError(got, want, floor) {
+  let diff = 0;
+  let scale = floor;
+  want.forEach((w, i) => {
+    diff = Math.max(diff, Math.abs(got[i] - w));
+    scale = Math.max(scale, Math.abs(w));
+  });
+  return diff / scale;
+}
+export const relative = (got, want) => Math.abs(got - want) / Math.abs(want);
+/** torch's option names in the goldens, as setOptimizer's. */
+export function optimizerOf(o) {
+  const out = { type: o.type, lr: o.lr, clipGradNorm: o.clip_grad_norm };
+  if (o.type === 'adamw') Object.assign(out, { betas: o.betas, eps: o.eps, weightDecay: o.weight_decay });
+  return out;
+}

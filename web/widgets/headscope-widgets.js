@@ -63,6 +63,12 @@ function integer(min, max) {
 function oneOf(values) {
   return (text) => (values.includes(text.trim()) ? text.trim() : bad(`one of ${values.join(', ')}`, text));
 }
+function numberOneOf(values) {
+  return (text) => {
+    const v = Number(text.trim());
+    return values.includes(v) ? v : bad(`one of ${values.join(', ')}`, text);
+  };
+}
 function namesOf(values) {
   return (text) => {
     const list = words(text);
@@ -86,7 +92,7 @@ const number01 = (max) => (text) => {
 // Per widget: attribute -> { parse, kind: 'state' (a state field), 'option' (rebuilds the view) }.
 const HEADS_ATTRIBUTES = {
   text: { parse: (t) => t, field: 'text' },
-  heads: { parse: (t) => { const v = Number(t.trim()); return HEAD_COUNTS.includes(v) ? v : bad(`one of ${HEAD_COUNTS.join(', ')}`, t); }, field: 'heads' },
+  heads: { parse: numberOneOf(HEAD_COUNTS), field: 'heads' },
   weights: { parse: oneOf(['presets', 'random']), field: 'weights' },
   presets: { parse: namesOf(PRESET_NAMES), field: 'presets' },
   seed: { parse: integer(0, 0xffffffff), field: 'seed' },
@@ -119,7 +125,7 @@ const TRAIN_ATTRIBUTES = {
   task: { parse: oneOf(TASK_NAMES), field: 'task' },
   layers: { parse: integer(1, 4), field: 'layers' },
   heads: { parse: integer(1, 128), field: 'heads' },
-  dmodel: { parse: (t) => { const v = Number(t.trim()); return D_MODELS.includes(v) ? v : bad(`one of ${D_MODELS.join(', ')}`, t); }, field: 'dModel' },
+  dmodel: { parse: numberOneOf(D_MODELS), field: 'dModel' },
   mlp: { parse: boolean, field: 'mlp' },
   norm: { parse: oneOf(['pre', 'post', 'none']), field: 'norm' },
   positions: { parse: oneOf(['learned', 'sinusoidal', 'none']), field: 'positions' },
@@ -288,7 +294,8 @@ class HeadscopeWidget extends HTMLElement {
     if (state) {
       delete state.source;
       delete state.masked;
-      try { this._view.setState(this.constructor.restorable(state)); } catch { /* sizes changed */ }
+      // The Train view's setState is asynchronous: a refusal there is not an error either.
+      try { this._view.setState(state)?.catch?.(() => {}); } catch { /* sizes changed */ }
     }
     for (const group of this.constructor.FIELD_GROUPS) {
       const patch = Object.fromEntries(group.filter((f) => f in fields).map((f) => [f, fields[f]]));
@@ -343,9 +350,6 @@ class HeadscopeWalkthrough extends HeadscopeWidget {
   // Applied in this order, each group as one patch: a preset brings its own sizes, and the sizes
   // are checked together (heads must divide dims).
   static FIELD_GROUPS = [['preset', 'seed'], ['L', 'E', 'H'], ['causal']];
-  static restorable(state) {
-    return state;
-  }
 
   mount(root, options) {
     return mountWalkthrough(root, options);
@@ -357,9 +361,6 @@ class HeadscopeHeads extends HeadscopeWidget {
   // The head count before what is per head.
   static FIELD_GROUPS = [['text', 'padded'], ['heads'], ['weights', 'seed', 'sharpness', 'causal', 'view'],
     ['presets'], ['off'], ['show']];
-  static restorable(state) {
-    return state;
-  }
 
   mount(root, options) {
     return mountHeads(root, options);
@@ -376,9 +377,6 @@ class HeadscopeTrain extends HeadscopeWidget {
   // One patch: a setup (and the step to train to) at once, so the model is made once.
   static FIELD_GROUPS = [['task', 'layers', 'heads', 'dModel', 'mlp', 'norm', 'positions', 'lr', 'weightDecay',
     'batch', 'clip', 'seed', 'steps']];
-  static restorable(state) {
-    return state;
-  }
 
   mount(root, options) {
     const { hs, ...rest } = options;  // the Train view runs in its own Worker

@@ -102,12 +102,11 @@ function weightIndex(value, scale) {
   return value >= 0 && value <= 1 ? Math.round(value * 256) : -1;
 }
 export function cellColor(value, scale) {
-  if (scale.kind === 'weights' && scale.stretch && value >= scale.min && value <= scale.max) {
-    // A stretched weights scale (stretchedScale): the head's own range drawn as the full 0..1.
-    return WEIGHT_COLORS[Math.round(((value - scale.min) / (scale.max - scale.min)) * 256)];
-  }
-  if (scale.kind === 'weights' && value >= 0 && value <= 1) return WEIGHT_COLORS[Math.round(value * 256)];
-  return colorFor(value, scale);
+  // weightIndex: the 0..1 scale at 1/256 steps, or a stretched one (stretchedScale: the head's
+  // own range drawn as the full 0..1); a value off a stretched range as on the plain scale.
+  const k = weightIndex(value, scale);
+  if (k >= 0) return WEIGHT_COLORS[k];
+  return scale.stretch ? cellColor(value, WEIGHT_SCALE) : colorFor(value, scale);
 }
 
 /**

@@ -224,14 +224,18 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
   }
 
   // Held-out loss and accuracy, the probe's patterns and the detectors, then the drawing.
+  const patternHooks = () => Array.from({ length: state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`);
+  let last = null;  // the last evaluation's { probeRun, scores }, which the ablation redraws with
+
   async function evaluate(trainLoss) {
     const mine = generation;
-    const hooks = Array.from({ length: state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`);
+    const hooks = patternHooks();
     const [heldRun, probeRun] = [await model.forward(held.tokens, { hooks }), await model.forward(probe.tokens, { hooks })];
     if (mine !== generation || destroyed) return;
     const e = task.evaluate(heldRun.logits, held.targets);
     curve.push({ step: state.steps, trainLoss, heldOutLoss: e.loss, accuracy: e.accuracy });
     const scores = hooks.map((h) => headScores(heldRun.hooks[h], held.tokens));
+    last = { probeRun, scores };
     draw(probeRun, scores);
   }
 
@@ -389,15 +393,9 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
         `accuracy ${formatNumber(100 * e.accuracy, 1)}% (${formatNumber(100 * base.accuracy, 1)}%).`
       : `Every head on: held-out loss ${formatNumber(base.heldOutLoss, 3)}, accuracy ${formatNumber(100 * base.accuracy, 1)}%.`);
     ablationResult.dataset.loss = String(e.loss);
-    draw(await model.forward(probe.tokens, { hooks: Array.from({ length: state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`) }),
-      await currentScores());
-    setText(ablationResult, ablationResult.textContent);
-  }
-
-  async function currentScores() {
-    const hooks = Array.from({ length: state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`);
-    const r = await model.forward(held.tokens, { hooks });
-    return hooks.map((h) => headScores(r.hooks[h], held.tokens));
+    // The grid's "(off)" marks: the same patterns and scores as the last evaluation (a gate scales
+    // a head's output, not its pattern), drawn again.
+    draw(last.probeRun, last.scores);
   }
 
   // What each head's ablation costs: the held-out loss with that head alone switched off, minus
