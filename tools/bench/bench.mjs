@@ -24,7 +24,9 @@
 //     --engines a,b    only these engines (hs, hs-model, hs-gen, hs-train always run: the kinds'
 //                      references; torch-cpu-train is the native PyTorch training row;
 //                      hs-relaxed, hs-model-relaxed, hs-train-relaxed the relaxed-SIMD build)
-//     --out DIR        where the reports go (default docs/bench)
+//     --out DIR        where the reports go (default docs/bench); a complete run (no --quick,
+//                      --shapes, --engines, --node-only or --chromium-only) also writes
+//                      DIR/history/<cpu model>.json, which results.md's "Every CPU" section reads
 //     --no-build       use the built modules as they are (default: `npm run build` and the
 //                      bench's CMake targets first; both are no-ops when up to date)
 //     --build-dir DIR  the Emscripten build folder of the bench modules (default build/wasm, the
@@ -622,7 +624,9 @@ async function runAll(args, argv, started, headscope) {
   if (args.node) results.envs.push(await runNode(args, work, timing, trainReference));
   if (args.chromium) results.envs.push(await runChromium(args, work, timing, trainReference));
   results.seconds = Math.round((Date.now() - started) / 1000);
-  const files = writeReports(results, args.out);
+  // Only a run of everything, in both environments, stands for its CPU in docs/bench/history/.
+  const complete = !args.quick && !args.shapes && !args.engines && args.node && args.chromium;
+  const files = writeReports(results, args.out, { complete });
   log(`bench: done in ${results.seconds} s: ${files.map((f) => relative(process.cwd(), f)).join(', ')}`);
   // A skipped row (an engine this build or machine does not have) is reported, not a failure.
   const failed = [...results.envs, ...(native ? [native] : [])].flatMap((e) => e.shapes.flatMap((s) => s.rows

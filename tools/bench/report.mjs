@@ -1,7 +1,7 @@
 // The benchmark's reports: results.md (tables, targets, method), chart.svg (time per engine per
 // shape, log scale, one panel per environment) and results.json (everything measured), written
 // by tools/bench/bench.mjs. Pure functions of the results object, no chart library.
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 import {
@@ -113,27 +113,31 @@ export function evaluateTargets(env) {
     const peer = Math.min(...times);
     t.push({ name, shape: shapeId, hs: hsId, need, got: peer / hs.ms, kind: 'min', detail: `${fmtMs(peer)} ms vs headscope ${fmtMs(hs.ms)} ms` });
   };
-  for (const L of [128, 512]) {
-    speedup(`E=768 H=12 L=${L}: vs the faster onnxruntime-web graph`, `bert-${L}`, ['ort-mha', 'ort-matmul'], 1.2);
-    speedup(`E=768 H=12 L=${L}: vs tfjs-wasm`, `bert-${L}`, ['tfjs'], 2);
-  }
-  // The relaxed-SIMD build, where the runtime has it (what init() loads there by default).
-  for (const L of [128, 512]) {
-    speedup(`E=768 H=12 L=${L}, relaxed SIMD build: vs the faster onnxruntime-web graph`, `bert-${L}`,
-      ['ort-mha', 'ort-matmul'], 1.2, 'hs-relaxed');
-    speedup(`E=768 H=12 L=${L}, relaxed SIMD build: vs tfjs-wasm`, `bert-${L}`, ['tfjs'], 2, 'hs-relaxed');
+  // Issue 16 (round 2): BERT-base at 1.25x the faster onnxruntime-web graph (round 1 asked 1.2x)
+  // and 2x tfjs-wasm; then the same for the relaxed-SIMD build, where the runtime has it (what
+  // init() loads there by default).
+  for (const [hsId, build] of [['hs', ''], ['hs-relaxed', ', relaxed SIMD build']]) {
+    for (const L of [128, 512]) {
+      speedup(`E=768 H=12 L=${L}${build}: vs the faster onnxruntime-web graph`, `bert-${L}`, ['ort-mha', 'ort-matmul'], 1.25, hsId);
+      speedup(`E=768 H=12 L=${L}${build}: vs tfjs-wasm`, `bert-${L}`, ['tfjs'], 2, hsId);
+    }
   }
   // Tutorial shapes, per call: forward() as a hot loop would call it (the output written into a
-  // reused array, `out`), and as plain forward() that allocates a new output array every call.
+  // reused array, `out`), and as plain forward() that allocates a new output array every call
+  // (both builds: hs-relaxed allocates a new array too).
   for (const id of ['tiny-3', 'tiny-8']) {
     const label = shapeById(id).label;
-    for (const [hsId, how] of [['hs-out', '`out` array reused'], ['hs', 'new output array each call']]) {
+    for (const [hsId, how] of [['hs-out', '`out` array reused'], ['hs', 'new output array each call'],
+      ['hs-relaxed', 'new output array each call, relaxed SIMD build']]) {
       speedup(`${label}: vs the faster onnxruntime-web graph, per call (${how})`, id, ['ort-mha', 'ort-matmul'], 10, hsId);
       speedup(`${label}: vs tfjs-wasm, per call (${how})`, id, ['tfjs'], 10, hsId);
     }
   }
-  speedup('L=32 E=64 H=4: vs the faster onnxruntime-web graph', 'small-32', ['ort-mha', 'ort-matmul'], 1.5);
-  speedup('L=32 E=64 H=4: vs tfjs-wasm', 'small-32', ['tfjs'], 3);
+  // Round 2 asks 2x onnxruntime-web here (round 1: 1.5x).
+  for (const [hsId, build] of [['hs', ''], ['hs-relaxed', ', relaxed SIMD build']]) {
+    speedup(`L=32 E=64 H=4${build}: vs the faster onnxruntime-web graph`, 'small-32', ['ort-mha', 'ort-matmul'], 2, hsId);
+    speedup(`L=32 E=64 H=4${build}: vs tfjs-wasm`, 'small-32', ['tfjs'], 3, hsId);
+  }
   for (const x of TRANSFORMER_TARGETS) {
     speedup(`${shapeById(x.shape).label}: ${x.what} vs onnxruntime-web (the faster torch.onnx export)`, x.shape, x.peers, x.need, x.hs);
   }
@@ -170,7 +174,9 @@ export function evaluateTargets(env) {
   }
   const proj = projectionRate(env);
   if (proj && env.roofline) {
-    t.push({ name: 'E=768 projection matmuls: fraction of the SIMD128 mul+add peak', need: 0.6, got: proj.gflops / env.roofline.gflops, kind: 'min',
+    // Round 2: 85% of the peak of the build that runs (round 1 asked 60%); SIMD128 is the build
+    // that runs where the engine has no relaxed SIMD (Safari, Node 20 without the flag).
+    t.push({ name: 'E=768 projection matmuls: fraction of the SIMD128 mul+add peak', need: 0.85, got: proj.gflops / env.roofline.gflops, kind: 'min',
       unit: '', detail: `${proj.gflops.toFixed(1)} of ${env.roofline.gflops.toFixed(1)} GFLOP/s (${proj.shape})` });
   }
   // Issue 16: projections at 85% of the peak of the build that runs; for the relaxed build, its
@@ -396,7 +402,7 @@ function versionsLine(results) {
   return parts.join(', ');
 }
 
-function markdown(results) {
+function markdown(results, history = []) {
   const m = results.machine;
   const out = [];
   out.push('# headscope benchmark', '');
@@ -442,6 +448,8 @@ function markdown(results) {
       if (notes) out.push(notes, '');
     }
   }
+
+  out.push(...historySection(history));
 
   const transformer = transformerTable(results);
   if (transformer.length) out.push('## Transformer', '', ...transformer, '');
@@ -675,12 +683,81 @@ export function chart(results) {
   return `${s.join('\n')}\n`;
 }
 
-/** Writes results.md, chart.svg and results.json to outDir; returns their paths. */
-export function writeReports(results, outDir) {
+// --- Every CPU the benchmark ran on ------------------------------------------------------------
+// A complete run (every shape and engine, both environments, not --quick) also lands in
+// outDir/history/<cpu>.json: the latest complete run of each CPU model, so results.md can show the
+// targets on every CPU kind it was measured on (issue 16: Intel and AMD differ), dated. Older runs
+// of one CPU are in git's history of that file. Each run's targets are evaluated again, from its
+// measured times, by today's evaluateTargets: a target added since that run shows as not measured.
+
+const HISTORY_DIR = 'history';
+
+/** The history file name of a CPU model: lower case, runs of other characters as one '-'. */
+export function cpuSlug(cpu) {
+  return String(cpu).toLowerCase().replace(/\(r\)|\(tm\)/g, '').replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '') || 'unknown-cpu';
+}
+
+/** The complete runs kept in outDir/history, oldest first. Unreadable files are reported, not fatal. */
+export function readHistory(outDir) {
+  const dir = join(outDir, HISTORY_DIR);
+  if (!existsSync(dir)) return [];
+  const runs = [];
+  for (const name of readdirSync(dir).filter((f) => f.endsWith('.json')).sort()) {
+    try {
+      const r = JSON.parse(readFileSync(join(dir, name), 'utf8'));
+      if (r && typeof r.date === 'string' && r.machine?.cpu && Array.isArray(r.envs)) runs.push({ file: `${HISTORY_DIR}/${name}`, ...r });
+      else console.error(`bench: ${HISTORY_DIR}/${name} is not a results.json of a run; left out of the history`);
+    } catch (e) {
+      console.error(`bench: ${HISTORY_DIR}/${name}: ${e.message}; left out of the history`);
+    }
+  }
+  return runs.sort((a, b) => a.date.localeCompare(b.date));
+}
+
+// One table per CPU: every target of today's list that any kept run measured, by environment.
+function historySection(runs) {
+  if (runs.length === 0) return [];
+  const out = ['## Every CPU it was run on', '',
+    'The latest complete `npm run bench` of each CPU model (docs/bench/history/: its whole results.json; older',
+    'runs are in git\'s history of that file). Targets as this report defines them today, evaluated on that run\'s',
+    'measured times: a target or an engine added after the run shows as **not measured**; a build older than',
+    'the current one measured other code (the sha256 says which).', ''];
+  const envNames = ['node', 'chromium'];
+  const perRun = runs.map((r) => ({ run: r, targets: Object.fromEntries(r.envs.map((e) => [e.env, evaluateTargets(e)])) }));
+  const names = [...new Set(perRun.flatMap((p) => Object.values(p.targets).flat().map((x) => x.name)))];
+  for (const { run, targets } of perRun) {
+    const labels = envNames.map((id) => run.envs.find((e) => e.env === id)?.label ?? id);
+    out.push(`### ${run.machine.cpu}: ${run.date.slice(0, 10)}`, '',
+      `${run.machine.logicalCpus} logical CPUs, ${run.machine.platform}; ${versionsLine(run)}; \`${run.command}\` (${run.seconds} s); ` +
+      `headscope build sha256 \`${run.headscope?.wasmSha256?.slice(0, 16) ?? 'unknown'}\`; [${run.file}](${run.file}).`, '');
+    out.push(`| target | needed | ${labels.join(' | ')} |`, `|---|---|${envNames.map(() => '---|').join('')}`);
+    for (const name of names) {
+      const cells = envNames.map((id) => targets[id]?.find((x) => x.name === name));
+      const any = cells.find(Boolean);
+      if (!any) continue;
+      out.push(`| ${name} | ${any.needText} | ${cells.map((x) => (x ? `${x.gotText} ${x.pass ? 'PASS' : '**FAIL**'}` : 'not measured')).join(' | ')} |`);
+    }
+    out.push('');
+  }
+  return out;
+}
+
+/**
+ * Writes results.md, chart.svg and results.json to outDir, and for a complete run (options.complete)
+ * outDir/history/<cpu>.json; returns the paths written.
+ */
+export function writeReports(results, outDir, { complete = false } = {}) {
   mkdirSync(outDir, { recursive: true });
+  const written = [];
+  if (complete) {
+    mkdirSync(join(outDir, HISTORY_DIR), { recursive: true });
+    const file = join(outDir, HISTORY_DIR, `${cpuSlug(results.machine.cpu)}.json`);
+    writeFileSync(file, `${JSON.stringify(results, null, 1)}\n`);
+    written.push(file);
+  }
   const files = [join(outDir, 'results.md'), join(outDir, 'chart.svg'), join(outDir, 'results.json')];
-  writeFileSync(files[0], markdown(results));
+  writeFileSync(files[0], markdown(results, readHistory(outDir)));
   writeFileSync(files[1], chart(results));
-  writeFileSync(files[2], `${JSON.stringify({ ...results, targets: Object.fromEntries(results.envs.map((e) => [e.env, evaluateTargets(e)])) }, null, 1)}\n`);
-  return files;
+  writeFileSync(files[2], `${JSON.stringify({ ...results, complete, targets: Object.fromEntries(results.envs.map((e) => [e.env, evaluateTargets(e)])) }, null, 1)}\n`);
+  return [...files, ...written];
 }
