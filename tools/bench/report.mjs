@@ -199,23 +199,35 @@ export function evaluateTargets(env) {
   return t;
 }
 
-// What separates the two per-call rows of a tutorial shape: allocating the output Float32Array
-// (V8 puts any typed array over 64 bytes off-heap, and its collection is charged to the caller).
+// Where a tutorial-sized call's time goes: the new output Float32Array (hs - hs-out: V8 puts any
+// typed array over 64 bytes off-heap, and its collection is charged to the caller), the JS side
+// of the call (hs-out - hs-core: reading and checking the arguments, copying them in, describing
+// and copying the result out) and the WebAssembly export alone (hs-core), each a median of its
+// own row, so the parts are estimates that need not add up exactly.
 function allocationNotes(env) {
   const parts = [];
+  const us = (ms) => `${(ms * 1000).toFixed(2)} us`;
   for (const id of ['tiny-3', 'tiny-8', 'small-32']) {
     const fresh = row(env, id, 'hs');
     const reused = row(env, id, 'hs-out');
     if (!fresh || !reused) continue;
-    const us = (fresh.ms - reused.ms) * 1000;
+    const alloc = fresh.ms - reused.ms;
+    const core = row(env, id, 'hs-core');
+    const pieces = [];
     // Outputs of at most 64 bytes stay on V8's heap: nothing to measure there but noise.
-    parts.push(us < 0.05 ? `${shapeById(id).label}: nothing measurable (${(fresh.ms * 1000).toFixed(2)} us either way)`
-      : `${shapeById(id).label}: ${us.toFixed(2)} us of ${(fresh.ms * 1000).toFixed(2)} us ` +
-        `(${(100 * us / (fresh.ms * 1000)).toFixed(0)}%)`);
+    pieces.push(alloc * 1000 < 0.05 ? 'new output array: nothing measurable'
+      : `new output array ${us(alloc)} (${(100 * alloc / fresh.ms).toFixed(0)}%)`);
+    if (core) {
+      const js = Math.max(0, reused.ms - core.ms);
+      pieces.push(`JS side ${us(js)} (${(100 * js / fresh.ms).toFixed(0)}%)`,
+        `the wasm call ${us(core.ms)} (${(100 * core.ms / fresh.ms).toFixed(0)}%)`);
+    }
+    parts.push(`${shapeById(id).label}: ${us(fresh.ms)} = ${pieces.join(' + ')}`);
   }
   if (parts.length === 0) return '';
-  return `Per call, the output's new Float32Array (allocation and its garbage collection) costs, in this ` +
-    `environment: ${parts.join('; ')}. \`forward(..., { out })\` writes into a reused array instead.`;
+  return `Where a per-call forward()'s time goes, in this environment (medians of the rows "headscope (no weights)", ` +
+    `"\`out\` array reused" and "wasm call alone"): ${parts.join('; ')}. \`forward(..., { out })\` writes into a reused ` +
+    'array instead of a new one.';
 }
 
 /**
@@ -606,7 +618,7 @@ function markdown(results, history = []) {
 // --- Chart ------------------------------------------------------------------------------------
 
 const COLORS = {
-  hs: '#1b7f3b', 'hs-heads': '#6cc47f', 'hs-out': '#0e4d22', 'ort-mha': '#1f5fbf', 'ort-matmul': '#7fa8e8',
+  hs: '#1b7f3b', 'hs-heads': '#6cc47f', 'hs-out': '#0e4d22', 'hs-core': '#9ccc65', 'ort-mha': '#1f5fbf', 'ort-matmul': '#7fa8e8',
   tfjs: '#e07b00', eigen: '#8a5cc7', js: '#9a9a9a', 'hs-mt': '#b8860b', 'ort-mha-mt': '#0b2f6b',
   'hs-model': '#2e9e8f', 'ort-model': '#4b3fa8', 'ort-model-dyn': '#9d93e0',
   'hs-gen': '#c2185b', 'hs-gen-full': '#f48fb1',
