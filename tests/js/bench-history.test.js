@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-import { cpuSlug, readHistory, writeReports } from '../../tools/bench/report.mjs';
+import { cpuSlug, evaluateTargets, readHistory, writeReports } from '../../tools/bench/report.mjs';
 
 // A run of one shape (BERT L=128) in Node: headscope and the two onnxruntime-web graphs.
 function run(cpu, date, hsMs, ortMs) {
@@ -106,4 +106,25 @@ test('the committed history keeps an Intel and an AMD run, each complete, with i
     assert.match(r.date, /^\d{4}-\d\d-\d\dT/);
     assert.equal(r.file, `history/${cpuSlug(r.machine.cpu)}.json`, 'one file per CPU model, named after it');
   }
+});
+
+test('a target that needs more than the measured peak says so; one within it does not', () => {
+  const r = (engine, ms, gflops) => ({ engine, ms, gflops, runs: 20, batch: 1, check: { ok: true, error: 0, detail: 'x' } });
+  const env = {
+    env: 'node', label: 'Node', roofline: { gflops: 40, accumulators: 12 },
+    shapes: [
+      { shape: 'tt-small', rows: [r('hs-model', 0.05, 14), r('ort-model', 0.1, 7)] },      // 2x of 10x: needs 70
+      { shape: 'bert-128', rows: [r('hs', 10, 30), r('ort-mha', 11, 27), r('ort-matmul', 12, 25)] },  // 1.1x of 1.25x: needs 34
+    ],
+  };
+  const targets = evaluateTargets(env);
+  const tt = targets.find((x) => x.shape === 'tt-small' && x.hs === 'hs-model');
+  assert.equal(tt.pass, false);
+  assert.equal(tt.beyondPeak, true);
+  assert.ok(Math.abs(tt.requiredGflops - 70) < 1e-9, String(tt.requiredGflops));
+  assert.match(tt.gap, /needs 70\.0 GFLOP\/s, above this build's measured peak \(40\.0\): out of reach on this machine/);
+  const bert = targets.find((x) => x.name === 'E=768 H=12 L=128: vs the faster onnxruntime-web graph');
+  assert.equal(bert.pass, false);
+  assert.equal(bert.beyondPeak, undefined);
+  assert.doesNotMatch(bert.gap, /out of reach/);
 });

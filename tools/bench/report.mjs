@@ -111,7 +111,13 @@ export function evaluateTargets(env) {
     const times = peers.map((p) => row(env, shapeId, p)?.ms).filter((x) => x > 0);
     if (!hs || times.length === 0) return;
     const peer = Math.min(...times);
-    t.push({ name, shape: shapeId, hs: hsId, need, got: peer / hs.ms, kind: 'min', detail: `${fmtMs(peer)} ms vs headscope ${fmtMs(hs.ms)} ms` });
+    // What the target asks of the arithmetic: the rate headscope would have to run at, against
+    // the measured multiply-add peak of the build that ran (a target above it cannot be met on
+    // this machine by any kernel of that build, only by doing less arithmetic).
+    const peak = peakOf(env, hsId);
+    const required = hs.gflops > 0 ? hs.gflops * need / (peer / hs.ms) : null;
+    t.push({ name, shape: shapeId, hs: hsId, need, got: peer / hs.ms, kind: 'min', detail: `${fmtMs(peer)} ms vs headscope ${fmtMs(hs.ms)} ms`,
+      ...(required !== null && peak && { requiredGflops: required, peakGflops: peak.gflops }) });
   };
   // Issue 16 (round 2): BERT-base at 1.25x the faster onnxruntime-web graph (round 1 asked 1.2x)
   // and 2x tfjs-wasm; then the same for the relaxed-SIMD build, where the runtime has it (what
@@ -195,6 +201,11 @@ export function evaluateTargets(env) {
     x.gap = x.pass ? '' : x.kind === 'min'
       ? `${((x.need / x.got - 1) * 100).toFixed(0)}% short (needs ${(x.need / x.got).toFixed(2)}x better)`
       : `${((x.got / x.need - 1) * 100).toFixed(0)}% over`;
+    if (!x.pass && x.requiredGflops > x.peakGflops) {
+      x.beyondPeak = true;
+      x.gap += `; needs ${x.requiredGflops.toFixed(1)} GFLOP/s, above this build's measured peak ` +
+        `(${x.peakGflops.toFixed(1)}): out of reach on this machine`;
+    }
   }
   return t;
 }
