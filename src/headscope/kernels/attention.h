@@ -161,6 +161,36 @@ uint64_t AttentionWorkspaceFloats(const AttentionArgs& args);
 // Runs the stage; `workspace` holds AttentionWorkspaceFloats(args) floats, 64-byte aligned.
 void Attention(const AttentionArgs& args, float* workspace);
 
+// The backward of one head of self-attention (the training's, transformer_train.cc), L = S = T
+// queries and keys, no masks but the causal one: with P the softmax weights, g the head's gate,
+// dZ the gradient of the head's (gated) output and M = dZ V^T,
+//   dV = g P^T dZ,  dS = P * (g M - rowsum(P * g M)),  dQ = scale dS K,  dK = scale dS^T Q
+// (scale = 1 / sqrt(hd): scores = (Q / sqrt(hd)) K^T). The products are the packed matmul's
+// (matmul-inl.h), causal ones over the visible keys only: P and dS are 0 past the diagonal, so
+// what is skipped are zero terms at a chain's end (dQ) or start (dV, dK), which change no bits.
+struct HeadBackwardArgs {
+  size_t len = 0;        // T
+  size_t head_dim = 0;   // hd
+  bool causal = false;
+  float gate = 1.0f;
+  float scale = 1.0f;
+  const float* p = nullptr;   // [T, T], row stride T
+  const float* dz = nullptr;  // [T, hd] rows of stride ld_dz
+  size_t ld_dz = 0;
+  const float* q = nullptr;   // [T, hd] rows of stride ld_qkv each (the projections, unscaled)
+  const float* k = nullptr;
+  const float* v = nullptr;
+  size_t ld_qkv = 0;
+  float* dq = nullptr;        // [T, hd] rows of stride ld_out each, overwritten
+  float* dk = nullptr;
+  float* dv = nullptr;
+  size_t ld_out = 0;
+  double* gate_grad = nullptr;  // null, or += sum over i, j of P[i, j] M[i, j], in double
+};
+// Floats of scratch HeadBackward needs (64-byte aligned).
+size_t HeadBackwardFloats(size_t len, size_t head_dim);
+void HeadBackward(const HeadBackwardArgs& args, float* scratch);
+
 }  // namespace headscope
 
 #endif  // HEADSCOPE_KERNELS_ATTENTION_H_
