@@ -320,7 +320,7 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
                                 size_t t_end, float* workspace) {
   const AttentionShape& s = a.shape;
   const size_t L = s.q_len, S = s.kv_total, hd = s.head_dim;
-  const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
+  const size_t tile = PackedQueryTile(a);
   float* packed_k = workspace;                                   // [ceil(S/16)][hd][16]
   float* packed_vt = packed_k + PackedFloats(S, hd);             // [ceil(hd/16)][S][16]
   float* score_tile = packed_vt + PackedFloats(hd, S);           // [tile, S']
@@ -384,7 +384,7 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
 HWY_INLINE void ParallelAttention(const AttentionArgs& a, float* workspace) {
   const AttentionShape& s = a.shape;
   const size_t L = s.q_len, S = s.kv_total, hd = s.head_dim, H = s.heads;
-  const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
+  const size_t tile = PackedQueryTile(a);
   const size_t tiles = (L + tile - 1) / tile;
   // One worker's slice, rounded to 64 bytes as in AttentionWorkspaceFloats.
   const size_t stride =
@@ -484,7 +484,8 @@ HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
       2.0 * static_cast<double>(s.batch) * L * S * E >= kParallelMinMacs) {
     return ParallelAttention(a, workspace);
   }
-  const size_t tiles = (L + kAttentionQueryTile - 1) / kAttentionQueryTile;
+  const size_t tile = PackedQueryTile(a);
+  const size_t tiles = tile == 0 ? 0 : (L + tile - 1) / tile;  // (L = 0: no tiles)
   for (size_t n = 0; n < s.batch; ++n) {
     for (size_t h = 0; h < s.heads; ++h) PackedHeadTiles(a, n, h, 0, tiles, workspace);
     if (a.out.weights != nullptr && a.out.average_weights) FinishAverage(a, n);

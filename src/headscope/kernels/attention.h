@@ -143,6 +143,20 @@ struct AttentionArgs {
 
 // Query rows per tile: bounds the score scratch to kAttentionQueryTile x S' whatever L is.
 inline constexpr size_t kAttentionQueryTile = 64;
+// The packed path's tile rows: kAttentionQueryTile (or L if fewer), except that a causal call
+// whose L fits one such tile takes tiles of kCausalQueryTile rows, so that each tile skips the
+// keys its rows do not see (with one tile of L rows its last row sees every key: nothing is
+// skipped). A row's numbers do not depend on the tiling (each is its own dot products, softmax
+// and weights x V chain; skipped keys are 0-weight terms at a chain's end).
+inline constexpr size_t kCausalQueryTile = 16;
+inline size_t PackedQueryTile(const AttentionArgs& a) {
+  const size_t L = a.shape.q_len;
+  if (L <= kAttentionQueryTile && L > kCausalQueryTile && a.modifiers.LimitsKeys() &&
+      a.shape.kv_total == a.shape.kv_len) {
+    return kCausalQueryTile;
+  }
+  return L < kAttentionQueryTile ? L : kAttentionQueryTile;
+}
 
 // Heads small enough that packing K and V (per head, per call) costs more than it saves: the
 // stage then takes direct dot products. Tutorial shapes (hd 2..8, a handful of keys) live here.
