@@ -14,6 +14,8 @@
 //     dV = g P^T dZ,  dS = P * (dP - rowsum(P * dP)),  dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd)
 //     dWin = dqkv^T a_in, da_in = dqkv Win
 //   embeddings                     scatter-add of dx's rows into the token and position rows
+// (The per-head part is kernels/attention.h HeadBackward, one call per (n, h), on the forward's
+// q, k, v when they were kept, Saved::keep_qkv.)
 // Every product is MatMulPacked (the forward's kernel: its bits do not depend on the thread
 // count), with the right-hand operand packed by PackB through strides (a transposed operand costs
 // no copy), or MatMulPackedTransA where the left-hand operand is a transpose (dY^T, P^T, dS^T:
