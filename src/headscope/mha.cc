@@ -148,9 +148,23 @@ Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallCont
 // q = query W_q^T + b_q, k and v likewise: one matmul per batch element (rows of an element are
 // strided in the (L, N, E) layout), into rows 0..S-1 of k and v. The loop runs over N only where
 // an element has rows, so an empty sequence with a huge batch returns at once.
+// (A layout whose batch elements follow one another, batch = len * seq: one product over all
+// N * len rows instead of one per element, the same bits, each row's chain being the same.)
+bool Contiguous(const RowLayout& r, size_t len) { return r.batch == len * r.seq; }
+
 void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView& query, const TensorView& key, const TensorView& value,
                 int threads, AttentionActivations* a) {
   const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
+  if (N > 1 && L > 0 && S > 0 && Sp == S && Contiguous(p.query, L) && Contiguous(p.key, S) &&
+      Contiguous(p.value, S)) {
+    MatMulPacked(query.data, p.query.seq, packed.wq.panels.data(), packed.bq, N * L, E, E, 1.0f,
+                 a->q, E, threads);
+    MatMulPacked(key.data, p.key.seq, packed.wk.panels.data(), packed.bk, N * S, E, p.kdim, 1.0f,
+                 a->k, E, threads);
+    MatMulPacked(value.data, p.value.seq, packed.wv.panels.data(), packed.bv, N * S, E, p.vdim,
+                 1.0f, a->v, E, threads);
+    return;
+  }
   for (size_t n = 0; n < N && (L > 0 || S > 0); ++n) {
     // (Empty sequences skip the call: their data pointer may be null, even offset by 0.)
     if (L > 0) {
@@ -272,6 +286,11 @@ Status AllocateHeadStats(const CallPlan& p, size_t* bytes, size_t limit, HeadSta
 // output = concat W_O^T + b_O, written in the query's layout.
 void ProjectOutput(const CallPlan& p, const PackedWeights& packed, const AttentionActivations& a, int threads, float* output) {
   const size_t N = p.batch, L = p.q_len, E = p.embed;
+  if (N > 1 && L > 0 && Contiguous(p.output, L)) {
+    MatMulPacked(a.concat, E, packed.wo.panels.data(), packed.bo, N * L, E, E, 1.0f, output,
+                 p.output.seq, threads);
+    return;
+  }
   for (size_t n = 0; n < N && L > 0; ++n) {
     MatMulPacked(a.concat + n * L * E, E, packed.wo.panels.data(), packed.bo, L, E, E, 1.0f,
                  output + p.output.Row(n, 0), p.output.seq, threads);

@@ -10,6 +10,10 @@
 #include <limits>
 #include <string>
 
+#if defined(__wasm_simd128__)
+#include <wasm_simd128.h>
+#endif
+
 namespace headscope {
 namespace {
 
@@ -81,6 +85,65 @@ struct Failure {
   size_t k = 0, i = 0;
 };
 
+#if defined(__wasm_simd128__)
+// AdamW::Element on 4 lanes, the same bits (every operation but the fused multiply-adds is one
+// IEEE operation, as in the scalar code; WebAssembly contracts nothing). std::fma is musl's
+// fmaf there, in software: the exact product a * b in double plus c, rounded to double and
+// then to float, which is the correctly rounded fma unless the double lands exactly halfway
+// between two floats (its low 29 bits 0x10000000), where musl corrects the last bit. So: the
+// lanes in double, and a group with such a lane (about 1 in 2^28) goes to the scalar code.
+// Returns false for such a group (nothing written).
+inline bool FmaLanes(v128_t a, v128_t b, v128_t c, v128_t* out) {
+  const v128_t halfway = wasm_i64x2_splat(0x10000000), low = wasm_i64x2_splat(0x1fffffff);
+  const auto half = [&](v128_t x) { return wasm_i32x4_shuffle(x, x, 2, 3, 0, 1); };
+  const v128_t lo = wasm_f64x2_add(
+      wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(a), wasm_f64x2_promote_low_f32x4(b)),
+      wasm_f64x2_promote_low_f32x4(c));
+  const v128_t hi = wasm_f64x2_add(
+      wasm_f64x2_mul(wasm_f64x2_promote_low_f32x4(half(a)), wasm_f64x2_promote_low_f32x4(half(b))),
+      wasm_f64x2_promote_low_f32x4(half(c)));
+  const v128_t tie = wasm_v128_or(wasm_i64x2_eq(wasm_v128_and(lo, low), halfway),
+                                  wasm_i64x2_eq(wasm_v128_and(hi, low), halfway));
+  if (wasm_v128_any_true(tie)) return false;
+  *out = wasm_i32x4_shuffle(wasm_f32x4_demote_f64x2_zero(lo), wasm_f32x4_demote_f64x2_zero(hi), 0,
+                            1, 4, 5);
+  return true;
+}
+
+// Elements [i, i + 4) of one slot: false if a lane needs the scalar code (an fma tie, or, when
+// checking, a value that is not finite).
+template <bool kWrite>
+inline bool AdamWLanes(const AdamW& a, float* p, const float* g, float* m, float* v, bool clip,
+                       float coef) {
+  v128_t gi = wasm_v128_load(g);
+  if (clip) gi = wasm_f32x4_mul(gi, wasm_f32x4_splat(coef));
+  const v128_t pv = wasm_v128_load(p), mv = wasm_v128_load(m), vv = wasm_v128_load(v);
+  const v128_t decayed = wasm_f32x4_mul(pv, wasm_f32x4_splat(a.decay));
+  v128_t m1, v1;
+  if (!FmaLanes(gi, wasm_f32x4_splat(a.one_minus_beta1), wasm_f32x4_mul(mv, wasm_f32x4_splat(a.beta1)),
+                &m1) ||
+      !FmaLanes(wasm_f32x4_mul(wasm_f32x4_splat(a.one_minus_beta2), gi), gi,
+                wasm_f32x4_mul(vv, wasm_f32x4_splat(a.beta2)), &v1)) {
+    return false;
+  }
+  const v128_t denom = wasm_f32x4_add(
+      wasm_f32x4_div(wasm_f32x4_sqrt(v1), wasm_f32x4_splat(a.bc2_sqrt)), wasm_f32x4_splat(a.eps));
+  const v128_t np = wasm_f32x4_add(
+      decayed, wasm_f32x4_div(wasm_f32x4_mul(wasm_f32x4_splat(a.neg_step_size), m1), denom));
+  if (kWrite) {
+    wasm_v128_store(p, np);
+    wasm_v128_store(m, m1);
+    wasm_v128_store(v, v1);
+    return true;
+  }
+  const v128_t inf = wasm_f32x4_splat(std::numeric_limits<float>::infinity());
+  const v128_t finite = wasm_v128_and(
+      wasm_v128_and(wasm_f32x4_lt(wasm_f32x4_abs(np), inf), wasm_f32x4_lt(wasm_f32x4_abs(m1), inf)),
+      wasm_f32x4_lt(wasm_f32x4_abs(v1), inf));
+  return wasm_i32x4_all_true(finite);
+}
+#endif
+
 // One AdamW pass over every slot with gradients times `coef` (clip: coef < 1). kWrite false:
 // computes and writes nothing, returning false at the first element whose new weight or moments
 // are not finite (its place in *failure); kWrite true: writes every element.
@@ -92,7 +155,30 @@ bool AdamWPass(const AdamW& a, const std::vector<OptimizerParam>& params, float*
     const float* g = params[k].grad;
     float* mk = m[k];
     float* vk = v[k];
-    for (size_t i = 0; i < params[k].n; ++i) {
+    const size_t n = params[k].n;
+    size_t i = 0;
+#if defined(__wasm_simd128__)
+    // (wasm_v128_load / store are unaligned accesses.) A group a lane of which needs the scalar
+    // code runs through it, in order, so a failure is still the first element's.
+    for (; i + 4 <= n; i += 4) {
+      if (AdamWLanes<kWrite>(a, p + i, g + i, mk + i, vk + i, clip, coef)) continue;
+      for (size_t e = i + 4; i < e; ++i) {
+        const float gi = clip ? g[i] * coef : g[i];
+        float np, nm, nv;
+        a.Element(p[i], gi, mk[i], vk[i], &np, &nm, &nv);
+        if (kWrite) {
+          p[i] = np;
+          mk[i] = nm;
+          vk[i] = nv;
+        } else if (!(std::isfinite(np) && std::isfinite(nm) && std::isfinite(nv))) {
+          *failure = {k, i};
+          return false;
+        }
+      }
+      i -= 4;  // (the loop's increment moves past the group again)
+    }
+#endif
+    for (; i < n; ++i) {
       const float gi = clip ? g[i] * coef : g[i];
       float np, nm, nv;
       a.Element(p[i], gi, mk[i], vk[i], &np, &nm, &nv);

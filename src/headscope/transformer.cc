@@ -715,6 +715,16 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
         return TooLarge(B, T, limit);
       }
       save(&sl->concat, context_.activations.concat, MD);
+      if (saved->keep_qkv && !save_failed) {  // (batch-first [B, T, D] each: no extra keys)
+        if (!Resize(&sl->qkv, 3 * MD, &bytes, limit)) {
+          save_failed = true;
+        } else {
+          const size_t n = static_cast<size_t>(MD);
+          std::memcpy(sl->qkv.data(), context_.activations.q, n * sizeof(float));
+          std::memcpy(sl->qkv.data() + n, context_.activations.k, n * sizeof(float));
+          std::memcpy(sl->qkv.data() + 2 * n, context_.activations.v, n * sizeof(float));
+        }
+      }
       save(&sl->pattern, attn_result_.weights.data(),
            SaturatingProduct({static_cast<uint64_t>(B * H), static_cast<uint64_t>(T),
                               static_cast<uint64_t>(T)}));

@@ -46,15 +46,25 @@ struct SavedLayer {
   AlignedBuffer resid_mid;  // the MLP sub-block's input x (ln2's input under pre-norm)
   AlignedBuffer h_pre;      // fc_in's output before the activation, [M, d_mlp]
   AlignedBuffer sum2;       // post-norm: resid_mid + MLP output, ln2's input
+  // The attention's projections q | k | v, [3][M, D] (the forward's own, copied), when
+  // Saved::keep_qkv; else the backward computes them again.
+  AlignedBuffer qkv;
 };
 
 struct Transformer::Saved {
   std::vector<SavedLayer> layers;
+  // Whether the forward keeps each layer's q | k | v (SavedLayer::qkv): when all layers' together
+  // are at most kKeepQkvBytes. Small models (the induction lab's: 0.4 MB) skip a third of each
+  // layer's forward products in the backward that way; larger ones (the 1M model's would be
+  // 6 MB) recompute them, which keeps their training within 64 MB of WebAssembly memory.
+  static constexpr uint64_t kKeepQkvBytes = uint64_t{2} << 20;
+  bool keep_qkv = false;
   AlignedBuffer final_in;  // the last block's output: ln_final's input under pre-norm
   AlignedBuffer logits;    // [M, V]
   // The backward's buffers: gradients flowing through the residual stream and the stages, the
-  // packed right-hand operand of each product, the recomputed projections, per-head tiles.
-  AlignedBuffer dx, dtmp, dnorm, dwide, dlogits, pack, qkv, tile_m, tile_ds;
+  // packed right-hand operand of each product, the recomputed projections, a head's scratch
+  // (kernels/attention.h HeadBackward).
+  AlignedBuffer dx, dtmp, dnorm, dwide, dlogits, pack, qkv, head;
 };
 
 }  // namespace headscope

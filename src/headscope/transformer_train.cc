@@ -14,6 +14,8 @@
 //     dV = g P^T dZ,  dS = P * (dP - rowsum(P * dP)),  dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd)
 //     dWin = dqkv^T a_in, da_in = dqkv Win
 //   embeddings                     scatter-add of dx's rows into the token and position rows
+// (The per-head part is kernels/attention.h HeadBackward, one call per (n, h), on the forward's
+// q, k, v when they were kept, Saved::keep_qkv.)
 // Every product is MatMulPacked (the forward's kernel: its bits do not depend on the thread
 // count), with the right-hand operand packed by PackB through strides (a transposed operand costs
 // no copy), or MatMulPackedTransA where the left-hand operand is a transpose (dY^T, P^T, dS^T:
@@ -29,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "headscope/kernels/attention.h"
 #include "headscope/kernels/matmul.h"
 #include "headscope/kernels/rowwise.h"
 #include "headscope/kernels/softmax.h"
@@ -231,17 +234,18 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   need(D, V);       // dxf = dlogits Wu
   need(D, Mlp);     // dm_in = dh Wfc_in
   need(Mlp, D);     // dh = dm Wfc_out
-  need(Tz, hd);     // M = dZ V^T
-  need(hd, Tz);     // dV, dQ, dK
-  trans = SaturatingProduct({rows, 3 * static_cast<uint64_t>(D)});  // the recomputed q | k | v
-  const uint64_t tile = static_cast<uint64_t>(Tz) * Tz;
+  // The forward's q | k | v, kept (SavedLayer::qkv, counted by RunBlocks) or recomputed here.
+  sv.keep_qkv = SaturatingProduct({rows, 3 * static_cast<uint64_t>(D), L, sizeof(float)}) <=
+                Saved::kKeepQkvBytes;
+  trans = sv.keep_qkv ? 0 : SaturatingProduct({rows, 3 * static_cast<uint64_t>(D)});
+  const uint64_t tile = HeadBackwardFloats(Tz, hd);  // kernels/attention.h, per head
   if (!Grow(&sv.dx, MD, &bytes, limit) || !Grow(&sv.dtmp, MD, &bytes, limit) ||
       !Grow(&sv.dnorm, MD, &bytes, limit) ||
       !Grow(&sv.dwide, SaturatingProduct({rows, wide}), &bytes, limit) ||
       !Grow(&sv.dlogits, SaturatingProduct({rows, static_cast<uint64_t>(V)}), &bytes, limit) ||
-      !Grow(&sv.pack, pack, &bytes, limit) || !Grow(&sv.qkv, trans, &bytes, limit) ||
-      !Grow(&sv.tile_m, tile, &bytes, limit) ||
-      !Grow(&sv.tile_ds, tile, &bytes, limit)) {
+      !Grow(&sv.pack, pack, &bytes, limit) ||
+      (trans > 0 && !Grow(&sv.qkv, trans, &bytes, limit)) ||
+      !Grow(&sv.head, tile, &bytes, limit)) {
     return TooLarge(B, T, limit);
   }
   if (c.norm == NormPlacement::kPre && !Grow(&sv.final_in, MD, &bytes, limit)) {
@@ -359,16 +363,28 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     // pre-norm, and qkv [M, 3D] = a_in Win^T + bin, the products the forward's projections
     // compute (the same kernel and operands, so the same bits, in trans, free until in_proj's
     // backward below).
+    // (Kept: sl.qkv holds q, k and v [M, D] each, the forward's own.)
     const float* a_in = sl.resid_pre.data();
     if (pre) {
       LayerNormRows(sl.resid_pre.data(), M, D, store_.data(layer.ln1_w), store_.data(layer.ln1_b),
                     eps, sv.dnorm.data());
       a_in = sv.dnorm.data();
     }
-    float* qkv = sv.qkv.data();
-    PackB(w.Get(Param::kInProjWeight), 3 * D, D, D, 1, sv.pack.data());
-    MatMulPacked(a_in, D, sv.pack.data(), c.bias ? w.Get(Param::kInProjBias) : nullptr, M, 3 * D,
-                 D, 1.0f, qkv, 3 * D, threads);
+    // q, k, v of row r at qkv + r * ld, + kv_off, + 2 * kv_off.
+    const float* qkv;
+    size_t ld, kv_off;
+    if (sv.keep_qkv) {
+      qkv = sl.qkv.data();
+      ld = D;
+      kv_off = M * D;
+    } else {
+      PackB(w.Get(Param::kInProjWeight), 3 * D, D, D, 1, sv.pack.data());
+      MatMulPacked(a_in, D, sv.pack.data(), c.bias ? w.Get(Param::kInProjBias) : nullptr, M,
+                   3 * D, D, 1.0f, sv.qkv.data(), 3 * D, threads);
+      qkv = sv.qkv.data();
+      ld = 3 * D;
+      kv_off = D;
+    }
     float* dqkv = sv.dwide.data();  // [M, 3D]: dq | dk | dv per row
     const float sqrt_hd = std::sqrt(static_cast<float>(hd));
     const float* gates = options.head_gates.present()
@@ -380,39 +396,28 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
         const float* P = sl.pattern.data() + (n * H + hh) * Tz * Tz;
         const float* dZ = dconcat + row0;
         const size_t out0 = n * Tz * 3 * D + hh * hd;  // (n, 0, head hh) in [B, T, 3D]
-        const float* q = qkv + out0;
-        const float* k = q + D;
-        const float* v = q + 2 * D;
-        const float g = gates != nullptr ? gates[hh] : 1.0f;
-        // Mm [T, T] = dZ V^T.
-        float* Mm = sv.tile_m.data();
-        Product(dZ, D, v, 3 * D, 1, Tz, Tz, hd, 1.0f, Mm, Tz, sv.pack.data(), 1);
-        if (options.head_gate_grads) {
-          double sum = 0;
-          for (size_t i = 0; i < Tz * Tz; ++i) sum += static_cast<double>(P[i]) * Mm[i];
-          result->head_gate_grads[li * H + hh] += sum;
-        }
-        // dV [T, hd] = g P^T dZ.
-        PackB(dZ, hd, Tz, 1, D, sv.pack.data());
-        MatMulPackedTransA(P, Tz, sv.pack.data(), nullptr, Tz, hd, Tz, g, dqkv + out0 + 2 * D,
-                           3 * D, 1);
-        // dS = P * (dP - rowsum(P * dP)), dP = g Mm.
-        float* dS = sv.tile_ds.data();
-        for (size_t i = 0; i < Tz; ++i) {
-          const float* pr = P + i * Tz;
-          const float* mr = Mm + i * Tz;
-          double dot = 0;
-          for (size_t j = 0; j < Tz; ++j) dot += static_cast<double>(pr[j]) * (g * mr[j]);
-          for (size_t j = 0; j < Tz; ++j) {
-            dS[i * Tz + j] = static_cast<float>(pr[j] * (static_cast<double>(g * mr[j]) - dot));
-          }
-        }
-        // dQ = dS K / sqrt(hd), dK = dS^T Q / sqrt(hd) (scores = (Q / sqrt(hd)) K^T).
-        Product(dS, Tz, k, 1, 3 * D, Tz, hd, Tz, 1.0f / sqrt_hd, dqkv + out0, 3 * D,
-                sv.pack.data(), 1);
-        PackB(q, hd, Tz, 1, 3 * D, sv.pack.data());
-        MatMulPackedTransA(dS, Tz, sv.pack.data(), nullptr, Tz, hd, Tz, 1.0f / sqrt_hd,
-                           dqkv + out0 + D, 3 * D, 1);
+        const float* q = qkv + n * Tz * ld + hh * hd;
+        const float* k = q + kv_off;
+        const float* v = q + 2 * kv_off;
+        HeadBackwardArgs ha;
+        ha.len = Tz;
+        ha.head_dim = hd;
+        ha.causal = c.causal;
+        ha.gate = gates != nullptr ? gates[hh] : 1.0f;
+        ha.scale = 1.0f / sqrt_hd;
+        ha.p = P;
+        ha.dz = dZ;
+        ha.ld_dz = D;
+        ha.q = q;
+        ha.k = k;
+        ha.v = v;
+        ha.ld_qkv = ld;
+        ha.dq = dqkv + out0;
+        ha.dk = dqkv + out0 + D;
+        ha.dv = dqkv + out0 + 2 * D;
+        ha.ld_out = 3 * D;
+        ha.gate_grad = options.head_gate_grads ? &result->head_gate_grads[li * H + hh] : nullptr;
+        HeadBackward(ha, sv.head.data());  // kernels/attention.h
       }
     }
     // in_proj: dWin = dqkv^T a_in, da_in = dqkv Win (dconcat's room is free again).

@@ -320,7 +320,7 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
                                 size_t t_end, float* workspace) {
   const AttentionShape& s = a.shape;
   const size_t L = s.q_len, S = s.kv_total, hd = s.head_dim;
-  const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
+  const size_t tile = PackedQueryTile(a);
   float* packed_k = workspace;                                   // [ceil(S/16)][hd][16]
   float* packed_vt = packed_k + PackedFloats(S, hd);             // [ceil(hd/16)][S][16]
   float* score_tile = packed_vt + PackedFloats(hd, S);           // [tile, S']
@@ -384,7 +384,7 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
 HWY_INLINE void ParallelAttention(const AttentionArgs& a, float* workspace) {
   const AttentionShape& s = a.shape;
   const size_t L = s.q_len, S = s.kv_total, hd = s.head_dim, H = s.heads;
-  const size_t tile = L < kAttentionQueryTile ? L : kAttentionQueryTile;
+  const size_t tile = PackedQueryTile(a);
   const size_t tiles = (L + tile - 1) / tile;
   // One worker's slice, rounded to 64 bytes as in AttentionWorkspaceFloats.
   const size_t stride =
@@ -406,6 +406,74 @@ HWY_INLINE void ParallelAttention(const AttentionArgs& a, float* workspace) {
   }
 }
 
+// HeadBackward (attention.h), in row chunks of kPanel: a causal chunk of rows [r0, r1) sees the
+// keys below r1 only (M, dQ), and the keys [j0, j1) are seen by the queries from j0 on (dV, dK).
+HWY_INLINE void HeadBackwardImpl(const HeadBackwardArgs& a, float* HWY_RESTRICT scratch) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const size_t T = a.len, hd = a.head_dim;
+  const size_t pack_floats = std::max(PackedFloats(T, hd), PackedFloats(hd, T));
+  float* HWY_RESTRICT pack = scratch;
+  float* HWY_RESTRICT ds = scratch + (pack_floats + 15) / 16 * 16;  // [T, T]: M, then dS
+  const float g = a.gate;
+  const auto chunk_end = [&](size_t r0) { return std::min(T, r0 + kPanel); };
+  // M [T, T] = dZ V^T (rows i: the keys j <= i under causal).
+  PackB(a.v, T, hd, a.ld_qkv, 1, pack);
+  for (size_t r0 = 0; r0 < T; r0 += kPanel) {
+    const size_t r1 = chunk_end(r0);
+    MatMulPackedImpl(a.dz + r0 * a.ld_dz, a.ld_dz, pack, nullptr, r1 - r0, a.causal ? r1 : T, hd,
+                     1.0f, ds + r0 * T, T);
+  }
+  // dV [T, hd] = g P^T dZ: keys [j0, j1) from the queries i >= j0 under causal.
+  PackB(a.dz, hd, T, 1, a.ld_dz, pack);
+  for (size_t j0 = 0; j0 < T; j0 += kPanel) {
+    const size_t i0 = a.causal ? j0 : 0;
+    MatMulPackedImpl<true>(a.p + i0 * T + j0, T, pack + i0 * kPanel, nullptr, chunk_end(j0) - j0,
+                           hd, T - i0, g, a.dv + j0 * a.ld_out, a.ld_out, T);
+  }
+  // dS = P * (g M - rowsum(P * g M)), row by row over the visible keys, 0 past them.
+  const auto vg = hn::Set(d, g);
+  for (size_t i = 0; i < T; ++i) {
+    const float* HWY_RESTRICT pr = a.p + i * T;
+    float* HWY_RESTRICT mr = ds + i * T;
+    const size_t keys = a.causal ? i + 1 : T;
+    if (a.gate_grad != nullptr) {
+      double sum = 0;
+      for (size_t j = 0; j < keys; ++j) sum += static_cast<double>(pr[j]) * mr[j];
+      *a.gate_grad += sum;
+    }
+    auto acc = hn::Zero(d);
+    size_t j = 0;
+    for (; j + N <= keys; j += N) {
+      acc = hn::MulAdd(hn::LoadU(d, pr + j), hn::Mul(vg, hn::LoadU(d, mr + j)), acc);
+    }
+    float dot = hn::GetLane(hn::SumOfLanes(d, acc));
+    for (size_t t = j; t < keys; ++t) dot += pr[t] * (g * mr[t]);
+    const auto vdot = hn::Set(d, dot);
+    j = 0;
+    for (; j + N <= keys; j += N) {
+      const auto dp = hn::Sub(hn::Mul(vg, hn::LoadU(d, mr + j)), vdot);
+      hn::StoreU(hn::Mul(hn::LoadU(d, pr + j), dp), d, mr + j);
+    }
+    for (; j < keys; ++j) mr[j] = pr[j] * (g * mr[j] - dot);
+    for (; j < T; ++j) mr[j] = 0.0f;
+  }
+  // dQ [T, hd] = scale dS K: rows [r0, r1) over the keys below r1 under causal.
+  PackB(a.k, hd, T, 1, a.ld_qkv, pack);
+  for (size_t r0 = 0; r0 < T; r0 += kPanel) {
+    const size_t r1 = chunk_end(r0);
+    MatMulPackedImpl(ds + r0 * T, T, pack, nullptr, r1 - r0, hd, a.causal ? r1 : T, a.scale,
+                     a.dq + r0 * a.ld_out, a.ld_out, T);
+  }
+  // dK [T, hd] = scale dS^T Q: keys [j0, j1) from the queries i >= j0 under causal.
+  PackB(a.q, hd, T, 1, a.ld_qkv, pack);
+  for (size_t j0 = 0; j0 < T; j0 += kPanel) {
+    const size_t i0 = a.causal ? j0 : 0;
+    MatMulPackedImpl<true>(ds + i0 * T + j0, T, pack + i0 * kPanel, nullptr, chunk_end(j0) - j0,
+                           hd, T - i0, a.scale, a.dk + j0 * a.ld_out, a.ld_out, T);
+  }
+}
+
 HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
   if (SmallAttention(a)) return SmallAttentionImpl(a, workspace);
   const AttentionShape& s = a.shape;
@@ -416,7 +484,8 @@ HWY_INLINE void AttentionImpl(const AttentionArgs& a, float* workspace) {
       2.0 * static_cast<double>(s.batch) * L * S * E >= kParallelMinMacs) {
     return ParallelAttention(a, workspace);
   }
-  const size_t tiles = (L + kAttentionQueryTile - 1) / kAttentionQueryTile;
+  const size_t tile = PackedQueryTile(a);
+  const size_t tiles = tile == 0 ? 0 : (L + tile - 1) / tile;  // (L = 0: no tiles)
   for (size_t n = 0; n < s.batch; ++n) {
     for (size_t h = 0; h < s.heads; ++h) PackedHeadTiles(a, n, h, 0, tiles, workspace);
     if (a.out.weights != nullptr && a.out.average_weights) FinishAverage(a, n);

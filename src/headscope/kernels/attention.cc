@@ -1,6 +1,8 @@
 // Target dispatch for the attention stage.
 #include "headscope/kernels/attention.h"
 
+#include <algorithm>
+
 #include "headscope/kernels/matmul.h"
 #include "headscope/plan.h"
 
@@ -19,6 +21,9 @@ void AttentionTarget(const AttentionArgs& args, float* workspace) {
   AttentionImpl(args, workspace);
 }
 const char* TargetNameTarget() { return hwy::TargetName(HWY_TARGET); }
+void HeadBackwardTarget(const HeadBackwardArgs& args, float* scratch) {
+  HeadBackwardImpl(args, scratch);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace headscope
@@ -29,6 +34,15 @@ namespace headscope {
 
 HEADSCOPE_EXPORT(AttentionTarget);
 HEADSCOPE_EXPORT(TargetNameTarget);
+HEADSCOPE_EXPORT(HeadBackwardTarget);
+
+size_t HeadBackwardFloats(size_t len, size_t head_dim) {
+  const size_t pack = std::max(PackedFloats(len, head_dim), PackedFloats(head_dim, len));
+  return (pack + 15) / 16 * 16 + len * len;
+}
+void HeadBackward(const HeadBackwardArgs& args, float* scratch) {
+  HEADSCOPE_DISPATCH(HeadBackwardTarget)(args, scratch);
+}
 
 // One worker's scratch.
 static uint64_t WorkerFloats(const AttentionArgs& args) {

@@ -143,6 +143,20 @@ struct AttentionArgs {
 
 // Query rows per tile: bounds the score scratch to kAttentionQueryTile x S' whatever L is.
 inline constexpr size_t kAttentionQueryTile = 64;
+// The packed path's tile rows: kAttentionQueryTile (or L if fewer), except that a causal call
+// whose L fits one such tile takes tiles of kCausalQueryTile rows, so that each tile skips the
+// keys its rows do not see (with one tile of L rows its last row sees every key: nothing is
+// skipped). A row's numbers do not depend on the tiling (each is its own dot products, softmax
+// and weights x V chain; skipped keys are 0-weight terms at a chain's end).
+inline constexpr size_t kCausalQueryTile = 16;
+inline size_t PackedQueryTile(const AttentionArgs& a) {
+  const size_t L = a.shape.q_len;
+  if (L <= kAttentionQueryTile && L > kCausalQueryTile && a.modifiers.LimitsKeys() &&
+      a.shape.kv_total == a.shape.kv_len) {
+    return kCausalQueryTile;
+  }
+  return L < kAttentionQueryTile ? L : kAttentionQueryTile;
+}
 
 // Heads small enough that packing K and V (per head, per call) costs more than it saves: the
 // stage then takes direct dot products. Tutorial shapes (hd 2..8, a handful of keys) live here.
@@ -160,6 +174,36 @@ uint64_t AttentionWorkspaceFloats(const AttentionArgs& args);
 
 // Runs the stage; `workspace` holds AttentionWorkspaceFloats(args) floats, 64-byte aligned.
 void Attention(const AttentionArgs& args, float* workspace);
+
+// The backward of one head of self-attention (the training's, transformer_train.cc), L = S = T
+// queries and keys, no masks but the causal one: with P the softmax weights, g the head's gate,
+// dZ the gradient of the head's (gated) output and M = dZ V^T,
+//   dV = g P^T dZ,  dS = P * (g M - rowsum(P * g M)),  dQ = scale dS K,  dK = scale dS^T Q
+// (scale = 1 / sqrt(hd): scores = (Q / sqrt(hd)) K^T). The products are the packed matmul's
+// (matmul-inl.h), causal ones over the visible keys only: P and dS are 0 past the diagonal, so
+// what is skipped are zero terms at a chain's end (dQ) or start (dV, dK), which change no bits.
+struct HeadBackwardArgs {
+  size_t len = 0;        // T
+  size_t head_dim = 0;   // hd
+  bool causal = false;
+  float gate = 1.0f;
+  float scale = 1.0f;
+  const float* p = nullptr;   // [T, T], row stride T
+  const float* dz = nullptr;  // [T, hd] rows of stride ld_dz
+  size_t ld_dz = 0;
+  const float* q = nullptr;   // [T, hd] rows of stride ld_qkv each (the projections, unscaled)
+  const float* k = nullptr;
+  const float* v = nullptr;
+  size_t ld_qkv = 0;
+  float* dq = nullptr;        // [T, hd] rows of stride ld_out each, overwritten
+  float* dk = nullptr;
+  float* dv = nullptr;
+  size_t ld_out = 0;
+  double* gate_grad = nullptr;  // null, or += sum over i, j of P[i, j] M[i, j], in double
+};
+// Floats of scratch HeadBackward needs (64-byte aligned).
+size_t HeadBackwardFloats(size_t len, size_t head_dim);
+void HeadBackward(const HeadBackwardArgs& args, float* scratch);
 
 }  // namespace headscope
 
