@@ -23,9 +23,17 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Register blocking for this target: a micro-kernel keeps kRows x kVecs accumulators, plus kVecs
 // loads of B and one broadcast of A, in registers. Natively (GCC/Clang allocate 16 vector
 // registers on SSE4/AVX2) 6 rows x 2 vectors uses 15. V8 compiles WASM SIMD128 with fewer free
-// registers (it reserves scratch registers), and 6 x 2 spills there: 4 x 2 measured ~1.8x faster
-// in Node and Chromium (tools/bench). AVX-512 has 32 registers and 16 lanes: one vector spans a
-// whole panel and more rows fit.
+// registers (it reserves scratch registers), and an inlined 6 x 2 spills there: 4 x 2 measured
+// ~1.8x faster in Node and Chromium (tools/bench). AVX-512 has 32 registers and 16 lanes: one
+// vector spans a whole panel and more rows fit.
+//
+// In WebAssembly the products with k >= kOutlineMinK run outlined kernels (kWasmOutline) with
+// more rows, kRowsOutlined. Their k loop is the only loop of its function, which V8 does not
+// unroll (see kOutlineMinK), and there the relaxed build's f32x4.relaxed_madd, one vfmadd231ps
+// into the accumulator with no product temporary, fits 6 x 2 (12 accumulators, 2 of B, 1
+// broadcast: V8's 15 registers); SIMD128's multiply then add needs a temporary and fits 5 x 2.
+// The relaxed build's row-major A (the unpacked products: weights x V) runs 5 x 2, which Node
+// ran faster than 6 x 2 (BERT-base L=512 ~4%) and Chromium the same.
 #ifndef HEADSCOPE_MM_ROWS
 #if HWY_TARGET == HWY_WASM
 #define HEADSCOPE_MM_ROWS 4
@@ -33,6 +41,19 @@ namespace hn = hwy::HWY_NAMESPACE;
 #define HEADSCOPE_MM_ROWS 6
 #endif
 #endif
+#if HWY_TARGET == HWY_WASM
+inline constexpr bool kWasmOutline = true;
+#else
+inline constexpr bool kWasmOutline = false;
+#endif
+#if HWY_TARGET == HWY_WASM && defined(__wasm_relaxed_simd__)
+inline constexpr size_t kRowsOutlined = 6;          // A packed or stored transposed
+inline constexpr size_t kRowsOutlinedRowMajor = 5;  // A row-major
+#else
+inline constexpr size_t kRowsOutlined = 5;
+inline constexpr size_t kRowsOutlinedRowMajor = 5;
+#endif
+
 template <class D>
 struct MatMulGeometry {
   static constexpr size_t kLanes = hn::MaxLanes(D());
@@ -90,12 +111,19 @@ inline constexpr size_t kRowBlock = 64;
 // and finishes it (alpha, bias); kFirst starts from 0 and stores the raw sums in C; kMiddle and
 // kLast continue from the sums in C, kLast finishing. A float accumulator stored and loaded back
 // is the same float, so a split chain is the whole chain, bit for bit.
+//
+// In WebAssembly the kTransA loop walks pointers, A's broadcasts at fixed offsets from one and
+// B's loads from another: Emscripten runs clang without loop strength reduction (-mllvm
+// -disable-lsr), and V8 turns the indexed form into a shift, an add and a lea per row on every
+// step, which the issue width of the FMA-bound loop cannot hide. Row-major A keeps the indexed
+// form (walked it was no faster, and slower in Node where the smaller loop got unrolled, see
+// kOutlineMinK); MatMulPackedPackA hands the big products a packed, transposed A.
 enum KPart { kWhole, kFirst, kMiddle, kLast };
 template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, class D>
-HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
-                            const float* HWY_RESTRICT b, size_t k,
-                            const float* HWY_RESTRICT bias_group, float alpha,
-                            float* HWY_RESTRICT c, size_t ldc, size_t cols) {
+HWY_INLINE void MicroKernelBody(D d, const float* HWY_RESTRICT a, size_t lda,
+                                const float* HWY_RESTRICT b, size_t k,
+                                const float* HWY_RESTRICT bias_group, float alpha,
+                                float* HWY_RESTRICT c, size_t ldc, size_t cols) {
   using G = MatMulGeometry<D>;
   using V = hn::Vec<D>;
   V acc[kRows][G::kVecs];
@@ -112,13 +140,27 @@ HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
       for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = hn::Zero(d);
     }
   }
-  for (size_t p = 0; p < k; ++p) {
-    const float* HWY_RESTRICT bp = b + p * kPanel;
-    V bv[G::kVecs];
-    for (size_t v = 0; v < G::kVecs; ++v) bv[v] = hn::LoadU(d, bp + v * G::kLanes);
-    for (size_t r = 0; r < kRows; ++r) {
-      const V av = hn::Set(d, kTransA ? a[p * lda + r] : a[r * lda + p]);
-      for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = ChainMulAdd(av, bv[v], acc[r][v]);
+  if constexpr (kTransA && kWasmOutline) {
+    const float* HWY_RESTRICT ap = a;
+    const float* HWY_RESTRICT bp = b;
+    const float* const b_end = b + k * kPanel;
+    for (; bp != b_end; bp += kPanel, ap += lda) {
+      V bv[G::kVecs];
+      for (size_t v = 0; v < G::kVecs; ++v) bv[v] = hn::LoadU(d, bp + v * G::kLanes);
+      for (size_t r = 0; r < kRows; ++r) {
+        const V av = hn::Set(d, ap[r]);
+        for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = ChainMulAdd(av, bv[v], acc[r][v]);
+      }
+    }
+  } else {
+    for (size_t p = 0; p < k; ++p) {
+      const float* HWY_RESTRICT bp = b + p * kPanel;
+      V bv[G::kVecs];
+      for (size_t v = 0; v < G::kVecs; ++v) bv[v] = hn::LoadU(d, bp + v * G::kLanes);
+      for (size_t r = 0; r < kRows; ++r) {
+        const V av = hn::Set(d, kTransA ? a[p * lda + r] : a[r * lda + p]);
+        for (size_t v = 0; v < G::kVecs; ++v) acc[r][v] = ChainMulAdd(av, bv[v], acc[r][v]);
+      }
     }
   }
   const V valpha = hn::Set(d, alpha);
@@ -143,18 +185,52 @@ HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
   }
 }
 
+// k from which WebAssembly runs each micro-kernel as a function of its own (kOutline, with
+// kRowsOutlined rows), whose k loop is then the only loop of its function. Node 20's TurboFan
+// unrolls an innermost wasm loop of up to 50 x (nesting depth + 1) nodes: inlined four loops
+// deep the 5 x 2 and 6 x 2 loops qualify, and in the unrolled copies every broadcast of A is
+// scheduled ahead of the multiply-adds, which spills (relaxed build, E=768 projections: inlined
+// 5 x 2 33 GFLOP/s, 6 x 2 34, against 41 for 4 x 2; --no-wasm-loop-unrolling gave 5 x 2 48). In
+// a function of its own the loop is too big to unroll. Chromium 156 ran the inlined 6 x 2 as
+// fast as the outlined one. Below kOutlineMinK the call costs more than the rows gain (the
+// tutorial shapes), so short products keep the inlined 4 x 2: the same chains, the same bits.
+inline constexpr size_t kOutlineMinK = 128;
+
+template <size_t kRows, bool kTransA, KPart kPart, class D>
+HWY_NOINLINE void MicroKernelOutlined(D d, const float* HWY_RESTRICT a, size_t lda,
+                                      const float* HWY_RESTRICT b, size_t k,
+                                      const float* HWY_RESTRICT bias_group, float alpha,
+                                      float* HWY_RESTRICT c, size_t ldc, size_t cols) {
+  MicroKernelBody<kRows, kTransA, kPart>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+}
+
+template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, bool kOutline = false,
+          class D>
+HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
+                            const float* HWY_RESTRICT b, size_t k,
+                            const float* HWY_RESTRICT bias_group, float alpha,
+                            float* HWY_RESTRICT c, size_t ldc, size_t cols) {
+  if constexpr (kOutline) {
+    MicroKernelOutlined<kRows, kTransA, kPart>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+  } else {
+    MicroKernelBody<kRows, kTransA, kPart>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+  }
+}
+
 // Runs MicroKernel<rows> for 1 <= rows < kRows (the last block of rows) without a runtime loop
 // inside the kernel: each count gets its own fully unrolled instance.
-template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, class D>
+template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, bool kOutline = false,
+          class D>
 HWY_INLINE void MicroKernelTail(size_t rows, D d, const float* a, size_t lda, const float* b,
                                 size_t k, const float* bias_group, float alpha, float* c,
                                 size_t ldc, size_t cols) {
   if constexpr (kRows > 0) {
     if (rows == kRows) {
-      MicroKernel<kRows, kTransA, kPart>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+      MicroKernel<kRows, kTransA, kPart, kOutline>(d, a, lda, b, k, bias_group, alpha, c, ldc,
+                                                   cols);
     } else {
-      MicroKernelTail<kRows - 1, kTransA, kPart>(rows, d, a, lda, b, k, bias_group, alpha, c, ldc,
-                                                 cols);
+      MicroKernelTail<kRows - 1, kTransA, kPart, kOutline>(rows, d, a, lda, b, k, bias_group,
+                                                           alpha, c, ldc, cols);
     }
   }
 }
@@ -168,7 +244,7 @@ inline constexpr size_t kKBlock = 256;
 // packed_k: the k that packed_b was packed with, when only its first k rows are used (a causal
 // tile needs only the keys up to its last query); 0 means k. kTransA: A stored as (k, m), see
 // MicroKernel.
-template <bool kTransA, KPart kPart>
+template <bool kTransA, KPart kPart, bool kPackedA = false>
 HWY_INLINE void MatMulRowBlock(const float* HWY_RESTRICT a, size_t lda,
                                const float* HWY_RESTRICT packed_b, size_t panel_floats,
                                const float* HWY_RESTRICT bias, size_t i0, size_t i_end, size_t n,
@@ -214,13 +290,20 @@ HWY_INLINE void MatMulPackedImpl(const float* HWY_RESTRICT a, size_t lda,
 }
 
 // Rows [i0, i_end) of C for one run of k (kPart): every column group of every panel.
-template <bool kTransA, KPart kPart>
-HWY_INLINE void MatMulRowBlock(const float* HWY_RESTRICT a, size_t lda,
-                               const float* HWY_RESTRICT packed_b, size_t panel_floats,
-                               const float* HWY_RESTRICT bias, size_t i0, size_t i_end, size_t n,
-                               size_t k, float alpha, float* HWY_RESTRICT c, size_t ldc) {
+// kPackedA: `a` is PackARows' copy of rows [i0, i_end), read by the kTransA micro-kernels.
+template <bool kTransA, KPart kPart, bool kPackedA, bool kOutline>
+HWY_INLINE void MatMulRowBlockImpl(const float* HWY_RESTRICT a, size_t lda,
+                                   const float* HWY_RESTRICT packed_b, size_t panel_floats,
+                                   const float* HWY_RESTRICT bias, size_t i0, size_t i_end,
+                                   size_t n, size_t k, float alpha, float* HWY_RESTRICT c,
+                                   size_t ldc) {
   const hn::ScalableTag<float> d;
   using G = MatMulGeometry<decltype(d)>;
+  // PackARows lays A out in groups of kRowsOutlined rows.
+  constexpr size_t kRows = kPackedA   ? kRowsOutlined
+                           : !kOutline ? G::kRows
+                           : kTransA   ? kRowsOutlined
+                                       : kRowsOutlinedRowMajor;
   // Loop order: the row block (kRowBlock rows of A) stays in L2; within it, a column group of
   // one panel (k * kGroupCols floats) stays in L1 while the block's rows pass over it.
   for (size_t j0 = 0; j0 < n; j0 += kPanel) {
@@ -239,17 +322,96 @@ HWY_INLINE void MatMulRowBlock(const float* HWY_RESTRICT a, size_t lda,
         }
       }
       size_t i = i0;
-      for (; i + G::kRows <= i_end; i += G::kRows) {
-        MicroKernel<G::kRows, kTransA, kPart>(d, kTransA ? a + i : a + i * lda, lda,
-                                              panel + g, k, bias_group, alpha,
-                                              c + i * ldc + col, ldc, cols);
-      }
-      if (i < i_end) {
-        MicroKernelTail<G::kRows - 1, kTransA, kPart>(
-            i_end - i, d, kTransA ? a + i : a + i * lda, lda, panel + g, k, bias_group, alpha,
-            c + i * ldc + col, ldc, cols);
+      if constexpr (kPackedA) {
+        // Row group i.. of the copy: (k, rows) row-major at a + (i - i0) * k.
+        for (; i + kRows <= i_end; i += kRows) {
+          MicroKernel<kRows, true, kPart, kOutline>(d, a + (i - i0) * k, kRows, panel + g,
+                                                       k, bias_group, alpha, c + i * ldc + col,
+                                                       ldc, cols);
+        }
+        if (i < i_end) {
+          MicroKernelTail<kRows - 1, true, kPart, kOutline>(
+              i_end - i, d, a + (i - i0) * k, i_end - i, panel + g, k, bias_group, alpha,
+              c + i * ldc + col, ldc, cols);
+        }
+      } else {
+        for (; i + kRows <= i_end; i += kRows) {
+          MicroKernel<kRows, kTransA, kPart, kOutline>(d, kTransA ? a + i : a + i * lda, lda,
+                                                          panel + g, k, bias_group, alpha,
+                                                          c + i * ldc + col, ldc, cols);
+        }
+        if (i < i_end) {
+          MicroKernelTail<kRows - 1, kTransA, kPart, kOutline>(
+              i_end - i, d, kTransA ? a + i : a + i * lda, lda, panel + g, k, bias_group, alpha,
+              c + i * ldc + col, ldc, cols);
+        }
       }
     }
+  }
+}
+
+template <bool kTransA, KPart kPart, bool kPackedA>
+HWY_INLINE void MatMulRowBlock(const float* HWY_RESTRICT a, size_t lda,
+                               const float* HWY_RESTRICT packed_b, size_t panel_floats,
+                               const float* HWY_RESTRICT bias, size_t i0, size_t i_end, size_t n,
+                               size_t k, float alpha, float* HWY_RESTRICT c, size_t ldc) {
+  if constexpr (kWasmOutline) {
+    if (k >= kOutlineMinK) {
+      MatMulRowBlockImpl<kTransA, kPart, kPackedA, true>(a, lda, packed_b, panel_floats, bias, i0,
+                                                         i_end, n, k, alpha, c, ldc);
+      return;
+    }
+  }
+  MatMulRowBlockImpl<kTransA, kPart, kPackedA, false>(a, lda, packed_b, panel_floats, bias, i0,
+                                                      i_end, n, k, alpha, c, ldc);
+}
+
+// The packed copy of A (MatMulPackedPackA), WebAssembly's big row-major products (the
+// projections, through MatMulPacked): each row block copied once (kRowBlock x k floats) and read
+// by the outlined kTransA kernels loses the per-row address arithmetic of every step of every
+// column group (96 of them at n = 768). Measured on the E=768 projections: relaxed build 47-49
+// -> 54-55 GFLOP/s with the outlined 6 x 2 (Node, Chromium); SIMD128 35-37 -> 41-42. The same
+// chains, so the same bits as MatMulPackedImpl.
+
+// Whether MatMulPackedPackA pays for its copy: outlined kernels (k >= kOutlineMinK), enough
+// column groups to reuse the copy, and enough work to hide its allocation.
+inline bool WorthPackingA(size_t m, size_t n, size_t k) {
+  using G = MatMulGeometry<hn::ScalableTag<float>>;
+  return kWasmOutline && m >= 2 * kRowsOutlined && n >= 4 * G::kGroupCols &&
+         k >= kOutlineMinK &&
+         static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= 1048576.0;
+}
+
+// Floats of scratch MatMulPackedPackA needs for this k.
+inline size_t PackAFloats(size_t k) { return kRowBlock * k; }
+
+// Copies rows [i0, i_end) of A (m, k) row-major into `out` as the outlined micro-kernels' row
+// groups: the group of rows i.. (kRowsOutlined of them, fewer for the last) is (k, rows)
+// row-major at out + (i - i0) * k.
+HWY_INLINE void PackARows(const float* HWY_RESTRICT a, size_t lda, size_t i0, size_t i_end,
+                          size_t k, float* HWY_RESTRICT out) {
+  for (size_t i = i0; i < i_end; i += kRowsOutlined) {
+    const size_t rows = (i_end - i < kRowsOutlined) ? i_end - i : kRowsOutlined;
+    float* HWY_RESTRICT dst = out + (i - i0) * k;
+    for (size_t r = 0; r < rows; ++r) {
+      const float* HWY_RESTRICT src = a + (i + r) * lda;
+      for (size_t p = 0; p < k; ++p) dst[p * rows + r] = src[p];
+    }
+  }
+}
+
+// MatMulPackedImpl<false> through packed copies of A's row blocks; `scratch` holds
+// PackAFloats(k) floats.
+HWY_INLINE void MatMulPackedPackA(const float* HWY_RESTRICT a, size_t lda,
+                                  const float* HWY_RESTRICT packed_b,
+                                  const float* HWY_RESTRICT bias, size_t m, size_t n, size_t k,
+                                  float alpha, float* HWY_RESTRICT c, size_t ldc,
+                                  float* HWY_RESTRICT scratch) {
+  for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+    const size_t i_end = (m - i0 < kRowBlock) ? m : i0 + kRowBlock;
+    PackARows(a, lda, i0, i_end, k, scratch);
+    MatMulRowBlock<false, kWhole, true>(scratch, k, packed_b, kPanel * k, bias, i0, i_end, n, k,
+                                        alpha, c, ldc);
   }
 }
 

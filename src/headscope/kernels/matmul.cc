@@ -2,6 +2,7 @@
 #include "headscope/kernels/matmul.h"
 
 #include <cstring>
+#include <memory>
 
 #include "headscope/parallel.h"
 
@@ -18,6 +19,13 @@ namespace HWY_NAMESPACE {
 
 void MatMulPackedTarget(const float* a, size_t lda, const float* packed_b, const float* bias,
                         size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc) {
+  if constexpr (kWasmOutline) {
+    if (WorthPackingA(m, n, k)) {
+      std::unique_ptr<float[]> scratch(new float[PackAFloats(k)]);
+      MatMulPackedPackA(a, lda, packed_b, bias, m, n, k, alpha, c, ldc, scratch.get());
+      return;
+    }
+  }
   MatMulPackedImpl(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
 }
 
