@@ -156,13 +156,9 @@ bool AdamWPass(const AdamW& a, const std::vector<OptimizerParam>& params, float*
     float* mk = m[k];
     float* vk = v[k];
     const size_t n = params[k].n;
-    size_t i = 0;
-#if defined(__wasm_simd128__)
-    // (wasm_v128_load / store are unaligned accesses.) A group a lane of which needs the scalar
-    // code runs through it, in order, so a failure is still the first element's.
-    for (; i + 4 <= n; i += 4) {
-      if (AdamWLanes<kWrite>(a, p + i, g + i, mk + i, vk + i, clip, coef)) continue;
-      for (size_t e = i + 4; i < e; ++i) {
+    // Elements [from, to) one by one; false at the first that is not finite (when checking).
+    const auto scalar = [&](size_t from, size_t to) {
+      for (size_t i = from; i < to; ++i) {
         const float gi = clip ? g[i] * coef : g[i];
         float np, nm, nv;
         a.Element(p[i], gi, mk[i], vk[i], &np, &nm, &nv);
@@ -175,22 +171,19 @@ bool AdamWPass(const AdamW& a, const std::vector<OptimizerParam>& params, float*
           return false;
         }
       }
-      i -= 4;  // (the loop's increment moves past the group again)
-    }
-#endif
-    for (; i < n; ++i) {
-      const float gi = clip ? g[i] * coef : g[i];
-      float np, nm, nv;
-      a.Element(p[i], gi, mk[i], vk[i], &np, &nm, &nv);
-      if (kWrite) {
-        p[i] = np;
-        mk[i] = nm;
-        vk[i] = nv;
-      } else if (!(std::isfinite(np) && std::isfinite(nm) && std::isfinite(nv))) {
-        *failure = {k, i};
+      return true;
+    };
+    size_t i = 0;
+#if defined(__wasm_simd128__)
+    // (wasm_v128_load / store are unaligned accesses.) A group a lane of which needs the scalar
+    // code runs through it, in order, so a failure is still the first element's.
+    for (; i + 4 <= n; i += 4) {
+      if (!AdamWLanes<kWrite>(a, p + i, g + i, mk + i, vk + i, clip, coef) && !scalar(i, i + 4)) {
         return false;
       }
     }
+#endif
+    if (!scalar(i, n)) return false;
   }
   return true;
 }
