@@ -2,9 +2,9 @@
 #include "headscope/kernels/matmul.h"
 
 #include <cstring>
-#include <memory>
 
 #include "headscope/parallel.h"
+#include "headscope/tensor.h"
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "headscope/kernels/matmul.cc"
@@ -20,9 +20,12 @@ namespace HWY_NAMESPACE {
 void MatMulPackedTarget(const float* a, size_t lda, const float* packed_b, const float* bias,
                         size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc) {
   if constexpr (kWasmOutline) {
-    if (WorthPackingA(m, n, k)) {
-      std::unique_ptr<float[]> scratch(new float[PackAFloats(k)]);
-      MatMulPackedPackA(a, lda, packed_b, bias, m, n, k, alpha, c, ldc, scratch.get());
+    // The copy's scratch through AlignedBuffer, which reports a failed allocation instead of
+    // throwing (operator new would abort the module, which is built without exceptions); without
+    // it the unpacked path computes the same bits.
+    AlignedBuffer scratch;
+    if (WorthPackingA(m, n, k) && scratch.Resize(PackAFloats(k))) {
+      MatMulPackedPackA(a, lda, packed_b, bias, m, n, k, alpha, c, ldc, scratch.data());
       return;
     }
   }
