@@ -155,27 +155,21 @@ bool Contiguous(const RowLayout& r, size_t len) { return r.batch == len * r.seq;
 void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView& query, const TensorView& key, const TensorView& value,
                 int threads, AttentionActivations* a) {
   const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
-  if (N > 1 && L > 0 && S > 0 && Sp == S && Contiguous(p.query, L) && Contiguous(p.key, S) &&
-      Contiguous(p.value, S)) {
-    MatMulPacked(query.data, p.query.seq, packed.wq.panels.data(), packed.bq, N * L, E, E, 1.0f,
-                 a->q, E, threads);
-    MatMulPacked(key.data, p.key.seq, packed.wk.panels.data(), packed.bk, N * S, E, p.kdim, 1.0f,
-                 a->k, E, threads);
-    MatMulPacked(value.data, p.value.seq, packed.wv.panels.data(), packed.bv, N * S, E, p.vdim,
-                 1.0f, a->v, E, threads);
-    return;
-  }
-  for (size_t n = 0; n < N && (L > 0 || S > 0); ++n) {
+  // k and v are written with row stride E and batch stride Sp * E: whole only without extra keys.
+  const bool whole = N > 1 && L > 0 && S > 0 && Sp == S && Contiguous(p.query, L) &&
+                     Contiguous(p.key, S) && Contiguous(p.value, S);
+  const size_t calls = whole ? 1 : N, q_rows = whole ? N * L : L, kv_rows = whole ? N * S : S;
+  for (size_t n = 0; n < calls && (L > 0 || S > 0); ++n) {
     // (Empty sequences skip the call: their data pointer may be null, even offset by 0.)
     if (L > 0) {
-      MatMulPacked(query.data + p.query.Row(n, 0), p.query.seq, packed.wq.panels.data(), packed.bq, L,
-                   E, E, 1.0f, a->q + n * L * E, E, threads);
+      MatMulPacked(query.data + p.query.Row(n, 0), p.query.seq, packed.wq.panels.data(), packed.bq,
+                   q_rows, E, E, 1.0f, a->q + n * L * E, E, threads);
     }
     if (S > 0) {
-      MatMulPacked(key.data + p.key.Row(n, 0), p.key.seq, packed.wk.panels.data(), packed.bk, S, E,
-                   p.kdim, 1.0f, a->k + n * Sp * E, E, threads);
-      MatMulPacked(value.data + p.value.Row(n, 0), p.value.seq, packed.wv.panels.data(), packed.bv, S,
-                   E, p.vdim, 1.0f, a->v + n * Sp * E, E, threads);
+      MatMulPacked(key.data + p.key.Row(n, 0), p.key.seq, packed.wk.panels.data(), packed.bk,
+                   kv_rows, E, p.kdim, 1.0f, a->k + n * Sp * E, E, threads);
+      MatMulPacked(value.data + p.value.Row(n, 0), p.value.seq, packed.wv.panels.data(), packed.bv,
+                   kv_rows, E, p.vdim, 1.0f, a->v + n * Sp * E, E, threads);
     }
   }
 }
@@ -286,13 +280,10 @@ Status AllocateHeadStats(const CallPlan& p, size_t* bytes, size_t limit, HeadSta
 // output = concat W_O^T + b_O, written in the query's layout.
 void ProjectOutput(const CallPlan& p, const PackedWeights& packed, const AttentionActivations& a, int threads, float* output) {
   const size_t N = p.batch, L = p.q_len, E = p.embed;
-  if (N > 1 && L > 0 && Contiguous(p.output, L)) {
-    MatMulPacked(a.concat, E, packed.wo.panels.data(), packed.bo, N * L, E, E, 1.0f, output,
-                 p.output.seq, threads);
-    return;
-  }
-  for (size_t n = 0; n < N && L > 0; ++n) {
-    MatMulPacked(a.concat + n * L * E, E, packed.wo.panels.data(), packed.bo, L, E, E, 1.0f,
+  const bool whole = N > 1 && L > 0 && Contiguous(p.output, L);  // as in ProjectQkv
+  const size_t calls = whole ? 1 : N, rows = whole ? N * L : L;
+  for (size_t n = 0; n < calls && L > 0; ++n) {
+    MatMulPacked(a.concat + n * L * E, E, packed.wo.panels.data(), packed.bo, rows, E, E, 1.0f,
                  output + p.output.Row(n, 0), p.output.seq, threads);
   }
 }

@@ -412,9 +412,8 @@ HWY_INLINE void HeadBackwardImpl(const HeadBackwardArgs& a, float* HWY_RESTRICT 
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const size_t T = a.len, hd = a.head_dim;
-  const size_t pack_floats = std::max(PackedFloats(T, hd), PackedFloats(hd, T));
   float* HWY_RESTRICT pack = scratch;
-  float* HWY_RESTRICT ds = scratch + (pack_floats + 15) / 16 * 16;  // [T, T]: M, then dS
+  float* HWY_RESTRICT ds = scratch + HeadBackwardPackFloats(T, hd);  // [T, T]: M, then dS
   const float g = a.gate;
   const auto chunk_end = [&](size_t r0) { return std::min(T, r0 + kPanel); };
   // M [T, T] = dZ V^T (rows i: the keys j <= i under causal).

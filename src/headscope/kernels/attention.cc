@@ -1,8 +1,6 @@
 // Target dispatch for the attention stage.
 #include "headscope/kernels/attention.h"
 
-#include <algorithm>
-
 #include "headscope/kernels/matmul.h"
 #include "headscope/plan.h"
 
@@ -36,10 +34,6 @@ HEADSCOPE_EXPORT(AttentionTarget);
 HEADSCOPE_EXPORT(TargetNameTarget);
 HEADSCOPE_EXPORT(HeadBackwardTarget);
 
-size_t HeadBackwardFloats(size_t len, size_t head_dim) {
-  const size_t pack = std::max(PackedFloats(len, head_dim), PackedFloats(head_dim, len));
-  return (pack + 15) / 16 * 16 + len * len;
-}
 void HeadBackward(const HeadBackwardArgs& args, float* scratch) {
   HEADSCOPE_DISPATCH(HeadBackwardTarget)(args, scratch);
 }

@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "headscope/kernels/matmul.h"  // PackedFloats
+
 namespace headscope {
 
 // Sizes and strides (in floats) of the stage's operands. Query head h reads columns
@@ -201,8 +203,17 @@ struct HeadBackwardArgs {
   size_t ld_out = 0;
   double* gate_grad = nullptr;  // null, or += sum over i, j of P[i, j] M[i, j], in double
 };
+// HeadBackward's scratch: the packed operand of each product (the larger of K/V and their
+// transposes), rounded to 64 bytes, then the [T, T] tile of M and dS. The one definition of that
+// layout, for HeadBackwardImpl and HeadBackwardFloats.
+inline size_t HeadBackwardPackFloats(size_t len, size_t head_dim) {
+  const size_t a = PackedFloats(len, head_dim), b = PackedFloats(head_dim, len);
+  return ((a > b ? a : b) + 15) / 16 * 16;
+}
 // Floats of scratch HeadBackward needs (64-byte aligned).
-size_t HeadBackwardFloats(size_t len, size_t head_dim);
+inline size_t HeadBackwardFloats(size_t len, size_t head_dim) {
+  return HeadBackwardPackFloats(len, head_dim) + len * len;
+}
 void HeadBackward(const HeadBackwardArgs& args, float* scratch);
 
 }  // namespace headscope

@@ -321,30 +321,23 @@ HWY_INLINE void MatMulRowBlockImpl(const float* HWY_RESTRICT a, size_t lda,
           bias_group = bias_tail;
         }
       }
+      // Row group i.. of A: in the packed copy (k, rows) row-major at a + (i - i0) * k, read
+      // as a transposed A of leading dimension `rows`; else A itself.
+      constexpr bool kTransGroup = kPackedA || kTransA;
+      const auto a_group = [&](size_t i) {
+        return kPackedA ? a + (i - i0) * k : kTransA ? a + i : a + i * lda;
+      };
+      const auto lda_group = [&](size_t rows) { return kPackedA ? rows : lda; };
       size_t i = i0;
-      if constexpr (kPackedA) {
-        // Row group i.. of the copy: (k, rows) row-major at a + (i - i0) * k.
-        for (; i + kRows <= i_end; i += kRows) {
-          MicroKernel<kRows, true, kPart, kOutline>(d, a + (i - i0) * k, kRows, panel + g,
-                                                       k, bias_group, alpha, c + i * ldc + col,
-                                                       ldc, cols);
-        }
-        if (i < i_end) {
-          MicroKernelTail<kRows - 1, true, kPart, kOutline>(
-              i_end - i, d, a + (i - i0) * k, i_end - i, panel + g, k, bias_group, alpha,
-              c + i * ldc + col, ldc, cols);
-        }
-      } else {
-        for (; i + kRows <= i_end; i += kRows) {
-          MicroKernel<kRows, kTransA, kPart, kOutline>(d, kTransA ? a + i : a + i * lda, lda,
-                                                          panel + g, k, bias_group, alpha,
-                                                          c + i * ldc + col, ldc, cols);
-        }
-        if (i < i_end) {
-          MicroKernelTail<kRows - 1, kTransA, kPart, kOutline>(
-              i_end - i, d, kTransA ? a + i : a + i * lda, lda, panel + g, k, bias_group, alpha,
-              c + i * ldc + col, ldc, cols);
-        }
+      for (; i + kRows <= i_end; i += kRows) {
+        MicroKernel<kRows, kTransGroup, kPart, kOutline>(d, a_group(i), lda_group(kRows),
+                                                         panel + g, k, bias_group, alpha,
+                                                         c + i * ldc + col, ldc, cols);
+      }
+      if (i < i_end) {
+        MicroKernelTail<kRows - 1, kTransGroup, kPart, kOutline>(
+            i_end - i, d, a_group(i), lda_group(i_end - i), panel + g, k, bias_group, alpha,
+            c + i * ldc + col, ldc, cols);
       }
     }
   }
