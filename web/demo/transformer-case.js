@@ -4,6 +4,7 @@
 // blocks.{l}.attn.hook_pattern), each a compact heatmap whose rows (queries) and columns (keys)
 // are labelled by token id. Every number is the engine's (runCase's result, compareWithExpected's
 // check); user-controlled text reaches the page only through textContent.
+import { columnHeads, el } from '../views/common/dom.js';
 import { formatNumber } from '../views/common/matrix.js';
 import { renderHeatmap } from '../views/common/heatmap.js';
 
@@ -13,13 +14,6 @@ export const MAX_PATTERN_TOKENS = 48;
 /** The hook names of the attention patterns of every layer, in layer order. */
 export function patternHooks(nLayers) {
   return Array.from({ length: nLayers }, (_, l) => `blocks.${l}.attn.hook_pattern`);
-}
-
-function el(tag, className, text) {
-  const e = document.createElement(tag);
-  if (className) e.className = className;
-  if (text !== undefined) e.textContent = text;
-  return e;
 }
 
 const exp = (x) => (Number.isFinite(x) ? x.toExponential(2) : String(x));
@@ -60,14 +54,8 @@ function checkSection(check, tolerance) {
     `, ${failed === 0 ? 'all within' : `${failed} outside`} the tolerance ${tolerance}`));
   const table = el('table', 'hs-tcase-table');
   table.append(el('caption', '', 'Max relative error of each tensor: max |got − expected| / max |expected|'));
-  const head = el('tr');
-  for (const h of ['Tensor', 'Max relative error', 'Result']) {
-    const th = el('th', '', h);
-    th.scope = 'col';
-    head.append(th);
-  }
   const thead = el('thead');
-  thead.append(head);
+  thead.append(columnHeads(['Tensor', 'Max relative error', 'Result']));
   const body = el('tbody');
   const row = (name, value, ok, title) => {
     const tr = el('tr', ok ? 'hs-pass' : 'hs-fail');

@@ -27,6 +27,27 @@ export function labelled(text, control, className = '') {
   return label;
 }
 
+/** A named checkbox inside its label (the text after the box): { input, label }. */
+export function checkbox(name, text) {
+  const input = el('input');
+  input.type = 'checkbox';
+  input.name = name;
+  const label = el('label');
+  label.append(input, text);
+  return { input, label };
+}
+
+/** A table's header row: one <th scope="col"> per text. */
+export function columnHeads(texts) {
+  const tr = el('tr');
+  for (const text of texts) {
+    const th = el('th', '', text);
+    th.scope = 'col';
+    tr.append(th);
+  }
+  return tr;
+}
+
 export function quote(token) {
   return `“${token}”`;
 }

@@ -1,7 +1,7 @@
 // The Heads view's controls: the sentence, the weights, head count, seed, sharpness, causal mask,
 // the view mode, the batch element of a case, and the key-padding chips' box. Built once; the
 // view's syncControls() shows the state in them and hides what its options and mode leave out.
-import { el, labelled } from '../common/dom.js';
+import { checkbox, el, labelled } from '../common/dom.js';
 
 /** @param { headCounts: number[], embedDim: number } o @returns the elements, by name */
 export function buildControls({ headCounts, embedDim }) {
@@ -48,11 +48,7 @@ export function buildControls({ headCounts, embedDim }) {
   const sharpnessValue = el('output', 'hs-heads-sharpness-value');
   const sharpnessLabel = labelled('Sharpness', sharpness);
   sharpnessLabel.append(sharpnessValue);
-  const causal = el('input');
-  causal.type = 'checkbox';
-  causal.name = 'causal';
-  const causalLabel = el('label');
-  causalLabel.append(causal, 'Causal mask');
+  const { input: causal, label: causalLabel } = checkbox('causal', 'Causal mask');
 
   const viewGroup = el('fieldset', 'hs-heads-viewmode');
   viewGroup.append(el('legend', '', 'Weights shown'));

@@ -14,7 +14,7 @@ import { initWorker } from '../../lib/index.js';
 import { HeadscopeError } from '../../lib/errors.js';
 import { makeTask } from '../../lib/tasks.js';
 import { DETECTORS, headScores } from '../../lib/detectors.js';
-import { button, el, labelled, setText } from '../common/dom.js';
+import { button, checkbox, columnHeads, el, labelled, setText } from '../common/dom.js';
 import { formatNumber } from '../common/matrix.js';
 import { renderHeatmap } from '../common/heatmap.js';
 import { changeReporter, checkNames } from '../common/options.js';
@@ -99,11 +99,7 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     clip: number('clip', 'Clip norm (0: off)', { min: 0, max: 100, step: 0.5 }),
     seed: number('seed', 'Seed', { min: 0, max: 2147483647, step: 1 }),
   };
-  const mlp = el('input');
-  mlp.type = 'checkbox';
-  mlp.name = 'mlp';
-  const mlpLabel = el('label');
-  mlpLabel.append(mlp, ' MLP');
+  const { input: mlp, label: mlpLabel } = checkbox('mlp', ' MLP');
   const taskRow = el('div', 'hs-train-row');
   taskRow.append(c.task.label);
   const modelRow = el('div', 'hs-train-row');
@@ -124,11 +120,7 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
   stepButton.name = 'step';
   const resetButton = button('Reset', 'hs-train-reset');
   resetButton.name = 'reset';
-  const log = el('input');
-  log.type = 'checkbox';
-  log.name = 'log';
-  const logLabel = el('label');
-  logLabel.append(log, ' log-scale loss');
+  const { input: log, label: logLabel } = checkbox('log', ' log-scale loss');
   const counter = el('output', 'hs-train-counter', 'step 0');
   counter.setAttribute('aria-live', 'off');
   const exportButton = button('Export model', 'hs-train-export');
@@ -311,9 +303,7 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
   }
 
   function drawDetectors(scores) {
-    const head = el('tr');
-    head.append(el('th', '', 'head'), ...DETECTORS.map((d) => el('th', '', DETECTOR_LABELS[d])));
-    for (const th of head.children) th.scope = 'col';
+    const head = columnHeads(['head', ...DETECTORS.map((d) => DETECTOR_LABELS[d])]);
     const rows = [];
     for (let l = 0; l < state.layers; l++) {
       for (let h = 0; h < state.heads; h++) {

@@ -5,7 +5,7 @@
 // docs/experiments.md and of `node tools/whatif.mjs`, bit for bit (the SIMD128 build).
 import { initWorker } from '../../lib/index.js';
 import { describeResult, EXPERIMENTS, formatTable, runExperiment } from '../../lib/experiments.js';
-import { button, el, setText, svgEl } from '../common/dom.js';
+import { button, columnHeads, el, setText, svgEl } from '../common/dom.js';
 import { headColor } from '../heads/transforms.js';
 
 const LABELS = { 'log-line': 'How many heads? (log line)', induction: 'How many heads? (induction)' };
@@ -133,14 +133,8 @@ export function createWhatIf({ workers = 2, startWorker = () => initWorker(undef
     table.hidden = false;
     const md = formatTable(r).split('\n');
     const cells = (line) => line.split('|').slice(1, -1).map((c) => c.trim());
-    const head = el('tr');
-    for (const c of cells(md[0])) {
-      const th = el('th', '', c);
-      th.scope = 'col';
-      head.append(th);
-    }
     const thead = el('thead');
-    thead.append(head);
+    thead.append(columnHeads(cells(md[0])));
     const tbody = el('tbody');
     for (const line of md.slice(2)) {
       const tr = el('tr');
