@@ -354,8 +354,7 @@ function prepareHeadscope(ctx, shape, w, x, perHead, reuseOutput = false) {
 function prepareHeadscopeCore(ctx, shape, w, x) {
   const runner = prepareHeadscope(ctx, shape, w, x, false, true);
   const mha = runner.mha;
-  const output = mha.forward({ data: x.query, shape: [shape.L, shape.E] }, { data: x.key, shape: [shape.S, shape.E] },
-    { data: x.value, shape: [shape.S, shape.E] }, { needWeights: false, isCausal: shape.causal }).output.data;
+  const output = runner.run();  // the hs-out row's call: forward() into a reused array
   const core = mha._core;
   const address = mha._address;
   const heap = mha._hs._heap();

@@ -215,7 +215,7 @@ export function evaluateTargets(env) {
 // of the call (hs-out - hs-core: reading and checking the arguments, copying them in, describing
 // and copying the result out) and the WebAssembly export alone (hs-core), each a median of its
 // own row, so the parts are estimates that need not add up exactly.
-function allocationNotes(env) {
+function perCallBreakdown(env) {
   const parts = [];
   const us = (ms) => `${(ms * 1000).toFixed(2)} us`;
   for (const id of ['tiny-3', 'tiny-8', 'small-32']) {
@@ -467,7 +467,7 @@ function markdown(results, history = []) {
         out.push(`| ${x.name} | ${x.needText} | ${x.gotText} | ${x.pass ? 'PASS' : '**FAIL**'} | ${x.gap} | ${x.detail} |`);
       }
       out.push('');
-      const notes = allocationNotes(env);
+      const notes = perCallBreakdown(env);
       if (notes) out.push(notes, '');
     }
   }
