@@ -183,63 +183,55 @@ HWY_INLINE void SmallTransposeK(const float* HWY_RESTRICT k, size_t ld_k, size_t
   }
 }
 
-// row[j] = q . k_j for j < keys, q already divided by sqrt(hd), from SmallTransposeK's layout.
-// Every score is the packed path's: a multiply-add chain over x from 0, in the micro-kernel's
-// ChainMulAdd (FMA natively where the target has it, multiply then add in WebAssembly SIMD128,
-// relaxed_madd in the relaxed-SIMD build; matmul-inl.h), the last
-// keys % Lanes keys through one-lane vectors of the same operations rather than scalar code,
-// whose contraction the compiler decides. So a row's numbers depend neither on the path nor on
-// how many keys follow it (what generation with a KV cache relies on, transformer.h).
-HWY_INLINE void SmallScores(const float* HWY_RESTRICT q, const float* HWY_RESTRICT kt,
-                            size_t keys, size_t hd, float* HWY_RESTRICT row) {
+// c[r, col] = sum over t < steps of a[r * lda + t] * b[t * ldb + col], for kRows rows r and
+// col < cols: the small path's two products, with A broadcast and B's rows loaded as vectors:
+//   scores    a = the scaled queries (t: x < hd), b = SmallTransposeK's K^T (col: key j)
+//   weights x V  a = the softmax rows (t: key j), b = V's rows (col: x < hd)
+// Every number is one multiply-add chain over t from 0 in the micro-kernel's ChainMulAdd (FMA
+// natively where the target has it, multiply then add in WebAssembly SIMD128, relaxed_madd in the
+// relaxed-SIMD build; matmul-inl.h), the packed path's chain, the last cols % Lanes columns
+// through one-lane vectors of the same operations rather than scalar code, whose contraction the
+// compiler decides. So a row's numbers depend neither on the path nor on how many keys follow it
+// (what generation with a KV cache relies on, transformer.h), nor on kRows: blocking rows only
+// gives the out-of-order core kRows independent chains per vector where one row has cols / Lanes
+// (2 at 8 keys), whose steps-long chains (a multiply and an add each in SIMD128) wait on latency.
+template <size_t kRows>
+HWY_INLINE void SmallProductRows(const float* HWY_RESTRICT a, size_t lda,
+                                 const float* HWY_RESTRICT b, size_t ldb, size_t steps,
+                                 size_t cols, float* HWY_RESTRICT c, size_t ldc) {
+  // Columns [col, col + Lanes(dt)) of the kRows rows, for a full vector or one lane.
+  const auto group = [&](auto dt, size_t col) HWY_ATTR {
+    hn::Vec<decltype(dt)> acc[kRows];
+    for (size_t r = 0; r < kRows; ++r) acc[r] = hn::Zero(dt);
+    for (size_t t = 0; t < steps; ++t) {
+      const auto bv = hn::LoadU(dt, b + t * ldb + col);
+      for (size_t r = 0; r < kRows; ++r) acc[r] = ChainMulAdd(hn::Set(dt, a[r * lda + t]), bv, acc[r]);
+    }
+    for (size_t r = 0; r < kRows; ++r) hn::StoreU(acc[r], dt, c + r * ldc + col);
+  };
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  size_t j = 0;
-  for (; j + N <= keys; j += N) {
-    auto acc = hn::Zero(d);
-    for (size_t x = 0; x < hd; ++x) acc = ChainMulAdd(hn::Set(d, q[x]), hn::LoadU(d, kt + x * keys + j), acc);
-    hn::StoreU(acc, d, row + j);
-  }
-  const hn::CappedTag<float, 1> d1;
-  for (; j < keys; ++j) {
-    auto acc = hn::Zero(d1);
-    for (size_t x = 0; x < hd; ++x) {
-      acc = ChainMulAdd(hn::Set(d1, q[x]), hn::LoadU(d1, kt + x * keys + j), acc);
-    }
-    hn::StoreU(acc, d1, row + j);
-  }
+  size_t col = 0;
+  for (; col + N <= cols; col += N) group(d, col);
+  for (; col < cols; ++col) group(hn::CappedTag<float, 1>(), col);
 }
 
-// out[0, hd) = sum over j < keys of w[j] * v[j * ld_v + x]; 0 when keys is 0. The same
-// multiply-add chain over j as the packed path's weights x V, the last hd % Lanes columns through
-// one-lane vectors (see SmallScores).
-HWY_INLINE void SmallWeightedSum(const float* HWY_RESTRICT w, size_t keys,
-                                 const float* HWY_RESTRICT v, size_t ld_v, size_t hd,
-                                 float* HWY_RESTRICT out) {
-  const hn::ScalableTag<float> d;
-  const size_t N = hn::Lanes(d);
-  size_t x = 0;
-  for (; x + N <= hd; x += N) {
-    auto acc = hn::Zero(d);
-    for (size_t j = 0; j < keys; ++j) {
-      acc = ChainMulAdd(hn::Set(d, w[j]), hn::LoadU(d, v + j * ld_v + x), acc);
-    }
-    hn::StoreU(acc, d, out + x);
+// SmallProductRows over `rows` rows: kSmallRowBlock at a time, then one by one (the same chains).
+inline constexpr size_t kSmallRowBlock = 4;
+HWY_INLINE void SmallProduct(const float* HWY_RESTRICT a, size_t lda, const float* HWY_RESTRICT b,
+                             size_t ldb, size_t steps, size_t rows, size_t cols,
+                             float* HWY_RESTRICT c, size_t ldc) {
+  size_t r = 0;
+  for (; r + kSmallRowBlock <= rows; r += kSmallRowBlock) {
+    SmallProductRows<kSmallRowBlock>(a + r * lda, lda, b, ldb, steps, cols, c + r * ldc, ldc);
   }
-  const hn::CappedTag<float, 1> d1;
-  for (; x < hd; ++x) {
-    auto acc = hn::Zero(d1);
-    for (size_t j = 0; j < keys; ++j) {
-      acc = ChainMulAdd(hn::Set(d1, w[j]), hn::LoadU(d1, v + j * ld_v + x), acc);
-    }
-    hn::StoreU(acc, d1, out + x);
-  }
+  for (; r < rows; ++r) SmallProductRows<1>(a + r * lda, lda, b, ldb, steps, cols, c + r * ldc, ldc);
 }
 
 // Tutorial-sized heads (see SmallAttention): direct dot products on the projected rows, no
 // packing, and the softmax over a whole tile of short rows at once. Same stages, masks and
 // zero-row policy as the packed path, and the same operations in the same order for each number
-// (SmallScores, SoftmaxRowsImpl's sums, SmallWeightedSum): a row gets the packed path's bits, so
+// (SmallProduct's chains, SoftmaxRowsImpl's sums): a row gets the packed path's bits, so
 // the choice of path (which depends on the number of keys) never shows in the results.
 HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
   const AttentionShape& s = a.shape;
@@ -248,7 +240,8 @@ HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
   float* score_tile = workspace;                                    // [tile, S']
   // The workspace is sized for the packed path (AttentionWorkspaceFloats); this uses less of it.
   float* kt = score_tile + tile * S;                                // [hd, S']
-  uint8_t* row_state = reinterpret_cast<uint8_t*>(kt + hd * S);     // [tile]
+  float* q_tile = kt + hd * S;                                      // [tile, hd]
+  uint8_t* row_state = reinterpret_cast<uint8_t*>(q_tile + tile * hd);  // [tile]
   float* const weights = a.out.weights;
   const bool per_head_weights = weights != nullptr && !a.out.average_weights;
   for (size_t n = 0; n < s.batch; ++n) {
@@ -266,24 +259,29 @@ HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
                         : (weights != nullptr && h == 0) ? weights + (n * L + i0) * S
                                                          : score_tile;
         if (i0 == 0) SmallTransposeK(k_base + kv_col, s.kv_row_stride, S, hd, kt);
-        for (size_t r = 0; r < rows; ++r) {
-          float* HWY_RESTRICT row = scores + r * S;
-          HWY_ALIGN float q_scaled[kSmallMaxHeadDim];  // q_r / sqrt(hd), as ScaleQueries
-          ScaleQueries(a, q_base + (i0 + r) * s.q_row_stride + h * hd, 1, q_scaled);
-          SmallScores(q_scaled, kt, S, hd, row);
-          MaskScores(a, n, h, i0 + r, row);
+        // The tile's queries / sqrt(hd), as ScaleQueries, then q K^T.
+        ScaleQueries(a, q_base + i0 * s.q_row_stride + h * hd, rows, q_tile);
+        SmallProduct(q_tile, hd, kt, S, hd, rows, S, scores, S);
+        if (a.modifiers.Any()) {
+          for (size_t r = 0; r < rows; ++r) MaskScores(a, n, h, i0 + r, scores + r * S);
         }
         if (a.out.scores != nullptr) {
           std::memcpy(a.out.scores + ((n * s.heads + h) * L + i0) * S, scores,
                       rows * S * sizeof(float));
         }
         SoftmaxRowsImpl(scores, rows, S, row_state);
+        float* const out_rows = concat_base + i0 * s.q_row_stride + h * hd;
+        SmallProduct(scores, S, v_base + kv_col, s.kv_row_stride, S, rows, hd, out_rows,
+                     s.q_row_stride);
         for (size_t r = 0; r < rows; ++r) {
-          // A fully masked row's output is 0 whatever V holds (NaN/inf in V must not leak in).
-          SmallWeightedSum(scores + r * S, row_state[r] == kRowMasked ? 0 : S, v_base + kv_col,
-                           s.kv_row_stride, hd, concat_base + (i0 + r) * s.q_row_stride + h * hd);
-          GateHeadRows(a, h, 1, concat_base + (i0 + r) * s.q_row_stride + h * hd);
-          WriteRowSinks(a, n, h, i0 + r, scores + r * S, S);
+          float* const out_row = out_rows + r * s.q_row_stride;
+          // A fully masked row's output is 0 whatever V holds (NaN/inf in V must not leak in):
+          // its weights are 0, but 0 x NaN is NaN.
+          if (row_state[r] == kRowMasked) std::memset(out_row, 0, hd * sizeof(float));
+        }
+        GateHeadRows(a, h, rows, out_rows);
+        if (a.out.sinks.any()) {
+          for (size_t r = 0; r < rows; ++r) WriteRowSinksSlow(a, n, h, i0 + r, scores + r * S, S);
         }
         if (weights != nullptr && a.out.average_weights && h > 0) {
           AddInPlaceImpl(weights + (n * L + i0) * S, scores, rows * S);

@@ -80,6 +80,8 @@ struct ScoreModifiers {
 
   // True if some query rows see fewer than all S keys, so a tile may skip keys no row sees.
   bool LimitsKeys() const { return causal; }
+  // True if MaskScores changes anything (else the stage skips its per-row calls).
+  bool Any() const { return attn_mask != nullptr || key_padding_mask != nullptr || LimitsKeys(); }
 };
 
 // The keys [begin, end) of the first S that query row i may see; keys outside it get -inf.
