@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+// What a new result array costs in this environment, apart from headscope: the median time of
+// `new Float32Array(n)` for the tutorial shapes' result sizes, in Node (this process) and in
+// Debian's Chromium, each array kept alive for a while as a caller keeps its results (an array
+// that escapes nowhere is optimized away by Chromium's V8, and measures nothing). forward()
+// returns one such array per call, and so does onnxruntime-web's session.run: where this is
+// microseconds (docs/architecture.md, "The result's allocation is the environment's"), it bounds
+// every per-call ratio measured with a new output array.
+//
+//   node tools/bench/alloc-probe.mjs [--node-only]
+import { chromium } from 'playwright-core';
+
+// Runs in Node and, as a string, in the page: returns { n: median ns }.
+function probe() {
+  const keep = new Array(64);  // the last 64 arrays stay reachable
+  const result = {};
+  for (const n of [12, 128, 2048]) {  // L=3 E=4, L=8 E=16 and L=32 E=64 outputs
+    const iters = n >= 2048 ? 20000 : 100000;
+    const times = [];
+    for (let rep = 0; rep < 7; rep++) {
+      const t0 = performance.now();
+      for (let i = 0; i < iters; i++) {
+        const a = new Float32Array(n);
+        a[0] = i;
+        keep[i & 63] = a;
+      }
+      times.push(((performance.now() - t0) / iters) * 1e6);
+    }
+    times.sort((a, b) => a - b);
+    result[n] = Math.round(times[3]);
+  }
+  globalThis.__keep = keep;
+  return result;
+}
+
+const show = (where, r) => console.log(`${where}: new Float32Array(n), median ns: ` +
+  Object.entries(r).map(([n, ns]) => `n=${n} ${ns}`).join(', '));
+show(`Node ${process.version}`, probe());
+if (!process.argv.includes('--node-only')) {
+  const browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+  });
+  try {
+    const page = await browser.newPage();
+    show(`Chromium ${browser.version()}`, await page.evaluate(`(${probe.toString()})()`));
+  } finally {
+    await browser.close();
+  }
+}
