@@ -66,42 +66,11 @@ void ColumnSums(const float* a, size_t rows, size_t cols, size_t lda, float* out
   }
 }
 
-// The mean cross-entropy of logits [positions, vocab] against targets (-100: not counted), in
-// double: per counted row max + log(sum exp(x - max)) - x[target]. With `grad`, also its
-// gradient (softmax(row) - onehot(target)) / counted, 0 on the rows not counted, from the same
-// exponentials. Targets were checked by the caller.
+// The mean cross-entropy and its gradient: kernels/rowwise.h's CrossEntropyRows (float
+// exponentials as torch's log_softmax, each row's loss and the mean in double).
 double CrossEntropy(const float* logits, size_t positions, size_t vocab, const int32_t* targets,
                     size_t counted, float* grad) {
-  double total = 0;
-  const double inv = 1.0 / static_cast<double>(counted);
-  for (size_t p = 0; p < positions; ++p) {
-    const int32_t t = targets[p];
-    float* g = grad != nullptr ? grad + p * vocab : nullptr;
-    if (t == -100) {
-      if (g != nullptr) std::memset(g, 0, vocab * sizeof(float));
-      continue;
-    }
-    const float* row = logits + p * vocab;
-    double max = row[0];
-    for (size_t j = 1; j < vocab; ++j) max = row[j] > max ? row[j] : max;
-    double sum = 0;
-    if (g == nullptr) {
-      for (size_t j = 0; j < vocab; ++j) sum += std::exp(row[j] - max);
-    } else {
-      for (size_t j = 0; j < vocab; ++j) {
-        const double e = std::exp(row[j] - max);
-        g[j] = static_cast<float>(e);  // kept for the gradient below (e <= 1)
-        sum += e;
-      }
-    }
-    total += max + std::log(sum) - row[t];
-    if (g != nullptr) {
-      const double scale = inv / sum;
-      for (size_t j = 0; j < vocab; ++j) g[j] = static_cast<float>(g[j] * scale);
-      g[t] = static_cast<float>(static_cast<double>(g[t]) - inv);
-    }
-  }
-  return total / static_cast<double>(counted);
+  return CrossEntropyRows(logits, positions, vocab, targets, counted, grad);
 }
 
 // Targets [positions]: -100 or in [0, vocab); the count of the counted ones, at least one.

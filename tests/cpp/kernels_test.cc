@@ -395,5 +395,56 @@ TEST(RowwiseKernels, LayerNormBackwardMatchesDouble) {
   });
 }
 
+// The training's loss: float exponentials against a double reference, over vocabularies around
+// the vector width (the -inf-padded tail), ignored rows, masked (-inf) logits beside a finite max
+// and large logits; a row whose max is NaN or +inf makes the loss NaN, as PyTorch's.
+TEST(RowwiseKernels, CrossEntropyMatchesDouble) {
+  std::mt19937 rng(12);
+  test::ForEachTarget([&](const char* target) {
+    for (size_t vocab : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 28, 31, 33, 100}) {
+      const size_t rows = 6;
+      std::vector<float> logits = test::RandomVector(&rng, rows * vocab, 8.0f);
+      std::vector<int32_t> targets(rows);
+      for (size_t r = 0; r < rows; ++r) targets[r] = static_cast<int32_t>((r * 7 + 3) % vocab);
+      targets[2] = -100;
+      logits[4 * vocab] = 80.0f;  // exp(x - max) spans float's range
+      // A masked logit, not the target's.
+      if (vocab > 1) logits[5 * vocab + (targets[5] + 1) % vocab] = -kInf;
+      const size_t counted = rows - 1;
+      std::vector<float> grad(rows * vocab, 99.0f);
+      const double loss = CrossEntropyRows(logits.data(), rows, vocab, targets.data(), counted,
+                                           grad.data());
+      EXPECT_EQ(CrossEntropyRows(logits.data(), rows, vocab, targets.data(), counted, nullptr),
+                loss) << target << " vocab=" << vocab << ": the loss without the gradient";
+      double want = 0;
+      for (size_t r = 0; r < rows; ++r) {
+        const float* x = logits.data() + r * vocab;
+        if (targets[r] == -100) {
+          for (size_t j = 0; j < vocab; ++j) EXPECT_EQ(grad[r * vocab + j], 0.0f) << target;
+          continue;
+        }
+        double max = -kInf, sum = 0;
+        for (size_t j = 0; j < vocab; ++j) max = std::max(max, double(x[j]));
+        for (size_t j = 0; j < vocab; ++j) sum += std::exp(x[j] - max);
+        want += max + std::log(sum) - x[targets[r]];
+        for (size_t j = 0; j < vocab; ++j) {
+          const double g = (std::exp(x[j] - max) / sum - (int32_t(j) == targets[r])) / counted;
+          EXPECT_NEAR(grad[r * vocab + j], g, 1e-6 * std::max(1.0, std::abs(g)) + 1e-12)
+              << target << " vocab=" << vocab << " row " << r << " key " << j;
+        }
+      }
+      want /= static_cast<double>(counted);
+      EXPECT_NEAR(loss, want, 1e-6 * std::max(1.0, std::abs(want))) << target << " vocab=" << vocab;
+      for (float bad : {std::nanf(""), kInf}) {
+        std::vector<float> poisoned = logits;
+        poisoned[1 * vocab + vocab / 2] = bad;
+        EXPECT_TRUE(std::isnan(CrossEntropyRows(poisoned.data(), rows, vocab, targets.data(),
+                                                counted, grad.data())))
+            << target << " vocab=" << vocab << " logit " << bad;
+      }
+    }
+  });
+}
+
 }  // namespace
 }  // namespace headscope

@@ -219,13 +219,6 @@ function meanCrossEntropy(logits, targets, V) {
   });
   return total / counted;
 }
-// How many doubles apart a and b are (both finite, of one sign).
-function ulps(a, b) {
-  const f = new Float64Array([a, b]);
-  const i = new BigInt64Array(f.buffer);
-  const d = i[0] - i[1];
-  return Number(d < 0n ? -d : d);
-}
 // GlobalGradNorm's definition: sqrt of the sum of double(g)^2 in named_parameters order.
 function globalNorm(grads, names) {
   let sum = 0;
@@ -239,12 +232,16 @@ const SMALL_CONFIGS = [
   { vocabSize: 29, maxLen: 12, dModel: 12, nLayers: 3, nHeads: 3, norm: 'none', positions: 'none', bias: false, causal: false, seed: 5 },
 ];
 
+// How far the core's cross-entropy may be from the JS float64 one: its exponentials and their
+// sum are float32 (as torch's log_softmax), each exp within 1 ulp and the sum of `vocab` terms
+// rounded up to vocab times (relative 2^-24 each), which moves log(sum), and so the loss, by at
+// most about that much, absolutely.
+const lossBound = (vocab) => (vocab + 2) * 2 ** -24;
+
 test('backward changes no weight and no optimizer state; its loss is the JS float64 cross-entropy of forward\'s ' +
-  'logits (within 1e-12, mostly bit-equal); trainStep reports backward\'s loss and the norm of its gradients, bit for bit', (t) => {
+  'logits (within the float32 sum\'s rounding); trainStep reports backward\'s loss and the norm of its gradients, bit for bit', (t) => {
   let checked = 0;
-  let bitEqual = 0;
-  let worstRel = 0;
-  let worstUlps = 0;
+  let worstAbs = 0;
   const task = makeTask('copy', { seqLen: 8 });
   for (const config of SMALL_CONFIGS) {
     const m = hs.createTransformer(config);
@@ -260,12 +257,10 @@ test('backward changes no weight and no optimizer state; its loss is the JS floa
         assertSameResultBits(m.stateDict(), before, 'weights after backward');
         assertSameResultBits(m.forward(tokens).logits, logits, 'forward after backward');
         const js = meanCrossEntropy(logits.data, targets.flat(), config.vocabSize);
-        const rel = Math.abs(js - r.loss) / Math.abs(js);
-        assert.ok(rel <= 1e-12, `loss ${r.loss} vs JS ${js}`);
-        worstRel = Math.max(worstRel, rel);
+        const diff = Math.abs(js - r.loss);
+        assert.ok(diff <= lossBound(config.vocabSize), `loss ${r.loss} vs JS ${js}`);
+        worstAbs = Math.max(worstAbs, diff / lossBound(config.vocabSize));
         checked++;
-        if (Object.is(js, r.loss)) bitEqual++;
-        worstUlps = Math.max(worstUlps, ulps(js, r.loss));
         // The tasks module's loss (evaluate) is this JS arithmetic.
         assert.ok(Object.is(task.evaluate(logits, targets).loss, js), 'task.evaluate(...).loss');
         // The gradients depend on nothing that ran before: another batch in between, same bits.
@@ -295,19 +290,15 @@ test('backward changes no weight and no optimizer state; its loss is the JS floa
       const after = m.forward(b1.tokens).logits;
       const next = m.backward(b1.tokens, b1.targets);
       const want = meanCrossEntropy(after.data, b1.targets.flat(), config.vocabSize);
-      assert.ok(Math.abs(next.loss - want) <= 1e-12 * want, `${next.loss} vs ${want}`);
+      assert.ok(Math.abs(next.loss - want) <= lossBound(config.vocabSize), `${next.loss} vs ${want}`);
       assert.ok(Object.is(m.trainStep(b1.tokens, b1.targets).loss, next.loss));
     } finally {
       m.dispose();
       twin.dispose();
     }
   }
-  // Not always bit-equal: the core's exp / log (musl's, compiled to WebAssembly) and V8's
-  // Math.exp / Math.log can differ in the last bit, and then so can the loss.
-  const line = `backward's loss vs JS float64 cross-entropy of forward's float32 logits: ${bitEqual} of ${checked} ` +
-    `bit-equal, worst relative difference ${worstRel.toExponential(2)} (${worstUlps} ulp)`;
-  t.diagnostic(line);
-  assert.ok(bitEqual >= checked / 2, 'mostly bit-equal');
+  t.diagnostic(`backward's loss vs JS float64 cross-entropy of forward's float32 logits, ${checked} batches: ` +
+    `worst difference ${worstAbs.toFixed(3)} of the bound`);
 });
 
 test('unbatched (T) tokens and targets give the (1, T) results, bit for bit', () => {

@@ -2,6 +2,32 @@
 #include "headscope/kernels/rowwise.h"
 
 #include <cmath>
+#include <cstring>
+
+#ifndef HEADSCOPE_KERNELS_ROWWISE_ONCE_
+#define HEADSCOPE_KERNELS_ROWWISE_ONCE_
+namespace headscope {
+// CrossEntropyRows' row whose max is NaN or infinite, in double, as the loss was computed before
+// the kernel: exp(NaN) and exp(inf - inf) make the row's loss (and gradient) NaN, as PyTorch's.
+inline double CrossEntropyRowScalar(const float* row, size_t vocab, int32_t t, double inv,
+                                    float* g) {
+  double max = row[0];
+  for (size_t j = 1; j < vocab; ++j) max = row[j] > max ? row[j] : max;
+  double sum = 0;
+  for (size_t j = 0; j < vocab; ++j) {
+    const double e = std::exp(row[j] - max);
+    if (g != nullptr) g[j] = static_cast<float>(e);
+    sum += e;
+  }
+  if (g != nullptr) {
+    const double scale = inv / sum;
+    for (size_t j = 0; j < vocab; ++j) g[j] = static_cast<float>(g[j] * scale);
+    g[t] = static_cast<float>(static_cast<double>(g[t]) - inv);
+  }
+  return max + std::log(sum) - row[t];
+}
+}  // namespace headscope
+#endif
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "headscope/kernels/rowwise.cc"
@@ -235,6 +261,57 @@ void GeluBackwardTarget(const float* x, float* dy, size_t n) {
   }
 }
 
+double CrossEntropyRowsTarget(const float* logits, size_t positions, size_t vocab,
+                              const int32_t* targets, size_t counted, float* grad) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d), full = vocab - vocab % N, rem = vocab - full;
+  const double inv = 1.0 / static_cast<double>(counted);
+  double total = 0;
+  for (size_t p = 0; p < positions; ++p) {
+    const int32_t t = targets[p];
+    float* HWY_RESTRICT g = grad != nullptr ? grad + p * vocab : nullptr;
+    if (t == -100) {
+      if (g != nullptr) std::memset(g, 0, vocab * sizeof(float));
+      continue;
+    }
+    const float* HWY_RESTRICT row = logits + p * vocab;
+    bool nan;
+    const float max = RowMax(row, vocab, &nan);
+    if (nan || !std::isfinite(max)) {
+      total += CrossEntropyRowScalar(row, vocab, t, inv, g);
+      continue;
+    }
+    // exp(x - max) <= 1 (kept in g for the gradient), and its sum: lanes, then across them.
+    const auto vmax = hn::Set(d, max);
+    auto vsum = hn::Zero(d);
+    for (size_t j = 0; j < full; j += N) {
+      const auto e = ExpNonPositive(d, hn::Sub(hn::LoadU(d, row + j), vmax));
+      if (g != nullptr) hn::StoreU(e, d, g + j);
+      vsum = hn::Add(vsum, e);
+    }
+    if (rem != 0) {  // padded with -inf: exp gives 0
+      constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+      const auto e = ExpNonPositive(d, hn::Sub(LoadRowTail(d, row + full, rem, kMinusInf), vmax));
+      HWY_ALIGN float tail[hn::MaxLanes(d)];
+      hn::Store(e, d, tail);
+      if (g != nullptr) {
+        for (size_t j = 0; j < rem; ++j) g[full + j] = tail[j];
+      }
+      vsum = hn::Add(vsum, e);
+    }
+    const float sum = hn::GetLane(hn::SumOfLanes(d, vsum));  // >= 1: the max's exp(0)
+    total += static_cast<double>(max) + std::log(static_cast<double>(sum)) - row[t];
+    if (g != nullptr) {
+      const auto vscale = hn::Set(d, static_cast<float>(inv / static_cast<double>(sum)));
+      size_t j = 0;
+      for (; j + N <= vocab; j += N) hn::StoreU(hn::Mul(hn::LoadU(d, g + j), vscale), d, g + j);
+      for (; j < vocab; ++j) g[j] *= hn::GetLane(vscale);
+      g[t] = static_cast<float>(static_cast<double>(g[t]) - inv);
+    }
+  }
+  return total / static_cast<double>(counted);
+}
+
 void ReluInPlaceTarget(float* x, size_t n) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
@@ -260,6 +337,7 @@ HEADSCOPE_EXPORT(GeluInPlaceTarget);
 HEADSCOPE_EXPORT(ReluInPlaceTarget);
 HEADSCOPE_EXPORT(GeluBackwardTarget);
 HEADSCOPE_EXPORT(LayerNormBackwardRowsTarget);
+HEADSCOPE_EXPORT(CrossEntropyRowsTarget);
 
 void LayerNormRows(const float* in, size_t rows, size_t d, const float* w, const float* b,
                    float eps, float* out) {
@@ -277,6 +355,12 @@ void LayerNormBackwardRows(const float* in, const float* dy, size_t rows, size_t
 
 void GeluBackward(const float* x, float* dy, size_t n) {
   HEADSCOPE_DISPATCH(GeluBackwardTarget)(x, dy, n);
+}
+
+double CrossEntropyRows(const float* logits, size_t positions, size_t vocab,
+                        const int32_t* targets, size_t counted, float* grad) {
+  return HEADSCOPE_DISPATCH(CrossEntropyRowsTarget)(logits, positions, vocab, targets, counted,
+                                                    grad);
 }
 
 }  // namespace headscope

@@ -6,6 +6,7 @@
 #define HEADSCOPE_KERNELS_ROWWISE_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace headscope {
 
@@ -21,6 +22,17 @@ void LayerNormRows(const float* in, size_t rows, size_t d, const float* w, const
 // (written), with xhat and rstd the forward's statistics. In float, the sums in a fixed order.
 void LayerNormBackwardRows(const float* in, const float* dy, size_t rows, size_t d,
                            const float* w, float eps, float* dx, bool add, float* dw, float* db);
+
+// The mean cross-entropy of logits [positions, vocab] against targets (-100: not counted; the
+// others in [0, vocab), checked by the caller), `counted` of them (at least one): per counted row
+// max + log(sum exp(x - max)) - x[target], as F.cross_entropy with ignore_index -100. With
+// `grad` (positions x vocab), also the gradient (softmax(row) - onehot(target)) / counted, 0 on
+// the rows not counted, from the same exponentials. The exponentials and their sum are float, as
+// torch's float log_softmax computes them (softmax-inl.h's ExpNonPositive, within 1 ulp of exp),
+// each row's loss and the mean are double. A row with a NaN or an infinite max goes the scalar
+// double way, whose NaN/inf is the loss PyTorch reports for it.
+double CrossEntropyRows(const float* logits, size_t positions, size_t vocab,
+                        const int32_t* targets, size_t counted, float* grad);
 
 // F.gelu, the erf form, in place: 0.5 x (1 + erf(x / sqrt(2))), with erf as PyTorch's vectorized
 // CPU kernel computes it (Abramowitz and Stegun 7.1.26, |error| < 1.5e-7: torch's
