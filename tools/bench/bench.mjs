@@ -31,6 +31,11 @@
 //                      bench's CMake targets first; both are no-ops when up to date)
 //     --build-dir DIR  the Emscripten build folder of the bench modules (default build/wasm, the
 //                      `wasm` CMake preset)
+//     --passes N       measure everything N times over (each environment's whole sequence of
+//                      shapes, then again) and report, per row, the pass with the median time:
+//                      a neighbour's burst on a shared machine then moves one pass, not the
+//                      verdict (run-to-run noise on a shared VM reached 40% on single rows;
+//                      docs/architecture.md). Default 1
 //
 // What it does: builds what it needs, writes the weights of each (E, H) pair to build/bench/onnx/
 // and runs tools/bench/make_onnx.py (Debian's python3-onnx) to build the ONNX graphs from them,
@@ -61,7 +66,7 @@ import {
   enginesFor, flops, kindOf, loadRelaxed, loadThreaded, makeWeights, memoryProbe, modelId, roofline, trainBatches,
   trainMatmuls, transformerWeights, weightsBytes, weightsId,
 } from './engines.js';
-import { writeReports } from './report.mjs';
+import { mergePasses, writeReports } from './report.mjs';
 import { TRAIN_OPTIMIZER, TRAIN_POOL, trainBatchesBytes } from './train.js';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -103,6 +108,7 @@ function parseArgs(argv) {
   const a = {
     quick: false, node: true, chromium: true, shapes: null, engines: null,
     out: join(ROOT, 'docs/bench'), build: true, buildDir: 'build/wasm', probeMemory: false,
+    passes: 1,
   };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
@@ -119,6 +125,12 @@ function parseArgs(argv) {
       case '--out': a.out = resolve(value()); break;
       case '--no-build': a.build = false; break;
       case '--build-dir': a.buildDir = value().replace(/\/+$/, ''); break;
+      case '--passes': {
+        const text = value();
+        a.passes = Number(text);
+        if (!/^[1-9][0-9]?$/.test(text)) usage(`--passes: expected a whole number from 1 to 99, got ${JSON.stringify(text)}`);
+        break;
+      }
       case '--probe-memory': a.probeMemory = true; LIB_SNAPSHOT = value(); break;   // internal: the child process
       case '-h': case '--help': usage(); break;
       default: usage(`unknown option ${arg}`);
@@ -621,8 +633,17 @@ async function runAll(args, argv, started, headscope) {
     envs: [],
     ...(native && { native }),
   };
-  if (args.node) results.envs.push(await runNode(args, work, timing, trainReference));
-  if (args.chromium) results.envs.push(await runChromium(args, work, timing, trainReference));
+  // Pass p measures every environment once, in order; the passes' envs are merged row by row.
+  const passes = [];
+  for (let p = 0; p < args.passes; p++) {
+    if (args.passes > 1) log(`bench: pass ${p + 1} of ${args.passes}`);
+    const envs = [];
+    if (args.node) envs.push(await runNode(args, work, timing, trainReference));
+    if (args.chromium) envs.push(await runChromium(args, work, timing, trainReference));
+    passes.push(envs);
+  }
+  results.passes = args.passes;
+  results.envs = passes[0].map((_, i) => mergePasses(passes.map((envs) => envs[i])));
   results.seconds = Math.round((Date.now() - started) / 1000);
   // Only a run of everything, in both environments, stands for its CPU in docs/bench/history/.
   const complete = !args.quick && !args.shapes && !args.engines && args.node && args.chromium;

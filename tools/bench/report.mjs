@@ -103,6 +103,41 @@ function parametersText(env, shapeId) {
   return n >= 1e5 ? `${n.toLocaleString('en-US')} (${(n / 1e6).toFixed(2)}M)` : n.toLocaleString('en-US');
 }
 
+/**
+ * One environment's result from its passes (--passes): each timed row is the row of the pass with
+ * the median ms (the lower middle for an even count), with every pass's time in `passMs`; a row
+ * that failed its check or errored in any pass is that pass's row, so a failure is never hidden
+ * by a passing pass. The rooflines and the train-matmul rates are likewise their median pass's;
+ * the memory probe (bytes, the same every pass) is the first pass's.
+ */
+export function mergePasses(envs) {
+  if (envs.length === 1) return envs[0];
+  const median = (items, value) => {
+    const sorted = items.filter((x) => Number.isFinite(value(x))).sort((a, b) => value(a) - value(b));
+    return sorted.length ? sorted[(sorted.length - 1) >> 1] : items[0];
+  };
+  const [first] = envs;
+  const merged = { ...first };
+  for (const key of ['roofline', 'rooflineRelaxed']) {
+    if (first[key]) merged[key] = median(envs.map((e) => e[key]), (r) => r?.gflops);
+  }
+  if (first.trainMatmuls) {
+    merged.trainMatmuls = Object.fromEntries(Object.keys(first.trainMatmuls).map((k) =>
+      [k, median(envs.map((e) => e.trainMatmuls?.[k]).filter(Boolean), (r) => r.gflops)]));
+  }
+  merged.shapes = first.shapes.map((shape) => ({
+    ...shape,
+    rows: shape.rows.map((row) => {
+      const all = envs.map((e) => e.shapes.find((s) => s.shape === shape.shape)?.rows
+        .find((r) => r.engine === row.engine)).filter(Boolean);
+      const failed = all.find((r) => !r.skipped && (r.error || !r.check?.ok));
+      if (failed || typeof row.ms !== 'number') return failed ?? row;
+      return { ...median(all, (r) => r.ms), passMs: all.map((r) => r.ms) };
+    }),
+  }));
+  return merged;
+}
+
 /** Every target of the issue that this run measured, with PASS/FAIL and the gap. */
 export function evaluateTargets(env) {
   const t = [];
@@ -441,6 +476,10 @@ function markdown(results, history = []) {
       `sha256 \`${results.headscope.wasmSha256.slice(0, 16)}\`; copied at the start of the run, every environment measured this copy.`);
   }
   if (results.quick) out.push('- **Quick run** (`--quick`): few shapes and runs; not a measurement to quote.');
+  if (results.passes > 1) {
+    out.push(`- **Passes:** ${results.passes} (\`--passes\`): every environment measured ${results.passes} times over, each row ` +
+      'the pass with its median time (the rooflines too); a row that failed in any pass is that pass\'s.');
+  }
   out.push('', '![time per engine per shape, log scale](chart.svg)', '');
   out.push('Every engine runs one thread, in one process (Node) or one page (Chromium), on the same inputs and',
     'weights, from JS Float32Arrays (transformer rows: token ids) to a JS Float32Array (input conversion and copies',
