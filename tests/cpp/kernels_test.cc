@@ -115,6 +115,57 @@ TEST(MatMulKernel, TransposedLeftOperandGivesTheSameBitsAsItsCopy) {
   });
 }
 
+// The in-place kernel (B's rows read where they are) computes each element with the packed
+// product's chain: the same bits, for A as stored and transposed, over row tails, column groups
+// and k up to its limit; sizes it does not take are refused, not computed. B is allocated to its
+// last row's last column, so a read past it is the sanitizer build's failure.
+TEST(MatMulKernel, RowMajorBGivesThePackedBits) {
+  std::mt19937 rng(13);
+  test::ForEachTarget([&](const char* target) {
+    size_t computed = 0;
+    for (size_t n : {8, 16, 32, 48}) {
+      for (size_t k : {0, 1, 5, 16, 33, 127}) {
+        for (size_t m : {1, 3, 4, 5, 7, 9, 17}) {
+          for (bool trans_a : {false, true}) {
+            const size_t ldb = n + 3, lda = trans_a ? m + 2 : k + 2, ldc = n + 1;
+            // (At least one float: k = 0 must not make the pointers null, whose offsets are UB.)
+            std::vector<float> b = test::RandomVector(&rng, k == 0 ? 1 : (k - 1) * ldb + n);
+            std::vector<float> a =
+                test::RandomVector(&rng, std::max<size_t>(1, trans_a ? k * lda : m * lda));
+            std::vector<float> packed(std::max<size_t>(1, PackedFloats(n, k)));
+            PackB(b.data(), n, k, 1, ldb, packed.data());
+            std::vector<float> want(m * ldc, -7.0f), got(m * ldc, -7.0f);
+            if (trans_a) {
+              MatMulPackedTransA(a.data(), lda, packed.data(), nullptr, m, n, k, 0.5f, want.data(),
+                                 ldc);
+            } else {
+              MatMulPacked(a.data(), lda, packed.data(), nullptr, m, n, k, 0.5f, want.data(), ldc);
+            }
+            if (!MatMulRowMajorB(trans_a, a.data(), lda, b.data(), ldb, m, n, k, 0.5f, got.data(),
+                                 ldc)) {
+              for (float v : got) ASSERT_EQ(v, -7.0f) << target << ": refused, yet wrote";
+              continue;
+            }
+            ++computed;
+            for (size_t i = 0; i < want.size(); ++i) {
+              ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+                  << target << " m=" << m << " n=" << n << " k=" << k << " trans_a=" << trans_a
+                  << " at " << i << ": " << got[i] << " vs " << want[i];
+            }
+          }
+        }
+      }
+    }
+    EXPECT_GT(computed, 0u) << target << ": the kernel took none of the sizes";
+    std::vector<float> x(256 * 16, 1.0f), y(16 * 16);
+    EXPECT_FALSE(
+        MatMulRowMajorB(false, x.data(), 128, x.data(), 16, 1, 16, 128, 1.0f, y.data(), 16))
+        << target << ": k = 128 is the packed kernels'";
+    EXPECT_FALSE(MatMulRowMajorB(false, x.data(), 4, x.data(), 7, 1, 7, 4, 1.0f, y.data(), 7))
+        << target << ": 7 columns are not whole column groups on any target";
+  });
+}
+
 TEST(MatMulKernel, KZeroGivesBias) {
   test::ForEachTarget([&](const char*) {
     const float bias[3] = {1, -2, 3};

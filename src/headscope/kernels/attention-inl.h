@@ -421,12 +421,22 @@ HWY_INLINE void HeadBackwardImpl(const HeadBackwardArgs& a, float* HWY_RESTRICT 
     MatMulPackedImpl(a.dz + r0 * a.ld_dz, a.ld_dz, pack, nullptr, r1 - r0, a.causal ? r1 : T, hd,
                      1.0f, ds + r0 * T, T);
   }
+  // The other three products' B is dZ, K or Q itself (rows of hd floats): read in place where
+  // the row-major kernel takes it (RowMajorBFits: hd a whole number of column groups, T short),
+  // else packed. The same chains either way (matmul-inl.h), so the same bits.
+  const bool in_place = RowMajorBFits(hd, T);
   // dV [T, hd] = g P^T dZ: keys [j0, j1) from the queries i >= j0 under causal.
-  PackB(a.dz, hd, T, 1, a.ld_dz, pack);
+  if (!in_place) PackB(a.dz, hd, T, 1, a.ld_dz, pack);
   for (size_t j0 = 0; j0 < T; j0 += kPanel) {
     const size_t i0 = a.causal ? j0 : 0;
-    MatMulPackedImpl<true>(a.p + i0 * T + j0, T, pack + i0 * kPanel, nullptr, chunk_end(j0) - j0,
-                           hd, T - i0, g, a.dv + j0 * a.ld_out, a.ld_out, T);
+    if (in_place) {
+      MatMulRowMajorBImpl<true>(a.p + i0 * T + j0, T, a.dz + i0 * a.ld_dz, a.ld_dz,
+                                chunk_end(j0) - j0, hd, T - i0, g, a.dv + j0 * a.ld_out,
+                                a.ld_out);
+    } else {
+      MatMulPackedImpl<true>(a.p + i0 * T + j0, T, pack + i0 * kPanel, nullptr,
+                             chunk_end(j0) - j0, hd, T - i0, g, a.dv + j0 * a.ld_out, a.ld_out, T);
+    }
   }
   // dS = P * (g M - rowsum(P * g M)), row by row over the visible keys, 0 past them.
   const auto vg = hn::Set(d, g);
@@ -456,18 +466,30 @@ HWY_INLINE void HeadBackwardImpl(const HeadBackwardArgs& a, float* HWY_RESTRICT 
     for (; j < T; ++j) mr[j] = 0.0f;
   }
   // dQ [T, hd] = scale dS K: rows [r0, r1) over the keys below r1 under causal.
-  PackB(a.k, hd, T, 1, a.ld_qkv, pack);
+  if (!in_place) PackB(a.k, hd, T, 1, a.ld_qkv, pack);
   for (size_t r0 = 0; r0 < T; r0 += kPanel) {
     const size_t r1 = chunk_end(r0);
-    MatMulPackedImpl(ds + r0 * T, T, pack, nullptr, r1 - r0, hd, a.causal ? r1 : T, a.scale,
-                     a.dq + r0 * a.ld_out, a.ld_out, T);
+    if (in_place) {
+      MatMulRowMajorBImpl(ds + r0 * T, T, a.k, a.ld_qkv, r1 - r0, hd, a.causal ? r1 : T, a.scale,
+                          a.dq + r0 * a.ld_out, a.ld_out);
+    } else {
+      MatMulPackedImpl(ds + r0 * T, T, pack, nullptr, r1 - r0, hd, a.causal ? r1 : T, a.scale,
+                       a.dq + r0 * a.ld_out, a.ld_out, T);
+    }
   }
   // dK [T, hd] = scale dS^T Q: keys [j0, j1) from the queries i >= j0 under causal.
-  PackB(a.q, hd, T, 1, a.ld_qkv, pack);
+  if (!in_place) PackB(a.q, hd, T, 1, a.ld_qkv, pack);
   for (size_t j0 = 0; j0 < T; j0 += kPanel) {
     const size_t i0 = a.causal ? j0 : 0;
-    MatMulPackedImpl<true>(ds + i0 * T + j0, T, pack + i0 * kPanel, nullptr, chunk_end(j0) - j0,
-                           hd, T - i0, a.scale, a.dk + j0 * a.ld_out, a.ld_out, T);
+    if (in_place) {
+      MatMulRowMajorBImpl<true>(ds + i0 * T + j0, T, a.q + i0 * a.ld_qkv, a.ld_qkv,
+                                chunk_end(j0) - j0, hd, T - i0, a.scale, a.dk + j0 * a.ld_out,
+                                a.ld_out);
+    } else {
+      MatMulPackedImpl<true>(ds + i0 * T + j0, T, pack + i0 * kPanel, nullptr,
+                             chunk_end(j0) - j0, hd, T - i0, a.scale, a.dk + j0 * a.ld_out,
+                             a.ld_out, T);
+    }
   }
 }
 

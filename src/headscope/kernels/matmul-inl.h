@@ -119,13 +119,21 @@ inline constexpr size_t kRowBlock = 64;
 // form (walked it was no faster, and slower in Node where the smaller loop got unrolled, see
 // kOutlineMinK); MatMulPackedPackA hands the big products a packed, transposed A.
 enum KPart { kWhole, kFirst, kMiddle, kLast };
-template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, class D>
+//
+// kRowMajorB: B is not packed but row-major, its row p at b + p * ldb (the group's kGroupCols
+// columns of it all inside the row: MatMulRowMajorBImpl), for small operands that are already
+// laid out so (the attention backward's K, Q and dZ rows). The same chains again.
+template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, bool kRowMajorB = false,
+          class D>
 HWY_INLINE void MicroKernelBody(D d, const float* HWY_RESTRICT a, size_t lda,
                                 const float* HWY_RESTRICT b, size_t k,
                                 const float* HWY_RESTRICT bias_group, float alpha,
-                                float* HWY_RESTRICT c, size_t ldc, size_t cols) {
+                                float* HWY_RESTRICT c, size_t ldc, size_t cols,
+                                size_t ldb = kPanel) {
   using G = MatMulGeometry<D>;
   using V = hn::Vec<D>;
+  // B's row stride: the panel's constant unless B is row-major (the packed path's code unchanged).
+  const size_t b_stride = kRowMajorB ? ldb : kPanel;
   V acc[kRows][G::kVecs];
   for (size_t r = 0; r < kRows; ++r) {
     if constexpr (kPart == kMiddle || kPart == kLast) {
@@ -143,8 +151,8 @@ HWY_INLINE void MicroKernelBody(D d, const float* HWY_RESTRICT a, size_t lda,
   if constexpr (kTransA && kWasmOutline) {
     const float* HWY_RESTRICT ap = a;
     const float* HWY_RESTRICT bp = b;
-    const float* const b_end = b + k * kPanel;
-    for (; bp != b_end; bp += kPanel, ap += lda) {
+    const float* const b_end = b + k * b_stride;
+    for (; bp != b_end; bp += b_stride, ap += lda) {
       V bv[G::kVecs];
       for (size_t v = 0; v < G::kVecs; ++v) bv[v] = hn::LoadU(d, bp + v * G::kLanes);
       for (size_t r = 0; r < kRows; ++r) {
@@ -154,7 +162,7 @@ HWY_INLINE void MicroKernelBody(D d, const float* HWY_RESTRICT a, size_t lda,
     }
   } else {
     for (size_t p = 0; p < k; ++p) {
-      const float* HWY_RESTRICT bp = b + p * kPanel;
+      const float* HWY_RESTRICT bp = b + p * b_stride;
       V bv[G::kVecs];
       for (size_t v = 0; v < G::kVecs; ++v) bv[v] = hn::LoadU(d, bp + v * G::kLanes);
       for (size_t r = 0; r < kRows; ++r) {
@@ -196,41 +204,45 @@ HWY_INLINE void MicroKernelBody(D d, const float* HWY_RESTRICT a, size_t lda,
 // tutorial shapes), so short products keep the inlined 4 x 2: the same chains, the same bits.
 inline constexpr size_t kOutlineMinK = 128;
 
-template <size_t kRows, bool kTransA, KPart kPart, class D>
+template <size_t kRows, bool kTransA, KPart kPart, bool kRowMajorB, class D>
 HWY_NOINLINE void MicroKernelOutlined(D d, const float* HWY_RESTRICT a, size_t lda,
                                       const float* HWY_RESTRICT b, size_t k,
                                       const float* HWY_RESTRICT bias_group, float alpha,
-                                      float* HWY_RESTRICT c, size_t ldc, size_t cols) {
-  MicroKernelBody<kRows, kTransA, kPart>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+                                      float* HWY_RESTRICT c, size_t ldc, size_t cols,
+                                      size_t ldb) {
+  MicroKernelBody<kRows, kTransA, kPart, kRowMajorB>(d, a, lda, b, k, bias_group, alpha, c, ldc,
+                                                     cols, ldb);
 }
 
 template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, bool kOutline = false,
-          class D>
+          bool kRowMajorB = false, class D>
 HWY_INLINE void MicroKernel(D d, const float* HWY_RESTRICT a, size_t lda,
                             const float* HWY_RESTRICT b, size_t k,
                             const float* HWY_RESTRICT bias_group, float alpha,
-                            float* HWY_RESTRICT c, size_t ldc, size_t cols) {
+                            float* HWY_RESTRICT c, size_t ldc, size_t cols, size_t ldb = kPanel) {
   if constexpr (kOutline) {
-    MicroKernelOutlined<kRows, kTransA, kPart>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+    MicroKernelOutlined<kRows, kTransA, kPart, kRowMajorB>(d, a, lda, b, k, bias_group, alpha, c,
+                                                           ldc, cols, ldb);
   } else {
-    MicroKernelBody<kRows, kTransA, kPart>(d, a, lda, b, k, bias_group, alpha, c, ldc, cols);
+    MicroKernelBody<kRows, kTransA, kPart, kRowMajorB>(d, a, lda, b, k, bias_group, alpha, c, ldc,
+                                                       cols, ldb);
   }
 }
 
 // Runs MicroKernel<rows> for 1 <= rows < kRows (the last block of rows) without a runtime loop
 // inside the kernel: each count gets its own fully unrolled instance.
 template <size_t kRows, bool kTransA = false, KPart kPart = kWhole, bool kOutline = false,
-          class D>
+          bool kRowMajorB = false, class D>
 HWY_INLINE void MicroKernelTail(size_t rows, D d, const float* a, size_t lda, const float* b,
                                 size_t k, const float* bias_group, float alpha, float* c,
-                                size_t ldc, size_t cols) {
+                                size_t ldc, size_t cols, size_t ldb = kPanel) {
   if constexpr (kRows > 0) {
     if (rows == kRows) {
-      MicroKernel<kRows, kTransA, kPart, kOutline>(d, a, lda, b, k, bias_group, alpha, c, ldc,
-                                                   cols);
+      MicroKernel<kRows, kTransA, kPart, kOutline, kRowMajorB>(d, a, lda, b, k, bias_group, alpha,
+                                                               c, ldc, cols, ldb);
     } else {
-      MicroKernelTail<kRows - 1, kTransA, kPart, kOutline>(rows, d, a, lda, b, k, bias_group,
-                                                           alpha, c, ldc, cols);
+      MicroKernelTail<kRows - 1, kTransA, kPart, kOutline, kRowMajorB>(
+          rows, d, a, lda, b, k, bias_group, alpha, c, ldc, cols, ldb);
     }
   }
 }
@@ -357,6 +369,43 @@ HWY_INLINE void MatMulRowBlock(const float* HWY_RESTRICT a, size_t lda,
   }
   MatMulRowBlockImpl<kTransA, kPart, kPackedA, false>(a, lda, packed_b, panel_floats, bias, i0,
                                                       i_end, n, k, alpha, c, ldc);
+}
+
+// Whether MatMulRowMajorBImpl takes a product of n columns and k steps: whole column groups only
+// (its micro-kernels load kGroupCols columns of every row of B, and past n they would read the
+// next row, or past the buffer), and k short enough for the inlined micro-kernels (kOutlineMinK)
+// and for B's rows to stay in L1 without a panel.
+HWY_INLINE bool RowMajorBFits(size_t n, size_t k) {
+  using G = MatMulGeometry<hn::ScalableTag<float>>;
+  return n % G::kGroupCols == 0 && k < kOutlineMinK;
+}
+
+// C = alpha * A * B for B row-major (k, n), row p at b + p * ldb, without packing it: for the
+// small products whose B already has its rows in memory (the attention backward's K, Q and dZ,
+// T x hd), where PackB's copy cost as much as the product. Each element of C is MatMulPackedImpl's
+// chain for the same operands (MicroKernelBody, kRowMajorB): the same bits. Needs
+// RowMajorBFits(n, k). kTransA as in MatMulPackedImpl.
+template <bool kTransA = false>
+HWY_INLINE void MatMulRowMajorBImpl(const float* HWY_RESTRICT a, size_t lda,
+                                    const float* HWY_RESTRICT b, size_t ldb, size_t m, size_t n,
+                                    size_t k, float alpha, float* HWY_RESTRICT c, size_t ldc) {
+  const hn::ScalableTag<float> d;
+  using G = MatMulGeometry<decltype(d)>;
+  constexpr size_t kRows = G::kRows;  // the inlined kernels' rows: k is short here
+  for (size_t col = 0; col < n; col += G::kGroupCols) {
+    const auto a_group = [&](size_t i) { return kTransA ? a + i : a + i * lda; };
+    size_t i = 0;
+    for (; i + kRows <= m; i += kRows) {
+      MicroKernel<kRows, kTransA, kWhole, false, true>(d, a_group(i), lda, b + col, k, nullptr,
+                                                       alpha, c + i * ldc + col, ldc,
+                                                       G::kGroupCols, ldb);
+    }
+    if (i < m) {
+      MicroKernelTail<kRows - 1, kTransA, kWhole, false, true>(
+          m - i, d, a_group(i), lda, b + col, k, nullptr, alpha, c + i * ldc + col, ldc,
+          G::kGroupCols, ldb);
+    }
+  }
 }
 
 // The packed copy of A (MatMulPackedPackA), WebAssembly's big row-major products (the

@@ -37,6 +37,18 @@ void MatMulPackedTransATarget(const float* a, size_t lda, const float* packed_b,
   MatMulPackedImpl<true>(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
 }
 
+
+bool MatMulRowMajorBTarget(bool trans_a, const float* a, size_t lda, const float* b, size_t ldb,
+                           size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc) {
+  if (!RowMajorBFits(n, k)) return false;
+  if (trans_a) {
+    MatMulRowMajorBImpl<true>(a, lda, b, ldb, m, n, k, alpha, c, ldc);
+  } else {
+    MatMulRowMajorBImpl<false>(a, lda, b, ldb, m, n, k, alpha, c, ldc);
+  }
+  return true;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace headscope
 HWY_AFTER_NAMESPACE();
@@ -46,6 +58,7 @@ namespace headscope {
 
 HEADSCOPE_EXPORT(MatMulPackedTarget);
 HEADSCOPE_EXPORT(MatMulPackedTransATarget);
+HEADSCOPE_EXPORT(MatMulRowMajorBTarget);
 
 namespace {
 // One product, on the pool when it is worth it. trans_a: A stored as (k, m), A(i, p) = a[p * lda
@@ -95,6 +108,12 @@ void MatMulPackedTransA(const float* a, size_t lda, const float* packed_b, const
                         size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc,
                         int threads) {
   MatMulPackedAny(true, a, lda, packed_b, bias, m, n, k, alpha, c, ldc, threads);
+}
+
+bool MatMulRowMajorB(bool trans_a, const float* a, size_t lda, const float* b, size_t ldb,
+                     size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc) {
+  return HEADSCOPE_DISPATCH(MatMulRowMajorBTarget)(trans_a, a, lda, b, ldb, m, n, k, alpha, c,
+                                                   ldc);
 }
 
 // Here, beside the kernel whose multiply-add it names: this file is compiled with the flags that

@@ -38,6 +38,15 @@ void MatMulPackedTransA(const float* a, size_t lda, const float* packed_b, const
                         size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc,
                         int threads = 1);
 
+// C = alpha * A * B with B row-major (k, n), row p at b + p * ldb, read in place instead of
+// packed: the attention backward's small products, whose B is already rows of hd floats (dZ, K
+// and Q). trans_a as in MatMulPackedTransA. Returns false, computing nothing,
+// where this target's kernel does not take the sizes (n not a whole number of its column groups,
+// or k >= 128): the caller packs B then. Each element of C is MatMulPacked's chain for the same A
+// and B (with B packed by PackB(b, n, k, 1, ldb)): the same bits.
+bool MatMulRowMajorB(bool trans_a, const float* a, size_t lda, const float* b, size_t ldb,
+                     size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc);
+
 // Plain triple loop with the same contract (B unpacked, as given to PackB): the scalar reference
 // the kernel tests compare against.
 void MatMulScalar(const float* a, size_t lda, const float* b, size_t row_stride,
