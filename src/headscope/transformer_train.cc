@@ -66,13 +66,6 @@ void ColumnSums(const float* a, size_t rows, size_t cols, size_t lda, float* out
   }
 }
 
-// The mean cross-entropy and its gradient: kernels/rowwise.h's CrossEntropyRows (float
-// exponentials as torch's log_softmax, each row's loss and the mean in double).
-double CrossEntropy(const float* logits, size_t positions, size_t vocab, const int32_t* targets,
-                    size_t counted, float* grad) {
-  return CrossEntropyRows(logits, positions, vocab, targets, counted, grad);
-}
-
 // Targets [positions]: -100 or in [0, vocab); the count of the counted ones, at least one.
 Status CheckTargets(const int32_t* targets, int64_t positions, int64_t length, int64_t vocab,
                     size_t* counted) {
@@ -122,7 +115,7 @@ Status Transformer::Loss(const float* logits, int64_t positions, int64_t vocab,
                          const int32_t* targets, double* loss) {
   size_t counted = 0;
   HEADSCOPE_RETURN_IF_ERROR(CheckTargets(targets, positions, 0, vocab, &counted));
-  *loss = CrossEntropy(logits, static_cast<size_t>(positions), static_cast<size_t>(vocab), targets,
+  *loss = CrossEntropyRows(logits, static_cast<size_t>(positions), static_cast<size_t>(vocab), targets,
                        counted, nullptr);
   return Status::Ok();
 }
@@ -263,7 +256,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
 
   // The loss (Loss's bits) and dlogits = (softmax(row) - onehot(target)) / counted.
   float* dlogits = sv.dlogits.data();
-  result->loss = CrossEntropy(sv.logits.data(), M, Vz, targets, counted, dlogits);
+  result->loss = CrossEntropyRows(sv.logits.data(), M, Vz, targets, counted, dlogits);
   float* dx = sv.dx.data();
   linear(x_.data(), store_.data(unembed_w_), dlogits, D, Vz, grad("unembed.weight"),
          unembed_b_ >= 0 ? grad("unembed.bias") : nullptr, dx);

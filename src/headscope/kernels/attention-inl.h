@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "headscope/kernels/attention.h"
 #include "headscope/kernels/matmul-inl.h"
@@ -421,22 +422,33 @@ HWY_INLINE void HeadBackwardImpl(const HeadBackwardArgs& a, float* HWY_RESTRICT 
     MatMulPackedImpl(a.dz + r0 * a.ld_dz, a.ld_dz, pack, nullptr, r1 - r0, a.causal ? r1 : T, hd,
                      1.0f, ds + r0 * T, T);
   }
-  // The other three products' B is dZ, K or Q itself (rows of hd floats): read in place where
-  // the row-major kernel takes it (RowMajorBFits: hd a whole number of column groups, T short),
-  // else packed. The same chains either way (matmul-inl.h), so the same bits.
+  // The other three products' B is dZ, K or Q itself (rows of hd floats, stride ld): read in
+  // place where the row-major kernel takes it (RowMajorBFits: hd a whole number of column groups,
+  // T short), else packed (all T rows) once per product. The same chains either way
+  // (matmul-inl.h), so the same bits. `product` is rows [m] of C [., hd] = alpha A B over B's
+  // rows [p0, p0 + k) (A stored transposed with kTransA: P^T, dS^T).
   const bool in_place = RowMajorBFits(hd, T);
+  const auto pack_rows = [&](const float* rows, size_t ld) {
+    if (!in_place) PackB(rows, hd, T, 1, ld, pack);
+  };
+  const auto product = [&](auto trans_a, const float* a_block, const float* rows, size_t ld,
+                           size_t p0, size_t m, size_t k, float alpha, float* c) HWY_ATTR {
+    constexpr bool kTransA = decltype(trans_a)::value;
+    if (in_place) {
+      MatMulRowMajorBImpl<kTransA>(a_block, T, rows + p0 * ld, ld, m, hd, k, alpha, c, a.ld_out);
+    } else {
+      MatMulPackedImpl<kTransA>(a_block, T, pack + p0 * kPanel, nullptr, m, hd, k, alpha, c,
+                                a.ld_out, T);
+    }
+  };
+  using Plain = std::false_type;
+  using Transposed = std::true_type;
   // dV [T, hd] = g P^T dZ: keys [j0, j1) from the queries i >= j0 under causal.
-  if (!in_place) PackB(a.dz, hd, T, 1, a.ld_dz, pack);
+  pack_rows(a.dz, a.ld_dz);
   for (size_t j0 = 0; j0 < T; j0 += kPanel) {
     const size_t i0 = a.causal ? j0 : 0;
-    if (in_place) {
-      MatMulRowMajorBImpl<true>(a.p + i0 * T + j0, T, a.dz + i0 * a.ld_dz, a.ld_dz,
-                                chunk_end(j0) - j0, hd, T - i0, g, a.dv + j0 * a.ld_out,
-                                a.ld_out);
-    } else {
-      MatMulPackedImpl<true>(a.p + i0 * T + j0, T, pack + i0 * kPanel, nullptr,
-                             chunk_end(j0) - j0, hd, T - i0, g, a.dv + j0 * a.ld_out, a.ld_out, T);
-    }
+    product(Transposed(), a.p + i0 * T + j0, a.dz, a.ld_dz, i0, chunk_end(j0) - j0, T - i0, g,
+            a.dv + j0 * a.ld_out);
   }
   // dS = P * (g M - rowsum(P * g M)), row by row over the visible keys, 0 past them.
   const auto vg = hn::Set(d, g);
@@ -466,30 +478,18 @@ HWY_INLINE void HeadBackwardImpl(const HeadBackwardArgs& a, float* HWY_RESTRICT 
     for (; j < T; ++j) mr[j] = 0.0f;
   }
   // dQ [T, hd] = scale dS K: rows [r0, r1) over the keys below r1 under causal.
-  if (!in_place) PackB(a.k, hd, T, 1, a.ld_qkv, pack);
+  pack_rows(a.k, a.ld_qkv);
   for (size_t r0 = 0; r0 < T; r0 += kPanel) {
     const size_t r1 = chunk_end(r0);
-    if (in_place) {
-      MatMulRowMajorBImpl(ds + r0 * T, T, a.k, a.ld_qkv, r1 - r0, hd, a.causal ? r1 : T, a.scale,
-                          a.dq + r0 * a.ld_out, a.ld_out);
-    } else {
-      MatMulPackedImpl(ds + r0 * T, T, pack, nullptr, r1 - r0, hd, a.causal ? r1 : T, a.scale,
-                       a.dq + r0 * a.ld_out, a.ld_out, T);
-    }
+    product(Plain(), ds + r0 * T, a.k, a.ld_qkv, 0, r1 - r0, a.causal ? r1 : T, a.scale,
+            a.dq + r0 * a.ld_out);
   }
   // dK [T, hd] = scale dS^T Q: keys [j0, j1) from the queries i >= j0 under causal.
-  if (!in_place) PackB(a.q, hd, T, 1, a.ld_qkv, pack);
+  pack_rows(a.q, a.ld_qkv);
   for (size_t j0 = 0; j0 < T; j0 += kPanel) {
     const size_t i0 = a.causal ? j0 : 0;
-    if (in_place) {
-      MatMulRowMajorBImpl<true>(ds + i0 * T + j0, T, a.q + i0 * a.ld_qkv, a.ld_qkv,
-                                chunk_end(j0) - j0, hd, T - i0, a.scale, a.dk + j0 * a.ld_out,
-                                a.ld_out);
-    } else {
-      MatMulPackedImpl<true>(ds + i0 * T + j0, T, pack + i0 * kPanel, nullptr,
-                             chunk_end(j0) - j0, hd, T - i0, a.scale, a.dk + j0 * a.ld_out,
-                             a.ld_out, T);
-    }
+    product(Transposed(), ds + i0 * T + j0, a.q, a.ld_qkv, i0, chunk_end(j0) - j0, T - i0,
+            a.scale, a.dk + j0 * a.ld_out);
   }
 }
 

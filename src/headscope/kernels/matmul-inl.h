@@ -392,8 +392,8 @@ HWY_INLINE void MatMulRowMajorBImpl(const float* HWY_RESTRICT a, size_t lda,
   const hn::ScalableTag<float> d;
   using G = MatMulGeometry<decltype(d)>;
   constexpr size_t kRows = G::kRows;  // the inlined kernels' rows: k is short here
+  const auto a_group = [&](size_t i) { return kTransA ? a + i : a + i * lda; };
   for (size_t col = 0; col < n; col += G::kGroupCols) {
-    const auto a_group = [&](size_t i) { return kTransA ? a + i : a + i * lda; };
     size_t i = 0;
     for (; i + kRows <= m; i += kRows) {
       MicroKernel<kRows, kTransA, kWhole, false, true>(d, a_group(i), lda, b + col, k, nullptr,

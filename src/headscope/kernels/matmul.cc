@@ -37,7 +37,6 @@ void MatMulPackedTransATarget(const float* a, size_t lda, const float* packed_b,
   MatMulPackedImpl<true>(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
 }
 
-
 bool MatMulRowMajorBTarget(bool trans_a, const float* a, size_t lda, const float* b, size_t ldb,
                            size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc) {
   if (!RowMajorBFits(n, k)) return false;
