@@ -56,6 +56,19 @@ void Product(const float* a, size_t lda, const float* b, size_t rs, size_t cs, s
   MatMulPacked(a, lda, pack, nullptr, m, n, k, alpha, c, ldc, threads);
 }
 
+// dW [out, in] = dy^T x over M rows (dy [M, out], x [M, in], both row-major): x read in place
+// where the kernel takes `in` (MatMulRowMajorB), else packed into `pack` (PackedFloats(in, M)).
+// The same chains, so the same bits, either way. In WebAssembly packing x, a transposing copy,
+// cost 5% of the small model's step.
+void WeightGradient(const float* dy, size_t out, const float* x, size_t in, size_t M, float* dw,
+                    float* pack, int threads) {
+  if (MatMulRowMajorB(/*trans_a=*/true, dy, out, x, in, out, in, M, 1.0f, dw, in, threads)) {
+    return;
+  }
+  PackB(x, in, M, 1, in, pack);  // B(j, i) = x[i, j]
+  MatMulPackedTransA(dy, out, pack, nullptr, out, in, M, 1.0f, dw, in, threads);
+}
+
 // out[j] = sum over rows of a[i, j], in row order, in float (a bias gradient: rows of M
 // values; the compiler vectorizes across j, which changes no order within a column).
 void ColumnSums(const float* a, size_t rows, size_t cols, size_t lda, float* out) {
@@ -246,8 +259,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   // of y = x W^T + b over M rows.
   const auto linear = [&](const float* x, const float* w, const float* dy, size_t in, size_t out,
                           float* dw, float* db, float* dx) {
-    PackB(x, in, M, 1, in, sv.pack.data());  // B(j, i) = x[i, j]
-    MatMulPackedTransA(dy, out, sv.pack.data(), nullptr, out, in, M, 1.0f, dw, in, threads);
+    WeightGradient(dy, out, x, in, M, dw, sv.pack.data(), threads);
     if (db != nullptr) ColumnSums(dy, M, out, out, db);
     if (dx != nullptr) {
       Product(dy, out, w, 1, in, M, in, out, 1.0f, dx, in, sv.pack.data(), threads);
@@ -288,10 +300,8 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
       }
       float* h = sv.dwide.data();  // h = act(h_pre), recomputed rather than kept
       Activated(c.act, sl.h_pre.data(), h, M * Mlp);
-      // fc_out: dW = dm^T h (h is packed, so dwide is free again), dh = dm Wfc_out.
-      PackB(h, Mlp, M, 1, Mlp, sv.pack.data());
-      MatMulPackedTransA(dx, D, sv.pack.data(), nullptr, D, Mlp, M, 1.0f,
-                         grad(b + "mlp.fc_out.weight"), Mlp, threads);
+      // fc_out: dW = dm^T h (after which dwide, h's room, is free again), dh = dm Wfc_out.
+      WeightGradient(dx, D, h, Mlp, M, grad(b + "mlp.fc_out.weight"), sv.pack.data(), threads);
       if (layer.fc_out_b >= 0) ColumnSums(dx, M, D, D, grad(b + "mlp.fc_out.bias"));
       float* dhid = sv.dwide.data();
       Product(dx, D, store_.data(layer.fc_out_w), 1, Mlp, M, Mlp, D, 1.0f, dhid, Mlp,

@@ -116,16 +116,19 @@ TEST(MatMulKernel, TransposedLeftOperandGivesTheSameBitsAsItsCopy) {
 }
 
 // The in-place kernel (B's rows read where they are) computes each element with the packed
-// product's chain: the same bits, for A as stored and transposed, over row tails, column groups
-// and k up to its limit; sizes it does not take are refused, not computed. B is allocated to its
-// last row's last column, so a read past it is the sanitizer build's failure.
+// product's chain: the same bits, for A as stored and transposed, over row tails, row blocks,
+// column groups, k from 0 past the outlined kernels' 128 and the transposed product's runs of
+// 256 (a weight gradient's k is B * T), with B's row stride wider than n; column counts it does
+// not take are refused, not computed. B is allocated to its last row's last column, so a read
+// past it is the sanitizer build's failure.
 TEST(MatMulKernel, RowMajorBGivesThePackedBits) {
   std::mt19937 rng(13);
   test::ForEachTarget([&](const char* target) {
     size_t computed = 0;
     for (size_t n : {8, 16, 32, 48}) {
-      for (size_t k : {0, 1, 5, 16, 33, 127}) {
-        for (size_t m : {1, 3, 4, 5, 7, 9, 17}) {
+      for (size_t k : {0, 1, 5, 16, 33, 127, 128, 200, 256, 257, 600}) {
+        for (size_t m : {1, 3, 4, 5, 7, 9, 17, 70}) {
+          if (k > 127 && m % 2 == 1 && m > 5) continue;  // fewer long products, same coverage
           for (bool trans_a : {false, true}) {
             const size_t ldb = n + 3, lda = trans_a ? m + 2 : k + 2, ldc = n + 1;
             // (At least one float: k = 0 must not make the pointers null, whose offsets are UB.)
@@ -157,12 +160,10 @@ TEST(MatMulKernel, RowMajorBGivesThePackedBits) {
       }
     }
     EXPECT_GT(computed, 0u) << target << ": the kernel took none of the sizes";
-    std::vector<float> x(256 * 16, 1.0f), y(16 * 16);
-    EXPECT_FALSE(
-        MatMulRowMajorB(false, x.data(), 128, x.data(), 16, 1, 16, 128, 1.0f, y.data(), 16))
-        << target << ": k = 128 is the packed kernels'";
+    std::vector<float> x(256 * 16, 1.0f), y(16 * 16, -7.0f);
     EXPECT_FALSE(MatMulRowMajorB(false, x.data(), 4, x.data(), 7, 1, 7, 4, 1.0f, y.data(), 7))
         << target << ": 7 columns are not whole column groups on any target";
+    EXPECT_EQ(y[0], -7.0f) << target << ": refused, yet wrote";
   });
 }
 

@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "headscope/kernels/matmul.h"
 #include "headscope/mha.h"
 #include "headscope/parallel.h"
 #include "test_util.h"
@@ -85,6 +86,34 @@ void ExpectSameBits(const AlignedBuffer& a, const AlignedBuffer& b, const char* 
   ASSERT_EQ(a.size(), b.size()) << what;
   if (a.size() == 0) return;
   EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(float)), 0) << what;
+}
+
+// The in-place product (MatMulRowMajorB: the weight gradients' dW = dY^T X) split over the
+// pool by row blocks and column runs gives the packed one-thread product's bits.
+TEST_F(ThreadsTest, RowMajorBIsBitIdenticalForAnyThreadCount) {
+  std::mt19937 rng(5);
+  const size_t m = 200, n = 48, k = 600, ldb = 50, ldc = 49;
+  for (bool trans_a : {false, true}) {
+    const size_t lda = trans_a ? m : k;
+    const std::vector<float> a = test::RandomVector(&rng, trans_a ? k * lda : m * lda);
+    const std::vector<float> b = test::RandomVector(&rng, (k - 1) * ldb + n);
+    std::vector<float> packed(PackedFloats(n, k)), want(m * ldc, -7.0f);
+    PackB(b.data(), n, k, 1, ldb, packed.data());
+    SetThreadCount(1);
+    if (trans_a) {
+      MatMulPackedTransA(a.data(), lda, packed.data(), nullptr, m, n, k, 1.0f, want.data(), ldc);
+    } else {
+      MatMulPacked(a.data(), lda, packed.data(), nullptr, m, n, k, 1.0f, want.data(), ldc);
+    }
+    for (int threads : {1, 2, 3}) {
+      SetThreadCount(threads);
+      std::vector<float> got(m * ldc, -7.0f);
+      ASSERT_TRUE(MatMulRowMajorB(trans_a, a.data(), lda, b.data(), ldb, m, n, k, 1.0f,
+                                  got.data(), ldc, threads));
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0)
+          << "trans_a=" << trans_a << " threads=" << threads;
+    }
+  }
 }
 
 TEST_F(ThreadsTest, ForwardIsBitIdenticalForAnyThreadCount) {

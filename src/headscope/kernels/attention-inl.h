@@ -423,11 +423,12 @@ HWY_INLINE void HeadBackwardImpl(const HeadBackwardArgs& a, float* HWY_RESTRICT 
                      1.0f, ds + r0 * T, T);
   }
   // The other three products' B is dZ, K or Q itself (rows of hd floats, stride ld): read in
-  // place where the row-major kernel takes it (RowMajorBFits: hd a whole number of column groups,
-  // T short), else packed (all T rows) once per product. The same chains either way
-  // (matmul-inl.h), so the same bits. `product` is rows [m] of C [., hd] = alpha A B over B's
-  // rows [p0, p0 + k) (A stored transposed with kTransA: P^T, dS^T).
-  const bool in_place = RowMajorBFits(hd, T);
+  // place where the row-major kernel takes it (RowMajorBTakes: hd a whole number of column
+  // groups) and T is below kOutlineMinK (where it was measured: the 1M model's T = 64 took
+  // 0.99x the packed time; longer heads were not), else packed (all T rows) once per product.
+  // The same chains either way (matmul-inl.h), so the same bits. `product` is rows [m] of
+  // C [., hd] = alpha A B over B's rows [p0, p0 + k) (A stored transposed with kTransA: P^T, dS^T).
+  const bool in_place = RowMajorBTakes(hd) && T < kOutlineMinK;
   const auto pack_rows = [&](const float* rows, size_t ld) {
     if (!in_place) PackB(rows, hd, T, 1, ld, pack);
   };

@@ -186,7 +186,7 @@ void Attention(const AttentionArgs& args, float* workspace);
 // (scale = 1 / sqrt(hd): scores = (Q / sqrt(hd)) K^T). The products are the packed matmul's
 // (matmul-inl.h), causal ones over the visible keys only: P and dS are 0 past the diagonal, so
 // what is skipped are zero terms at a chain's end (dQ) or start (dV, dK), which change no bits.
-// Where hd is whole column groups and T < 128 (RowMajorBFits), dV, dQ and dK read dZ, K and Q
+// Where hd is whole column groups and T < 128 (RowMajorBTakes), dV, dQ and dK read dZ, K and Q
 // in place (MatMulRowMajorBImpl) instead of packing them: the same chains, the same bits.
 struct HeadBackwardArgs {
   size_t len = 0;        // T

@@ -371,41 +371,93 @@ HWY_INLINE void MatMulRowBlock(const float* HWY_RESTRICT a, size_t lda,
                                                       i_end, n, k, alpha, c, ldc);
 }
 
-// Whether MatMulRowMajorBImpl takes a product of n columns and k steps: whole column groups only
-// (its micro-kernels load kGroupCols columns of every row of B, and past n they would read the
-// next row, or past the buffer), and k short enough for the inlined micro-kernels (kOutlineMinK)
-// and for B's rows to stay in L1 without a panel.
-HWY_INLINE bool RowMajorBFits(size_t n, size_t k) {
+// Whether MatMulRowMajorBImpl takes a product of n columns: whole column groups only (its
+// micro-kernels load kGroupCols columns of every row of B, and past n they would read the next
+// row, or past the buffer).
+HWY_INLINE bool RowMajorBTakes(size_t n) {
   using G = MatMulGeometry<hn::ScalableTag<float>>;
-  return n % G::kGroupCols == 0 && k < kOutlineMinK;
+  return n % G::kGroupCols == 0;
 }
 
-// C = alpha * A * B for B row-major (k, n), row p at b + p * ldb, without packing it: for the
-// small products whose B already has its rows in memory (the attention backward's K, Q and dZ,
-// T x hd), where PackB's copy cost as much as the product. Each element of C is MatMulPackedImpl's
-// chain for the same operands (MicroKernelBody, kRowMajorB): the same bits. Needs
-// RowMajorBFits(n, k). kTransA as in MatMulPackedImpl.
+// Rows [i0, i_end) of C for one run of k (kPart) of MatMulRowMajorBImpl: MatMulRowBlockImpl's
+// loop with B's column group at b + col (row stride ldb) in place of a panel's.
+template <bool kTransA, KPart kPart, bool kOutline>
+HWY_INLINE void RowMajorBRowBlock(const float* HWY_RESTRICT a, size_t lda,
+                                  const float* HWY_RESTRICT b, size_t ldb, size_t i0,
+                                  size_t i_end, size_t n, size_t k, float alpha,
+                                  float* HWY_RESTRICT c, size_t ldc) {
+  const hn::ScalableTag<float> d;
+  using G = MatMulGeometry<decltype(d)>;
+  constexpr size_t kRows = !kOutline ? G::kRows : kTransA ? kRowsOutlined : kRowsOutlinedRowMajor;
+  const auto a_group = [&](size_t i) { return kTransA ? a + i : a + i * lda; };
+  for (size_t col = 0; col < n; col += G::kGroupCols) {
+    size_t i = i0;
+    for (; i + kRows <= i_end; i += kRows) {
+      MicroKernel<kRows, kTransA, kPart, kOutline, true>(d, a_group(i), lda, b + col, k, nullptr,
+                                                         alpha, c + i * ldc + col, ldc,
+                                                         G::kGroupCols, ldb);
+    }
+    if (i < i_end) {
+      MicroKernelTail<kRows - 1, kTransA, kPart, kOutline, true>(
+          i_end - i, d, a_group(i), lda, b + col, k, nullptr, alpha, c + i * ldc + col, ldc,
+          G::kGroupCols, ldb);
+    }
+  }
+}
+
+template <bool kTransA, bool kOutline>
+HWY_INLINE void RowMajorBBlocks(const float* HWY_RESTRICT a, size_t lda,
+                                const float* HWY_RESTRICT b, size_t ldb, size_t m, size_t n,
+                                size_t k, float alpha, float* HWY_RESTRICT c, size_t ldc) {
+  // Runs of k where MatMulPackedImpl has them (A transposed, k > kKBlock). In WebAssembly only
+  // the outlined kernels see such a k (kKBlock > kOutlineMinK), so the inlined ones are compiled
+  // for whole products only (a smaller module).
+  constexpr bool kRuns = kTransA && (kOutline || !kWasmOutline);
+  for (size_t i0 = 0; i0 < m; i0 += kRowBlock) {
+    const size_t i_end = (m - i0 < kRowBlock) ? m : i0 + kRowBlock;
+    if constexpr (kRuns) {
+      if (k > kKBlock) {
+        // A's run p0.. is the rows p0.. of its stored transpose, B's the rows p0.. of B.
+        for (size_t p0 = 0; p0 < k; p0 += kKBlock) {
+          const size_t kk = (k - p0 < kKBlock) ? k - p0 : kKBlock;
+          const float* ap = a + p0 * lda;
+          const float* bp = b + p0 * ldb;
+          if (p0 == 0) {
+            RowMajorBRowBlock<kTransA, kFirst, kOutline>(ap, lda, bp, ldb, i0, i_end, n, kk,
+                                                         alpha, c, ldc);
+          } else if (p0 + kk < k) {
+            RowMajorBRowBlock<kTransA, kMiddle, kOutline>(ap, lda, bp, ldb, i0, i_end, n, kk,
+                                                          alpha, c, ldc);
+          } else {
+            RowMajorBRowBlock<kTransA, kLast, kOutline>(ap, lda, bp, ldb, i0, i_end, n, kk,
+                                                        alpha, c, ldc);
+          }
+        }
+        continue;
+      }
+    }
+    RowMajorBRowBlock<kTransA, kWhole, kOutline>(a, lda, b, ldb, i0, i_end, n, k, alpha, c, ldc);
+  }
+}
+
+// C = alpha * A * B for B row-major (k, n), row p at b + p * ldb, without packing it: for
+// operands already laid out so, where PackB's copy would cost about as much as the product (the
+// attention backward's K, Q and dZ, T x hd; the weight gradients' layer inputs, B*T x in).
+// Each element of C is MatMulPackedImpl's chain for the same operands (MicroKernelBody,
+// kRowMajorB) over the same runs of k: the same bits. (Outlined kernels for every run of a
+// product with k >= kOutlineMinK, where MatMulPackedImpl decides per run: the rows per kernel
+// differ, the chains do not.) Needs RowMajorBTakes(n). kTransA as in MatMulPackedImpl.
 template <bool kTransA = false>
 HWY_INLINE void MatMulRowMajorBImpl(const float* HWY_RESTRICT a, size_t lda,
                                     const float* HWY_RESTRICT b, size_t ldb, size_t m, size_t n,
                                     size_t k, float alpha, float* HWY_RESTRICT c, size_t ldc) {
-  const hn::ScalableTag<float> d;
-  using G = MatMulGeometry<decltype(d)>;
-  constexpr size_t kRows = G::kRows;  // the inlined kernels' rows: k is short here
-  const auto a_group = [&](size_t i) { return kTransA ? a + i : a + i * lda; };
-  for (size_t col = 0; col < n; col += G::kGroupCols) {
-    size_t i = 0;
-    for (; i + kRows <= m; i += kRows) {
-      MicroKernel<kRows, kTransA, kWhole, false, true>(d, a_group(i), lda, b + col, k, nullptr,
-                                                       alpha, c + i * ldc + col, ldc,
-                                                       G::kGroupCols, ldb);
-    }
-    if (i < m) {
-      MicroKernelTail<kRows - 1, kTransA, kWhole, false, true>(
-          m - i, d, a_group(i), lda, b + col, k, nullptr, alpha, c + i * ldc + col, ldc,
-          G::kGroupCols, ldb);
+  if constexpr (kWasmOutline) {
+    if (k >= kOutlineMinK) {
+      RowMajorBBlocks<kTransA, true>(a, lda, b, ldb, m, n, k, alpha, c, ldc);
+      return;
     }
   }
+  RowMajorBBlocks<kTransA, false>(a, lda, b, ldb, m, n, k, alpha, c, ldc);
 }
 
 // The packed copy of A (MatMulPackedPackA), WebAssembly's big row-major products (the

@@ -39,7 +39,7 @@ void MatMulPackedTransATarget(const float* a, size_t lda, const float* packed_b,
 
 bool MatMulRowMajorBTarget(bool trans_a, const float* a, size_t lda, const float* b, size_t ldb,
                            size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc) {
-  if (!RowMajorBFits(n, k)) return false;
+  if (!RowMajorBTakes(n)) return false;
   if (trans_a) {
     MatMulRowMajorBImpl<true>(a, lda, b, ldb, m, n, k, alpha, c, ldc);
   } else {
@@ -60,17 +60,15 @@ HEADSCOPE_EXPORT(MatMulPackedTransATarget);
 HEADSCOPE_EXPORT(MatMulRowMajorBTarget);
 
 namespace {
-// One product, on the pool when it is worth it. trans_a: A stored as (k, m), A(i, p) = a[p * lda
-// + i], so a block of rows starts at a + i0 instead of a + i0 * lda.
-void MatMulPackedAny(bool trans_a, const float* a, size_t lda, const float* packed_b,
-                     const float* bias, size_t m, size_t n, size_t k, float alpha, float* c,
-                     size_t ldc, int threads) {
-  const auto kernel = trans_a ? HEADSCOPE_DISPATCH(MatMulPackedTransATarget)
-                              : HEADSCOPE_DISPATCH(MatMulPackedTarget);
+// One product, on the pool when it is worth it: `kernel(i0, rows, j0, cols)` computes C's block
+// of rows [i0, i0 + rows) and columns [j0, j0 + cols) (a block of A's rows starts at a + i0 *
+// lda, or at a + i0 when A is stored transposed).
+template <class Kernel>
+void SplitProduct(size_t m, size_t n, size_t k, int threads, const Kernel& kernel) {
   if (ThreadCount() == 1 || threads < ThreadCount() ||
       static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) <
           kParallelMinMacs) {
-    kernel(a, lda, packed_b, bias, m, n, k, alpha, c, ldc);
+    kernel(0, m, 0, n);
     return;
   }
   // Tasks are blocks of kRowBlock rows x a run of whole panels: each is the same kernel on a
@@ -92,6 +90,16 @@ void MatMulPackedAny(bool trans_a, const float* a, size_t lda, const float* pack
     const size_t j0 = (task % col_runs) * panels_per_run * kPanel;
     const size_t rows = m - i0 < kRowBlockRows ? m - i0 : kRowBlockRows;
     const size_t cols = n - j0 < panels_per_run * kPanel ? n - j0 : panels_per_run * kPanel;
+    kernel(i0, rows, j0, cols);
+  });
+}
+
+void MatMulPackedAny(bool trans_a, const float* a, size_t lda, const float* packed_b,
+                     const float* bias, size_t m, size_t n, size_t k, float alpha, float* c,
+                     size_t ldc, int threads) {
+  const auto kernel = trans_a ? HEADSCOPE_DISPATCH(MatMulPackedTransATarget)
+                              : HEADSCOPE_DISPATCH(MatMulPackedTarget);
+  SplitProduct(m, n, k, threads, [&](size_t i0, size_t rows, size_t j0, size_t cols) {
     kernel(trans_a ? a + i0 : a + i0 * lda, lda, packed_b + j0 * k,
            bias != nullptr ? bias + j0 : nullptr, rows, cols, k, alpha, c + i0 * ldc + j0, ldc);
   });
@@ -110,9 +118,17 @@ void MatMulPackedTransA(const float* a, size_t lda, const float* packed_b, const
 }
 
 bool MatMulRowMajorB(bool trans_a, const float* a, size_t lda, const float* b, size_t ldb,
-                     size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc) {
-  return HEADSCOPE_DISPATCH(MatMulRowMajorBTarget)(trans_a, a, lda, b, ldb, m, n, k, alpha, c,
-                                                   ldc);
+                     size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc,
+                     int threads) {
+  const auto kernel = HEADSCOPE_DISPATCH(MatMulRowMajorBTarget);
+  // An empty product asks whether this target takes n. Then every block is taken too: its
+  // column count is a run of whole panels (whole column groups on every target) or ends at n.
+  if (!kernel(trans_a, a, lda, b, ldb, 0, n, k, alpha, c, ldc)) return false;
+  SplitProduct(m, n, k, threads, [&](size_t i0, size_t rows, size_t j0, size_t cols) {
+    kernel(trans_a, trans_a ? a + i0 : a + i0 * lda, lda, b + j0, ldb, rows, cols, k, alpha,
+           c + i0 * ldc + j0, ldc);
+  });
+  return true;
 }
 
 // Here, beside the kernel whose multiply-add it names: this file is compiled with the flags that

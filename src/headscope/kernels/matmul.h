@@ -39,13 +39,15 @@ void MatMulPackedTransA(const float* a, size_t lda, const float* packed_b, const
                         int threads = 1);
 
 // C = alpha * A * B with B row-major (k, n), row p at b + p * ldb, read in place instead of
-// packed: the attention backward's small products, whose B is already rows of hd floats (dZ, K
-// and Q). trans_a as in MatMulPackedTransA. Returns false, computing nothing,
-// where this target's kernel does not take the sizes (n not a whole number of its column groups,
-// or k >= 128): the caller packs B then. Each element of C is MatMulPacked's chain for the same A
-// and B (with B packed by PackB(b, n, k, 1, ldb)): the same bits.
+// packed: for operands whose B is already rows in memory (the attention backward's dZ, K and Q;
+// the weight gradients' layer inputs, dW = dY^T X). trans_a as in MatMulPackedTransA, threads as
+// in MatMulPacked. Returns false, computing nothing, where this target's kernel does not take n
+// (not a whole number of its column groups, of 16 floats at most): the caller packs B then. Each
+// element of C is MatMulPacked's chain for the same A and B (with B packed by
+// PackB(b, n, k, 1, ldb)), whatever k and the thread count: the same bits.
 bool MatMulRowMajorB(bool trans_a, const float* a, size_t lda, const float* b, size_t ldb,
-                     size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc);
+                     size_t m, size_t n, size_t k, float alpha, float* c, size_t ldc,
+                     int threads = 1);
 
 // Plain triple loop with the same contract (B unpacked, as given to PackB): the scalar reference
 // the kernel tests compare against.
