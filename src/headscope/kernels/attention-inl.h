@@ -351,19 +351,30 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
     QDotK(a, q_tile, packed_k, rows, keys, scores, S);
     for (size_t r = 0; r < rows; ++r) {
       float* row = scores + r * S;
-      MaskScores(a, n, h, i0 + r, row, keys);
+      // Under range_skip the keys a row cannot see are a suffix [visible, keys) (no extra keys,
+      // begin 0), blocked outright to -inf: the softmax runs over the visible prefix only and the
+      // suffix's weights are set after. The same bits: -inf changes no max, its exp is +0 and
+      // adds +0 to its lane's sum, each key keeps its lane, and a weight of 0 x (1 / sum) is 0.
+      // The mask's -inf writes are skipped too where nothing else needs them (no additive mask,
+      // no trace of the scores).
+      const size_t visible =
+          range_skip ? std::min(keys, VisibleKeys(s, a.modifiers, i0 + r).end) : keys;
+      if (!range_skip || a.modifiers.attn_mask != nullptr ||
+          a.modifiers.key_padding_mask != nullptr || a.out.scores != nullptr) {
+        MaskScores(a, n, h, i0 + r, row, keys);
+      }
       if (a.out.scores != nullptr) {
         float* trace_row = a.out.scores + ((n * s.heads + h) * L + i0 + r) * S;
         std::memcpy(trace_row, row, keys * sizeof(float));
         for (size_t j = keys; j < S; ++j) trace_row[j] = -std::numeric_limits<float>::infinity();
       }
-      fully_masked[r] = SoftmaxImpl(row, keys);
+      fully_masked[r] = SoftmaxImpl(row, visible);
+      // The invisible and the skipped keys' weights: 0, or NaN in a row the NaN policy made all
+      // NaN (a NaN query poisons every score of its row, the causally masked ones too: NaN +
+      // -inf is NaN). Skipped keys (past `keys`) only where the caller reads the weights.
+      const float fill = visible > 0 && row[0] != row[0] ? row[0] : 0.0f;
+      std::fill(row + visible, row + (weights != nullptr ? S : keys), fill);
       WriteRowSinks(a, n, h, i0 + r, row, keys);
-      // The skipped keys' weights: 0, or NaN in a row the NaN policy made all NaN (a NaN query
-      // poisons every score of its row, the causally masked ones too: NaN + -inf is NaN).
-      if (weights != nullptr && keys < S) {
-        std::fill(row + keys, row + S, row[0] != row[0] ? row[0] : 0.0f);
-      }
     }
     float* head_out = a.out.concat + n * s.q_batch_stride + i0 * s.q_row_stride + h * hd;
     WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked, head_out);
