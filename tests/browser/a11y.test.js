@@ -21,7 +21,15 @@ for (const colorScheme of ['light', 'dark']) {
       await page.keyboard.press('ArrowRight');
       await page.click('#panel-heads [data-line-token="query:1"]');
       await page.uncheck('#panel-heads [data-head-ablate="2"]');
-      await page.waitForSelector('#panel-heads .hs-ablation-map canvas');
+      // The suite's first page on a fresh machine: CI once waited 20 s here for the first
+      // ablation map (not reproduced warm, where it takes well under a second). Give it longer,
+      // and say what the page said if it never comes.
+      await page.waitForSelector('#panel-heads .hs-ablation-map canvas', { timeout: 60_000 })
+        .catch(async (e) => {
+          const said = await page.locator('#panel-heads .hs-error').allTextContents();
+          throw new Error(`${e.message}\nHeads view errors: ${JSON.stringify(said)}\n` +
+            `page errors: ${JSON.stringify(p.pageErrors)}`);
+        });
       v = await axe(page, '#panel-heads');
       assert.deepEqual(v, [], `Heads view, explained, pinned, ablated: ${report(v)}`);
       await page.check('#panel-heads [name="view"][value="average"]');
