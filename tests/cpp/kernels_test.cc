@@ -321,6 +321,45 @@ TEST(SoftmaxKernel, SubnormalWeightsAreKept) {
   });
 }
 
+TEST(SoftmaxKernel, AKeyOfWeightZeroChangesNoOtherWeight) {
+  // A row whose scores all lie within 87 of its max takes the exp without underflow handling
+  // (ExpNonPositive<kInRange>, softmax-inl.h); the same row with one more key at -inf or far
+  // below takes the general exp. The extra key's weight is 0 and adds +0 to its lane's sum, so
+  // every other weight must keep its bits: what causal rows, KV-cache steps and the small-head
+  // path rely on (a row's numbers do not depend on keys that get no weight). Spreads just inside
+  // and outside the in-range bound (min - max >= -87) included.
+  std::mt19937 rng(11);
+  test::ForEachTarget([&](const char* target) {
+    for (size_t n = 1; n <= 2 * kMaxLanes + 1; ++n) {
+      for (float spread : {8.0f, 86.99f, 87.0f, 87.01f, 120.0f}) {
+        for (float extra : {-kInf, -300.0f}) {
+          std::vector<float> row = test::RandomVector(&rng, n, 4.0f);
+          row[0] = 2.0f;  // the max, and the smallest score exactly `spread` below it
+          for (size_t j = 1; j < n; ++j) row[j] = std::min(row[j], 1.0f);
+          if (n > 1) row[n - 1] = 2.0f - spread;
+          const std::vector<float> scores = row;
+          std::vector<float> longer = row;
+          longer.push_back(extra);
+          ASSERT_FALSE(Softmax(row.data(), n));
+          ASSERT_FALSE(Softmax(longer.data(), n + 1));
+          EXPECT_EQ(longer[n], 0.0f) << target;
+          EXPECT_EQ(std::memcmp(row.data(), longer.data(), n * sizeof(float)), 0)
+              << target << " n=" << n << " spread=" << spread << " extra=" << extra;
+          // A tile of two rows (one exp over the whole tile), the second with its last key at
+          // `extra`: the tile takes the general exp, and its first row must keep the bits.
+          std::vector<float> tile = scores;
+          tile.insert(tile.end(), scores.begin(), scores.end());
+          tile[2 * n - 1] = extra;
+          std::vector<uint8_t> state(2, 99);
+          SoftmaxRows(tile.data(), 2, n, state.data());
+          EXPECT_EQ(std::memcmp(tile.data(), longer.data(), n * sizeof(float)), 0)
+              << target << " n=" << n << " spread=" << spread << " (tile)";
+        }
+      }
+    }
+  });
+}
+
 TEST(SoftmaxKernel, RowsOfATileMatchSoftmaxRowByRow) {
   std::mt19937 rng(5);
   test::ForEachTarget([&](const char* target) {
