@@ -346,7 +346,8 @@ TEST(SoftmaxKernel, AKeyOfWeightZeroChangesNoOtherWeight) {
           EXPECT_EQ(std::memcmp(row.data(), longer.data(), n * sizeof(float)), 0)
               << target << " n=" << n << " spread=" << spread << " extra=" << extra;
           // A tile of two rows (one exp over the whole tile), the second with its last key at
-          // `extra`: the tile takes the general exp, and its first row must keep the bits.
+          // `extra`: for n > 1 (or extra = -inf) the tile takes the general exp, and its first
+          // row must keep the bits.
           std::vector<float> tile = scores;
           tile.insert(tile.end(), scores.begin(), scores.end());
           tile[2 * n - 1] = extra;
