@@ -690,6 +690,16 @@ class TransformerHandle {
                 gate_grads ? Shape{c.n_layers, c.n_heads} : Shape{}, gate_grads_.size());
     return 0;
   }
+  // Tokens in slot 0, targets in slot 2: Backward's and TrainStep's checks of a batch, nothing
+  // computed.
+  int checkBatch() {
+    if (model_ == nullptr) return NotInitialized();
+    TokenView tokens;
+    const int32_t* targets = nullptr;
+    const int code = TrainingInputs(&tokens, &targets);
+    if (code != 0) return code;
+    return Report(model_->CheckBatch(tokens, targets));
+  }
   // kind: 0 AdamW, 1 SGD (JS maps the names; any other number is the core's error).
   int setOptimizer(int kind, double lr, double beta1, double beta2, double eps,
                    double weight_decay, double clip_grad_norm) {
@@ -833,6 +843,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("backward", &TransformerHandle::backward)
       .function("setOptimizer", &TransformerHandle::setOptimizer)
       .function("trainStep", &TransformerHandle::trainStep)
+      .function("checkBatch", &TransformerHandle::checkBatch)
       .function("lastLoss", &TransformerHandle::lastLoss)
       .function("lastGradNorm", &TransformerHandle::lastGradNorm)
       .function("lastClipped", &TransformerHandle::lastClipped)

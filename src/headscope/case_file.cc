@@ -460,7 +460,9 @@ Status CheckKeys(const Json& obj, const std::string& path,
       list += list.empty() ? a : std::string(", ") + a;
     }
     if (!known) {
-      return ParseError(MemberPath(path, it.key()), "unknown key (expected one of " + list + ")");
+      // An empty path: the document's own keys, whose paths are the bare key.
+      return ParseError(path.empty() ? KeyInPath(it.key()) : MemberPath(path, it.key()),
+                        "unknown key (expected one of " + list + ")");
     }
   }
   return Status::Ok();
@@ -655,6 +657,9 @@ Status ParseKindAndName(const Json& doc, CaseKind* kind, std::string* name_out) 
                                 "\"mha\"), got " + Describe(*k));
     }
   }
+  // Either kind has these keys; "meta" is free-form (any value, ignored).
+  HEADSCOPE_RETURN_IF_ERROR(CheckKeys(
+      doc, "", {"config", "expected", "inputs", "kind", "meta", "name", "state_dict"}));
   if (const Json* name = Member(doc, "name")) {
     if (!name->is_string()) return ParseError("name", "expected a string, got " + Describe(*name));
     *name_out = name->get<std::string>();

@@ -236,6 +236,11 @@ class Transformer {
   // SIMD target set. Gradient(name) reads them afterwards.
   Status Backward(const TokenView& tokens, const int32_t* targets, const BackwardOptions& options,
                   BackwardResult* result);
+  // The checks Backward and TrainStep make of their batch before any work (tokens (B, T) with
+  // 1 <= T <= max_len and ids in [0, vocab_size), targets present, -100 or ids, at least one
+  // counted), without computing anything: so that a caller holding many batches (the worker's
+  // train run) can refuse a bad one before the first step changes a weight.
+  Status CheckBatch(const TokenView& tokens, const int32_t* targets) const;
   // The last Backward's (or TrainStep's) gradient of a TransformerParams key, [shape of the key]:
   // kUnknownParameter for another key, kInvalidArgument before any Backward. The view reads
   // the model's buffer, overwritten by the next Backward.

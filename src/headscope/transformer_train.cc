@@ -161,17 +161,25 @@ Status Transformer::Backward(const TokenView& tokens, const int32_t* targets,
   return s;
 }
 
-Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets,
-                                 const BackwardOptions& options, BackwardResult* result) {
+Status Transformer::CheckBatch(const TokenView& tokens, const int32_t* targets) const {
   const TransformerConfig& c = config_;
-  const int64_t B = tokens.batch, T = tokens.length, V = c.vocab_size;
+  const int64_t B = tokens.batch, T = tokens.length;
   HEADSCOPE_RETURN_IF_ERROR(CheckTokens(tokens, Arg::kTokens, c.max_len, ArgName(Arg::kMaxLen)));
   if (targets == nullptr) {
     return ArgError(StatusCode::kShapeMismatch, Arg::kTargets,
                     "expected (B, T) = (" + Str(B) + ", " + Str(T) + ") targets, got none");
   }
+  // Loss's check, naming (b, t).
+  size_t counted = 0;
+  return CheckTargets(targets, B * T, T, c.vocab_size, &counted);
+}
+
+Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets,
+                                 const BackwardOptions& options, BackwardResult* result) {
+  const TransformerConfig& c = config_;
+  const int64_t B = tokens.batch, T = tokens.length, V = c.vocab_size;
+  HEADSCOPE_RETURN_IF_ERROR(CheckBatch(tokens, targets));
   HEADSCOPE_RETURN_IF_ERROR(CheckGates(options.head_gates));
-  // Targets first, before any work (Loss's check, naming (b, t)).
   size_t counted = 0;
   HEADSCOPE_RETURN_IF_ERROR(CheckTargets(targets, B * T, T, V, &counted));
   HEADSCOPE_RETURN_IF_ERROR(Prepare());

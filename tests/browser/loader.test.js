@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { openPage, screenshot } from './harness.js';
+import { init } from '../../web/lib/index.js';
 
 const root = '#panel-load';
 const seedPath = fileURLToPath(new URL('../golden/seed-worked-example.json', import.meta.url));
@@ -244,6 +245,49 @@ test('a file over the size limit is refused before it is read', async () => {
     assertClean(p);
   } finally {
     rmSync(dir, { recursive: true, force: true });
+    await p.close();
+  }
+});
+
+// Issue 28, item 3: 183 bytes that name a model of 2^24 x 8 embeddings froze the page for 7-8 s
+// and grew its memory to 1.78 GB. Refused at once now, and a transformer case large enough to
+// take time runs in the worker, as attention cases do.
+test('a tiny transformer case naming a huge model is refused at once; large ones run in the worker', async () => {
+  const p = await openPage('/demo/#load');
+  try {
+    const { page } = p;
+    const memory = () => page.evaluate(() => window.headscopeDemo.engine.memory());
+    const before = await memory();
+    const tiny = '{"kind":"transformer","config":{"vocab_size":16777216,"max_len":8,"d_model":8},' +
+      '"state_dict":{},"inputs":{"tokens":[1,2,3]}}';
+    const started = Date.now();
+    await page.setInputFiles(`${root} input[type="file"]`,
+      { name: 'tiny.json', mimeType: 'application/json', buffer: Buffer.from(tiny) });
+    await page.waitForFunction((sel) => document.querySelector(sel).textContent.length > 0, `${root} [role="alert"]`);
+    const took = Date.now() - started;
+    assert.ok(took < 2000, `refused after ${took} ms`);
+    assert.match(await page.textContent(`${root} [role="alert"]`),
+      /^Could not load tiny\.json: MISSING_PARAMETER: stateDict: missing tok_embed\.weight \[16777216, 8\], pos_embed\.weight \[8, 8\]/);
+    const after = await memory();
+    assert.equal(after.wasmBytes, before.wasmBytes, 'the page\'s WebAssembly memory did not grow');
+    assert.ok(after.heapInUse - before.heapInUse < 64 * 1024, `heap ${before.heapInUse} -> ${after.heapInUse}`);
+    assert.equal(page.workers().filter(isHeadscopeWorker).length, 0, 'no worker was needed to refuse it');
+
+    // 1 layer, d_model 64, 512 tokens: about 10^8 multiply-adds, past the worker threshold.
+    const hs = await init();
+    const model = hs.createTransformer({ vocabSize: 4, maxLen: 512, dModel: 64, nHeads: 2, positions: 'none', seed: 4 });
+    const stateDict = Object.fromEntries(Object.entries(model.stateDict()).map(([k, v]) =>
+      [k, v.toArray().map(function round(x) { return Array.isArray(x) ? x.map(round) : Math.round(x * 1e4) / 1e4; })]));
+    model.dispose();
+    const doc = { kind: 'transformer', name: 'long', config: { vocab_size: 4, max_len: 512, d_model: 64, n_heads: 2, positions: 'none' },
+      state_dict: stateDict, inputs: { tokens: Array.from({ length: 512 }, (_, i) => (i * 7) % 4) } };
+    await page.setInputFiles(`${root} input[type="file"]`,
+      { name: 'long.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(doc)) });
+    await page.waitForFunction((sel) => document.querySelectorAll(sel).length === 2, `${root} .hs-tcase-head`, { timeout: 30_000 });
+    assert.equal(page.workers().filter(isHeadscopeWorker).length, 1, 'it ran in the page\'s worker');
+    assert.match(await page.textContent(`${root} .hs-load-summary`), /^long: a transformer case, vocab 4, max_len 512, d_model 64/);
+    assertClean(p);
+  } finally {
     await p.close();
   }
 });

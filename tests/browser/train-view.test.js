@@ -3,6 +3,7 @@
 // the heads grid and the detectors show; pause, step and reset work; the URL holds the run.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import { openPage } from './harness.js';
 import { init } from '../../web/lib/index.js';
 import { makeTask } from '../../web/lib/tasks.js';
@@ -199,3 +200,111 @@ test('What does each head do?: one click trains 4 heads on the log line and pric
     await p.close();
   }
 });
+
+// Issue 28, item 2: a file that fails to load leaves the trained model as it was, and the
+// fast-check suite of hostile files below holds the same for any refusal.
+const bitsOf = () => window.headscopeDemo.train.stateDict().then((sd) =>
+  Object.fromEntries(Object.entries(sd).map(([k, v]) => [k, Array.from(new Uint32Array(v.data.buffer, v.data.byteOffset, v.data.length))])));
+
+test('a failed Load model keeps the trained model: weights, step, optimizer state and URL', { timeout: 300_000 }, async () => {
+  const p = await openPage('/demo/#train?steps=40');
+  try {
+    const { page } = p;
+    const counter = '#panel-train .hs-train-counter';
+    await page.waitForFunction((sel) => document.querySelector(sel)?.textContent.startsWith('step 40'), counter, { timeout: 60_000 });
+    const doc = await page.evaluate(() => window.headscopeDemo.train.exportModel());
+    const before = await page.evaluate(bitsOf);
+    const hash = await page.evaluate(() => location.hash);
+    // The exported file with one key removed, through the Load model control as a reader does.
+    const broken = structuredClone(doc);
+    delete broken.state_dict['unembed.bias'];
+    await page.setInputFiles('#panel-train input[name="load"]',
+      { name: 'broken.json', mimeType: 'application/json', buffer: Buffer.from(JSON.stringify(broken)) });
+    await page.waitForFunction(() => /stateDict: missing unembed\.bias/.test(document.querySelector('#panel-train .hs-train-message')?.textContent ?? ''),
+      null, { timeout: 30_000 });
+    assert.match(await page.textContent(counter), /^step 40/, 'the step count stays');
+    assert.equal(await page.evaluate(() => location.hash), hash, 'the URL stays');
+    assert.deepEqual(await page.evaluate(bitsOf), before, 'the weights stay, bit for bit');
+    assert.equal(await page.evaluate(() => window.headscopeDemo.train.getState().steps), 40);
+    // The optimizer state stayed too: five more steps give Node's run of 45, bit for bit.
+    await page.evaluate(() => window.headscopeDemo.train.step(5));
+    assert.match(await page.textContent(counter), /^step 45/);
+    const after = await page.evaluate(bitsOf);
+    const want = await nodeRun(45);
+    for (const k of Object.keys(want)) assert.deepEqual(after[k], want[k], `${k}: Node's run of 45 steps`);
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});
+
+// Edits of an exported file that no Train view may accept (each breaks the file or asks for a
+// model the view does not build): every one is refused within a bounded time, and the view's
+// model, step and URL are bit for bit what they were.
+function hostileEdit(doc) {
+  const keys = Object.keys(doc.state_dict);
+  const set = (path, value) => (d) => {
+    const parts = path.split('/');
+    let o = d;
+    for (const k of parts.slice(0, -1)) o = o[k];
+    o[parts.at(-1)] = value;
+  };
+  return fc.oneof(
+    fc.constantFrom(...keys).map((k) => ['delete state_dict key', k, (d) => { delete d.state_dict[k]; }]),
+    fc.constantFrom(...keys).map((k) => ['one element short', k, (d) => {
+      const v = d.state_dict[k];
+      if (Array.isArray(v[0])) v.pop(); else v.push(0);
+    }]),
+    fc.constantFrom(...keys).chain((k) => fc.constantFrom(null, 'x', [], [[[[[[1]]]]]], { data: 1 }, 1e39)
+      .map((v) => [`state_dict value ${JSON.stringify(v)}`, k, set(`state_dict/${k}`, v)])),
+    fc.constantFrom('vocab_size', 'max_len', 'd_model', 'n_layers', 'd_mlp').chain((key) =>
+      fc.constantFrom(0, -1, 1.5, 2 ** 24, 2 ** 24 + 1, 2 ** 31, 'x', true, [], 3, 5, 7, 1e300)
+        .filter((v) => v !== doc.config[key])
+        .map((v) => [`config.${key}`, v, set(`config/${key}`, v)])),
+    fc.constantFrom(3, 5, 7, 0, 2 ** 24, 1.5, 'x').map((v) => ['config.n_heads', v, set('config/n_heads', v)]),
+    fc.constantFrom(['act', 'relu'], ['causal', false], ['bias', false], ['norm', 'postnorm'], ['positions', 'rotary'], ['ln_eps', 0])
+      .map(([k, v]) => [`config.${k}`, v, set(`config/${k}`, v)]),
+    fc.constantFrom('weights', 'expect', '__proto__x').map((k) => ['top-level key', k, (d) => { d[k] = 1; }]),
+    fc.constantFrom('task=induction seed=1 steps=100000000000000000000', 'task=induction seed=99999999999 steps=1',
+      'task=nosuchtask seed=1 steps=1')
+      .map((v) => ['name', v, (d) => { d.name = d.name.replace(/task=\S+ seed=\d+ steps=\d+/, v); }]),
+    fc.constantFrom(2 ** 16, 2 ** 20).map((n) => ['tokens', n, (d) => { d.inputs.tokens = new Array(n).fill(1); }]),
+  );
+}
+
+test('fast-check: hostile model files are refused in bounded time and leave the trained model as it was',
+  { timeout: 600_000 }, async () => {
+    const p = await openPage('/demo/#train?steps=20');
+    try {
+      const { page } = p;
+      await page.waitForFunction(() => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 20'),
+        null, { timeout: 60_000 });
+      const doc = await page.evaluate(() => window.headscopeDemo.train.exportModel());
+      const before = await page.evaluate(bitsOf);
+      const hash = await page.evaluate(() => location.hash);
+      let worst = 0;
+      await fc.assert(fc.asyncProperty(hostileEdit(doc), async ([what, detail, edit]) => {
+        const d = structuredClone(doc);
+        edit(d);
+        const text = JSON.stringify(d);
+        const { refused, ms } = await page.evaluate(async (t) => {
+          const t0 = performance.now();
+          const r = await window.headscopeDemo.train.loadModel(t).then(() => null,
+            (e) => ({ name: e?.name, code: e?.code, message: String(e?.message) }));
+          return { refused: r, ms: performance.now() - t0 };
+        }, text);
+        worst = Math.max(worst, ms);
+        const label = `${what} ${JSON.stringify(detail)}`;
+        assert.ok(refused !== null, `${label}: accepted`);
+        assert.equal(refused.name, 'HeadscopeError', `${label}: ${refused.message}`);
+        assert.ok(ms < 10_000, `${label}: ${ms} ms`);
+        assert.equal(await page.evaluate(() => window.headscopeDemo.train.getState().steps), 20, label);
+        assert.equal(await page.evaluate(() => location.hash), hash, label);
+        assert.deepEqual(await page.evaluate(bitsOf), before, `${label}: the weights changed`);
+      }), { seed: Number(process.env.HEADSCOPE_PROPERTY_SEED ?? 20261207), numRuns: 40, endOnFailure: true });
+      console.log(`# slowest refusal ${worst.toFixed(0)} ms`);
+      assert.deepEqual(p.pageErrors, []);
+    } finally {
+      await p.close();
+    }
+  });

@@ -70,10 +70,10 @@ t = rep(compact(d), b'"query":[[1.0,0.0,1.0,2.0],[0.0,2.0,1.0,0.0]', b'"query":[
 good['underflow-and-long-numbers.json'] = t
 # Finite doubles beyond float32 become +-inf, as torch.tensor(..., dtype=torch.float32) does.
 good['float32-overflow-is-inf.json'] = rep(compact(d), b'"query":[[1.0,0.0,1.0,2.0]', b'"query":[[1e39,-3.5e38,1.7976931348623157e308,2]')
-# 64 levels of nesting are allowed (the root object is level 1); an unknown top-level member is
-# ignored by both parsers.
+# 64 levels of nesting are allowed (the root object is level 1); "meta" holds any value, which
+# both parsers ignore.
 d = seed()
-d['extra'] = json.loads('[' * 63 + ']' * 63)
+d['meta'] = json.loads('[' * 63 + ']' * 63)
 good['depth-64.json'] = compact(d)
 d = seed()
 d['config']['embed_dim'] = 4.0                               # an integral float is an integer
@@ -134,8 +134,12 @@ expect('deep-state-dict.json', deep, 'PARSE_ERROR', 'state_dict.in_proj_weight[0
 expect('deep-root.json', b'[' * 100_000 + b']' * 100_000, 'PARSE_ERROR', '$[0][0][0][0][0][0][0][0]...',
        message='nested deeper than 64 levels')
 d = seed()
-d['extra'] = json.loads('[' * 64 + ']' * 64)                 # 65 levels with the root
-expect('depth-65.json', compact(d), 'PARSE_ERROR', 'extra[0][0][0][0][0][0][0]...', message='nested deeper than 64 levels')
+d['meta'] = json.loads('[' * 64 + ']' * 64)                 # 65 levels with the root
+expect('depth-65.json', compact(d), 'PARSE_ERROR', 'meta[0][0][0][0][0][0][0]...', message='nested deeper than 64 levels')
+# Any other top-level key is refused: a misspelt "expected" would otherwise check nothing.
+d = seed()
+d['expect'] = d.pop('expected')
+expect('misspelt-expected.json', compact(d), 'PARSE_ERROR', 'expect', message='unknown key')
 long_key = 'k' * 100
 expect('deep-long-key.json', b'{"' + long_key.encode() + b'":' + b'{"a":' * 80 + b'1' + b'}' * 80 + b'}',
        'PARSE_ERROR', 'k' * 61 + '....a.a.a.a.a.a.a...', message='nested deeper than 64 levels')

@@ -703,9 +703,9 @@ TEST(ParseCaseLimits, DeepNestingIsRefusedAtTheDepthLimitWithoutRecursion) {
     s = ParseCase(objects, &c);
     EXPECT_EQ(s.message(), "a.a.a.a.a.a.a.a...: nested deeper than 64 levels") << s.ToString();
   }
-  // 64 levels are allowed: here in an ignored top-level member, so the seed still runs.
+  // 64 levels are allowed: here in "meta", which both parsers ignore, so the seed still runs.
   std::string text = Seed().dump();
-  text.insert(text.size() - 1, ",\"extra\":" + Nested(63));
+  text.insert(text.size() - 1, ",\"meta\":" + Nested(63));
   AttentionCase c;
   const Status s = ParseCase(text, &c);
   EXPECT_TRUE(s.ok()) << s.ToString();
@@ -724,8 +724,8 @@ TEST(ParseCaseLimits, DeepNestingIsRefusedAtTheDepthLimitWithoutRecursion) {
 #endif
 #if !defined(__EMSCRIPTEN__) && !defined(HEADSCOPE_UNDER_ASAN)
 TEST(ParseCaseLimits, TooManyArraysAndObjects) {
-  // kMaxJsonContainers empty arrays inside the root object and "extra": the next one is refused.
-  std::string text = "{\"extra\": [";
+  // kMaxJsonContainers empty arrays inside the root object and "meta": the next one is refused.
+  std::string text = "{\"meta\": [";
   text.reserve(text.size() + 3 * kMaxJsonContainers + 8);
   for (uint64_t i = 0; i + 3 < kMaxJsonContainers; ++i) text += "[],";
   text += "[]]}";
@@ -735,7 +735,7 @@ TEST(ParseCaseLimits, TooManyArraysAndObjects) {
   text.insert(text.size() - 2, ",[]");
   s = ParseCase(text, &c);
   EXPECT_EQ(s.code(), StatusCode::kParseError) << s.ToString();
-  EXPECT_EQ(s.message(), "extra[" + std::to_string(kMaxJsonContainers - 2) + "]: more than " +
+  EXPECT_EQ(s.message(), "meta[" + std::to_string(kMaxJsonContainers - 2) + "]: more than " +
                              std::to_string(kMaxJsonContainers) +
                              " arrays and objects in the document");
 }

@@ -115,18 +115,18 @@ test('nesting deeper than 64 levels is PARSE_ERROR at its path, even a million l
     assert.ok(performance.now() - t0 < 5000, `${depth} levels: ${performance.now() - t0} ms`);
   }
   const seed = JSON.parse(seedText);
-  seed.extra = JSON.parse(`${'['.repeat(63)}${']'.repeat(63)}`);
+  seed.meta = JSON.parse(`${'['.repeat(63)}${']'.repeat(63)}`);
   parseCase(JSON.stringify(seed));  // 64 levels with the root object: allowed
 });
 
 test('more than 2^24 arrays and objects is PARSE_ERROR before JSON.parse builds them', () => {
   assert.equal(MAX_JSON_CONTAINERS, 2 ** 24);
   const t0 = performance.now();
-  const text = `{"extra": [${'[],'.repeat(MAX_JSON_CONTAINERS - 2)}[]]}`;
+  const text = `{"meta": [${'[],'.repeat(MAX_JSON_CONTAINERS - 2)}[]]}`;
   expectError(() => parseCase(text), 'PARSE_ERROR',
-    `extra[${MAX_JSON_CONTAINERS - 2}]: more than ${MAX_JSON_CONTAINERS} arrays and objects in the document`);
+    `meta[${MAX_JSON_CONTAINERS - 2}]: more than ${MAX_JSON_CONTAINERS} arrays and objects in the document`);
   // One fewer is within the limit (and then not a case).
-  expectError(() => parseCase(`{"extra": [${'[],'.repeat(MAX_JSON_CONTAINERS - 3)}[]]}`), 'PARSE_ERROR',
+  expectError(() => parseCase(`{"meta": [${'[],'.repeat(MAX_JSON_CONTAINERS - 3)}[]]}`), 'PARSE_ERROR',
     'config: expected an object');
   assert.ok(performance.now() - t0 < 20000, `${performance.now() - t0} ms`);
 });

@@ -167,6 +167,8 @@ const MALFORMED = [
   ['d_model not divisible', (d) => { d.config.n_heads = 3; }, 'PARSE_ERROR', 'config.n_heads: d_model (4) must be divisible by n_heads (3)'],
   ['a camelCase key', (d) => { d.config.dModel = 4; }, 'PARSE_ERROR', 'config.dModel: unknown key'],
   ['a seed', (d) => { d.config.seed = 1; }, 'PARSE_ERROR', 'config.seed: unknown key'],
+  ['a misspelt top-level key', (d) => { d.expect = d.expected; delete d.expected; }, 'PARSE_ERROR', 'expect: unknown key (expected one of config, expected, inputs, kind, meta, name, state_dict)'],
+  ['an unknown top-level key', (d) => { d.weights = {}; }, 'PARSE_ERROR', 'weights: unknown key'],
   ['vocab_size 0', (d) => { d.config.vocab_size = 0; }, 'PARSE_ERROR', 'config.vocab_size: expected an integer in [1, 16777216], got number 0'],
   ['n_layers 300', (d) => { d.config.n_layers = 300; }, 'PARSE_ERROR', 'config.n_layers: expected an integer in [1, 256], got number 300'],
   ['d_mlp 1.5', (d) => { d.config.d_mlp = 1.5; }, 'PARSE_ERROR', 'config.d_mlp: expected an integer in [0, 16777216], got number 1.5'],
@@ -220,6 +222,66 @@ test('malformed transformer documents are refused naming the argument, and the e
     }
     stillWorks(what);
   }
+});
+
+test('a tiny case naming a huge model is refused before anything is allocated; the budget holds', () => {
+  // 183 bytes: vocab 2^24 x d_model 8 would be 268M floats of embeddings, seeded, then found
+  // missing (it froze the page for 7-8 s and grew its memory to 1.78 GB).
+  const tiny = '{"kind":"transformer","config":{"vocab_size":16777216,"max_len":8,"d_model":8},' +
+    '"state_dict":{},"inputs":{"tokens":[1,2,3]}}';
+  assert.ok(tiny.length <= 183);
+  const before = hs.memory();
+  const t0 = performance.now();
+  expectError(() => hs.runCase(tiny), 'MISSING_PARAMETER', 'stateDict: missing tok_embed.weight [16777216, 8], pos_embed.weight [8, 8]');
+  const ms = performance.now() - t0;
+  assert.ok(ms < 500, `refused in ${ms.toFixed(0)} ms`);
+  const after = hs.memory();
+  assert.equal(after.wasmBytes, before.wasmBytes, 'WebAssembly memory did not grow');
+  assert.ok(after.heapInUse - before.heapInUse < 64 * 1024, `heap ${before.heapInUse} -> ${after.heapInUse}`);
+  // Keys and shapes are checked against the config before any weight is copied, naming the key.
+  const wrong = copy(small);
+  wrong.state_dict['unembed.weight'] = wrong.state_dict['unembed.weight'].slice(1);
+  expectError(() => hs.runCase(wrong), 'SHAPE_MISMATCH', "stateDict['unembed.weight']: expected shape [7, 4], got [6, 4]");
+  // A case whose keys and shapes are right but whose run is beyond the budget: RESOURCE_EXHAUSTED
+  // with the estimate, and the engine untouched. d_model 4096, one layer, 1024 tokens: 67M weights.
+  const config = { vocabSize: 4, maxLen: 1024, dModel: 4096, positions: 'none' };
+  const shapes = hs.createTransformer({ ...config, seed: null });
+  const stateDict = Object.fromEntries(Object.entries(shapes.parameterShapes()).map(([k, shape]) =>
+    [k, { data: new Float32Array(shape.reduce((a, b) => a * b, 1)), shape }]));
+  shapes.dispose();
+  const big = { kind: 'transformer', config: { vocab_size: 4, max_len: 1024, d_model: 4096, positions: 'none' },
+    state_dict: stateDict, inputs: { tokens: new Array(1024).fill(1) } };
+  const heap = hs.memory().heapInUse;
+  const e = expectError(() => hs.runCase(big), 'RESOURCE_EXHAUSTED', 'case: this transformer case would need about 640.8 MiB',
+    'and 7.7e+10 multiply-adds, more than a case may ask for (1.0 GiB, 1.7e+10): config 67174404 weights, tokens [1024]');
+  assert.doesNotMatch(e.message, /\n/);
+  assert.ok(hs.memory().heapInUse - heap < 64 * 1024, 'refused before loading a weight');
+  stillWorks('over budget');
+});
+
+test('createTransformer({ seed: null }): no weights until loadStateDict; nothing allocated for them', () => {
+  const config = { vocabSize: 2 ** 20, maxLen: 8, dModel: 64 };
+  const heap = hs.memory().heapInUse;
+  const empty = hs.createTransformer({ ...config, seed: null });
+  try {
+    assert.equal(empty.config.seed, null);
+    assert.ok(hs.memory().heapInUse - heap < 1024 * 1024, `an unseeded model of 2^27 weights took ${hs.memory().heapInUse - heap} bytes`);
+    expectError(() => empty.forward([1, 2]), 'MISSING_PARAMETER', 'tok_embed.weight');
+    expectError(() => empty.stateDict(), 'MISSING_PARAMETER', 'tok_embed.weight');
+  } finally {
+    empty.dispose();
+  }
+  // Loaded, it computes what a model created with those weights computes.
+  const seeded = hs.createTransformer({ vocabSize: 7, maxLen: 8, dModel: 4, seed: 9 });
+  const loaded = hs.createTransformer({ vocabSize: 7, maxLen: 8, dModel: 4, seed: null });
+  try {
+    loaded.loadStateDict(seeded.stateDict());
+    assert.deepEqual(loaded.forward([1, 2, 3]).logits.data, seeded.forward([1, 2, 3]).logits.data);
+  } finally {
+    seeded.dispose();
+    loaded.dispose();
+  }
+  expectError(() => hs.createTransformer({ ...config, seed: 'none' }), 'INVALID_ARGUMENT', 'config.seed: expected a number');
 });
 
 test('checkCase parses the case as runCase does; parseCase takes the kind as the doc defines it', () => {

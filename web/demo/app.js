@@ -115,8 +115,10 @@ async function main() {
     heads: mountHeads(document.getElementById('panel-heads'), { hs, onStatus: setStatus, onChange: onChange('heads') }),
     train: null,
   };
-  // The page's views, for the browser console (and the tests): headscopeDemo.heads.getState() ...
+  // The page's views, for the browser console (and the tests): headscopeDemo.heads.getState() ...;
+  // headscopeDemo.engine is the page's engine (headscopeDemo.engine.memory(), say).
   window.headscopeDemo = views;
+  Object.defineProperty(views, 'engine', { value: hs, enumerable: false });
   mountLoader(document.getElementById('panel-load'), {
     hs,
     onStatus: setStatus,

@@ -9,7 +9,9 @@
 // anything: a new load cancels the running one, and a cancelled job's late results are dropped.
 import { HeadscopeError } from '../lib/index.js';
 import { endPageWorker, pageWorker, pageWorkerStarted } from '../views/common/page-worker.js';
-import { compareWithExpected, parseCase, transformerCaseHooks, transformerCaseResult } from '../lib/case.js';
+import {
+  checkTransformerCase, compareWithExpected, parseCase, transformerCaseHooks, transformerCaseResult,
+} from '../lib/case.js';
 import { seedWorkedExample } from '../lib/examples.js';
 import { callDims } from '../lib/shapes.js';
 import { stateFromCase } from '../views/walkthrough/model.js';
@@ -288,20 +290,40 @@ export function mountLoader(root, { hs, onStatus = () => {}, onCase = () => {} }
     }
   }
 
-  // A transformer case, on this thread (the worker runs attention cases only): runCase's steps
-  // in stages, asking for every layer's pattern besides the hooks the case expects.
+  // A transformer case: runCase's steps in stages, asking for every layer's pattern besides the
+  // hooks the case expects. The model starts without weights (the case's replace them all), its
+  // keys, shapes and cost are checked before any weight is copied (checkTransformerCase), and a
+  // case above the worker threshold runs in the Web Worker, where Cancel ends it.
   async function runTransformer(current, c) {
-    await enter(current, 'weights');
-    const model = hs.createTransformer(c.config);
+    // Checked here first, on a model without weights (nothing allocated for them): a case the
+    // engine would refuse never starts a worker.
+    const empty = hs.createTransformer({ ...c.config, seed: null });
+    let hooks;
+    let cost;
     try {
-      model.loadStateDict(c.stateDict);
-      const hooks = transformerCaseHooks(c, model.hookNames(), patternHooks(c.config.nLayers));
+      hooks = transformerCaseHooks(c, empty.hookNames(), patternHooks(c.config.nLayers));
+      cost = checkTransformerCase(c, empty.parameterShapes(), hooks);
+    } finally {
+      empty.dispose();
+    }
+    const onMain = cost.multiplyAdds < WORKER_THRESHOLD;
+    let engine = hs;
+    if (!onMain) {
+      current.usesWorker = true;
+      if (!pageWorkerStarted()) await enter(current, 'weights', ' (starting the worker)');
+      engine = await pageWorker();
+    }
+    await enter(current, 'weights');
+    const model = await engine.createTransformer({ ...c.config, seed: null });
+    try {
+      await model.loadStateDict(Object.fromEntries(c.stateDict));
       await enter(current, 'compute');
       const started = performance.now();
-      const out = model.forward(c.tokens, { hooks, headGates: c.headGates });
+      const out = await model.forward(c.tokens, { hooks, headGates: c.headGates });
       return { result: transformerCaseResult(c, out), ms: performance.now() - started };
     } finally {
-      model.dispose();
+      // After a cancel the worker, and this object with it, is gone already.
+      if (!current.usesWorker || current === job) await model.dispose();
     }
   }
 

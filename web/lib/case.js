@@ -19,6 +19,9 @@ const FLAGS = { need_weights: 'needWeights', average_attn_weights: 'averageAttnW
 
 // The document's "kind" (absent or null: "mha").
 const CASE_KINDS = ['mha', 'transformer'];
+// The top-level keys of either kind; any other is refused, naming it. "meta" is free-form (any
+// JSON value, ignored): where a writer keeps provenance or notes.
+const DOCUMENT_KEYS = ['config', 'expected', 'inputs', 'kind', 'meta', 'name', 'state_dict'];
 
 // "kind": "transformer": config keys (snake_case in the document) and createTransformer's names,
 // with the reference module's defaults (undefined: required), in the order they are checked (the
@@ -500,10 +503,12 @@ function byCodePoint(a, b) {
 }
 const sortedKeys = (value) => Object.keys(value).sort(byCodePoint);
 
+// `path` null: the document's own keys, whose paths are the bare key ("inputs.query"'s "inputs").
 function checkKeys(value, allowed, path) {
   for (const key of sortedKeys(value)) {
     if (!allowed.includes(key)) {
-      throw parseError(memberPath(path, key), `unknown key (expected one of ${allowed.join(', ')})`);
+      throw parseError(path === null ? keyInPath(key) : memberPath(path, key),
+        `unknown key (expected one of ${allowed.join(', ')})`);
     }
   }
 }
@@ -546,6 +551,7 @@ export function parseCase(caseDocument, { maxInputBytes = MAX_CASE_BYTES } = {})
     throw parseError('kind', `expected one of ${CASE_KINDS.map((k) => `"${k}"`).join(', ')} (absent or ` +
       `null: "mha"), got ${describe(doc.kind)}`);
   }
+  checkKeys(doc, DOCUMENT_KEYS, null);
   if (doc.name !== undefined && doc.name !== null && typeof doc.name !== 'string') {
     throw parseError('name', `expected a string, got ${describe(doc.name)}`);
   }
@@ -785,6 +791,87 @@ export function transformerCaseHooks(parsedCase, hookNames, extra = []) {
   }
   for (const name of extra) if (!names.includes(name)) names.push(name);
   return names;
+}
+
+/**
+ * The most a transformer case may ask of the engine: `bytes` of WebAssembly memory for its weights
+ * (twice: the loaded entries and their packed copies) and its forward pass (activations, logits and
+ * the hooks asked for, each also copied out to JavaScript), and `multiplyAdds` for that pass. A
+ * case is a test or an exchange of one small model's numbers, and the page runs it for a reader:
+ * beyond these it would take seconds of a browser tab's time and gigabytes of its memory, which a
+ * 183-byte file with a large vocab_size can ask for. runCase and the page refuse it
+ * (RESOURCE_EXHAUSTED) before creating anything.
+ */
+export const TRANSFORMER_CASE_BUDGET = Object.freeze({ bytes: 2 ** 30, multiplyAdds: 2 ** 34 });
+
+/**
+ * What a run of the parsed transformer case costs, estimated from its config, its tokens' shape
+ * and the hooks asked for: { parameters (floats), bytes, multiplyAdds } (see
+ * TRANSFORMER_CASE_BUDGET for what `bytes` counts). An upper estimate, not the engine's exact
+ * accounting.
+ */
+export function transformerCaseCost(parsedCase, hooks = []) {
+  const { vocabSize: V, maxLen, dModel: D, nLayers: L, nHeads: H, dMlp, positions, norm, bias } = parsedCase.config;
+  const shape = parsedCase.tokens.shape;
+  const B = shape.length === 2 ? shape[0] : 1;
+  const T = shape[shape.length - 1];
+  const M = B * T;
+  // The state_dict's floats (docs/case-format.md's table), as the engine will hold them.
+  const perLayer = 4 * D * D + (bias ? 4 * D : 0) + (norm === 'none' ? 0 : 2 * D) +
+    (dMlp > 0 ? 2 * D * dMlp + (bias ? dMlp + D : 0) + (norm === 'none' ? 0 : 2 * D) : 0);
+  const parameters = 2 * V * D + (bias ? V : 0) + (positions === 'learned' ? maxLen * D : 0) +
+    L * perLayer + (norm === 'pre' ? 2 * D : 0);
+  const hookFloats = (name) => {
+    if (name === 'logits') return M * V;
+    if (name.endsWith('.hook_attn_scores') || name.endsWith('.hook_pattern')) return B * H * T * T;
+    return M * D;
+  };
+  // The forward's working rows: the stream and its stages, q | k | v, the MLP's hidden rows, one
+  // 64-row tile of scores per head at a time, and the logits (kept and copied out).
+  const activations = M * (8 * D + 2 * dMlp) + 64 * T * H + 2 * M * V;
+  const hooked = hooks.reduce((sum, name) => sum + 2 * hookFloats(name), 0);
+  const bytes = 4 * (2 * parameters + activations + hooked);
+  const multiplyAdds = M * (L * (4 * D * D + 2 * D * dMlp) + V * D) + 2 * L * B * T * T * D;
+  return { parameters, bytes, multiplyAdds };
+}
+
+const formatBytes = (n) => (n >= 2 ** 30 ? `${(n / 2 ** 30).toFixed(1)} GiB` : `${(n / 2 ** 20).toFixed(1)} MiB`);
+
+/**
+ * Checks a parsed transformer case against the model its config makes, before any weight is
+ * copied or any pass runs: the state_dict has exactly the keys of `parameterShapes` (the model's
+ * parameterShapes()), each of that shape, and the run (with `hooks`) fits TRANSFORMER_CASE_BUDGET.
+ * Throws what loadStateDict would (UNKNOWN_PARAMETER, SHAPE_MISMATCH, MISSING_PARAMETER, naming
+ * stateDict['key'] as it does), or RESOURCE_EXHAUSTED with the estimate.
+ */
+export function checkTransformerCase(parsedCase, parameterShapes, hooks = []) {
+  const keys = Object.keys(parameterShapes);
+  for (const [key, t] of parsedCase.stateDict) {
+    const want = Object.hasOwn(parameterShapes, key) ? parameterShapes[key] : undefined;
+    if (want === undefined) {
+      throw new HeadscopeError('UNKNOWN_PARAMETER', `stateDict['${keyInPath(key)}']: not a state_dict ` +
+        `key of this config (its keys: ${keys.join(', ')})`, { argument: 'stateDict' });
+    }
+    if (t.shape.length !== want.length || t.shape.some((d, i) => d !== want[i])) {
+      throw new HeadscopeError('SHAPE_MISMATCH', `stateDict['${key}']: expected shape [${want.join(', ')}], ` +
+        `got [${t.shape.join(', ')}]`, { argument: 'stateDict' });
+    }
+  }
+  const missing = keys.filter((k) => !parsedCase.stateDict.has(k));
+  if (missing.length > 0) {
+    throw new HeadscopeError('MISSING_PARAMETER', `stateDict: missing ${missing.map((k) =>
+      `${k} [${parameterShapes[k].join(', ')}]`).join(', ')}`, { argument: 'stateDict' });
+  }
+  const cost = transformerCaseCost(parsedCase, hooks);
+  const { bytes, multiplyAdds } = TRANSFORMER_CASE_BUDGET;
+  if (cost.bytes > bytes || cost.multiplyAdds > multiplyAdds) {
+    throw new HeadscopeError('RESOURCE_EXHAUSTED', `case: this transformer case would need about ` +
+      `${formatBytes(cost.bytes)} of engine memory and ${cost.multiplyAdds.toExponential(1)} ` +
+      `multiply-adds, more than a case may ask for (${formatBytes(bytes)}, ` +
+      `${multiplyAdds.toExponential(1)}): config ${cost.parameters} weights, tokens ` +
+      `[${parsedCase.tokens.shape.join(', ')}], ${hooks.length} hooks`);
+  }
+  return cost;
 }
 
 /**

@@ -230,8 +230,12 @@ export interface TransformerConfig {
   bias?: boolean;
   /** = 1e-5 */
   lnEps?: number;
-  /** = 0: deterministic initial weights (PyTorch's default initialisation) from this seed. */
-  seed?: number;
+  /**
+   * = 0: deterministic initial weights (PyTorch's default initialisation) from this seed. null: no
+   * weights at all (nothing allocated for them) until loadStateDict; every other call refuses with
+   * MISSING_PARAMETER until then.
+   */
+  seed?: number | null;
 }
 
 /** Token ids: (T) or (B, T), nested arrays of integers or { data: Int32Array, shape }. */
@@ -325,6 +329,8 @@ export interface Transformer {
   setOptimizer(options: OptimizerOptions): void;
   /** backward, then one optimizer step. */
   trainStep(tokens: TokensInput, targets: TargetsInput): TrainStepResult;
+  /** Throws what backward / trainStep would for this batch (shapes, ids, targets); computes nothing. */
+  checkBatch(tokens: TokensInput, targets: TargetsInput): void;
   /** Steps the current optimizer has taken. */
   readonly optimizerSteps: number;
   /** The options setOptimizer last set, defaults filled in, or null before it. */

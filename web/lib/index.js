@@ -20,7 +20,8 @@ import {
   toFloatTensor, toMask, toTokens, typedArrayLength, typedArrayName, typedArraySet,
 } from './tensor.js';
 import {
-  parseCase, compareWithExpected, readCaseResult, transformerCaseHooks, transformerCaseResult,
+  checkTransformerCase, parseCase, compareWithExpected, readCaseResult, transformerCaseHooks,
+  transformerCaseResult,
 } from './case.js';
 
 export { HeadscopeError, Tensor };
@@ -664,7 +665,9 @@ class Headscope {
 
   /**
    * A small transformer (tools/tiny_transformer.py's module): config in camelCase, weights from
-   * `seed` (default 0; PyTorch's default initialisation, deterministic) until loadStateDict.
+   * `seed` (default 0; PyTorch's default initialisation, deterministic) until loadStateDict;
+   * `seed: null` gives no weights at all (nothing allocated for them; every call but
+   * loadStateDict refuses with MISSING_PARAMETER until a load fills them).
    */
   createTransformer(config) {
     Headscope.open(this, 'createTransformer');
@@ -681,10 +684,13 @@ class Headscope {
     Headscope.open(this, 'runCase');
     const c = readArgument('caseDocument', () => parseCase(caseDocument));
     if (c.kind === 'transformer') {
-      const model = this.createTransformer(c.config);
+      // No initial weights: the case's replace them all, and a seeded model would first allocate
+      // and fill every weight its config names, however large, before the checks below.
+      const model = this.createTransformer({ ...c.config, seed: null });
       try {
-        model.loadStateDict(c.stateDict);
         const hooks = transformerCaseHooks(c, model.hookNames());
+        checkTransformerCase(c, model.parameterShapes(), hooks);
+        model.loadStateDict(c.stateDict);
         return transformerCaseResult(c, model.forward(c.tokens, { hooks, headGates: c.headGates }));
       } finally {
         model.dispose();
@@ -1221,9 +1227,13 @@ function normalizeTransformerConfig(config) {
     }
   });
   const c = withDefaults(readOptions(config, TRANSFORMER_DEFAULTS, 'config'), TRANSFORMER_DEFAULTS);
-  for (const k of ['vocabSize', 'maxLen', 'dModel', 'nLayers', 'nHeads', 'dMlp', 'lnEps', 'seed']) {
+  for (const k of ['vocabSize', 'maxLen', 'dModel', 'nLayers', 'nHeads', 'dMlp', 'lnEps']) {
     checkNumber(c[k], `config.${k}`);
   }
+  // null: no initial weights (the model refuses to compute until loadStateDict fills it), for a
+  // caller about to load every weight: a seeded model of vocab 2^24 would first allocate and fill
+  // 2^24 x dModel floats that the load then replaces.
+  if (c.seed !== null) checkNumber(c.seed, 'config.seed');
   for (const [k, allowed] of Object.entries(TRANSFORMER_CHOICES)) {
     if (!allowed.includes(c[k])) {
       fail('INVALID_ARGUMENT', `config.${k}: expected one of ${allowed.map((a) => `'${a}'`).join(', ')}, ` +
@@ -1290,8 +1300,10 @@ class Transformer {
         TRANSFORMER_CHOICES.positions.indexOf(config.positions), config.causal,
         TRANSFORMER_CHOICES.act.indexOf(config.act), config.bias, config.lnEps));
       if (code !== 0) failWithStatus(callCore(() => handle.lastStatus()));
-      const seeded = callCore(() => handle.initFromSeed(config.seed));
-      if (seeded !== 0) failWithStatus(callCore(() => handle.lastStatus()));
+      if (config.seed !== null) {
+        const seeded = callCore(() => handle.initFromSeed(config.seed));
+        if (seeded !== 0) failWithStatus(callCore(() => handle.lastStatus()));
+      }
       parameters = callCore(() => handle.expectedParameters());
       hooks = callCore(() => handle.hookNames());
     } catch (e) {
@@ -1523,10 +1535,7 @@ class Transformer {
    */
   trainStep(tokens, targets) {
     Transformer.check(this, 'trainStep');
-    this._handle();
-    const { t, y } = trainingRows(tokens, targets);
-    const handle = this._handle();
-    this._write([t, null, y]);
+    const handle = this._writeBatch(tokens, targets);
     this._check(callCore(() => handle.trainStep()));
     const out = {
       loss: callCore(() => handle.lastLoss()),
@@ -1536,6 +1545,28 @@ class Transformer {
     };
     if (!out.stepped) out.refused = callCore(() => handle.lastRefused());
     return out;
+  }
+
+  /**
+   * Checks a batch as backward() and trainStep() would before computing anything (the tokens'
+   * shape and ids, the targets' shape and values, at least one counted), and throws the same
+   * HeadscopeError; computes nothing and changes nothing. For a caller holding many batches, to
+   * refuse a bad one before the first step changes a weight (initWorker's train() does).
+   */
+  checkBatch(tokens, targets) {
+    Transformer.check(this, 'checkBatch');
+    const handle = this._writeBatch(tokens, targets);
+    this._check(callCore(() => handle.checkBatch()));
+  }
+
+  // tokens and targets read once and written into the call block (slots 0 and 2); the handle,
+  // checked again after the caller's getters ran (one may have disposed this object).
+  _writeBatch(tokens, targets) {
+    this._handle();
+    const { t, y } = trainingRows(tokens, targets);
+    const handle = this._handle();
+    this._write([t, null, y]);
+    return handle;
   }
 
   /** Steps the current optimizer has taken (0 before setOptimizer). */

@@ -33,6 +33,19 @@
 // when there is no worker global scope (`self`).
 import { init, HeadscopeError, Tensor } from './index.js';
 import { makeTask } from './tasks.js';
+import { MAX_DIM, describe, toTokens } from './tensor.js';
+
+// What one request may make the worker walk, checked before anything reads it. A request crosses
+// as a structured clone, which keeps holes and shared references: a sparse array of length
+// 2^32 - 1, or one array referenced 2^24 times, costs a few bytes to send and billions of steps
+// to walk. So every request is measured first, in steps bounded by these numbers, and refused
+// (RESOURCE_EXHAUSTED) past them; tensors beyond them go as typed arrays ({ data, shape }), which
+// are counted as one value whatever their length.
+const MAX_REQUEST_ARGS = 8;            // the most arguments any request has is 5
+const MAX_REQUEST_VALUES = 2 ** 25;    // array elements and object entries, counted per visit
+const MAX_REQUEST_CONTAINERS = 2 ** 22; // arrays, objects and Maps, counted per visit
+// A training run's spec.batches: at most this many batches, each checked before the first step.
+export const MAX_TRAIN_BATCHES = 65536;
 
 // object id -> { kind, object }: kind is the class name, 'MultiheadAttention' or 'Transformer'.
 const objects = new Map();
@@ -116,10 +129,58 @@ function integerOption(value, name, min, max) {
 
 const TRAIN_SPEC = ['steps', 'batchSize', 'task', 'batches', 'startIndex', 'chunkMs'];
 
+// spec.batches, read once and checked whole before the run starts: a real array of 1 to
+// MAX_TRAIN_BATCHES entries (a hole, null or a non-object entry names its index), each batch's
+// tokens and targets snapshotted as int32 and checked by the model as trainStep would check them
+// (shapes, token ids, targets), so that a bad batch is refused before the first step changes a
+// weight rather than ending the run halfway.
+function readBatches(model, batches) {
+  const help = 'expected a non-empty array of { tokens, targets }';
+  if (!Array.isArray(batches)) {
+    throw new HeadscopeError('INVALID_ARGUMENT', `spec.batches: ${help}, got ${describe(batches)}`);
+  }
+  const n = batches.length;
+  if (n < 1 || n > MAX_TRAIN_BATCHES) {
+    throw new HeadscopeError('INVALID_ARGUMENT', `spec.batches: ${help} of at most ` +
+      `${MAX_TRAIN_BATCHES} batches (they are cycled), got an array of length ${n}`);
+  }
+  const out = new Array(n);
+  for (let i = 0; i < n; i++) {
+    const at = `spec.batches[${i}]`;
+    if (!Object.hasOwn(batches, i)) {
+      throw new HeadscopeError('INVALID_ARGUMENT', `${at}: a hole in the array; expected { tokens, targets }`);
+    }
+    const b = batches[i];
+    if (b === null || typeof b !== 'object' || Array.isArray(b)) {
+      throw new HeadscopeError('INVALID_ARGUMENT', `${at}: expected { tokens, targets }, got ${describe(b)}`);
+    }
+    for (const key of Object.keys(b)) {
+      if (key !== 'tokens' && key !== 'targets') {
+        throw new HeadscopeError('INVALID_ARGUMENT', `${at}.${key}: unknown key (expected tokens, targets)`);
+      }
+    }
+    try {
+      const tokens = toTokens(b.tokens, `${at}.tokens`);
+      const targets = toTokens(b.targets, `${at}.targets`);
+      const batch = { tokens: { data: tokens.data, shape: tokens.shape },
+        targets: { data: targets.data, shape: targets.shape } };
+      model.checkBatch(batch.tokens, batch.targets);
+      out[i] = batch;
+    } catch (e) {
+      // The model names tokens / targets; the run's caller needs to know which batch.
+      if (e instanceof HeadscopeError && !e.message.startsWith(at)) {
+        throw new HeadscopeError(e.code, `${at}: ${e.message}`);
+      }
+      throw e;
+    }
+  }
+  return out;
+}
+
 // spec: { steps, task: { name, ...options } and batchSize, or batches: [{ tokens, targets }]
 // (cycled), startIndex (the first batch index, default 0), chunkMs } -> a function of the batch
-// index and the run's settings. Read once, here.
-function readTrainSpec(spec) {
+// index and the run's settings. Read once, here, and checked against `model` before any step.
+function readTrainSpec(spec, model) {
   if (spec === null || typeof spec !== 'object' || Array.isArray(spec)) {
     throw new HeadscopeError('INVALID_ARGUMENT', `spec: expected an object like { steps: 100, ` +
       `task: { name: 'induction' }, batchSize: 16 }, got ${spec === null ? 'null' : typeof spec}`);
@@ -145,8 +206,17 @@ function readTrainSpec(spec) {
     const task = makeTask(name, options);
     const batchSize = integerOption(spec.batchSize, 'spec.batchSize', 1, 4096);
     batchAt = (i) => task.batch(batchSize, i);
-  } else if (Array.isArray(spec.batches) && spec.batches.length > 0) {
-    const batches = spec.batches.slice();
+    // Every batch of a task has the same shape and vocabulary: one checked stands for all (a
+    // task whose vocabulary or length the model cannot take is refused before any step).
+    const first = batchAt(startIndex);
+    try {
+      model.checkBatch(first.tokens, first.targets);
+    } catch (e) {
+      if (!(e instanceof HeadscopeError)) throw e;
+      throw new HeadscopeError(e.code, `spec.task: its batches do not fit this model: ${e.message}`);
+    }
+  } else if (spec.batches !== undefined) {
+    const batches = readBatches(model, spec.batches);
     batchAt = (i) => batches[i % batches.length];
   } else {
     throw new HeadscopeError('INVALID_ARGUMENT', 'spec: expected task: { name, ...options } with ' +
@@ -257,7 +327,7 @@ const OPS = {
   // A training run in chunks (the protocol above); the model needs an optimizer already.
   'Transformer.train'(hs, [id, spec], transfer, post) {
     const model = lookup(id, 'Transformer');
-    const settings = readTrainSpec(spec);
+    const settings = readTrainSpec(spec, model);
     if (model.optimizer === null) {
       throw new HeadscopeError('INVALID_ARGUMENT', 'train: no optimizer set (call setOptimizer first)');
     }
@@ -336,6 +406,53 @@ function errorOut(e) {
   return { code: 'INTERNAL', message: `headscope worker: ${e?.message ?? String(e)}` };
 }
 
+// Refuses a request whose arguments would make the worker walk more than MAX_REQUEST_VALUES
+// values (see there); the walk itself stops at that many steps, so it is bounded too.
+function checkRequestSize(args) {
+  if (args.length > MAX_REQUEST_ARGS) {
+    throw new HeadscopeError('INVALID_ARGUMENT', `headscope worker: expected at most ` +
+      `${MAX_REQUEST_ARGS} arguments, got an args array of length ${args.length}`);
+  }
+  let budget = MAX_REQUEST_VALUES;
+  let containers = MAX_REQUEST_CONTAINERS;
+  const pending = [args];
+  while (pending.length > 0) {
+    const v = pending.pop();
+    if (v === null || typeof v !== 'object' || ArrayBuffer.isView(v) || v instanceof ArrayBuffer) continue;
+    let values;
+    if (--containers < 0) {
+      throw new HeadscopeError('RESOURCE_EXHAUSTED', `headscope worker: the request holds more than ` +
+        `${MAX_REQUEST_CONTAINERS} arrays and objects (each time one is referenced counts); send ` +
+        'large tensors as typed arrays ({ data, shape })');
+    }
+    if (Array.isArray(v) && v.length > MAX_DIM) {
+      // Every array the API reads has its length checked first, against MAX_DIM at most
+      // (tensors; spec.batches and hooks against less), so this one is refused, in the calling
+      // thread's own words, before anything walks it.
+      continue;
+    } else if (Array.isArray(v)) {
+      budget -= v.length;
+      values = budget >= 0 ? v : null;
+    } else if (v instanceof Map) {
+      budget -= v.size;
+      values = budget >= 0 ? [...v.values()] : null;
+    } else {
+      const keys = Object.keys(v);
+      budget -= keys.length;
+      values = budget >= 0 ? keys.map((k) => v[k]) : null;
+    }
+    if (values === null) {
+      throw new HeadscopeError('RESOURCE_EXHAUSTED', `headscope worker: the request holds more than ` +
+        `${MAX_REQUEST_VALUES} values in arrays and objects (holes, and an array each time it is ` +
+        'referenced, count too); send large tensors as typed arrays ({ data, shape })');
+    }
+    for (let i = 0; i < values.length; i++) {
+      const x = values[i];  // (a hole reads as undefined: nothing to walk)
+      if (x !== null && typeof x === 'object') pending.push(x);
+    }
+  }
+}
+
 function serve(post, hsPromise) {
   // Every request waits for init(); reactions run in registration order, so replies (and the
   // effects of dispose before a later forward) keep the order of the requests.
@@ -346,10 +463,12 @@ function serve(post, hsPromise) {
       const transfer = [];
       let reply;
       try {
-        if (!Object.hasOwn(OPS, op)) {
-          throw new HeadscopeError('INVALID_ARGUMENT', `headscope worker: unknown request ${JSON.stringify(op)}`);
+        if (typeof op !== 'string' || !Object.hasOwn(OPS, op)) {
+          throw new HeadscopeError('INVALID_ARGUMENT', `headscope worker: unknown request ${describe(op)}`);
         }
-        reply = { id, ok: true, result: OPS[op](hs, Array.isArray(args) ? args : [], transfer, post) };
+        const list = Array.isArray(args) ? args : [];
+        checkRequestSize(list);
+        reply = { id, ok: true, result: OPS[op](hs, list, transfer, post) };
       } catch (e) {
         reply = { id, ok: false, error: errorOut(e) };
       }

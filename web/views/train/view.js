@@ -199,20 +199,39 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     return run;
   }
 
-  async function newModel() {
+  // A model for the settings `s`, with its task, held-out rows and probe, and its optimizer; the
+  // view's own model is not touched. `stateDict` given: the model is created without initial
+  // weights and takes these (all or nothing); any failure disposes it and rethrows.
+  async function buildModel(s, stateDict = null) {
     engine ??= await startWorker();
-    if (model) await model.dispose();
-    model = null;
-    task = makeTask(state.task, { seed: state.seed });
-    held = task.heldOut(EVAL_ROWS, 0);
-    probe = task.probe();
-    const setup = trainSetup(state, task);
-    model = await engine.createTransformer(setup.model);
-    await model.setOptimizer(setup.optimizer);
+    const nextTask = makeTask(s.task, { seed: s.seed });
+    const setup = trainSetup(s, nextTask);
+    const next = await engine.createTransformer(stateDict === null ? setup.model : { ...setup.model, seed: null });
+    try {
+      if (stateDict !== null) await next.loadStateDict(stateDict);
+      await next.setOptimizer(setup.optimizer);
+    } catch (e) {
+      await next.dispose();
+      throw e;
+    }
+    return { model: next, task: nextTask, held: nextTask.heldOut(EVAL_ROWS, 0), probe: nextTask.probe() };
+  }
+
+  // Makes a built model the view's (disposing the one before) at `steps`, and evaluates it.
+  async function adopt(built, steps) {
+    const old = model;
+    ({ model, task, held, probe } = built);
+    if (old) await old.dispose();
     gates = null;
     curve = [];
-    state = { ...state, steps: 0 };
+    state = { ...state, steps };
     await evaluate(NaN);
+  }
+
+  async function newModel() {
+    if (model) await model.dispose();
+    model = null;
+    await adopt(await buildModel(state), 0);
   }
 
   // Held-out loss and accuracy, the probe's patterns and the detectors, then the drawing.
@@ -516,7 +535,8 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
    * Loads a transformer case document as the view's model: its config must be one the view can
    * set up (else a HeadscopeError names the field), its name gives the task, seed and step when
    * it was exported here (else the current task and seed, step 0). Training goes on from there
-   * with a fresh optimizer.
+   * with a fresh optimizer. All or nothing: the new model is built and loaded beside the current
+   * one, which stays (weights, step, optimizer state, settings and URL) when anything fails.
    */
   function loadModel(caseDocument) {
     return serial(async () => {
@@ -524,8 +544,10 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
       if (parsed.kind !== 'transformer') throw new HeadscopeError('INVALID_ARGUMENT', 'loadModel: expected a "kind": "transformer" case');
       const cfg = parsed.config;
       const named = /task=([\w-]+) seed=(\d+) steps=(\d+)/.exec(parsed.name ?? '') ?? [];
+      // The name's step is checked as a link's is (a step of 10^20 would be a run that never ends).
       const patch = { layers: cfg.nLayers, heads: cfg.nHeads, dModel: cfg.dModel, mlp: cfg.dMlp > 0, norm: cfg.norm,
-        positions: cfg.positions, ...(named[1] ? { task: named[1], seed: Number(named[2]) } : {}) };
+        positions: cfg.positions, steps: named[3] ? Number(named[3]) : 0,
+        ...(named[1] ? { task: named[1], seed: Number(named[2]) } : {}) };
       if (cfg.dMlp !== 0 && cfg.dMlp !== 4 * cfg.dModel) throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.d_mlp: the Train view takes 0 or 4 d_model (${4 * cfg.dModel}), got ${cfg.dMlp}`);
       for (const [key, want] of [['causal', true], ['act', 'gelu'], ['bias', true]]) {
         if (cfg[key] !== want) throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.${key}: the Train view takes ${want}, got ${cfg[key]}`);
@@ -536,14 +558,15 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
         throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.vocab_size / max_len: ${cfg.vocabSize} / ${cfg.maxLen} ` +
           `do not fit the task ${next.task} (${nextTask.vocabSize} / ${nextTask.seqLen})`);
       }
+      const built = await buildModel(next, Object.fromEntries(parsed.stateDict));
+      if (destroyed) {
+        await built.model.dispose();
+        return;
+      }
       playing = false;
       generation++;
-      state = { ...next, steps: 0 };
-      await newModel();
-      await model.loadStateDict(Object.fromEntries(parsed.stateDict));
-      state = { ...state, steps: named[3] ? Number(named[3]) : 0 };
-      curve = [];
-      await evaluate(NaN);
+      state = { ...next };
+      await adopt(built, next.steps);
       message.textContent = `Loaded ${parsed.name ?? 'a model'}: training goes on from here (with a new optimizer).`;
       changed('input');
     });
