@@ -359,3 +359,86 @@ test('config getters that call back (create, forward, dispose, close another eng
   assert.equal(second.liveHandles(), 0);
   seedStillExact();
 });
+
+// Issue 28, item 15: a view that tracks a resizable ArrayBuffer's length, resized by the getter
+// of another argument after its own checks. Growing one used to overflow the call's arena (the
+// next clean call gave NaN); shrinking one gave a result from data the caller no longer had. Every
+// pair of (victim slot, attacker slot), in every reading order: shrinking or detaching is
+// INVALID_ARGUMENT naming the victim, growing gives the numbers of the elements checked; the seed
+// module and the heap are untouched.
+test('resizable buffers resized by another argument\'s getter: refused or the checked numbers, never the heap', () => {
+  const heapAtStart = hs.memory().heapInUse;
+  const victim = freshVictim();
+  const mask = { keyPaddingMask: { data: new Uint8Array(3), shape: [3] }, attnMask: { data: new Float32Array(9), shape: [3, 3] },
+    headGates: { data: new Float32Array([1, 1]), shape: [2] } };
+  const SLOTS_ = ['query', 'key', 'value', 'keyPaddingMask', 'attnMask', 'headGates'];
+  let runs = 0;
+  for (const target of SLOTS_) for (const attacker of SLOTS_) for (const action of ['shrink', 'grow', 'detach']) {
+    if (target === attacker) continue;
+    const base = target in mask ? mask[target] : X;
+    const Kind = base.data.constructor;
+    const buffer = new ArrayBuffer(base.data.byteLength, { maxByteLength: 1 << 16 });
+    const view = new Kind(buffer);  // length-tracking
+    view.set(base.data);
+    const hit = () => {
+      if (action === 'shrink') buffer.resize(Kind.BYTES_PER_ELEMENT);
+      else if (action === 'grow') { buffer.resize(1 << 16); new Kind(buffer).fill(Kind === Uint8Array ? 1 : 1e30, base.data.length); }
+      else structuredClone(buffer, { transfer: [buffer] });
+    };
+    const args = { query: X, key: X, value: X, ...mask };
+    args[target] = { data: view, shape: base.shape.slice() };
+    const a = args[attacker];
+    args[attacker] = { get data() { hit(); return a.data; }, shape: a.shape };
+    const { query, key, value, ...options } = args;
+    let result = null;
+    let error = null;
+    try {
+      result = victim.forward(query, key, value, options);
+    } catch (e) {
+      error = e;
+    }
+    const what = `${target} ${action} by ${attacker}`;
+    // The attacker may be read before the target (then the target is read resized: an ordinary
+    // shape error), or after (then it must be caught at the copy).
+    if (action === 'grow' && result !== null) {
+      const checked = { query: X, key: X, value: X, ...mask };
+      const { query: q, key: k, value: v, ...o } = checked;
+      assertMatchesReference(result, q, k, v, o);
+    } else {
+      assert.ok(error instanceof HeadscopeError, `${what}: ${error?.stack ?? 'a result'}`);
+      assert.ok(['INVALID_ARGUMENT', 'SHAPE_MISMATCH'].includes(error.code), `${what}: ${error.code} ${error.message}`);
+      assert.ok(error.message.includes(target === 'query' || target === 'key' || target === 'value' ? target : `options.${target}`),
+        `${what}: ${error.message}`);
+    }
+    assertMatchesReference(victim.forward(X, X, X), X, X, X);
+    seedStillExact();
+    runs++;
+  }
+  assert.equal(runs, 6 * 5 * 3);
+  victim.dispose();
+  assert.equal(hs.memory().heapInUse, heapAtStart, 'the heap returned to its level');
+});
+
+test('a state_dict entry resized by a later entry\'s getter: refused, and the module keeps its weights', () => {
+  const victim = freshVictim();
+  const before = victim.forward(X, X, X).output.data;
+  for (const action of ['shrink', 'grow']) {
+    const buffer = new ArrayBuffer(48 * 4, { maxByteLength: 1 << 16 });
+    const w = new Float32Array(buffer);
+    w.set(STATE.in_proj_weight.data);
+    const sd = {
+      in_proj_weight: { data: w, shape: [12, 4] },
+      in_proj_bias: STATE.in_proj_bias,
+      'out_proj.weight': { get data() { buffer.resize(action === 'shrink' ? 4 : 1 << 16); return STATE['out_proj.weight'].data; }, shape: [4, 4] },
+      'out_proj.bias': STATE['out_proj.bias'],
+    };
+    if (action === 'shrink') {
+      expectError(() => victim.loadStateDict(sd), 'INVALID_ARGUMENT', "stateDict['in_proj_weight']: its buffer was resized or detached");
+    } else {
+      victim.loadStateDict(sd);  // the 48 elements checked
+    }
+    assert.deepEqual(victim.forward(X, X, X).output.data, before, action);
+  }
+  victim.dispose();
+  seedStillExact();
+});

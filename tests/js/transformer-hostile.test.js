@@ -682,3 +682,47 @@ test('through the worker: getters that throw, dispose, re-enter or end the worke
   }
   witnessStillExact();
 });
+
+// Issue 28, item 15, for the transformer: tokens and targets in views of resizable
+// buffers, resized by another argument's getter after their own checks.
+test('resizable buffers resized by another argument\'s getter: refused naming the argument, or the checked numbers', () => {
+  const victim = freshVictim();
+  try {
+    victim.setOptimizer({ type: 'sgd', lr: 0 });  // a step that changes nothing: the weights stay comparable
+    const tokens = { data: Int32Array.from(TOKENS.flat()), shape: [2, 5] };
+    const targets = { data: Int32Array.from(TOKENS.flat().map((t) => (t + 1) % 11)), shape: [2, 5] };
+    const gates = { data: new Float32Array(4).fill(1), shape: [2, 2] };
+    const wantLoss = victim.backward(tokens, targets).loss;
+    for (const action of ['shrink', 'grow']) {
+      // (Head gates are snapshotted after every other argument: no caller code runs after them.)
+      for (const [target, base] of [['tokens', tokens], ['targets', targets]]) {
+        const buffer = new ArrayBuffer(base.data.byteLength, { maxByteLength: 1 << 16 });
+        const view = new base.data.constructor(buffer);
+        view.set(base.data);
+        const resized = { data: view, shape: base.shape };
+        const hit = () => buffer.resize(action === 'shrink' ? 4 : 1 << 16);
+        // The attacker: read after the target in every entry point's order.
+        const lateGates = { get data() { hit(); return gates.data; }, shape: gates.shape };
+        const lateTargets = { get data() { hit(); return targets.data; }, shape: targets.shape };
+        const calls = target === 'tokens'
+          ? [() => victim.forward(resized, { headGates: lateGates }).logits, () => victim.trainStep(resized, lateTargets).loss]
+          : [() => victim.backward(tokens, resized, { headGates: lateGates }).loss];
+        for (const call of calls) {
+          if (action === 'grow') {
+            const r = call();
+            if (typeof r === 'number') assert.equal(r, wantLoss, `${target} grown`);
+            else assertSameResultBits({ logits: r }, { logits: victim.forward(tokens).logits }, `${target} grown`);
+          } else {
+            expectError(call, 'INVALID_ARGUMENT', `${target}: its buffer was resized or detached`);
+          }
+          buffer.resize(base.data.byteLength);
+          view.set(base.data);
+        }
+      }
+    }
+    assertSameResultBits(victim.forward(TOKENS, { hooks: HOOKS }), WANT, 'the victim afterwards');
+  } finally {
+    victim.dispose();
+  }
+  witnessStillExact();
+});

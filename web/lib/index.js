@@ -16,7 +16,7 @@
 import createHeadscopeCore from './headscope_core.js';
 import { HeadscopeError } from './errors.js';
 import {
-  MAX_DIM, Tensor, checkSimdOption, checkTimeoutMs, describe, describeThrown, readArgument,
+  MAX_DIM, Tensor, checkIntact, checkSimdOption, checkTimeoutMs, describe, describeThrown, readArgument,
   toFloatTensor, toMask, toTokens, typedArrayLength, typedArrayName, typedArraySet,
 } from './tensor.js';
 import {
@@ -1113,6 +1113,10 @@ class MultiheadAttention {
       const t = slots[i];
       copies[i] = false;
       if (t === null) continue;
+      if (typedArrayLength(t.data) !== t.count) {
+        for (let k = 0; k < n; k++) slots[k] = null;
+        checkIntact(t);
+      }
       let j = 0;
       while (j < i && (slots[j] === null || slots[j].data !== t.data)) j++;
       if (j < i) {
@@ -1602,6 +1606,7 @@ class Transformer {
     let bytes = 0;
     const offsets = slots.map((t) => {
       if (t === null) return 0;
+      checkIntact(t);
       const at = bytes;
       bytes += Math.ceil((t.count * 4) / 16) * 16;
       return at;

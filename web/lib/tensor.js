@@ -30,6 +30,9 @@ const typedArraySubarray = uncurry(TypedArrayPrototype.subarray);
 /** TypedArray.prototype.set as it was when headscope loaded: target.set(source, offset). */
 export const typedArraySet = uncurry(TypedArrayPrototype.set);
 const arrayBufferByteLength = getterOf(ArrayBuffer.prototype, 'byteLength');
+// (Resizable ArrayBuffers: Node 20 and current browsers; undefined where the runtime has none.)
+const arrayBufferResizable = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, 'resizable') === undefined
+  ? undefined : getterOf(ArrayBuffer.prototype, 'resizable');
 const isArrayUnsafe = Array.isArray;
 const objectKeys = Object.keys;
 
@@ -241,16 +244,34 @@ function snapshotShape(shapeValue, name) {
   return [shape, count];
 }
 
-// The caller's typed array as it will be copied: its true length now, and, when its buffer is a
-// SharedArrayBuffer (which another thread could grow under a length-tracking view), a view of
-// exactly that length, so the copy can never be longer than what was checked and reserved.
+// The caller's typed array as it will be copied: its true length now, and, when its buffer can
+// change size (a SharedArrayBuffer, which another thread can grow, or a resizable ArrayBuffer,
+// which a getter of a later argument can grow or shrink in this very call), a view of exactly that
+// length: the copy can then never be longer than what was checked and reserved (a length-tracking
+// view grown by a later getter overflowed the arena and corrupted the heap), and a shrunk buffer
+// leaves the view out of bounds, which checkIntact() refuses at the copy.
 function fixedView(data, count) {
   const buffer = typedArrayBuffer(data);
+  let resizable;
   try {
     arrayBufferByteLength(buffer);   // throws for a SharedArrayBuffer
-    return data;
+    resizable = arrayBufferResizable !== undefined && arrayBufferResizable(buffer);
   } catch {
-    return typedArraySubarray(data, 0, count);
+    resizable = true;
+  }
+  return resizable ? typedArraySubarray(data, 0, count) : data;
+}
+
+/**
+ * Throws INVALID_ARGUMENT naming the argument when a snapshot's typed array no longer holds the
+ * elements it was checked with: caller code that ran after the check (a getter or a Proxy trap of
+ * a later argument) shrank, resized or detached its buffer. Called right before each copy into
+ * WebAssembly memory, after every caller value has been read, so what is copied is what was checked.
+ */
+export function checkIntact(t) {
+  if (typedArrayLength(t.data) !== t.count) {
+    fail('INVALID_ARGUMENT', `${t.name}: its buffer was resized or detached while the call read its ` +
+      'other arguments (by a getter or a Proxy trap); expected data that stays as it was given');
   }
 }
 
@@ -269,7 +290,7 @@ function tensorObject(value, name, kinds, help) {
     fail('SHAPE_MISMATCH', `${name}: data has ${length} elements but shape ` +
       `[${shape.join(', ')}] needs ${count}`);
   }
-  return { data: fixedView(data, count), shape, count, type: kind === 'Uint8Array' ? 'bool' : 'float' };
+  return { data: fixedView(data, count), shape, count, type: kind === 'Uint8Array' ? 'bool' : 'float', name };
 }
 
 /**
