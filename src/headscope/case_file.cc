@@ -67,30 +67,10 @@ std::string Describe(const Json& j) {
   return std::string(j.type_name()) + " " + text;
 }
 
-// A key as it appears in a JSON path: at most 64 code points (then "..."), control characters
-// written as \u00XX, so that a hostile key cannot make a message huge or break it over lines.
-// web/lib/case.js writes keys the same way.
-std::string KeyInPath(const std::string& key) {
-  constexpr size_t kMaxKeyCodePoints = 64;
-  const auto is_lead = [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; };
-  size_t total = 0;
-  for (char ch : key) total += is_lead(ch);
-  const size_t keep = total > kMaxKeyCodePoints ? kMaxKeyCodePoints - 3 : total;
-  std::string out;
-  size_t code_points = 0;
-  for (char ch : key) {
-    if (is_lead(ch) && ++code_points > keep) break;
-    const unsigned char b = static_cast<unsigned char>(ch);
-    if (b < 0x20 || b == 0x7F) {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\u%04x", b);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return total > kMaxKeyCodePoints ? out + "..." : out;
-}
+// A key as it appears in a JSON path: QuoteInput's (at most 64 code points, then "...", control
+// and bidirectional characters written as \uXXXX), so that a hostile key cannot make a message
+// huge or break it over lines. web/lib/case.js writes keys the same way.
+std::string KeyInPath(const std::string& key) { return QuoteInput(key); }
 
 std::string MemberPath(const std::string& parent, const std::string& key) {
   return parent + "." + KeyInPath(key);

@@ -431,7 +431,7 @@ Status CheckStateDict(const std::vector<TransformerParamSpec>& specs,
   for (size_t i = 0; i < specs.size(); ++i) index[specs[i].name] = i;
   values->assign(specs.size(), nullptr);
   for (const auto& [name, data] : state_dict) {
-    const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + name + "']";
+    const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + QuoteInput(name) + "']";
     const auto it = index.find(name);
     if (it == index.end()) {
       std::string keys;

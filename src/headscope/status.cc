@@ -1,5 +1,8 @@
 #include "headscope/status.h"
 
+#include <cstdint>
+#include <cstdio>
+
 namespace headscope {
 
 const char* StatusCodeName(StatusCode code) {
@@ -82,6 +85,38 @@ const char* ArgName(Arg arg) {
 const char* ArgPath(Arg arg) {
   const ArgNames& n = kArgNames[static_cast<int>(arg)];
   return g_naming == Naming::kJs ? n.js_path : n.torch;
+}
+
+std::string QuoteInput(std::string_view text) {
+  constexpr size_t kMaxCodePoints = 64;
+  const auto is_lead = [](char ch) { return (static_cast<unsigned char>(ch) & 0xC0) != 0x80; };
+  size_t total = 0;
+  for (char ch : text) total += is_lead(ch);
+  const size_t keep = total > kMaxCodePoints ? kMaxCodePoints - 3 : total;
+  std::string out;
+  size_t code_points = 0;
+  for (size_t i = 0; i < text.size();) {
+    if (is_lead(text[i]) && ++code_points > keep) break;
+    // One code point: its bytes (a stray continuation byte counts as one of its own).
+    const unsigned char b = static_cast<unsigned char>(text[i]);
+    size_t n = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 1;
+    if (i + n > text.size()) n = text.size() - i;
+    uint32_t cp = b;
+    if (n > 1) {
+      cp = b & (0xFF >> (n + 1));
+      for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    }
+    if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) ||
+        (cp >= 0x2066 && cp <= 0x2069)) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      out.append(text.data() + i, n);
+    }
+    i += n;
+  }
+  return total > kMaxCodePoints ? out + "..." : out;
 }
 
 std::string Status::ToString() const {

@@ -70,9 +70,15 @@ bool SplitAttnKey(std::string_view name, int64_t n_layers, size_t* layer, std::s
 }  // namespace
 
 Status UnknownKey(const TransformerConfig& c, const std::string& arg) {
+  // The first keys only for a deep model (256 layers have 3,000 and more): a message stays short.
+  constexpr size_t kListed = 24;
+  const std::vector<TransformerParamSpec> params = TransformerParams(c);
   std::string keys;
-  for (const TransformerParamSpec& p : TransformerParams(c)) {
-    keys += (keys.empty() ? "" : ", ") + p.name;
+  for (size_t i = 0; i < params.size() && i < kListed; ++i) {
+    keys += (keys.empty() ? "" : ", ") + params[i].name;
+  }
+  if (params.size() > kListed) {
+    keys += ", ... (" + std::to_string(params.size()) + " keys in all: parameterShapes() lists them)";
   }
   return Status(StatusCode::kUnknownParameter, Arg::kStateDict,
                 arg + ": unknown key for this config (expected keys: " + keys + ")");
@@ -344,7 +350,7 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
 }
 
 Status Transformer::SetParameter(std::string_view name, const TensorView& value) {
-  const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + std::string(name) + "']";
+  const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + QuoteInput(name) + "']";
   // "blocks.<l>.attn.<key>": the layer's MultiheadAttention, by torch's MHA key.
   size_t l = 0;
   std::string_view key;
@@ -353,7 +359,7 @@ Status Transformer::SetParameter(std::string_view name, const TensorView& value)
     if (s.ok()) return s;
     if (s.code() != StatusCode::kUnknownParameter) {
       // The layer names the entry by its own key: name it by the model's.
-      const std::string inner = "['" + std::string(key) + "']";
+      const std::string inner = "['" + QuoteInput(key) + "']";
       std::string m = s.message();
       const size_t at = m.find(inner);
       if (at != std::string::npos) m = arg + m.substr(at + inner.size());
@@ -367,7 +373,7 @@ Status Transformer::SetParameter(std::string_view name, const TensorView& value)
 }
 
 Status Transformer::GetParameter(std::string_view name, TensorView* out) const {
-  const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + std::string(name) + "']";
+  const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + QuoteInput(name) + "']";
   // The attention entries live in their layer's MhaWeights (with its q/k/v_proj_weight aliases),
   // the others in the model's store: the same two places SetParameter writes.
   const ParameterStore* store = &store_;

@@ -11,8 +11,8 @@
 
 namespace headscope {
 
-// `arg` + ": unknown key for this config (expected keys: <TransformerParams(c), in order>)",
-// kUnknownParameter naming the state_dict: the message of a key the model does not have.
+// `arg` + ": unknown key for this config (expected keys: <the first 24 of TransformerParams(c), in
+// order>)", kUnknownParameter naming the state_dict: the message of a key the model does not have.
 Status UnknownKey(const TransformerConfig& c, const std::string& arg);
 
 struct Transformer::Layer {

@@ -145,13 +145,13 @@ Status Transformer::Gradient(std::string_view name, TensorView* out) const {
     if (params_[i].name != name) continue;
     if (!have_grads_) {
       return Status(StatusCode::kInvalidArgument, Arg::kStateDict,
-                    "grads['" + std::string(name) + "']: no gradients yet (run backward first)");
+                    "grads['" + QuoteInput(name) + "']: no gradients yet (run backward first)");
     }
     const size_t n = static_cast<size_t>(params_[i].shape.NumElements());
     *out = TensorView(grads_[i].data(), params_[i].shape, n);
     return Status::Ok();
   }
-  return UnknownKey(config_, "grads['" + std::string(name) + "']");
+  return UnknownKey(config_, "grads['" + QuoteInput(name) + "']");
 }
 
 Status Transformer::Backward(const TokenView& tokens, const int32_t* targets,

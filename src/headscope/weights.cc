@@ -73,7 +73,7 @@ MhaWeights::MhaWeights(const MhaConfig& config) : config_(config) {
 }
 
 Status MhaWeights::Set(std::string_view name, const TensorView& value) {
-  const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + std::string(name) + "']";
+  const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + QuoteInput(name) + "']";
   const int i = store_.Find(name);
   if (i < 0) {
     const std::vector<ParamSpec> aliases = AliasParams(config_);

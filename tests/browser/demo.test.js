@@ -398,3 +398,26 @@ test('phone width and dark scheme: the page fits and renders', async () => {
     await p.close();
   }
 });
+
+// Issue 28, item 13: a link naming Object.prototype's members is an unknown parameter, not "given
+// twice"; the status line's complaint about a bad link goes once a later link applies cleanly.
+test('a bad link\'s error names the parameter, and a later good link clears it from the status line', async () => {
+  const p = await openPage('/demo/#heads?constructor=1');
+  try {
+    const { page } = p;
+    const status = () => page.textContent('.hs-status');
+    await page.waitForFunction(() => /could not be applied/.test(document.querySelector('.hs-status').textContent));
+    assert.match(await status(), /^This link's settings could not be applied: URL parameter constructor: unknown \(the Heads view's are /);
+    await page.evaluate(() => { location.hash = '#heads?heads=2'; });
+    await page.waitForFunction(() => !/could not be applied/.test(document.querySelector('.hs-status').textContent));
+    assert.equal(await page.evaluate(() => window.headscopeDemo.heads.getState().heads), 2);
+    // And a bad Train link followed by a good one (its settings apply asynchronously).
+    await page.evaluate(() => { location.hash = '#train?__proto__=1'; });
+    await page.waitForFunction(() => /URL parameter __proto__: unknown/.test(document.querySelector('.hs-status').textContent));
+    await page.evaluate(() => { location.hash = '#train?steps=2'; });
+    await page.waitForFunction(() => !/could not be applied/.test(document.querySelector('.hs-status').textContent), null, { timeout: 60_000 });
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});

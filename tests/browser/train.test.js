@@ -107,3 +107,56 @@ function assertSameTraining(inNode, others) {
     }
   }
 }
+
+// Issue 28, item 1, in Chromium: a train request of a few bytes that claims four billion batches
+// is refused at once by the page's Worker, which meanwhile answers everything queued behind it;
+// a raw message with a sparse args array is refused too, and a bad batch takes no step.
+test('the Worker in the page refuses sparse and bad batches at once and keeps answering', async () => {
+  const { page, pageErrors, close } = await openPage('/widgets/example.html', { waitForReady: false });
+  try {
+    const r = await page.evaluate(async (lib) => {
+      const { initWorker } = await import(`${lib}/worker-client.js`);
+      const remote = await initWorker();
+      const model = await remote.createTransformer({ vocabSize: 8, maxLen: 8, dModel: 8, seed: 2 });
+      await model.setOptimizer({ type: 'adamw', lr: 1e-2 });
+      const before = Array.from((await model.stateDict())['unembed.weight'].data);
+      const sparse = [];
+      sparse.length = 2 ** 32 - 1;
+      const t0 = performance.now();
+      const refused = model.train({ steps: 3, batches: sparse }).then(() => 'accepted', (e) => `${e.code}: ${e.message}`);
+      const forward = model.forward([[1, 2, 3]]).then((f) => f.logits.shape.join(','));
+      const memory = remote.memory().then((m) => m.heapInUse > 0);
+      const out = { refused: await refused, forward: await forward, memory: await memory, ms: performance.now() - t0 };
+      // Raw: no client checks at all.
+      const raw = await new Promise((resolve) => {
+        const onMessage = (e) => {
+          if (e.data?.id !== 424242) return;
+          remote.worker.removeEventListener('message', onMessage);
+          resolve(e.data.ok ? 'ok' : `${e.data.error.code}: ${e.data.error.message}`);
+        };
+        remote.worker.addEventListener('message', onMessage);
+        const args = [];
+        args.length = 2 ** 32 - 1;
+        remote.worker.postMessage({ id: 424242, op: 'Transformer.forward', args });
+      });
+      out.raw = raw;
+      out.bad = await model.train({ steps: 3, batches: [{ tokens: [[1, 2]], targets: [[2, 3]] }, null] })
+        .then(() => 'accepted', (e) => `${e.code}: ${e.message}`);
+      out.unchanged = JSON.stringify(Array.from((await model.stateDict())['unembed.weight'].data)) === JSON.stringify(before);
+      await model.dispose();
+      await remote.terminate();
+      return out;
+    }, new URL('/lib', page.url()).href);
+    assert.equal(r.refused, 'INVALID_ARGUMENT: spec.batches: expected a non-empty array of { tokens, targets } of at most ' +
+      '65536 batches (they are cycled), got an array of length 4294967295');
+    assert.equal(r.forward, '1,3,8');
+    assert.equal(r.memory, true);
+    assert.ok(r.ms < 3000, `answered in ${r.ms} ms`);
+    assert.equal(r.raw, 'INVALID_ARGUMENT: headscope worker: expected at most 8 arguments, got an args array of length 4294967295');
+    assert.equal(r.bad, 'INVALID_ARGUMENT: spec.batches[1]: expected { tokens, targets }, got null');
+    assert.equal(r.unchanged, true, 'no refused run took a step');
+    assert.deepEqual(pageErrors, []);
+  } finally {
+    await close();
+  }
+});

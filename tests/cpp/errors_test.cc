@@ -710,6 +710,31 @@ TEST_F(ErrorsTest, StateDictUnknownKey) {
   ExpectStillWorks(mha.get());
 }
 
+// A caller's key is quoted bounded and escaped (QuoteInput): a megabyte of name, control
+// characters and bidirectional controls never reach a message raw.
+TEST_F(ErrorsTest, StateDictKeysAreQuotedBoundedAndEscaped) {
+  EXPECT_EQ(QuoteInput("in_proj_weight"), "in_proj_weight");
+  EXPECT_EQ(QuoteInput(std::string("a\0b\x1b[2J\x07" "c\nok d\xE2\x80\xAE" "e\xC2\x85" "f", 21)),
+            "a\\u0000b\\u001b[2J\\u0007c\\u000aok d\\u202ee\\u0085f");
+  EXPECT_EQ(QuoteInput(std::string(64, 'y')), std::string(64, 'y'));
+  EXPECT_EQ(QuoteInput(std::string(65, 'y')), std::string(61, 'y') + "...");
+  std::string smileys;
+  for (int i = 0; i < 70; ++i) smileys += "\xF0\x9F\x98\x80";
+  EXPECT_EQ(QuoteInput(smileys), smileys.substr(0, 61 * 4) + "...") << "code points, not bytes";
+
+  auto mha = NewModule(BaseConfig());
+  const std::vector<float> w(16, 0.5f);
+  const std::string huge = std::string(1 << 20, 'x') + "\n\x1b[2J";
+  const Status s = mha->SetParameter(huge, {w.data(), {4, 4}, 16});
+  EXPECT_EQ(s.code(), StatusCode::kUnknownParameter) << s.ToString();
+  EXPECT_LT(s.message().size(), 400u);
+  EXPECT_MSG_HAS(s, "['" + std::string(61, 'x') + "...']");
+  const Status c = mha->SetParameter(std::string("in\nproj\x1b", 8), {w.data(), {4, 4}, 16});
+  EXPECT_MSG_HAS(c, "['in\\u000aproj\\u001b']");
+  EXPECT_EQ(c.message().find('\n'), std::string::npos);
+  ExpectStillWorks(mha.get());
+}
+
 TEST_F(ErrorsTest, StateDictKeyThisConfigDoesNotHave) {
   const std::vector<float> w(64, 0.5f);
   {

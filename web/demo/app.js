@@ -15,7 +15,15 @@ import { applyTrainState, decodeTrainState, defaultTrainState, encodeTrainState 
 import { mountLoader } from './loader.js';
 
 const status = document.querySelector('.hs-status');
-const setStatus = (text) => { status.textContent = text; };
+// linkError: the status line shows why a link could not be applied; the next link that applies
+// cleanly clears it (it would otherwise describe a link no longer shown).
+let linkError = false;
+const setStatus = (text, { isLinkError = false } = {}) => {
+  status.textContent = text;
+  linkError = isLinkError;
+};
+const linkFailed = (e) => setStatus(`This link's settings could not be applied: ${e.message}`, { isLinkError: true });
+const linkApplied = () => { if (linkError) setStatus(''); };
 const VIEWS = ['walkthrough', 'heads', 'train', 'load'];
 
 function setupTabs(onSelect) {
@@ -91,10 +99,12 @@ async function main() {
         if (view === 'walkthrough') views.walkthrough.setState(decodeWalkthroughState(query));
         if (view === 'train') {
           const wanted = applyTrainState(decodeTrainState(query), defaultTrainState(), 'URL');
-          trainView().setState(wanted).catch((e) => setStatus(`This link's settings could not be applied: ${e.message}`));
+          trainView().setState(wanted).then(linkApplied, linkFailed);
+        } else {
+          linkApplied();
         }
       } catch (e) {
-        setStatus(`This link's settings could not be applied: ${e.message}`);
+        linkFailed(e);
       }
     }
     selectTab(view);

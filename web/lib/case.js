@@ -5,7 +5,7 @@
 // PARSE_ERROR and name the JSON path ("inputs.query[1][2]: expected a number ...").
 import { HeadscopeError } from './errors.js';
 import { callDims, weightsShape } from './shapes.js';
-import { MAX_DIM, describe, toFloatTensor, toMask, toTokens, typedArrayName } from './tensor.js';
+import { MAX_DIM, describe, quoteInput, toFloatTensor, toMask, toTokens, typedArrayName } from './tensor.js';
 
 const CONFIG_KEYS = {
   embed_dim: 'embedDim', num_heads: 'numHeads', bias: 'bias', add_bias_kv: 'addBiasKV',
@@ -67,16 +67,8 @@ function parseError(path, what) {
 
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
-/** A key in a JSON path: at most 64 code points (then "..."), control characters as \u00XX. */
-function keyInPath(key) {
-  const points = Array.from(key);
-  const kept = points.length > 64 ? points.slice(0, 61) : points;
-  const text = kept.map((c) => {
-    const code = c.codePointAt(0);
-    return code < 0x20 || code === 0x7f ? `\\u${code.toString(16).padStart(4, '0')}` : c;
-  }).join('');
-  return points.length > 64 ? `${text}...` : text;
-}
+/** A key in a JSON path: quoteInput's (at most 64 code points, then "...", controls as \\uXXXX). */
+const keyInPath = quoteInput;
 
 const memberPath = (parent, key) => `${parent}.${keyInPath(key)}`;
 

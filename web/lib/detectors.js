@@ -22,6 +22,7 @@
 // before both sums. A sequence whose (remaining) attention sums to 0 has no score (NaN). Scores are
 // summed in float64 in a fixed order: the same numbers in every engine.
 import { HeadscopeError } from './errors.js';
+import { quoteInput } from './tensor.js';
 
 /** The detector names, in the order results list them. */
 export const DETECTORS = Object.freeze(['previous-token', 'first-token', 'same-token', 'induction']);
@@ -81,7 +82,7 @@ function readOptions(options) {
   const known = ['detectors', 'excludeBos', 'excludeCurrentToken'];
   const out = {};
   for (const key of Object.keys(options)) {
-    if (!known.includes(key)) fail('INVALID_ARGUMENT', `options.${key}: unknown option (expected one of ${known.join(', ')})`);
+    if (!known.includes(key)) fail('INVALID_ARGUMENT', `options.${quoteInput(key)}: unknown option (expected one of ${known.join(', ')})`);
     out[key] = options[key];
   }
   const detectors = out.detectors === undefined ? DETECTORS : out.detectors;

@@ -9,6 +9,18 @@
 //   DISPOSED            the object was disposed, or its engine closed
 //   LOAD_ERROR          init() could not load or compile the WebAssembly module
 //   INTERNAL            a bug in headscope, or a heap too full to report an error properly
+// The longest message an error carries. Every piece of a caller's input a message quotes is cut
+// to a few dozen characters where it is quoted (quoteInput); this is the backstop for lists that
+// grow with a model (its keys, its hooks), so no message is ever megabytes long.
+const MAX_MESSAGE_LENGTH = 4096;
+function bounded(message) {
+  if (typeof message !== 'string' || message.length <= MAX_MESSAGE_LENGTH) return message;
+  let end = MAX_MESSAGE_LENGTH - 64;
+  const c = message.charCodeAt(end - 1);
+  if (c >= 0xd800 && c <= 0xdbff) end--;  // not half a surrogate pair
+  return `${message.slice(0, end)}... (${message.length - end} more characters)`;
+}
+
 export class HeadscopeError extends Error {
   // A brand that no caller can forge (instanceof can be fooled by a Proxy or a prototype).
   #headscope = true;
@@ -18,7 +30,7 @@ export class HeadscopeError extends Error {
    * @param {{ cause?: unknown, argument?: string }} [options]
    */
   constructor(code, message, options) {
-    super(message, options);
+    super(bounded(message), options);
     this.name = 'HeadscopeError';
     this.code = code;
     // Errors of the core carry the id of the argument they are about ('options.attnMask',

@@ -10,6 +10,7 @@
 //   const result = await runExperiment(await init(), { task: { name: 'log-line' }, heads: [1, 4, 64] });
 //   console.log(formatTable(result));
 import { HeadscopeError } from './errors.js';
+import { quoteInput } from './tensor.js';
 import { makeTask } from './tasks.js';
 
 /** The seeds' head counts at dModel 64: head dim 64 ... 1. */
@@ -72,7 +73,7 @@ function fail(where, message) {
  */
 export function planExperiment(options = {}) {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) fail('runExperiment: options', 'expected an object');
-  for (const k of Object.keys(options)) if (!KEYS.includes(k)) fail(`runExperiment: options.${k}`, `unknown option (expected any of ${KEYS.join(', ')})`);
+  for (const k of Object.keys(options)) if (!KEYS.includes(k)) fail(`runExperiment: options.${quoteInput(k)}`, `unknown option (expected any of ${KEYS.join(', ')})`);
   const o = { ...DEFAULTS, heads: HEAD_COUNTS, ...options };
   if (o.task === null || typeof o.task !== 'object' || typeof o.task.name !== 'string') {
     fail('runExperiment: options.task', "expected { name, ...task options } of a built-in task, e.g. { name: 'log-line' }");

@@ -16,7 +16,7 @@
 import createHeadscopeCore from './headscope_core.js';
 import { HeadscopeError } from './errors.js';
 import {
-  MAX_DIM, Tensor, checkIntact, checkSimdOption, checkTimeoutMs, describe, describeThrown, readArgument,
+  MAX_DIM, Tensor, checkIntact, checkSimdOption, checkTimeoutMs, describe, describeThrown, quoteInput, readArgument,
   toFloatTensor, toMask, toTokens, typedArrayLength, typedArrayName, typedArraySet,
 } from './tensor.js';
 import {
@@ -200,7 +200,7 @@ function checkInitOptions(options) {
           o.timeoutMs = checkTimeoutMs(v, 'init: options.timeoutMs');
           break;
         default:
-          fail('INVALID_ARGUMENT', `init: options.${name}: unknown option (expected one of ` +
+          fail('INVALID_ARGUMENT', `init: options.${quoteInput(name)}: unknown option (expected one of ` +
             'wasmBinary, wasmUrl, threads, simd, timeoutMs)');
       }
     }
@@ -484,7 +484,7 @@ function fail(code, message) {
 const hasOwn = Object.hasOwn;
 
 function unknownOption(name, key, allowed) {
-  fail('INVALID_ARGUMENT', `${name}.${String(key)}: unknown option (expected one of ` +
+  fail('INVALID_ARGUMENT', `${name}.${quoteInput(key)}: unknown option (expected one of ` +
     `${Object.keys(allowed).join(', ')})`);
 }
 
@@ -823,7 +823,7 @@ function readStateDict(stateDict, options, expectedKeys) {
       fail('UNKNOWN_PARAMETER', `stateDict: key ${describe(key)} is not a string (expected keys: ` +
         `${expectedKeys()})`);
     }
-    tensors.push([key, toFloatTensor(value, `stateDict['${key}']`)]);
+    tensors.push([key, toFloatTensor(value, `stateDict['${quoteInput(key)}']`)]);
   }
   return { strict, tensors };
 }

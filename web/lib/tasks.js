@@ -16,7 +16,7 @@
 import { HeadscopeError } from './errors.js';
 import { IGNORE_INDEX, caseLoss } from './case.js';
 import {
-  Tensor, describe, readArgument, toFloatTensor, toTokens, typedArrayLength, typedArrayName,
+  Tensor, describe, quoteInput, readArgument, toFloatTensor, toTokens, typedArrayLength, typedArrayName,
   typedArraySet,
 } from './tensor.js';
 
@@ -135,7 +135,7 @@ function readOptions(options, known) {
     const out = {};
     for (const key of Object.keys(options)) {
       if (!known.includes(key)) {
-        fail('INVALID_ARGUMENT', `options.${key}: unknown option (expected one of ${known.join(', ')})`);
+        fail('INVALID_ARGUMENT', `options.${quoteInput(key)}: unknown option (expected one of ${known.join(', ')})`);
       }
       out[key] = options[key];
     }

@@ -64,11 +64,15 @@ function nest(data, shape, axis, cursor) {
 
 function describeUnsafe(value) {
   if (value === null) return 'null';
+  if (value === undefined) return 'undefined';
   const name = typedArrayName(value);
   if (name !== undefined) return `a ${name} of length ${typedArrayLength(value)}`;
   if (isArrayUnsafe(value)) return `an array of length ${value.length}`;
   if (typeof value === 'string') {
-    return `string ${JSON.stringify(value.length > 30 ? value.slice(0, 27) + '...' : value)}`;
+    // JSON.stringify escapes C0 controls and lone surrogates; DEL, C1 and the bidirectional
+    // controls too, as quoteInput does.
+    return `string ${JSON.stringify(value.length > 30 ? value.slice(0, 27) + '...' : value)
+      .replace(/[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}`;
   }
   if (typeof value === 'object') {
     const keys = objectKeys(value);
@@ -77,6 +81,34 @@ function describeUnsafe(value) {
   }
   if (typeof value === 'function') return `function ${value.name || '(anonymous)'}`;
   return `${typeof value} ${String(value)}`;
+}
+
+// Characters a message never shows raw: C0 and C1 controls, DEL, the bidirectional controls, lone
+// surrogates.
+const hidden = (cp) => cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+  (cp >= 0x2066 && cp <= 0x2069) || (cp >= 0xd800 && cp <= 0xdfff);
+
+/**
+ * A caller's text as a message quotes it (a state_dict key, an option name, a JSON key): at most
+ * 64 code points (then "..."), control and bidirectional characters written as \uXXXX, so that a
+ * hostile name can neither make a message huge nor break it over lines, clear a terminal or
+ * reorder what is shown. Reads at most 65 code points of it. src/headscope/status.cc QuoteInput is
+ * the same rule.
+ */
+export function quoteInput(text) {
+  const s = String(text);
+  let out = '';
+  let cut = -1;   // out's length after 61 code points
+  let n = 0;
+  for (let i = 0; i < s.length;) {
+    if (++n > 64) return `${out.slice(0, cut)}...`;
+    const cp = s.codePointAt(i);
+    const width = cp > 0xffff ? 2 : 1;
+    out += hidden(cp) ? `\\u${cp.toString(16).padStart(4, '0')}` : s.slice(i, i + width);
+    if (n === 61) cut = out.length;
+    i += width;
+  }
+  return out;
 }
 
 /** A short description of any value, for error messages; never throws, runs no getter twice. */

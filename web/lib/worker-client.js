@@ -20,7 +20,7 @@
 // naming it, and nothing is sent.
 import { HeadscopeError } from './errors.js';
 import {
-  Tensor, argumentError, checkSimdOption, checkTimeoutMs, describe, describeThrown, readArgument,
+  Tensor, argumentError, checkSimdOption, checkTimeoutMs, describe, describeThrown, quoteInput, readArgument,
   typedArrayName,
 } from './tensor.js';
 
@@ -70,7 +70,7 @@ export async function initWorker(worker, options = {}) {
     for (const name of Object.keys(options)) {
       const v = options[name];
       if (name !== 'timeoutMs' && name !== 'simd') {
-        throw new HeadscopeError('INVALID_ARGUMENT', `initWorker: options.${name}: unknown option ` +
+        throw new HeadscopeError('INVALID_ARGUMENT', `initWorker: options.${quoteInput(name)}: unknown option ` +
           '(expected one of timeoutMs, simd)');
       }
       if (v === undefined) continue;

@@ -33,7 +33,7 @@
 // when there is no worker global scope (`self`).
 import { init, HeadscopeError, Tensor } from './index.js';
 import { makeTask } from './tasks.js';
-import { MAX_DIM, describe, toTokens } from './tensor.js';
+import { MAX_DIM, describe, quoteInput, toTokens } from './tensor.js';
 
 // What one request may make the worker walk, checked before anything reads it. A request crosses
 // as a structured clone, which keeps holes and shared references: a sparse array of length
@@ -156,7 +156,7 @@ function readBatches(model, batches) {
     }
     for (const key of Object.keys(b)) {
       if (key !== 'tokens' && key !== 'targets') {
-        throw new HeadscopeError('INVALID_ARGUMENT', `${at}.${key}: unknown key (expected tokens, targets)`);
+        throw new HeadscopeError('INVALID_ARGUMENT', `${at}.${quoteInput(key)}: unknown key (expected tokens, targets)`);
       }
     }
     try {
@@ -187,7 +187,7 @@ function readTrainSpec(spec, model) {
   }
   for (const key of Object.keys(spec)) {
     if (!TRAIN_SPEC.includes(key)) {
-      throw new HeadscopeError('INVALID_ARGUMENT', `spec.${key}: unknown option (expected one of ` +
+      throw new HeadscopeError('INVALID_ARGUMENT', `spec.${quoteInput(key)}: unknown option (expected one of ` +
         `${TRAIN_SPEC.join(', ')})`);
     }
   }

@@ -8,12 +8,15 @@
 // returns a patch for the view's setState, which checks every value; a parameter that is not a
 // field, or is not even of the field's kind, is an error naming it.
 import { HeadscopeError } from '../../lib/errors.js';
+import { quoteInput } from '../../lib/tensor.js';
 import { defaultHeadsState } from '../heads/state.js';
 import { publicWalkthroughState } from '../walkthrough/state.js';
 import { seedState } from '../walkthrough/model.js';
 
+// (The parameter's name is the link's text: quoted, so a hostile link cannot make the message
+// huge or break it over lines.)
 const fail = (param, message) => {
-  throw new HeadscopeError('INVALID_ARGUMENT', `URL parameter ${param}: ${message}`);
+  throw new HeadscopeError('INVALID_ARGUMENT', `URL parameter ${quoteInput(param)}: ${message}`);
 };
 
 const numberList = (text, param) => (text === '' ? [] : text.split(',').map((w, k) => {
@@ -69,9 +72,10 @@ export function decodeHeadsState(query) {
   const params = new URLSearchParams(query);
   const patch = {};
   for (const [name, text] of params) {
-    const spec = HEADS_PARAMS[name];
+    // Own keys only: 'constructor', '__proto__' or 'toString' are unknown, not inherited.
+    const spec = Object.hasOwn(HEADS_PARAMS, name) ? HEADS_PARAMS[name] : undefined;
     if (spec === undefined) fail(name, `unknown (the Heads view's are ${Object.keys(HEADS_PARAMS).join(', ')})`);
-    if (name in patch) fail(name, 'given twice');
+    if (Object.hasOwn(patch, name)) fail(name, 'given twice');
     patch[name] = spec.read(text, name);
   }
   return patch;

@@ -20,6 +20,7 @@
 // Heads and tokens are 1-based everywhere a reader sees them (Head 1 is the first), so they are
 // 1-based here too. A loaded case's state is the case itself (setCase), not part of this state.
 import { HeadscopeError } from '../../lib/errors.js';
+import { quoteInput } from '../../lib/tensor.js';
 import { ALL_PRESETS, DEFAULT_TEXT, defaultPresets } from './transforms.js';
 
 export const HEAD_COUNTS = [1, 2, 4, 8, 16];
@@ -79,7 +80,7 @@ export function applyHeadsState(patch, current, where = 'setState: state', { liv
   // Read each field once (a getter or a Proxy answers once), then check.
   const p = {};
   for (const key of Object.keys(patch)) {
-    if (!KEYS.includes(key)) fail(`${where}.${key}`, `unknown field (expected any of ${KEYS.join(', ')})`);
+    if (!KEYS.includes(key)) fail(`${where}.${quoteInput(key)}`, `unknown field (expected any of ${KEYS.join(', ')})`);
     p[key] = patch[key];
   }
   const next = { ...current };

@@ -11,6 +11,7 @@
 //     steps: integer >= 0            where training stands (the URL's: train to this step)
 //   }
 import { HeadscopeError } from '../../lib/errors.js';
+import { quoteInput } from '../../lib/tensor.js';
 import { TASKS } from '../../lib/tasks.js';
 
 export const TASK_NAMES = TASKS.map((t) => t.name);
@@ -34,7 +35,7 @@ export function applyTrainState(patch, current, where = 'setState: state') {
   if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) fail(where, `expected an object with any of ${KEYS.join(', ')}`);
   const p = {};
   for (const key of Object.keys(patch)) {
-    if (!KEYS.includes(key)) fail(`${where}.${key}`, `unknown field (expected any of ${KEYS.join(', ')})`);
+    if (!KEYS.includes(key)) fail(`${where}.${quoteInput(key)}`, `unknown field (expected any of ${KEYS.join(', ')})`);
     p[key] = patch[key];
   }
   const next = { ...current, ...p };
@@ -92,7 +93,8 @@ export function decodeTrainState(query) {
   const params = new URLSearchParams(query);
   const patch = {};
   for (const [k, v] of params) {
-    if (!KEYS.includes(k)) fail(`URL parameter ${k}`, `unknown (the Train view's are ${KEYS.join(', ')})`);
+    if (!KEYS.includes(k)) fail(`URL parameter ${quoteInput(k)}`, `unknown (the Train view's are ${KEYS.join(', ')})`);
+    if (Object.hasOwn(patch, k)) fail(`URL parameter ${k}`, 'given twice');
     if (k === 'task' || k === 'norm' || k === 'positions') patch[k] = v;
     else if (k === 'mlp') patch[k] = v === '1' || v === 'true' ? true : v === '0' || v === 'false' ? false : v;
     else patch[k] = v.trim() === '' ? NaN : Number(v);

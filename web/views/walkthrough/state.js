@@ -16,6 +16,7 @@
 // 'random'), applied first; then L, E, H resize (keeping what still fits, model.js's resizeState);
 // then any matrices given replace the current ones and must have the new sizes.
 import { HeadscopeError } from '../../lib/errors.js';
+import { quoteInput } from '../../lib/tensor.js';
 import {
   MAX_SIZE, identityState, learnedLookingState, randomState, resizeState, seedState,
 } from './model.js';
@@ -94,7 +95,7 @@ export function applyWalkthroughState(patch, current, where = 'setState: state')
       }
       continue;
     }
-    if (!KEYS.includes(key)) fail(`${where}.${key}`, `unknown field (expected any of ${KEYS.join(', ')})`);
+    if (!KEYS.includes(key)) fail(`${where}.${quoteInput(key)}`, `unknown field (expected any of ${KEYS.join(', ')})`);
     p[key] = value;
   }
   let s = current;
