@@ -48,8 +48,24 @@ function layout(panels) {
   return { placed, width: Math.max(width, 200), height: y + rowHeight + GAP };
 }
 
-const clip = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
-const escapeXml = (s) => String(s).replace(/[<>&"']/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&apos;' })[c]);
+// A label cut to n characters (code points, so an emoji is never split into a lone surrogate).
+const clip = (s, n) => {
+  const chars = Array.from(String(s));
+  return chars.length > n ? `${chars.slice(0, n - 1).join('')}…` : chars.join('');
+};
+
+// Characters XML 1.0 has no place for (outside its Char production: the C0 controls but tab, LF
+// and CR; lone surrogates; U+FFFE and U+FFFF): a document holding one does not parse, even as a
+// character reference. Each is replaced by U+FFFD, so the text keeps its length and shows where
+// it was.
+const NOT_XML_CHAR = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const XML_ESCAPES = { '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&apos;',
+  // Tab, LF and CR as references: a parser keeps them so in attribute values (it would turn a
+  // literal one into a space) and in text (where it would turn CR into LF).
+  '\t': '&#9;', '\n': '&#10;', '\r': '&#13;' };
+/** `s` as XML text or attribute value: markup escaped, characters XML forbids replaced by U+FFFD. */
+const escapeXml = (s) => String(s).replace(NOT_XML_CHAR, '\ufffd').replace(/[<>&"'\t\n\r]/g, (c) => XML_ESCAPES[c]);
+
 
 /** A self-contained SVG document of the panels. */
 export function panelsToSVG(panels, theme, title = 'headscope') {
@@ -141,7 +157,9 @@ export function panelsToPNG(panels, theme, scale = 2) {
 /** CSV text of rows of values (the first row: the header), quoted where needed. */
 export function toCSV(rows) {
   const cell = (v) => {
-    const s = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : String(v).replace('Infinity', 'inf')) : String(v ?? '');
+    // Non-finite numbers as the case format and the JSON export write them.
+    const s = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : Number.isNaN(v) ? 'nan' : v > 0 ? 'inf' : '-inf')
+      : String(v ?? '');
     return /[",\n\r]/.test(s) || /^\s|\s$/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   };
   return `${rows.map((r) => r.map(cell).join(',')).join('\r\n')}\r\n`;
