@@ -66,8 +66,10 @@ std::string Printable(const std::string& text) {
       continue;
     }
     // A UTF-8 sequence: its length, its smallest code point (no overlong forms), its value.
-    const int length = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-                     : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    const int length = c >= 0xc2 && c <= 0xdf   ? 2
+                       : c >= 0xe0 && c <= 0xef ? 3
+                       : c >= 0xf0 && c <= 0xf4 ? 4
+                                                : 0;
     uint32_t cp = length == 2 ? c & 0x1f : length == 3 ? c & 0x0f : c & 0x07;
     bool ok = length > 0 && i + length <= text.size();
     for (int k = 1; ok && k < length; ++k) {
@@ -83,9 +85,8 @@ std::string Printable(const std::string& text) {
       ++i;
       continue;
     }
-    if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f ||
-        cp == 0x2028 || cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) ||
-        (cp >= 0x2066 && cp <= 0x2069)) {
+    if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f || cp == 0x2028 ||
+        cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
       escape(cp);
     } else {
       out.append(text, i, length);
@@ -330,8 +331,8 @@ int Finish(const std::string& file, const headscope::Status& s, const char* hint
   const headscope::CaseComparison cmp = headscope::CompareWithExpected(c, result, tolerance);
   char error[32];
   std::snprintf(error, sizeof(error), "%.3g", cmp.max_relative_error);
-  Report(file + ": " + (cmp.ok ? "matches expected" : "MISMATCH") + " (max relative error " + error +
-         path(cmp) + ", " + headscope::KernelTargetName() + ")" + (cmp.ok ? "" : ": ") +
+  Report(file + ": " + (cmp.ok ? "matches expected" : "MISMATCH") + " (max relative error " +
+         error + path(cmp) + ", " + headscope::KernelTargetName() + ")" + (cmp.ok ? "" : ": ") +
          cmp.detail);
   return cmp.ok ? 0 : 1;
 }
@@ -389,7 +390,8 @@ int main(int argc, char** argv) {
       const char* text = a[11] == '=' ? a + 12 : (i + 1 < argc ? argv[++i] : nullptr);
       if (!ParseTolerance(text, &tolerance)) {
         return Usage(("--tolerance: expected a finite non-negative decimal number (such as 0.001 "
-                      "or 1e-4), got " + (text == nullptr ? std::string("nothing") : Quoted(text)))
+                      "or 1e-4), got " +
+                      (text == nullptr ? std::string("nothing") : Quoted(text)))
                          .c_str());
       }
     } else if (!std::strcmp(a, "--max-input-bytes") || !std::strcmp(a, "--max-output-bytes") ||
@@ -417,7 +419,8 @@ int main(int argc, char** argv) {
   if (!s.ok()) {
     // The message names the file already.
     Report(s.ToString() + (s.code() == headscope::StatusCode::kResourceExhausted
-                               ? " (--max-input-bytes raises it)" : ""));
+                               ? " (--max-input-bytes raises it)"
+                               : ""));
     return 2;
   }
   headscope::CaseDocument doc;
@@ -429,8 +432,9 @@ int main(int argc, char** argv) {
     if (flag != nullptr) {
       Report(file + ": " + flag +
              " applies to attention cases only, and this is a \"kind\": \"transformer\" case" +
-             (has_gates ? " (its gates are inputs.head_gates)"
-              : reference ? " (the transformer has no reference path)" : ""));
+             (has_gates   ? " (its gates are inputs.head_gates)"
+              : reference ? " (the transformer has no reference path)"
+                          : ""));
       return 2;
     }
     return RunTransformer(file, doc.transformer, check, tolerance, max_output);
