@@ -13,7 +13,8 @@
 // wrong: a file that cannot be read (IO_ERROR), a document that is not a case (PARSE_ERROR, ...),
 // a file over --max-input-bytes or a result over --max-output-bytes (RESOURCE_EXHAUSTED; checked
 // from the shapes before anything is computed). The same codes and limits as the npm package's
-// CLI (web/lib/cli.js).
+// CLI (web/lib/cli.js). A message on stderr is always one line: characters that could end it or
+// act on a terminal are written as escapes (Printable).
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -32,8 +33,76 @@
 
 namespace {
 
+// A message made printable on one line: the characters that could end the line or drive the
+// terminal (a file name or a state_dict key from a case file is in many messages) written as
+// escapes, exactly as web/lib/cli.js's printable writes them: the C0 controls (\n, \r, \t, else
+// \u00XX), DEL, the C1 controls, the bidirectional marks, embeddings, overrides and isolates
+// (U+061C, U+200E, U+200F, U+202A-U+202E, U+2066-U+2069) and U+2028/U+2029 as \uXXXX. A byte that
+// is not part of well-formed UTF-8 is written \xNN.
+std::string Printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  const auto escape = [&out](uint32_t cp) {
+    char buf[8];
+    std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(cp));
+    out += buf;
+  };
+  const auto byte = [&text](size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = byte(i);
+    if (c < 0x80) {
+      if (c == '\n') {
+        out += "\\n";
+      } else if (c == '\r') {
+        out += "\\r";
+      } else if (c == '\t') {
+        out += "\\t";
+      } else if (c < 0x20 || c == 0x7f) {
+        escape(c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    // A UTF-8 sequence: its length, its smallest code point (no overlong forms), its value.
+    const int length = c >= 0xc2 && c <= 0xdf   ? 2
+                       : c >= 0xe0 && c <= 0xef ? 3
+                       : c >= 0xf0 && c <= 0xf4 ? 4
+                                                : 0;
+    uint32_t cp = length == 2 ? c & 0x1f : length == 3 ? c & 0x0f : c & 0x07;
+    bool ok = length > 0 && i + length <= text.size();
+    for (int k = 1; ok && k < length; ++k) {
+      ok = (byte(i + k) & 0xc0) == 0x80;
+      cp = (cp << 6) | (byte(i + k) & 0x3f);
+    }
+    ok = ok && !(length == 3 && cp < 0x800) && !(length == 4 && (cp < 0x10000 || cp > 0x10ffff)) &&
+         !(cp >= 0xd800 && cp <= 0xdfff);
+    if (!ok) {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+      ++i;
+      continue;
+    }
+    if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x61c || cp == 0x200e || cp == 0x200f || cp == 0x2028 ||
+        cp == 0x2029 || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)) {
+      escape(cp);
+    } else {
+      out.append(text, i, length);
+    }
+    i += length;
+  }
+  return out;
+}
+
+// One line on stderr: "headscope: " and the message, made printable.
+void Report(const std::string& message) {
+  std::fprintf(stderr, "headscope: %s\n", Printable(message).c_str());
+}
+
 int Usage(const char* why) {
-  if (why != nullptr) std::fprintf(stderr, "headscope: %s\n", why);
+  if (why != nullptr) Report(why);
   std::fprintf(stderr,
                "usage: headscope run FILE.json|- [--check] [--reference] [--tolerance T]\n"
                "                     [--head-gates G0,G1,...] [--head-stats]\n"
@@ -41,7 +110,8 @@ int Usage(const char* why) {
                "  --check              compare with the file's expected values, exit 1 on\n"
                "                       mismatch (with --head-gates: the gated result)\n"
                "  --reference          use the Eigen reference path, not the Highway kernels\n"
-               "  --tolerance T        relative error allowed by --check (default 1e-4)\n"
+               "  --tolerance T        relative error allowed by --check (default 1e-4): a\n"
+               "                       decimal number such as 0.001 or 1e-4 (not hex, not inf)\n"
                "  --head-gates G0,G1,...\n"
                "                       scale head h's output by G_h before out_proj: one number\n"
                "                       per head, comma-separated (inf, -inf, nan allowed); 0\n"
@@ -113,6 +183,21 @@ bool ParseGate(const std::string& item, float* out) {
   // Decimal to double to float, as JavaScript's Number() and Float32Array do (beyond float32 is
   // +-inf, below its smallest subnormal 0).
   *out = static_cast<float>(std::strtod(item.c_str(), nullptr));
+  return true;
+}
+
+// --tolerance: a finite, non-negative decimal number, the grammar of ParseGate's numbers without a
+// minus sign (exactly what web/lib/cli.js accepts; strtod alone would also take hex, "inf",
+// "infinity", "nan" and leading spaces).
+bool ParseTolerance(const char* text, double* out) {
+  if (text == nullptr || *text == '-') return false;
+  const std::string item = text;
+  if (item == "inf" || item == "+inf" || item == "nan") return false;
+  float unused = 0;
+  if (!ParseGate(item, &unused)) return false;
+  const double v = std::strtod(item.c_str(), nullptr);
+  if (!std::isfinite(v)) return false;
+  *out = v;
   return true;
 }
 
@@ -230,24 +315,25 @@ template <typename Case, typename Result, typename Path>
 int Finish(const std::string& file, const headscope::Status& s, const char* hint, const Case& c,
            const Result& result, bool check, double tolerance, Path path) {
   if (!s.ok()) {
-    std::fprintf(stderr, "headscope: %s: %s%s\n", file.c_str(), s.ToString().c_str(), hint);
+    Report(file + ": " + s.ToString() + hint);
     return 2;
   }
   // WriteResultJson adds "head_stats" when the result has them (--head-stats).
   if (!headscope::WriteResultJson(result, stdout)) {
-    std::fprintf(stderr, "headscope: cannot write the output (%s)\n", std::strerror(errno));
+    Report(std::string("cannot write the output (") + std::strerror(errno) + ")");
     return 2;
   }
   if (!check) return 0;
   if (!c.has_expected) {
-    std::fprintf(stderr, "headscope: %s: --check needs an \"expected\" member\n", file.c_str());
+    Report(file + ": --check needs an \"expected\" member");
     return 2;
   }
   const headscope::CaseComparison cmp = headscope::CompareWithExpected(c, result, tolerance);
-  std::fprintf(stderr, "headscope: %s: %s (max relative error %.3g%s, %s)%s%s\n", file.c_str(),
-               cmp.ok ? "matches expected" : "MISMATCH", cmp.max_relative_error,
-               path(cmp).c_str(), headscope::KernelTargetName(), cmp.ok ? "" : ": ",
-               cmp.detail.c_str());
+  char error[32];
+  std::snprintf(error, sizeof(error), "%.3g", cmp.max_relative_error);
+  Report(file + ": " + (cmp.ok ? "matches expected" : "MISMATCH") + " (max relative error " +
+         error + path(cmp) + ", " + headscope::KernelTargetName() + ")" + (cmp.ok ? "" : ": ") +
+         cmp.detail);
   return cmp.ok ? 0 : 1;
 }
 
@@ -300,16 +386,25 @@ int main(int argc, char** argv) {
       gates.clear();
       if (!ParseGates(list, &gates, &why)) return Usage(why.c_str());
       has_gates = true;
-    } else if (!std::strcmp(a, "--tolerance")) {
-      char* end = nullptr;
-      tolerance = i + 1 < argc ? std::strtod(argv[++i], &end) : -1;
-      if (end == nullptr || *end != '\0' || !(tolerance >= 0)) {
-        return Usage("--tolerance: expected a non-negative number");
+    } else if (!std::strcmp(a, "--tolerance") || !std::strncmp(a, "--tolerance=", 12)) {
+      const char* text = a[11] == '=' ? a + 12 : (i + 1 < argc ? argv[++i] : nullptr);
+      if (!ParseTolerance(text, &tolerance)) {
+        return Usage(("--tolerance: expected a finite non-negative decimal number (such as 0.001 "
+                      "or 1e-4), got " +
+                      (text == nullptr ? std::string("nothing") : Quoted(text)))
+                         .c_str());
       }
-    } else if (!std::strcmp(a, "--max-input-bytes") || !std::strcmp(a, "--max-output-bytes")) {
+    } else if (!std::strcmp(a, "--max-input-bytes") || !std::strcmp(a, "--max-output-bytes") ||
+               !std::strncmp(a, "--max-input-bytes=", 18) ||
+               !std::strncmp(a, "--max-output-bytes=", 19)) {
+      const char* eq = std::strchr(a, '=');
+      const std::string flag = eq == nullptr ? std::string(a) : std::string(a, eq - a);
+      const char* text = eq != nullptr ? eq + 1 : (i + 1 < argc ? argv[++i] : nullptr);
       uint64_t* limit = a[6] == 'i' ? &max_input : &max_output;
-      if (!ParseByteCount(i + 1 < argc ? argv[++i] : nullptr, limit)) {
-        return Usage((std::string(a) + ": expected a number of bytes (0 to 2^63)").c_str());
+      if (!ParseByteCount(text, limit)) {
+        return Usage((flag + ": expected a number of bytes (0 to 2^63), got " +
+                      (text == nullptr ? std::string("nothing") : Quoted(text)))
+                         .c_str());
       }
     } else if ((a[0] == '-' && a[1] != '\0') || !file.empty()) {
       return Usage((std::string("unexpected argument '") + a + "'").c_str());
@@ -323,9 +418,9 @@ int main(int argc, char** argv) {
   headscope::Status s = headscope::ReadTextFile(file, &text, max_input);
   if (!s.ok()) {
     // The message names the file already.
-    std::fprintf(stderr, "headscope: %s%s\n", s.ToString().c_str(),
-                 s.code() == headscope::StatusCode::kResourceExhausted
-                     ? " (--max-input-bytes raises it)" : "");
+    Report(s.ToString() + (s.code() == headscope::StatusCode::kResourceExhausted
+                               ? " (--max-input-bytes raises it)"
+                               : ""));
     return 2;
   }
   headscope::CaseDocument doc;
@@ -335,12 +430,11 @@ int main(int argc, char** argv) {
     const char* flag = has_gates ? "--head-gates" : head_stats ? "--head-stats"
                                                   : reference ? "--reference" : nullptr;
     if (flag != nullptr) {
-      std::fprintf(stderr,
-                   "headscope: %s: %s applies to attention cases only, and this is a \"kind\": "
-                   "\"transformer\" case%s\n",
-                   file.c_str(), flag,
-                   has_gates ? " (its gates are inputs.head_gates)"
-                   : reference ? " (the transformer has no reference path)" : "");
+      Report(file + ": " + flag +
+             " applies to attention cases only, and this is a \"kind\": \"transformer\" case" +
+             (has_gates   ? " (its gates are inputs.head_gates)"
+              : reference ? " (the transformer has no reference path)"
+                          : ""));
       return 2;
     }
     return RunTransformer(file, doc.transformer, check, tolerance, max_output);
@@ -349,10 +443,8 @@ int main(int argc, char** argv) {
   headscope::ForwardResult result;
   const char* hint = "";
   if (s.ok() && has_gates && gates.size() != static_cast<size_t>(c.config.num_heads)) {
-    std::fprintf(stderr,
-                 "headscope: %s: --head-gates: expected %lld numbers (one per head), "
-                 "got %zu\n",
-                 file.c_str(), static_cast<long long>(c.config.num_heads), gates.size());
+    Report(file + ": --head-gates: expected " + std::to_string(c.config.num_heads) +
+           " numbers (one per head), got " + std::to_string(gates.size()));
     return 2;
   }
   if (s.ok()) {

@@ -132,3 +132,113 @@ test('Walkthrough: the case file export runs in the library and matches; the but
     await p.close();
   }
 });
+
+// A tiny RFC 4180 reader: rows of cells (quoted cells may hold commas, quotes, CR and LF).
+function parseCSV(text) {
+  const rows = [];
+  let row = [];
+  let cell = '';
+  let quoted = false;
+  for (let k = 0; k < text.length; k++) {
+    const c = text[k];
+    if (quoted) {
+      if (c === '"' && text[k + 1] === '"') {
+        cell += '"';
+        k++;
+      } else if (c === '"') {
+        quoted = false;
+      } else {
+        cell += c;
+      }
+    } else if (c === '"') {
+      quoted = true;
+    } else if (c === ',') {
+      row.push(cell);
+      cell = '';
+    } else if (c === '\r' && text[k + 1] === '\n') {
+      row.push(cell);
+      rows.push(row);
+      row = [];
+      cell = '';
+      k++;
+    } else {
+      cell += c;
+    }
+  }
+  assert.equal(quoted, false, 'the CSV ends outside a quoted cell');
+  assert.equal(row.length + cell.length, 0, 'the CSV ends with CRLF');
+  return rows;
+}
+
+test('Heads: text with characters XML forbids (U+0001, U+000B, U+FFFE, U+FFFF) exports a well-formed SVG, a CSV that round-trips, valid JSON', async () => {
+  // U+000B separates tokens (it is a space); U+0001, U+FFFE and U+FFFF are tokens of their own,
+  // which XML 1.0 cannot hold at all (not even as character references). (The Heads state refuses
+  // text with a lone surrogate; the export replaces those too.)
+  const text = 'cat\u0001 sat\u000bon \ufffe the \uffff mat, "said" he\r\nagain\ttab';
+  const p = await widgetPage('<headscope-heads id="h" heads="2"></headscope-heads>');
+  try {
+    const tokens = T.tokenize(text).tokens;
+    // Set from script, then drawn (the view computes in an animation frame).
+    await p.page.evaluate(async ([t, n]) => {
+      const el = document.querySelector('#h');
+      await el.setText(t);
+      for (let k = 0; k < 100; k++) {
+        const doc = JSON.parse(await (await el.exportAs('json')).text());
+        if (doc.tokens.queries.length === n) return;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      throw new Error('the new text was not drawn in 5 s');
+    }, [text, tokens.length]);
+    assert.ok(tokens.includes('\u0001') && tokens.includes('\ufffe') && tokens.includes('\uffff'), JSON.stringify(tokens));
+    const svg = await exported(p.page, '#h', 'svg');
+    const shape = await p.page.evaluate((s) => {
+      const doc = new DOMParser().parseFromString(s, 'image/svg+xml');
+      const error = doc.querySelector('parsererror');
+      const g = doc.querySelector('g[data-panel]');
+      // The row labels (text-anchor end, left of the grid) and each cell's title.
+      const rowLabels = [...(g?.querySelectorAll('text[text-anchor="end"]') ?? [])].map((t) => t.textContent);
+      const titles = [...(g?.querySelectorAll('rect > title') ?? [])].map((t) => t.textContent);
+      return { error: error === null ? null : error.textContent, rowLabels, titles };
+    }, svg.text);
+    assert.equal(shape.error, null, 'the SVG parses as XML');
+    // The visible text: every token, the forbidden characters shown as U+FFFD.
+    const shown = (s) => s.replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]|[\ud800-\udfff]/g, '\ufffd');
+    assert.deepEqual(shape.rowLabels, tokens.map((t) => shown(Array.from(t).length > 10 ? `${Array.from(t).slice(0, 9).join('')}…` : t)));
+    assert.ok(shape.titles.includes(`${shown(tokens[0])} → ${shown(tokens[1])}: ${shape.titles[1].split(': ')[1]}`), shape.titles[1]);
+    assert.ok(shape.rowLabels.includes('cat') && shape.rowLabels.includes('\ufffd') && shape.rowLabels.includes('mat'));
+    // JSON: valid, the tokens exactly.
+    const json = JSON.parse((await exported(p.page, '#h', 'json')).text);
+    assert.deepEqual(json.tokens.queries, tokens);
+    assert.equal(json.state.text, text);
+    // CSV: every token cell reads back as the token.
+    const rows = parseCSV((await exported(p.page, '#h', 'csv')).text);
+    assert.deepEqual(rows[0], ['head', 'query', 'query_token', 'key', 'key_token', 'weight', 'score']);
+    const L = tokens.length;
+    assert.equal(rows.length, 1 + 2 * L * L);
+    for (let i = 0; i < L; i++) assert.equal(rows[1 + i * L][2], tokens[i], `query token ${i + 1}`);
+    assert.ok(rows.every((r) => r.length === 7), 'seven cells in every row');
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});
+
+test('Heads with a loaded case whose name has control characters: the SVG parses', async () => {
+  const p = await widgetPage('<headscope-heads id="h"></headscope-heads>');
+  try {
+    const { seedWorkedExample } = await import('../../web/lib/examples.js');
+    const doc = { ...structuredClone(seedWorkedExample), name: 'bad\u0001name\u001b[2J\uffff' };
+    await p.page.evaluate((d) => document.querySelector('#h').setCase(d), doc);
+    const svg = (await exported(p.page, '#h', 'svg')).text;
+    const parsed = await p.page.evaluate((s) => {
+      const d = new DOMParser().parseFromString(s, 'image/svg+xml');
+      return { error: d.querySelector('parsererror')?.textContent ?? null,
+        panels: [...d.querySelectorAll('g[data-panel]')].map((g) => g.getAttribute('data-panel')) };
+    }, svg);
+    assert.equal(parsed.error, null);
+    assert.deepEqual(parsed.panels, ['Head 1: case bad\ufffdname\ufffd[2J\ufffd', 'Head 2: case bad\ufffdname\ufffd[2J\ufffd']);
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});

@@ -285,3 +285,244 @@ test('<headscope-train>: task, model and steps attributes train in the widget; a
     await p.close();
   }
 });
+
+// ---- The widget contract: every method the .d.ts types, called right after `await el.ready` ----
+
+// A page with the widgets' module and no widget yet; the tests create them from script.
+async function emptyWidgetPage() {
+  const p = await openPage('/widgets/example.html', { waitForReady: false });
+  const html = `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>widget contract</title>
+    <script type="module" src="/widgets/headscope-widgets.js"></script></head><body><main></main></body></html>`;
+  await p.page.route('**/widgets/__test__.html', (route) => route.fulfill({ contentType: 'text/html', body: html }));
+  await p.page.goto(`${p.url}widgets/__test__.html`);
+  await p.page.waitForFunction(() => customElements.get('headscope-heads') && customElements.get('headscope-train'));
+  // fresh(tag, attributes, call): a new widget, `await el.ready`, then at once `call(el)`; its
+  // outcome as data: { ok, value } (a Blob as { type, size, text }) or { ok: false, name, code,
+  // message, headscope: HeadscopeError.is(error) }. The widget is removed afterwards.
+  await p.page.evaluate(() => {
+    window.outcome = async (promise) => {
+      // Handled at once (a rejection left for a later microtask is reported as unhandled).
+      const settled = promise.then((v) => ({ ok: true, v }), (e) => ({ ok: false, e }));
+      const { HeadscopeError } = await import('/lib/index.js');
+      const { ok, v, e } = await settled;
+      if (!ok) return { ok: false, name: e?.name, code: e?.code ?? null, message: String(e?.message ?? e), headscope: HeadscopeError.is(e) };
+      if (v instanceof Blob) {
+        return { ok: true, value: { type: v.type, size: v.size, text: v.type === 'image/png' ? null : await v.text() } };
+      }
+      return { ok: true, value: v ?? null };
+    };
+    window.fresh = async (tag, attributes, call) => {
+      const el = document.createElement(tag);
+      for (const [k, v] of Object.entries(attributes)) el.setAttribute(k, v);
+      document.querySelector('main').append(el);
+      try {
+        await el.ready;
+        return await window.outcome(Promise.resolve().then(() => call(el)));
+      } finally {
+        el.remove();
+      }
+    };
+  });
+  return p;
+}
+
+// In the page: does `svg` parse as XML, and which panels has it.
+const svgPanels = (page, svg) => page.evaluate((s) => {
+  const d = new DOMParser().parseFromString(s, 'image/svg+xml');
+  return { error: d.querySelector('parsererror')?.textContent ?? null,
+    panels: [...d.querySelectorAll('g[data-panel]')].map((g) => g.getAttribute('data-panel')),
+    lines: d.querySelectorAll('polyline').length };
+}, svg);
+
+function assertRefused(out, code, mention, what) {
+  assert.equal(out.ok, false, `${what}: expected a rejection, got ${JSON.stringify(out).slice(0, 200)}`);
+  assert.equal(out.headscope, true, `${what}: a HeadscopeError, got ${out.name}: ${out.message}`);
+  assert.equal(out.name, 'HeadscopeError', what);
+  assert.equal(out.code, code, `${what}: ${out.message}`);
+  if (mention) assert.match(out.message, mention, what);
+}
+
+test('<headscope-heads>: every typed method works right after `await el.ready`; failures are HeadscopeErrors', { timeout: 120_000 }, async () => {
+  const p = await emptyWidgetPage();
+  const { seedWorkedExample } = await import('../../web/lib/examples.js');
+  try {
+    const { page } = p;
+    // run(attributes, fn, arg): fn(el, arg) in the page (sent as its source) on a fresh widget.
+    const run = (attributes, fn, arg) => page.evaluate(([a, f, x]) => {
+      const body = new Function('el', 'x', `return (${f})(el, x);`);
+      return window.fresh('headscope-heads', a, (el) => body(el, x));
+    }, [attributes, fn.toString(), arg]);
+    const attrs = { text: TEXT, heads: '2' };
+    // exportAs: each format, at once (this rejected with "nothing to export" before the first frame).
+    for (const format of ['svg', 'png', 'json', 'csv']) {
+      const out = await run(attrs, (el, f) => el.exportAs(f), format);
+      assert.equal(out.ok, true, `exportAs('${format}') right after ready: ${out.message}`);
+      assert.equal(out.value.type, { svg: 'image/svg+xml', png: 'image/png', json: 'application/json', csv: 'text/csv' }[format]);
+      assert.ok(out.value.size > 100, format);
+      if (format === 'json') assert.deepEqual(JSON.parse(out.value.text).tokens.queries, TEXT.split(' '), 'the text attribute\'s tokens');
+      if (format === 'svg') {
+        const svg = await svgPanels(page, out.value.text);
+        assert.equal(svg.error, null);
+        assert.deepEqual(svg.panels.map((t) => t.split(':')[0]), ['Head 1', 'Head 2']);
+      }
+    }
+    assertRefused(await run(attrs, (el) => el.exportAs('case')), 'INVALID_ARGUMENT', /exportAs: format: expected one of svg, png, json, csv, got "case"/, 'exportAs(case)');
+    assertRefused(await run(attrs, (el) => el.exportAs(7)), 'INVALID_ARGUMENT', /got 7/, 'exportAs(7)');
+    // state: read at once; assigning it is setState.
+    const state = await run(attrs, (el) => el.state);
+    assert.equal(state.value.text, TEXT);
+    assert.equal(state.value.heads, 2);
+    const assigned = await run(attrs, async (el) => {
+      el.state = { heads: 4 };
+      await el.setState({});
+      return el.state.heads;
+    });
+    assert.deepEqual(assigned, { ok: true, value: 4 });
+    // setState, setText: applied; the next export shows them (not the previous frame's numbers).
+    const texted = await run(attrs, async (el) => {
+      await el.setText('one two three');
+      return JSON.parse(await (await el.exportAs('json')).text()).tokens.queries;
+    });
+    assert.deepEqual(texted, { ok: true, value: ['one', 'two', 'three'] });
+    const patched = await run(attrs, async (el) => {
+      await el.setState({ heads: 8, off: [3] });
+      const doc = JSON.parse(await (await el.exportAs('json')).text());
+      return [doc.heads.length, doc.heads.filter((h) => !h.on).map((h) => h.head)];
+    });
+    assert.deepEqual(patched, { ok: true, value: [8, [3]] });
+    assertRefused(await run(attrs, (el) => el.setState({ heads: 3 })), 'INVALID_ARGUMENT', /state\.heads/, 'setState({ heads: 3 })');
+    assertRefused(await run(attrs, (el) => el.setText(42)), 'INVALID_ARGUMENT', /text/, 'setText(42)');
+    // An empty text has nothing to export: a HeadscopeError that says so.
+    assertRefused(await run(attrs, async (el) => { await el.setText(''); return el.exportAs('svg'); }),
+      'INVALID_ARGUMENT', /nothing to export/, 'exportAs with no tokens');
+    // setCase: the seed case's two heads, exported at once.
+    const cased = await run(attrs, async (el, doc) => {
+      await el.setCase(doc);
+      return JSON.parse(await (await el.exportAs('json')).text()).tokens.queries;
+    }, seedWorkedExample);
+    assert.deepEqual(cased, { ok: true, value: ['t1', 't2', 't3'] });
+    // A widget taken out of the page: DISPOSED.
+    const removed = await page.evaluate(async () => {
+      const el = document.createElement('headscope-heads');
+      el.setAttribute('text', 'a b');
+      document.querySelector('main').append(el);
+      await el.ready;
+      el.remove();
+      return window.outcome(el.exportAs('svg'));
+    });
+    assertRefused(removed, 'DISPOSED', /exportAs/, 'exportAs after removal');
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});
+
+test('<headscope-walkthrough>: every typed method works right after `await el.ready`; failures are HeadscopeErrors', { timeout: 120_000 }, async () => {
+  const p = await emptyWidgetPage();
+  const { seedWorkedExample } = await import('../../web/lib/examples.js');
+  try {
+    const { page } = p;
+    const run = (attributes, fn, arg) => page.evaluate(([a, f, x]) => {
+      const body = new Function('el', 'x', `return (${f})(el, x);`);
+      return window.fresh('headscope-walkthrough', a, (el) => body(el, x));
+    }, [attributes, fn.toString(), arg]);
+    const attrs = { preset: 'random', seed: '2', tokens: '3', dims: '4', heads: '2' };
+    for (const format of ['svg', 'png', 'json', 'csv', 'case']) {
+      const out = await run(attrs, (el, f) => el.exportAs(f), format);
+      assert.equal(out.ok, true, `exportAs('${format}'): ${out.message}`);
+      assert.ok(out.value.size > 100, format);
+      if (format === 'svg') assert.equal((await svgPanels(page, out.value.text)).error, null);
+      if (format === 'json') assert.deepEqual(JSON.parse(out.value.text).state.L, 3);
+    }
+    assertRefused(await run(attrs, (el) => el.exportAs('pdf')), 'INVALID_ARGUMENT', /exportAs: format: expected one of svg, png, json, csv, case, got "pdf"/, 'exportAs(pdf)');
+    const state = await run(attrs, (el) => el.state);
+    assert.deepEqual([state.value.L, state.value.E, state.value.H], [3, 4, 2]);
+    assert.deepEqual(await run(attrs, async (el) => { el.state = { causal: true }; await el.setState({}); return el.state.causal; }), { ok: true, value: true });
+    assert.deepEqual(await run(attrs, async (el) => { await el.setState({ L: 2 }); return el.state.L; }), { ok: true, value: 2 });
+    assertRefused(await run(attrs, (el) => el.setState({ H: 3 })), 'INVALID_ARGUMENT', /H|heads/, 'setState({ H: 3 })');
+    assert.deepEqual(await run(attrs, (el, doc) => el.setCase(doc), seedWorkedExample), { ok: true, value: true });
+    assert.deepEqual(await run(attrs, (el) => el.setCase('not json')), { ok: true, value: false }, 'an unreadable case is shown in the view');
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});
+
+test('<headscope-train>: every typed method works right after `await el.ready` (exportAs: curves, heads, data, model); failures are HeadscopeErrors', { timeout: 240_000 }, async () => {
+  const p = await emptyWidgetPage();
+  try {
+    const { page } = p;
+    const run = (attributes, fn, arg) => page.evaluate(([a, f, x]) => {
+      const body = new Function('el', 'x', `return (${f})(el, x);`);
+      return window.fresh('headscope-train', a, (el) => body(el, x));
+    }, [attributes, fn.toString(), arg]);
+    const attrs = { task: 'copy', layers: '1', heads: '2', dmodel: '16', steps: '30', compact: '' };
+    // exportAs right after ready: the attributes' run (to step 30) is what is exported.
+    const svg = await run(attrs, (el) => el.exportAs('svg'));
+    assert.equal(svg.ok, true, `exportAs('svg'): ${svg.name}: ${svg.message}`);
+    assert.equal(svg.value.type, 'image/svg+xml');
+    assert.doesNotMatch(svg.value.text, /<script|href=|url\(|var\(--/i, 'self-contained');
+    const pic = await svgPanels(page, svg.value.text);
+    assert.equal(pic.error, null);
+    assert.deepEqual(pic.panels, ['Loss and accuracy (copy, step 30)', 'L0 H1', 'L0 H2']);
+    assert.equal(pic.lines, 3, 'training loss, held-out loss, accuracy');
+    const png = await run(attrs, (el) => el.exportAs('png'));
+    assert.equal(png.ok, true, png.message);
+    assert.equal(png.value.type, 'image/png');
+    const json = await run(attrs, (el) => el.exportAs('json'));
+    assert.equal(json.ok, true, json.message);
+    const doc = JSON.parse(json.value.text);
+    assert.equal(doc.view, 'train');
+    assert.deepEqual([doc.state.task, doc.state.steps], ['copy', 30]);
+    assert.deepEqual(doc.curve.map((c) => c.step), [0, 25, 30]);
+    assert.equal(doc.curve[0].trainLoss, null, 'no training loss before training');
+    assert.ok(doc.curve.every((c) => c.heldOutLoss > 0 && c.accuracy >= 0 && c.accuracy <= 1));
+    assert.deepEqual(doc.heads.map((h) => [h.layer, h.head, h.on]), [[0, 1, true], [0, 2, true]]);
+    const T = doc.probe.tokens.length;
+    for (const h of doc.heads) {
+      assert.equal(h.pattern.length, T);
+      h.pattern.forEach((row, i) => {
+        assert.ok(Math.abs(row.reduce((a, b) => a + b, 0) - 1) < 1e-4, `L${h.layer} H${h.head} row ${i} sums to 1`);
+        assert.ok(row.slice(i + 1).every((w) => w === 0), 'causal');
+      });
+      assert.deepEqual(Object.keys(h.detectors).sort(), ['first-token', 'induction', 'previous-token', 'same-token']);
+    }
+    const csv = await run(attrs, (el) => el.exportAs('csv'));
+    assert.equal(csv.ok, true, csv.message);
+    const rows = csv.value.text.trim().split('\r\n').map((r) => r.split(','));
+    assert.deepEqual(rows[0], ['step', 'train_loss', 'held_out_loss', 'held_out_accuracy']);
+    assert.deepEqual(rows.slice(1).map((r) => Number(r[0])), [0, 25, 30]);
+    assert.equal(rows[1][1], '', 'no training loss at step 0');
+    assert.equal(Number(rows[3][2]), doc.curve[2].heldOutLoss);
+    // 'case': the trained model, a transformer case document the library runs and matches.
+    const model = await run(attrs, (el) => el.exportAs('case'));
+    assert.equal(model.ok, true, model.message);
+    const caseDoc = JSON.parse(model.value.text);
+    assert.equal(caseDoc.kind, 'transformer');
+    assert.match(caseDoc.name, /task=copy seed=1 steps=30/);
+    const { init } = await import('../../web/lib/index.js');
+    const hs = await init({ simd: 'simd128' });
+    assert.equal(hs.checkCase(caseDoc, hs.runCase(caseDoc)).ok, true);
+    assertRefused(await run(attrs, (el) => el.exportAs('gif')), 'INVALID_ARGUMENT', /exportAs: format: expected one of svg, png, json, csv, case, got "gif"/, 'exportAs(gif)');
+
+    const quick = { task: 'copy', layers: '1', heads: '2', dmodel: '16', compact: '' };
+    // state, setState (a larger steps trains on; a bad field is refused), the state setter.
+    assert.deepEqual(await run(quick, (el) => [el.state.task, el.state.steps]), { ok: true, value: ['copy', 0] });
+    assert.deepEqual(await run(quick, async (el) => { await el.setState({ steps: 5 }); return el.state.steps; }), { ok: true, value: 5 });
+    assert.deepEqual(await run(quick, async (el) => { el.state = { seed: 9 }; await el.setState({}); return el.state.seed; }), { ok: true, value: 9 });
+    assertRefused(await run(quick, (el) => el.setState({ heads: 3 })), 'INVALID_ARGUMENT', /heads/, 'setState({ heads: 3 })');
+    // play, pause, step, reset.
+    assert.deepEqual(await run(quick, async (el) => { await el.play(); await el.pause(); return true; }), { ok: true, value: true });
+    assert.deepEqual(await run(quick, async (el) => { await el.step(3); return el.state.steps; }), { ok: true, value: 3 });
+    assert.deepEqual(await run(quick, async (el) => { await el.step(2); await el.reset(); return el.state.steps; }), { ok: true, value: 0 });
+    assertRefused(await run(quick, (el) => el.step(0)), 'INVALID_ARGUMENT', /step: n: expected an integer in \[1, 100000\]/, 'step(0)');
+    // setCase: a trained model (the 'case' export) is loaded, at its step; a bad document is refused.
+    const loaded = await run(quick, async (el, d) => { await el.setCase(d); return [el.state.steps, el.state.task]; }, caseDoc);
+    assert.deepEqual(loaded, { ok: true, value: [30, 'copy'] });
+    assertRefused(await run(quick, (el) => el.setCase({ kind: 'transformer' })), 'PARSE_ERROR', /config/, 'setCase({ kind })');
+    assertRefused(await run(quick, (el) => el.setCase('{')), 'PARSE_ERROR', null, 'setCase("{")');
+    assert.deepEqual(p.pageErrors, []);
+  } finally {
+    await p.close();
+  }
+});

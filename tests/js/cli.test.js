@@ -639,3 +639,92 @@ test('--help of both CLIs describes --head-gates and --head-stats', () => {
     assert.match(text, /inf, -inf, nan allowed/, which);
   }
 });
+
+// A case file with a state_dict key (or any text a message repeats) holding control characters:
+// every message of both CLIs is one line, with those characters as escapes.
+const RAW_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+
+test('messages on stderr are one line: control, DEL, C1 and bidi characters from a case file or a file name are escaped (both CLIs)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'headscope-cli-escape-'));
+  try {
+    const seed = JSON.parse(readFileSync(seedFile, 'utf8'));
+    // A key that would clear the screen and forge a second "ok" line, and one with the other classes.
+    const forged = 'w\u001b[2J\u001b[H\nheadscope: seed.json: ok, matches expected\r';
+    const others = 'k\u0007\u007f\u009b31m\u202eevil\u2066\u2028\t\u0000';
+    for (const [key, escaped] of [
+      [forged, 'w\\u001b[2J\\u001b[H\\nheadscope: seed.json: ok, matches expected\\r'],
+      [others, 'k\\u0007\\u007f\\u009b31m\\u202eevil\\u2066\\u2028\\t\\u0000'],
+    ]) {
+      const file = join(dir, 'key.json');
+      writeFileSync(file, JSON.stringify({ ...seed, state_dict: { ...seed.state_dict, [key]: [1] } }));
+      for (const [which, cli] of clis()) {
+        const r = cli('run', file, '--check');
+        assert.equal(r.status, 2, `${which}: ${r.stderr}`);
+        assert.equal(r.stdout, '', which);
+        assert.match(r.stderr, /^headscope: [^\n]+\n$/, `${which}: one line: ${JSON.stringify(r.stderr)}`);
+        assert.doesNotMatch(r.stderr.slice(0, -1), RAW_CONTROL, `${which}: no raw control character: ${JSON.stringify(r.stderr)}`);
+        assert.ok(r.stderr.includes(escaped), `${which}: the key, escaped: ${r.stderr}`);
+      }
+    }
+    // A file name with a newline and ESC: the "ok" line of --check is still one line.
+    const named = join(dir, 'seed\n\u001b[31mred\u009b.json');
+    writeFileSync(named, readFileSync(seedFile));
+    for (const [which, cli] of clis()) {
+      const r = cli('run', named, '--check');
+      assert.equal(r.status, 0, `${which}: ${r.stderr}`);
+      assert.match(r.stderr, /^headscope: [^\n]+\n$/, `${which}: ${JSON.stringify(r.stderr)}`);
+      assert.ok(r.stderr.includes('seed\\n\\u001b[31mred\\u009b.json: '), `${which}: ${r.stderr}`);
+      assert.match(r.stderr, /matches expected/, which);
+      // An unexpected argument is repeated in its message: escaped too.
+      const bad = cli('run', seedFile, '--x\u001b]0;title\u0007');
+      assert.equal(bad.status, 2, which);
+      assert.match(firstLine(bad), /^headscope: (run: )?unexpected argument '--x\\u001b\]0;title\\u0007'$/, `${which}: ${bad.stderr}`);
+      assert.doesNotMatch(bad.stderr, RAW_CONTROL, which);
+      // Printable text outside ASCII stays as it is.
+      const accents = join(dir, 'café-日本.json');
+      writeFileSync(accents, readFileSync(seedFile));
+      assert.match(cli('run', accents, '--check').stderr, /café-日本\.json: ok|café-日本\.json: matches/, which);
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// The native CLI prints its usage after a usage error's line; the npm one only the line.
+const firstLine = (r) => r.stderr.split('\n')[0];
+
+test('--tolerance takes a decimal number only (0x10 is not 16), the same in both CLIs; byte counts decimal digits only', () => {
+  const wrong = join(dataDir, 'wrong-expected.json');  // max relative error 0.00367
+  const expected = 'headscope: --tolerance: expected a finite non-negative decimal number (such as 0.001 or 1e-4), got ';
+  for (const [which, cli] of clis()) {
+    for (const text of ['0x10', '0X10', '0b1', '0o7', '0x1p-3', '1_0', ' 1', '1 ', '', 'Infinity', 'inf', 'nan', 'NaN',
+      '-1', '-0.5', '1e999', '1e', '.', 'e5', '1,5', '\u0661', '--check']) {
+      for (const args of [['--tolerance', text], [`--tolerance=${text}`]]) {
+        const r = cli('run', wrong, '--check', ...args);
+        assert.equal(r.status, 2, `${which} ${JSON.stringify(args)}: ${r.stderr}`);
+        assert.equal(r.stdout, '', `${which} ${JSON.stringify(args)}`);
+        assert.equal(firstLine(r), `${expected}${JSON.stringify(text)}`, `${which} ${JSON.stringify(args)}`);
+        if (which === 'npm') assert.equal(r.stderr, `${firstLine(r)}\n`, 'npm: one line');
+      }
+    }
+    const nothing = cli('run', wrong, '--check', '--tolerance');
+    assert.equal(firstLine(nothing), `${expected}nothing`, which);
+    // Decimal spellings: the mismatch (0.00367) passes a tolerance of 0.01 and fails 0.001.
+    for (const text of ['0.01', '1e-2', '1E-2', '.01', '10e-3', '+0.01', '0.010', '1', '16']) {
+      assert.equal(cli('run', wrong, '--check', '--tolerance', text).status, 0, `${which} ${text}`);
+      assert.equal(cli('run', wrong, '--check', `--tolerance=${text}`).status, 0, `${which} =${text}`);
+    }
+    for (const text of ['0.001', '1e-3', '0', '0.0']) {
+      const r = cli('run', wrong, '--check', '--tolerance', text);
+      assert.equal(r.status, 1, `${which} ${text}: ${r.stderr}`);
+    }
+    // Byte counts: digits only, with the flag and the text in the message.
+    for (const flag of ['--max-input-bytes', '--max-output-bytes']) {
+      for (const text of ['0x10', '1e6', '+10', ' 10', '10.0', '10 ', '-1', '']) {
+        const r = cli('run', seedFile, flag, text);
+        assert.equal(r.status, 2, `${which} ${flag} ${text}`);
+        assert.equal(firstLine(r), `headscope: ${flag}: expected a number of bytes (0 to 2^63), got ${JSON.stringify(text)}`, which);
+      }
+    }
+  }
+});

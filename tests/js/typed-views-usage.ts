@@ -28,6 +28,9 @@ export async function demo(root: Element, other: Element): Promise<void> {
   await train.setState({ task: 'copy', heads: 4 });
   await train.step(10);
   const steps: number = train.state?.steps ?? 0;
+  const curve: Blob = await train.exportAs('csv');
+  await train.setCase(JSON.parse(await (await train.exportAs('case')).text()));
+  console.log(curve.type);
   const result = await runExperiment(engine, { ...EXPERIMENTS.induction, heads: [1, 4], steps: 10 });
   console.log(steps, formatTable(result), result.rows[0].accuracy.mean);
   view.destroy();

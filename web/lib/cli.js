@@ -12,7 +12,8 @@
 // --max-input-bytes or a result over --max-output-bytes (RESOURCE_EXHAUSTED, checked from the
 // shapes before anything is computed); 3 headscope itself failed: the WebAssembly module did not
 // load, or an internal error (a bug); one line on stderr too. The same codes and limits as the
-// native CLI (src/cli/main.cc).
+// native CLI (src/cli/main.cc). A message on stderr is always one line: characters that could
+// end it or act on a terminal are written as escapes (printable below).
 import {
   MAX_CASE_BYTES, MAX_RESULT_JSON_BYTES, checkResultJsonSize, compareWithExpected, parseCase,
   resultJsonBytesBound, resultWeightsShape, tensorJsonBytesBound,
@@ -42,6 +43,17 @@ async function headscope() {
   return { hs, parseCase };
 }
 
+// Every line on stderr is one message: "headscope: " and the message with each character that
+// could end the line or drive the terminal written as an escape (a file name or a state_dict key
+// from a case file is in many messages): the C0 controls (\n, \r, \t, else \u00XX), DEL, the
+// C1 controls, the bidirectional marks, embeddings, overrides and isolates, U+2028/U+2029 and lone
+// surrogates as \uXXXX. The native CLI escapes the same characters the same way (src/cli/main.cc).
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const SHORT_ESCAPES = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+const printable = (text) => String(text).replace(UNPRINTABLE,
+  (c) => SHORT_ESCAPES[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const report = (message) => process.stderr.write(`headscope: ${printable(message)}\n`);
+
 const USAGE = `usage:
   headscope run FILE.json [--check] [--tolerance T] [--head-gates G0,G1,...] [--head-stats]
                 [--max-input-bytes N] [--max-output-bytes N]
@@ -53,7 +65,8 @@ const USAGE = `usage:
       are for attention cases only).
       --check               compare with the file's "expected", exit 1 on mismatch (with
                             --head-gates: the gated result)
-      --tolerance T         relative error allowed by --check (default 1e-4)
+      --tolerance T         relative error allowed by --check (default 1e-4): a decimal
+                            number such as 0.001 or 1e-4 (not hex, not inf)
       --head-gates G0,G1,...
                             scale head h's output by G_h before out_proj: one number per head,
                             comma-separated (inf, -inf, nan allowed); 0 switches a head off
@@ -108,6 +121,19 @@ function parseGates(text) {
   });
 }
 
+// --tolerance: a finite, non-negative decimal number (the grammar of --head-gates' numbers, which
+// JSON's numbers are written in): Number() alone would also take 0x10, 0b1, 0o7, spaces and
+// Infinity. The native CLI takes exactly the same text (src/cli/main.cc).
+const TOLERANCE = /^\+?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$/;
+function parseTolerance(text) {
+  const t = text !== undefined && TOLERANCE.test(text) ? Number(text) : NaN;
+  if (!Number.isFinite(t)) {
+    throw new UsageError(`--tolerance: expected a finite non-negative decimal number (such as 0.001 ` +
+      `or 1e-4), got ${text === undefined ? 'nothing' : JSON.stringify(text)}`);
+  }
+  return t;
+}
+
 function parseRunArgs(args) {
   let file = null;
   let check = false;
@@ -127,13 +153,7 @@ function parseRunArgs(args) {
     } else if (flag === '--head-gates') {
       headGates = parseGates(value());
     } else if (flag === '--tolerance') {
-      const text = value();
-      const t = text === undefined || text.trim() === '' ? NaN : Number(text);
-      if (!(t >= 0) || !Number.isFinite(t)) {
-        throw new UsageError(`--tolerance: expected a non-negative number, got ${
-          text === undefined ? 'nothing' : JSON.stringify(text)}`);
-      }
-      tolerance = t;
+      tolerance = parseTolerance(value());
     } else if (flag === '--max-input-bytes') {
       maxInputBytes = byteCount(flag, value());
     } else if (flag === '--max-output-bytes') {
@@ -378,11 +398,11 @@ async function run(args) {
     // A transformer case: over how many tensors, and the loss's own error.
     const over = cmp.tensors === undefined ? '' : ` over ${cmp.tensors.length} tensors` +
       (cmp.loss === null ? '' : `, loss error ${cmp.loss.error.toPrecision(3)}`);
-    process.stderr.write(`headscope: ${file}: ok, matches expected (max relative error ${err}${over}, ` +
-      `tolerance ${tolerance}, ${hs.kernelTarget})\n`);
+    report(`${file}: ok, matches expected (max relative error ${err}${over}, ` +
+      `tolerance ${tolerance}, ${hs.kernelTarget})`);
     return 0;
   }
-  process.stderr.write(`headscope: ${file}: MISMATCH (tolerance ${tolerance}): ${cmp.detail}\n`);
+  report(`${file}: MISMATCH (tolerance ${tolerance}): ${cmp.detail}`);
   return 1;
 }
 
@@ -510,26 +530,24 @@ async function main(argv) {
 // A reader that goes away (`headscope example | head`) is not an error.
 process.stdout.on('error', (e) => {
   if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-  process.stderr.write(`headscope: cannot write the output (${e.message})\n`);
+  report(`cannot write the output (${e.message})`);
   process.exit(2);
 });
-
-const oneLine = (s) => String(s).replace(/\s*\n\s*/g, ' ');
 
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (e) {
   if (e instanceof UsageError) {
-    process.stderr.write(`headscope: ${oneLine(e.message)}\n`);
+    report(e.message);
     process.exitCode = 2;
   } else if (e instanceof HeadscopeError && e.code !== 'INTERNAL') {
-    process.stderr.write(`headscope: ${oneLine(e.message)}\n`);
+    report(e.message);
     process.exitCode = 2;
   } else if (e instanceof LoadError) {
-    process.stderr.write(`headscope: ${oneLine(e.message)}\n`);
+    report(e.message);
     process.exitCode = 3;
   } else {
-    process.stderr.write(`headscope: internal error, please report it: ${oneLine(e?.message ?? e)}\n`);
+    report(`internal error, please report it: ${e?.message ?? e}`);
     process.exitCode = 3;
   }
 }

@@ -101,7 +101,10 @@ export interface View<S, P> {
   getState(): S;
   /** Shows a case document; the Heads view's promise resolves when it is shown. */
   setCase(caseDocument: CaseDocument | string): boolean | Promise<void>;
-  /** The view as a file (the walkthrough also 'case': its numbers as a case document). */
+  /**
+   * The view as a file, once its pending changes are drawn (the walkthrough also 'case': its
+   * numbers as a case document); a format it does not export rejects with INVALID_ARGUMENT.
+   */
   exportAs(format: ExportFormat | 'case'): Promise<Blob>;
   destroy(): void;
 }

@@ -152,7 +152,10 @@ class HeadscopeWidget extends HTMLElement {
     this._ready.catch(() => {});  // a failed start is shown in the widget; awaiting it rejects
   }
 
-  /** Resolves when the widget has rendered (or failed: then it rejects with the reason). */
+  /**
+   * Resolves when the widget has rendered what its attributes (and inline case) ask for, so that
+   * every method gives their result (or failed to start: then it rejects with a HeadscopeError).
+   */
   get ready() {
     return this._ready;
   }
@@ -171,20 +174,21 @@ class HeadscopeWidget extends HTMLElement {
    * rejects with a HeadscopeError naming a bad field (nothing is applied then).
    */
   setState(patch) {
-    return this._whenReady((view) => view.setState(patch));
+    return this._whenReady((view) => view.setState(patch), 'setState');
   }
 
   /** Shows a case document (an object or JSON text). Resolves to whether the view could show it. */
   setCase(caseDocument) {
-    return this._whenReady((view) => view.loadCase(caseDocument));
+    return this._whenReady((view) => view.loadCase(caseDocument), 'setCase');
   }
 
   /**
    * The widget's current view as a file: 'svg' | 'png' | 'json' | 'csv', and for the walkthrough
-   * 'case' (its numbers as a case document). Resolves to a Blob.
+   * and the Train widget 'case' (the numbers, or the trained model, as a case document). Resolves
+   * to a Blob of what the widget shows once its pending changes are drawn.
    */
   exportAs(format) {
-    return this._whenReady((view) => view.exportAs(format));
+    return this._whenReady((view) => view.exportAs(format), 'exportAs');
   }
 
   connectedCallback() {
@@ -206,21 +210,24 @@ class HeadscopeWidget extends HTMLElement {
     this._messages.hidden = true;
     shadow.replaceChildren(link, this._status, this._messages, this._container);
     getEngine()
-      .then((hs) => {
+      .then(async (hs) => {
         if (this._view !== null || !this.isConnected) return;
         this._hs = hs;
-        this._mount();
+        const first = [this._mount()];
         const doc = inlineCase(this);
-        if (doc !== null) this._view.loadCase(doc);
+        if (doc !== null) first.push(this._view.loadCase(doc));
+        // Ready means rendered: the attributes' state (and the inline case) computed and drawn.
+        await this._settle(first);
         this._status.textContent = '';
         this.dataset.ready = 'true';
         this._resolveReady();
       })
       .catch((e) => {
-        this._status.textContent = `headscope could not start: ${e.message}`;
+        const error = asHeadscopeError(e, 'ready');
+        this._status.textContent = `headscope could not start: ${error.message}`;
         this._status.classList.add('hs-error');
         this.dataset.ready = 'error';
-        this._rejectReady(e);
+        this._rejectReady(error);
       });
   }
 
@@ -265,7 +272,19 @@ class HeadscopeWidget extends HTMLElement {
     }
   }
 
-  // Reads every attribute, mounts the view with the valid ones, and lists the problems.
+  // Waits for `pending` (the promises of a mount: refused patches are shown, not thrown) and then
+  // for what the view still computes or draws (its `ready`, which rejects when it cannot start,
+  // and `settled`).
+  async _settle(pending) {
+    await Promise.allSettled(pending);
+    const view = this._view;
+    if (!view) return;
+    await view.ready;
+    await view.settled?.();
+  }
+
+  // Reads every attribute, mounts the view with the valid ones, and lists the problems. Returns a
+  // promise of the patches applied (each settles; a refused one is listed with the problems).
   _mount() {
     const specs = this.constructor.ATTRIBUTES;
     this._problems.clear();
@@ -291,11 +310,12 @@ class HeadscopeWidget extends HTMLElement {
     this._view = this.mount(this._container, { hs: this._hs, onStatus, onChange, ...options });
     // The fields one at a time, so one bad field (say presets of the wrong length) costs only itself.
     const state = previous ? { ...previous } : null;
+    const pending = [];
     if (state) {
       delete state.source;
       delete state.masked;
       // The Train view's setState is asynchronous: a refusal there is not an error either.
-      try { this._view.setState(state)?.catch?.(() => {}); } catch { /* sizes changed */ }
+      try { pending.push(this._view.setState(state)?.catch?.(() => {})); } catch { /* sizes changed */ }
     }
     for (const group of this.constructor.FIELD_GROUPS) {
       const patch = Object.fromEntries(group.filter((f) => f in fields).map((f) => [f, fields[f]]));
@@ -309,12 +329,13 @@ class HeadscopeWidget extends HTMLElement {
       };
       try {
         // The Train view's setState is asynchronous (a new setup trains from step 0).
-        this._view.setState(patch)?.catch?.(problem);
+        pending.push(this._view.setState(patch)?.catch?.(problem));
       } catch (e) {
         problem(e);
       }
     }
     this._showProblems();
+    return Promise.all(pending);
   }
 
   _remount() {
@@ -334,15 +355,26 @@ class HeadscopeWidget extends HTMLElement {
     else delete this.dataset.problems;
   }
 
-  // Runs `action` on the mounted view (waiting for it); its result, or its error, settles the promise.
-  _whenReady(action) {
+  // Runs `action` on the mounted view (waiting for it); its result, or its error, settles the
+  // promise. Every rejection is a HeadscopeError (an unexpected error becomes an INTERNAL one
+  // naming `method`).
+  _whenReady(action, method) {
     const run = this._queue.then(() => this._ready).then(() => {
-      if (!this._view) throw new HeadscopeError('DISPOSED', 'the widget is not connected to the document');
+      if (!this._view) throw new HeadscopeError('DISPOSED', `${method}: the widget is not connected to the document`);
       return action(this._view);
+    }).catch((e) => {
+      throw asHeadscopeError(e, method);
     });
     this._queue = run.catch(() => {});
     return run;
   }
+}
+
+// `e` if headscope made it, else an INTERNAL HeadscopeError that names the method and keeps `e`
+// as its cause (the widgets' promises reject with HeadscopeErrors only).
+function asHeadscopeError(e, method) {
+  if (HeadscopeError.is(e)) return e;
+  return new HeadscopeError('INTERNAL', `${method}: ${e?.message ?? String(e)}`, { cause: e });
 }
 
 class HeadscopeWalkthrough extends HeadscopeWidget {
@@ -368,7 +400,7 @@ class HeadscopeHeads extends HeadscopeWidget {
 
   /** Sets the sentence (a shorthand for setState({ text })). */
   setText(text) {
-    return this.setState({ text });
+    return this._whenReady((view) => view.setState({ text }), 'setText');
   }
 }
 
@@ -383,10 +415,19 @@ class HeadscopeTrain extends HeadscopeWidget {
     return mountTrain(root, rest);
   }
 
-  play() { return this._whenReady((view) => view.play()); }
-  pause() { return this._whenReady((view) => view.pause()); }
-  step(n = 1) { return this._whenReady((view) => view.step(n)); }
-  reset() { return this._whenReady((view) => view.reset()); }
+  play() { return this._whenReady((view) => view.play(), 'play'); }
+  pause() { return this._whenReady((view) => view.pause(), 'pause'); }
+  step(n = 1) { return this._whenReady((view) => view.step(n), 'step'); }
+  reset() { return this._whenReady((view) => view.reset(), 'reset'); }
+
+  /**
+   * Loads a "kind": "transformer" case document (an object or JSON text; what the view's Export
+   * model button writes) as the widget's model: training goes on from it. Resolves when loaded;
+   * rejects with a HeadscopeError naming what does not fit.
+   */
+  setCase(caseDocument) {
+    return this._whenReady((view) => view.loadModel(caseDocument), 'setCase');
+  }
 }
 
 if (!customElements.get('headscope-train')) customElements.define('headscope-train', HeadscopeTrain);

@@ -1,12 +1,17 @@
 // Exports of a view's numbers and pictures: self-contained SVG (colours and text inline, no
 // stylesheet, no script), PNG (the same layout drawn on a canvas: no image decoding, so a strict
 // CSP is no obstacle), and the numbers as JSON and CSV. A view describes what it shows as
-// "panels" (a titled grid of cells); one layout serves both pictures.
+// "panels" (a titled grid of cells, or a chart of lines); one layout serves both pictures.
 //
 //   panel = { title, rows, cols, rowLabels, colLabels, value(i, j) -> number,
 //             color(i, j) -> CSS colour, text?(i, j) -> string | null (drawn in the cell),
 //             mark?: [i, j] (the explained or hovered cell, outlined) }
+//   chart = { kind: 'chart', title, width, height, x: { min, max, label },
+//             left: { min, max, log? }, right?: { min, max },
+//             series: [{ label, color, axis: 'left' | 'right', dash?, points: [[x, y], ...] }] }
+//             (points with a non-finite y, or y <= 0 on a log axis, are left out)
 import { formatNumber } from './matrix.js';
+import { HeadscopeError } from '../../lib/errors.js';
 
 const CELL = 18;
 const TITLE = 20;
@@ -21,7 +26,9 @@ export function exportTheme(element) {
   const style = getComputedStyle(element);
   const v = (name, fallback) => style.getPropertyValue(name).trim() || fallback;
   return { bg: v('--hs-bg', '#ffffff'), fg: v('--hs-fg', '#1f2328'), muted: v('--hs-muted', '#59636e'),
-    border: v('--hs-border', '#d1d9e0') };
+    border: v('--hs-border', '#d1d9e0'),
+    // The first head colours: the Train view's curves use them for their lines.
+    heads: [v('--hs-head-1', '#0969da'), v('--hs-head-2', '#cf222e'), v('--hs-head-3', '#1a7f37')] };
 }
 
 // Panels placed left to right, wrapping at MAX_WIDTH.
@@ -31,9 +38,9 @@ function layout(panels) {
   let rowHeight = 0;
   let width = 0;
   const placed = panels.map((p) => {
-    const cell = p.rows * p.cols > 1024 ? 10 : CELL;
-    const w = LABEL_W + p.cols * cell;
-    const h = TITLE + LABEL_H + p.rows * cell;
+    const cell = p.kind === 'chart' ? 0 : p.rows * p.cols > 1024 ? 10 : CELL;
+    const w = p.kind === 'chart' ? p.width : LABEL_W + p.cols * cell;
+    const h = p.kind === 'chart' ? TITLE + p.height + LEGEND_H : TITLE + LABEL_H + p.rows * cell;
     if (x > GAP && x + w > MAX_WIDTH) {
       x = GAP;
       y += rowHeight + GAP;
@@ -48,8 +55,64 @@ function layout(panels) {
   return { placed, width: Math.max(width, 200), height: y + rowHeight + GAP };
 }
 
-const clip = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
-const escapeXml = (s) => String(s).replace(/[<>&"']/g, (c) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&apos;' })[c]);
+// A chart's drawing as primitives both pictures draw: the frame, one polyline per series and the
+// texts (axis ends, the legend), placed at (x, y).
+const LEGEND_H = 18;
+const CHART_PAD = { l: 44, r: 40, t: 6, b: 18 };
+function chartShapes(p, x, y, theme) {
+  const top = y + TITLE;
+  const frame = { x: x + CHART_PAD.l, y: top + CHART_PAD.t, w: p.width - CHART_PAD.l - CHART_PAD.r,
+    h: p.height - CHART_PAD.t - CHART_PAD.b };
+  const xSpan = p.x.max > p.x.min ? p.x.max - p.x.min : 1;
+  const px = (v) => frame.x + (frame.w * (v - p.x.min)) / xSpan;
+  const t = (axis, v) => {
+    const { min, max, log } = axis;
+    const f = log ? (Math.log(v) - Math.log(min)) / (Math.log(max) - Math.log(min)) : (v - min) / (max - min || 1);
+    return frame.y + frame.h * (1 - Math.min(1, Math.max(0, f)));
+  };
+  const lines = p.series.map((s) => {
+    const axis = s.axis === 'right' ? p.right : p.left;
+    const points = s.points.filter(([, v]) => Number.isFinite(v) && !(axis.log && v <= 0))
+      .map(([u, v]) => [px(u), t(axis, v)]);
+    return { points, color: s.color, dash: Boolean(s.dash) };
+  });
+  const label = (v) => formatNumber(v, Math.abs(v) < 0.01 && v !== 0 ? 4 : 2);
+  const texts = [
+    { x: frame.x - 4, y: frame.y + 8, text: label(p.left.max), anchor: 'end' },
+    { x: frame.x - 4, y: frame.y + frame.h, text: label(p.left.min), anchor: 'end' },
+    { x: frame.x, y: frame.y + frame.h + 13, text: String(p.x.min), anchor: 'start' },
+    { x: frame.x + frame.w, y: frame.y + frame.h + 13, text: `${p.x.max}${p.x.label ? ` ${p.x.label}` : ''}`, anchor: 'end' },
+  ];
+  if (p.right) {
+    texts.push({ x: frame.x + frame.w + 4, y: frame.y + 8, text: label(p.right.max), anchor: 'start' },
+      { x: frame.x + frame.w + 4, y: frame.y + frame.h, text: label(p.right.min), anchor: 'start' });
+  }
+  let lx = x + CHART_PAD.l;
+  const legend = p.series.map((s) => {
+    const at = { x: lx, y: top + p.height + 12, color: s.color, dash: Boolean(s.dash), text: s.label };
+    lx += 24 + 6.5 * Array.from(s.label).length + 16;
+    return at;
+  });
+  return { frame, lines, texts: texts.map((tx) => ({ ...tx, fill: theme.muted })), legend };
+}
+
+// A label cut to n characters (code points, so an emoji is never split into a lone surrogate).
+const clip = (s, n) => {
+  const chars = Array.from(String(s));
+  return chars.length > n ? `${chars.slice(0, n - 1).join('')}…` : chars.join('');
+};
+
+// Characters XML 1.0 has no place for (outside its Char production: the C0 controls but tab, LF
+// and CR; lone surrogates; U+FFFE and U+FFFF): a document holding one does not parse, even as a
+// character reference. Each is replaced by U+FFFD, so the text keeps its length and shows where
+// it was.
+const NOT_XML_CHAR = /[\u0000-\u0008\u000b\u000c\u000e-\u001f\ufffe\uffff]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const XML_ESCAPES = { '<': '&lt;', '>': '&gt;', '&': '&amp;', '"': '&quot;', "'": '&apos;',
+  // Tab, LF and CR as references: a parser keeps them so in attribute values (it would turn a
+  // literal one into a space) and in text (where it would turn CR into LF).
+  '\t': '&#9;', '\n': '&#10;', '\r': '&#13;' };
+/** `s` as XML text or attribute value: markup escaped, characters XML forbids replaced by U+FFFD. */
+const escapeXml = (s) => String(s).replace(NOT_XML_CHAR, '\ufffd').replace(/[<>&"'\t\n\r]/g, (c) => XML_ESCAPES[c]);
 
 /** A self-contained SVG document of the panels. */
 export function panelsToSVG(panels, theme, title = 'headscope') {
@@ -60,6 +123,24 @@ export function panelsToSVG(panels, theme, title = 'headscope') {
   for (const { p, x, y, cell } of placed) {
     out.push(`<g data-panel="${escapeXml(p.title)}">`);
     out.push(`<text x="${x}" y="${y + 14}" fill="${escapeXml(theme.fg)}" font-weight="600">${escapeXml(p.title)}</text>`);
+    if (p.kind === 'chart') {
+      const { frame, lines, texts, legend } = chartShapes(p, x, y, theme);
+      out.push(`<rect x="${frame.x}" y="${frame.y}" width="${frame.w}" height="${frame.h}" fill="none" stroke="${escapeXml(theme.border)}"/>`);
+      lines.forEach(({ points, color, dash }, k) => {
+        if (points.length === 0) return;
+        out.push(`<polyline data-series="${escapeXml(p.series[k].label)}" points="${points.map(([u, v]) => `${u.toFixed(1)},${v.toFixed(1)}`).join(' ')}" ` +
+          `fill="none" stroke="${escapeXml(color)}" stroke-width="1.5"${dash ? ' stroke-dasharray="6 3"' : ''}/>`);
+      });
+      for (const tx of texts) {
+        out.push(`<text x="${tx.x.toFixed(1)}" y="${tx.y.toFixed(1)}" fill="${escapeXml(tx.fill)}" text-anchor="${tx.anchor}" font-size="9">${escapeXml(tx.text)}</text>`);
+      }
+      for (const l of legend) {
+        out.push(`<line x1="${l.x}" y1="${l.y - 3}" x2="${l.x + 18}" y2="${l.y - 3}" stroke="${escapeXml(l.color)}" stroke-width="2"${l.dash ? ' stroke-dasharray="6 3"' : ''}/>`,
+          `<text x="${l.x + 24}" y="${l.y}" fill="${escapeXml(theme.muted)}" font-size="9">${escapeXml(l.text)}</text>`);
+      }
+      out.push('</g>');
+      continue;
+    }
     const gx = x + LABEL_W;
     const gy = y + TITLE + LABEL_H;
     p.colLabels.slice(0, p.cols).forEach((l, j) => out.push(`<text x="${gx + (j + 0.5) * cell}" y="${gy - 5}" fill="${escapeXml(theme.muted)}" ` +
@@ -105,6 +186,10 @@ export function panelsToPNG(panels, theme, scale = 2) {
     ctx.textAlign = 'left';
     ctx.fillText(p.title, x, y + 14);
     ctx.font = '9px system-ui, sans-serif';
+    if (p.kind === 'chart') {
+      drawChart(ctx, chartShapes(p, x, y, theme), theme);
+      continue;
+    }
     const gx = x + LABEL_W;
     const gy = y + TITLE + LABEL_H;
     ctx.fillStyle = theme.muted;
@@ -135,13 +220,45 @@ export function panelsToPNG(panels, theme, scale = 2) {
       ctx.lineWidth = 1;
     }
   }
-  return new Promise((resolve, reject) => canvas.toBlob((b) => (b ? resolve(b) : reject(new Error('the canvas gave no PNG'))), 'image/png'));
+  return new Promise((resolve, reject) => canvas.toBlob((b) => (b ? resolve(b) : reject(new HeadscopeError('RESOURCE_EXHAUSTED',
+    `exportAs: the browser gave no PNG for a ${canvas.width} x ${canvas.height} canvas (too large for it?)`))), 'image/png'));
+}
+
+// A chart's primitives on a canvas (the font already set).
+function drawChart(ctx, { frame, lines, texts, legend }, theme) {
+  ctx.strokeStyle = theme.border;
+  ctx.lineWidth = 1;
+  ctx.strokeRect(frame.x, frame.y, frame.w, frame.h);
+  const stroke = (points, color, dash, width) => {
+    ctx.strokeStyle = color;
+    ctx.lineWidth = width;
+    ctx.setLineDash(dash ? [6, 3] : []);
+    ctx.beginPath();
+    points.forEach(([u, v], k) => (k ? ctx.lineTo(u, v) : ctx.moveTo(u, v)));
+    ctx.stroke();
+  };
+  for (const { points, color, dash } of lines) if (points.length) stroke(points, color, dash, 1.5);
+  for (const tx of texts) {
+    ctx.fillStyle = tx.fill;
+    ctx.textAlign = tx.anchor === 'end' ? 'right' : 'left';
+    ctx.fillText(tx.text, tx.x, tx.y);
+  }
+  ctx.textAlign = 'left';
+  for (const l of legend) {
+    stroke([[l.x, l.y - 3], [l.x + 18, l.y - 3]], l.color, l.dash, 2);
+    ctx.fillStyle = theme.muted;
+    ctx.fillText(l.text, l.x + 24, l.y);
+  }
+  ctx.setLineDash([]);
+  ctx.lineWidth = 1;
 }
 
 /** CSV text of rows of values (the first row: the header), quoted where needed. */
 export function toCSV(rows) {
   const cell = (v) => {
-    const s = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : String(v).replace('Infinity', 'inf')) : String(v ?? '');
+    // Non-finite numbers as the case format and the JSON export write them.
+    const s = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : Number.isNaN(v) ? 'nan' : v > 0 ? 'inf' : '-inf')
+      : String(v ?? '');
     return /[",\n\r]/.test(s) || /^\s|\s$/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
   };
   return `${rows.map((r) => r.map(cell).join(',')).join('\r\n')}\r\n`;

@@ -4,7 +4,8 @@
 import * as T from './transforms.js';
 import { cellColor, WEIGHT_SCALE } from '../common/heatmap.js';
 import { formatNumber } from '../common/matrix.js';
-import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, MIME } from '../common/export.js';
+import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, EXPORT_FORMATS, MIME } from '../common/export.js';
+import { HeadscopeError } from '../../lib/errors.js';
 import { headLabel } from './data.js';
 
 /** Heatmaps larger than this on a side are cut to their first rows and columns in pictures. */
@@ -17,7 +18,11 @@ const PICTURE_MAX = 128;
  * @returns {Promise<Blob>}
  */
 export async function exportHeads(format, { data, state, publicState, element }) {
-  if (data === null) throw new Error('nothing to export: type a sentence first');
+  checkHeadsFormat(format);
+  if (data === null) {
+    throw new HeadscopeError('INVALID_ARGUMENT', 'exportAs: nothing to export: the text has no tokens ' +
+      '(type a sentence, or set one with the text attribute, setText or setState)');
+  }
   const { H, L, S, E, labels } = data;
   const shown = Array.from({ length: H }, (_, h) => h).filter((h) => state.shown === null || state.shown.has(h));
   const weightsOf = (h) => T.headWeights(data.weights, { h, H, L, S });
@@ -79,5 +84,13 @@ export async function exportHeads(format, { data, state, publicState, element })
     }
     return new Blob([toCSV(rows)], { type: MIME.csv });
   }
-  throw new Error(`unknown export format ${JSON.stringify(format)} (expected svg, png, json or csv)`);
+  return checkHeadsFormat(format);
+}
+
+/** Throws the HeadscopeError of a format the Heads view does not export. */
+export function checkHeadsFormat(format) {
+  if (!EXPORT_FORMATS.includes(format)) {
+    throw new HeadscopeError('INVALID_ARGUMENT', `exportAs: format: expected one of ${EXPORT_FORMATS.join(', ')}, ` +
+      `got ${typeof format === 'string' ? JSON.stringify(format.slice(0, 60)) : String(format)}`);
+  }
 }

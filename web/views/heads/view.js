@@ -34,7 +34,7 @@ import { applyHeadsState, copyHeadsState, defaultHeadsState } from './state.js';
 import { HeadscopeError } from '../../lib/errors.js';
 import { changeReporter, checkNames } from '../common/options.js';
 import { exportBar, EXPORT_FORMATS } from '../common/export.js';
-import { exportHeads } from './export.js';
+import { checkHeadsFormat, exportHeads } from './export.js';
 
 const EMBED_DIM = 64;
 const HEAD_COUNTS = [1, 2, 4, 8, 16];  // the divisors of 64 up to 16
@@ -328,20 +328,43 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
 
   // Update loop: at most one compute + render per animation frame -------------------------------
   let needCompute = true;
+  const running = new Set();  // the computes and renders under way (settled() waits for them)
+  function track(promise) {
+    const done = promise.then(() => {}, () => {});
+    running.add(done);
+    done.then(() => running.delete(done));
+    return promise;
+  }
   function schedule(compute) {
     if (destroyed) return;
     needCompute ||= compute;
     if (frame) return;
-    frame = requestAnimationFrame(() => {
-      frame = 0;
-      const started = performance.now();
-      const recompute = needCompute;
-      needCompute = false;
-      (recompute ? update() : Promise.resolve(render()))
-        // After the canvas draws (queued microtasks): the frame's whole cost, for anyone measuring.
-        .then(() => queueMicrotask(() => { view.dataset.updateMs = (performance.now() - started).toFixed(1); }))
-        .catch(fail);
-    });
+    frame = requestAnimationFrame(runFrame);
+  }
+  function runFrame() {
+    frame = 0;
+    const started = performance.now();
+    const recompute = needCompute;
+    needCompute = false;
+    track((recompute ? update() : Promise.resolve(render()))
+      // After the canvas draws (queued microtasks): the frame's whole cost, for anyone measuring.
+      .then(() => queueMicrotask(() => { view.dataset.updateMs = (performance.now() - started).toFixed(1); }))
+      .catch(fail));
+  }
+
+  // Resolves when everything asked of the view so far is computed and drawn: a frame still waiting
+  // for the browser runs now (a hidden page gets no animation frames), then the running computes
+  // end (a failure is shown in the view, not thrown here).
+  async function settled() {
+    for (;;) {
+      if (destroyed) return;
+      if (frame) {
+        cancelAnimationFrame(frame);
+        runFrame();
+      }
+      if (running.size === 0) return;
+      await Promise.all(running);
+    }
   }
 
   function fail(e) {
@@ -622,14 +645,21 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
 
   schedule(true);
 
-  /** The current view as a file: 'svg' | 'png' | 'json' | 'csv' (export.js). */
-  function exportAs(format) {
+  /**
+   * The current view as a file: 'svg' | 'png' | 'json' | 'csv' (export.js), once what was asked
+   * of the view (a new text, a loaded case) is computed and drawn.
+   */
+  async function exportAs(format) {
+    checkHeadsFormat(format);
+    await settled();
+    if (destroyed) throw new HeadscopeError('DISPOSED', 'exportAs: the view was destroyed');
     return exportHeads(format, { data, state, publicState: publicState(), element: view });
   }
 
   // API -----------------------------------------------------------------------------------------
   return {
     exportAs,
+    settled,
     /**
      * Shows a case document's heads (queries labelled t1..tL). Large cases (N*H*L*S' > 50k weights
      * or E > 128) run in a Web Worker, with a busy state; smaller ones in this thread.
@@ -674,7 +704,7 @@ export function mountHeads(root, { hs, onStatus = () => {}, state: initialState,
       }
       needCompute = false;
       try {
-        await update();
+        await track(update());
       } catch (e) {
         fail(e);
       }

@@ -22,7 +22,8 @@ import { applyTrainState, defaultTrainState, D_MODELS, sameSetup, TASK_NAMES, tr
 import { createCurves } from './curves.js';
 import { createWhatIf } from './whatif.js';
 import { caseLoss, parseCase } from '../../lib/case.js';
-import { download, nested, toJSON } from '../common/export.js';
+import { download, nested, toJSON, MIME } from '../common/export.js';
+import { checkTrainFormat, exportTrain } from './export.js';
 
 /** Steps per chunk between two evaluations while playing. */
 const CHUNK_STEPS = 25;
@@ -39,7 +40,7 @@ const DETECTOR_LABELS = { 'previous-token': 'previous token', 'first-token': 'fi
  *   view's engine (default initWorker())
  * @returns {{ getState(): object, setState(patch: object): Promise<void>, play(): void, pause(): void,
  *   step(n?: number): Promise<void>, reset(): Promise<void>, ready: Promise<void>, stateDict(): Promise<object>,
- *   destroy(): void }}
+ *   exportAs(format: 'svg' | 'png' | 'json' | 'csv' | 'case'): Promise<Blob>, destroy(): void }}
  */
 export function mountTrain(root, { state: initialState, onStatus = () => {}, onChange = () => {}, onOpenHead = null, hide = [],
   compact = false, worker: startWorker = () => initWorker(undefined, { simd: 'simd128' }) } = {}) {
@@ -512,9 +513,12 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
   // The case file's name carries what the config does not: the task, the seed and the step.
   const caseName = () => `headscope-train task=${state.task} seed=${state.seed} steps=${state.steps}`;
 
+  const noModel = (where) => new HeadscopeError('INVALID_ARGUMENT', `${where}: the view has no model (it did not start)`);
+
   /** The trained model as a transformer case document (docs/case-format.md), the probe row's logits expected. */
   function exportModel() {
     return serial(async () => {
+      if (!model) throw noModel('exportModel');
       const sd = await model.stateDict();
       const { logits } = await model.forward(probe.tokens);
       const cfg = trainSetup(state, task).model;
@@ -528,6 +532,24 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
         inputs: { tokens: nested(probe.tokens), targets: nested(probe.targets) },
         expected: { logits: nested(logits), loss: caseLoss(logits.data, probe.targets.data, task.vocabSize) },
       };
+    });
+  }
+
+  /**
+   * The view as a file (export.js): 'svg' | 'png' the curves and every head on the probe row,
+   * 'json' the curve, the probe row and each head's pattern and detector scores, 'csv' the curve,
+   * 'case' the trained model (exportModel's document). A Promise of a Blob, after the running job.
+   */
+  function exportAs(format) {
+    try {
+      checkTrainFormat(format);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    if (format === 'case') return exportModel().then((doc) => new Blob([toJSON(doc)], { type: MIME.case }));
+    return serial(() => {
+      if (!model || !last) throw noModel('exportAs');
+      return exportTrain(format, { state: { ...state }, task, probe, curve: [...curve], last, gates, log: log.checked, element: view });
     });
   }
 
@@ -693,6 +715,7 @@ export function mountTrain(root, { state: initialState, onStatus = () => {}, onC
     stateDict: () => serial(() => model.stateDict()),
     whatIf,
     exportModel,
+    exportAs,
     loadModel,
     layerCase,
     /** Layer l, head h (1-based)'s attention on the probe row, as the model computes it: T rows of T. */

@@ -3,6 +3,7 @@
 // expected output and per-head weights are the ones shown, so the same case runs in PyTorch, the
 // CLIs and the page.
 import { formatNumber } from '../common/matrix.js';
+import { HeadscopeError } from '../../lib/errors.js';
 import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, MIME } from '../common/export.js';
 import { publicWalkthroughState } from './state.js';
 import { toStateDict } from './model.js';
@@ -68,5 +69,6 @@ export async function exportWalkthrough(format, { state, trace, matrices, visibl
     };
     return new Blob([toJSON(doc)], { type: MIME.case });
   }
-  throw new Error(`unknown export format ${JSON.stringify(format)} (expected svg, png, json, csv or case)`);
+  throw new HeadscopeError('INVALID_ARGUMENT', 'exportAs: format: expected one of svg, png, json, csv, case, ' +
+    `got ${typeof format === 'string' ? JSON.stringify(format.slice(0, 60)) : String(format)}`);
 }
