@@ -76,8 +76,8 @@ class [[nodiscard]] Status {
 inline Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
 inline Status ShapeMismatch(std::string m) { return {StatusCode::kShapeMismatch, std::move(m)}; }
 // A caller's text (a state_dict key, a JSON key) as a message quotes it: at most 64 code points
-// (then "..."), and control characters (C0, DEL, C1) and the bidirectional controls (U+202A-202E,
-// U+2066-2069) written as \uXXXX, so that a hostile name can neither make a message huge nor break
+// (then "..."), and control characters (C0, DEL, C1), the line and paragraph separators and the
+// bidirectional controls (U+2028-202E, U+2066-2069) written as \uXXXX, so that a hostile name can neither make a message huge nor break
 // it over lines, clear a terminal or reorder what is shown. web/lib/tensor.js quoteInput is the
 // same rule.
 std::string QuoteInput(std::string_view text);

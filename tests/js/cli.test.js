@@ -651,9 +651,11 @@ test('messages on stderr are one line: control, DEL, C1 and bidi characters from
     // A key that would clear the screen and forge a second "ok" line, and one with the other classes.
     const forged = 'w\u001b[2J\u001b[H\nheadscope: seed.json: ok, matches expected\r';
     const others = 'k\u0007\u007f\u009b31m\u202eevil\u2066\u2028\t\u0000';
+    // (A key reaches the message quoted by the library, QuoteInput / quoteInput: every character
+    // it hides as \uXXXX; a file name, below, by the CLI, which writes \n, \r and \t.)
     for (const [key, escaped] of [
-      [forged, 'w\\u001b[2J\\u001b[H\\nheadscope: seed.json: ok, matches expected\\r'],
-      [others, 'k\\u0007\\u007f\\u009b31m\\u202eevil\\u2066\\u2028\\t\\u0000'],
+      [forged, 'w\\u001b[2J\\u001b[H\\u000aheadscope: seed.json: ok, matches expected\\u000d'],
+      [others, 'k\\u0007\\u007f\\u009b31m\\u202eevil\\u2066\\u2028\\u0009\\u0000'],
     ]) {
       const file = join(dir, 'key.json');
       writeFileSync(file, JSON.stringify({ ...seed, state_dict: { ...seed.state_dict, [key]: [1] } }));

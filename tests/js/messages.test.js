@@ -19,7 +19,7 @@ after(() => assert.equal(hs.liveHandles(), 0));
 const HUGE = `${'x'.repeat(10 * 1024 * 1024)}\u0000`;
 const NASTY = 'a\u0000b\u001b[2J\u0007c\nok d\u202ee\u0085f\u2066';
 // What a message may never hold raw.
-const RAW = /[\u0000-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/;
+const RAW = /[\u0000-\u001f\u007f-\u009f\u2028-\u202e\u2066-\u2069]/;
 
 function thrown(fn) {
   try {

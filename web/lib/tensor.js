@@ -72,7 +72,7 @@ function describeUnsafe(value) {
     // JSON.stringify escapes C0 controls and lone surrogates; DEL, C1 and the bidirectional
     // controls too, as quoteInput does.
     return `string ${JSON.stringify(value.length > 30 ? value.slice(0, 27) + '...' : value)
-      .replace(/[\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}`;
+      .replace(/[\u007f-\u009f\u2028-\u202e\u2066-\u2069]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`)}`;
   }
   if (typeof value === 'object') {
     const keys = objectKeys(value);
@@ -83,9 +83,9 @@ function describeUnsafe(value) {
   return `${typeof value} ${String(value)}`;
 }
 
-// Characters a message never shows raw: C0 and C1 controls, DEL, the bidirectional controls, lone
-// surrogates.
-const hidden = (cp) => cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+// Characters a message never shows raw: C0 and C1 controls, DEL, the line and paragraph separators
+// (U+2028/9), the bidirectional controls, lone surrogates.
+const hidden = (cp) => cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || (cp >= 0x2028 && cp <= 0x202e) ||
   (cp >= 0x2066 && cp <= 0x2069) || (cp >= 0xd800 && cp <= 0xdfff);
 
 /**
