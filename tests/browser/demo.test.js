@@ -92,6 +92,9 @@ test('the heads view: head count changes the grid, hiding a head only hides it, 
     await p.page.waitForFunction((sel) => document.querySelectorAll(sel).length > 0, `${root} [data-line-head="1"]`);
     // Its card's "on" box switches it off: the output changes, its lines are still drawn (faded).
     await p.page.uncheck(`${root} [data-head-ablate="1"]`);
+    // The ablation section is drawn when near the screen (the view's lazy parts): where the
+    // checkbox left the page scrolled, it may be out of reach until brought into view.
+    await p.page.locator(`${root} .hs-ablation-diff`).scrollIntoViewIfNeeded();
     await p.page.waitForFunction(([sel, v]) => {
       const m = document.querySelector(sel)?.textContent.match(/-?[\d.]+(e-?\d+)?/);
       return m && Number(m[0]) !== v;
