@@ -824,8 +824,20 @@ int32_t Argmax(const float* row, int64_t V) {
 int32_t Transformer::Sample(const float* row, const GenerateOptions& o, double u) {
   const int64_t V = config_.vocab_size;
   if (o.temperature == 0.0) return Argmax(row, V);
+  float lo = row[0], hi = row[0];
   for (int64_t j = 0; j < V; ++j) {
     if (!std::isfinite(row[j])) return Argmax(row, V);  // no distribution: the greedy choice
+    lo = std::min(lo, row[j]);
+    hi = std::max(hi, row[j]);
+  }
+  // The temperature rule (GenerateOptions): a positive temperature so small that the logits
+  // divided by it leave double's range takes the greedy choice, the limit of the distribution as
+  // the temperature goes to 0. Without it, at 1e-320 hi / T was inf, exp(inf - inf) NaN, and the
+  // walk below fell through to its last token: the least likely one (20 seeds of 20).
+  const double top = static_cast<double>(hi) / o.temperature;
+  const double bottom = static_cast<double>(lo) / o.temperature;
+  if (!std::isfinite(top) || !std::isfinite(bottom) || !std::isfinite(top - bottom)) {
+    return Argmax(row, V);
   }
   order_.resize(static_cast<size_t>(V));
   for (int64_t j = 0; j < V; ++j) order_[static_cast<size_t>(j)] = static_cast<int32_t>(j);
@@ -836,8 +848,7 @@ int32_t Transformer::Sample(const float* row, const GenerateOptions& o, double u
   size_t keep = static_cast<size_t>(V);
   if (o.top_k > 0 && o.top_k < V) keep = static_cast<size_t>(o.top_k);
   probs_.resize(keep);
-  const double top = static_cast<double>(row[order_[0]]) / o.temperature;
-  double total = 0.0;
+  double total = 0.0;  // (top is hi / T: hi is row[order_[0]], the first of the sorted order)
   for (size_t i = 0; i < keep; ++i) {
     probs_[i] = std::exp(static_cast<double>(row[order_[i]]) / o.temperature - top);
     total += probs_[i];

@@ -97,6 +97,13 @@ struct TransformerResult {
 //     u = (word(s * B + b) >> 11) / 2^53, the (s * B + b)-th output of the generator of "Initial
 //     weights from a seed" for key mix64(seed ^ fnv1a64("generate")) (step s, sequence b). A row
 //     with a NaN or infinite logit has no distribution: it takes the greedy choice.
+//   The temperature rule: a temperature > 0 so small that the row's logits divided by it leave
+//     double's range (max / T, min / T or (max - min) / T infinite: T = 1e-320 or 5e-324 for any
+//     logits, the smallest normal double 2.2e-308 for logits beyond about 4) takes the greedy
+//     choice too, the limit of the distribution as the temperature goes to 0 (ties: the lowest
+//     index, where the limit would share among them). Larger temperatures sample as above; as
+//     they shrink, the other logits' weights underflow to 0 well before the rule takes over, so
+//     the draws reach the greedy choice continuously.
 // The same seed gives the same tokens on every platform up to libm's exp (glibc natively,
 // musl in WebAssembly; a last-bit difference moves a draw only at a boundary).
 struct GenerateOptions {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -204,6 +205,65 @@ TEST(TransformerGenerate, SamplingFollowsTopKTopPAndTheSeed) {
           ASSERT_NE(at, order.begin() + nucleus)
               << "token " << tok << " outside the top_k " << top_k << " / top_p " << top_p;
         }
+      }
+    }
+  }
+}
+
+// The temperature rule (transformer.h GenerateOptions): a temperature > 0 so small that the
+// logits divided by it leave double's range takes the greedy choice. At 1e-320 logit / T was
+// inf, exp(inf - inf) NaN, and the draw fell through to the last sorted token: the least likely
+// (20 seeds of 20). Temperatures 1e-320, 5e-324 (the smallest double), 1e-300 and the smallest
+// normal double, with several seeds, top_k and top_p: the greedy tokens, never the argmin; on a
+// model's own logits and on rows of logits from -1e30 to 1e30 with a tie at the max.
+TEST(TransformerGenerate, TinyTemperaturesTakeTheGreedyChoice) {
+  const double kTiny[] = {1e-320, 5e-324, 1e-300, std::numeric_limits<double>::min()};
+  TransformerConfig c = Config(40, 24, 16, 2, 2, 32);
+  auto m = Model(c, 3);
+  const int64_t B = 3, T = 2, n = 20, V = c.vocab_size, W = T + n;
+  const std::vector<int32_t> prompt = Prompt(B, T, V, 2);
+  const auto run = [&](Transformer* model, double temperature, uint64_t seed, int64_t top_k,
+                       double top_p) {
+    GenerateOptions o;
+    o.max_new_tokens = n;
+    o.temperature = temperature;
+    o.seed = seed;
+    o.top_k = top_k;
+    o.top_p = top_p;
+    o.keep_logits = true;
+    GenerateResult g;
+    const Status s = model->Generate({prompt.data(), B, T}, o, &g);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return g;
+  };
+  const GenerateResult greedy = run(m.get(), 0.0, 0, 0, 1.0);
+  for (double t : kTiny) {
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      const GenerateResult g = run(m.get(), t, seed, seed % 2 == 0 ? 0 : 7, seed < 3 ? 1.0 : 0.9);
+      EXPECT_EQ(g.tokens, greedy.tokens) << "temperature " << t << ", seed " << seed;
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t s = 0; s < n; ++s) {
+          const float* row = g.logits.data() + (b * n + s) * V;
+          const int32_t argmin = static_cast<int32_t>(std::min_element(row, row + V) - row);
+          EXPECT_NE(g.tokens[b * W + T + s], argmin) << "temperature " << t << ", seed " << seed;
+        }
+      }
+    }
+  }
+  // Logits of +-1e30 (a model whose unembedding is its bias): x / 1e-300 overflows double, so
+  // 1e-300 takes the rule too. A tie at the max goes to its lower index, as greedy's does.
+  auto rows = Model(c, 4);
+  std::vector<float> zero(static_cast<size_t>(V * c.d_model), 0.0f), bias(static_cast<size_t>(V));
+  for (int64_t j = 0; j < V; ++j) bias[j] = static_cast<float>((j * 17) % V - V / 2) * 5e28f;
+  bias[11] = bias[29] = 1e30f;  // the largest, twice
+  bias[5] = -1e30f;             // the least likely
+  ASSERT_TRUE(rows->SetParameter("unembed.weight", {zero.data(), {V, c.d_model}, zero.size()}).ok());
+  ASSERT_TRUE(rows->SetParameter("unembed.bias", {bias.data(), {V}, bias.size()}).ok());
+  for (double t : kTiny) {
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      const GenerateResult g = run(rows.get(), t, seed, seed % 2 == 0 ? 0 : 7, 1.0);
+      for (int64_t i = 0; i < B * n; ++i) {
+        ASSERT_EQ(g.tokens[(i / n) * W + T + i % n], 11) << "temperature " << t << ", seed " << seed;
       }
     }
   }

@@ -247,7 +247,12 @@ export interface TransformerForwardOptions {
 export interface GenerateOptions {
   /** New tokens per sequence, 0 .. maxLen - T; default 1. */
   maxNewTokens?: number;
-  /** 0 (default): greedy, the first largest logit; > 0: sample from softmax(logits / temperature). */
+  /**
+   * 0 (default): greedy, the first largest logit; > 0: sample from softmax(logits / temperature).
+   * The temperature rule: a temperature so small that the logits divided by it overflow a double
+   * (1e-320, 5e-324; the smallest normal double for logits beyond about 4) is greedy too, the
+   * limit of sampling as the temperature goes to 0.
+   */
   temperature?: number;
   /** Sample among the topK largest logits only; 0 (default): all. */
   topK?: number;

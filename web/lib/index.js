@@ -1395,7 +1395,10 @@ class Transformer {
    * Appends options.maxNewTokens (default 1) tokens to the prompt, (T) or (B, T) token ids:
    * greedy at temperature 0 (the default; the first largest logit), else sampled from
    * softmax(logits / temperature) cut to the topK largest (0: all) and the topP nucleus (1: all),
-   * with options.seed (an integer, default 0) fixing the draws. A causal model keeps a KV cache:
+   * with options.seed (an integer, default 0) fixing the draws. The temperature rule: a
+   * temperature > 0 so small that the logits divided by it overflow a double (1e-320, 5e-324; the
+   * smallest normal double for logits beyond about 4) takes the greedy choice, the limit of
+   * sampling as the temperature goes to 0 (ties: the lower index). A causal model keeps a KV cache:
    * each new token costs one position's pass, and its logits are the bits forward() gives the
    * last position of the whole sequence. Returns { tokens } (int32, the prompt then the new
    * tokens: (T + n) or (B, T + n)), and with options.logits also logits ((n, V) or (B, n, V)),
