@@ -648,17 +648,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     // [max_len, D]: the learned entry, or the sinusoidal table's first pos0 + T rows.
     const float* table = pos_embed_ >= 0 ? store_.data(pos_embed_) : nullptr;
     if (c.positions == PositionKind::kSinusoidal) {
-      const int64_t need = pos0 + T;
-      if (sinusoid_rows_ < need) {
-        if (!sinusoid_.Resize(static_cast<size_t>(need * D))) return TooLarge(B, T, limit);
-        // (Resize keeps no contents when it grows: the rows are computed again from 0.)
-        for (int64_t p = 0; p < need; ++p) {
-          for (int64_t j = 0; j < D; ++j) {
-            sinusoid_[static_cast<size_t>(p * D + j)] = Sinusoid(p, j, D);
-          }
-        }
-        sinusoid_rows_ = need;
-      }
+      if (!GrowSinusoids(pos0 + T)) return TooLarge(B, T, limit);
       table = sinusoid_.data();
     }
     for (size_t r = 0; r < M; ++r) {
@@ -784,6 +774,33 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
   }
   if (save_failed) return TooLarge(B, T, limit);
   return Status::Ok();
+}
+
+// The sinusoidal table's rows 0 .. need - 1 (need <= max_len). It grows geometrically, to twice
+// its rows (at most max_len), and keeps the rows it has: generation asks for one more row per
+// step, and regrowing by that row while computing the whole table again (pow, sin and cos per
+// element) made each step cost O(context * d_model): 1 ms per token at context 4000, quadratic
+// in all. Now the rows computed over a whole generation are at most twice its final length. The
+// values are Sinusoid's whichever call computes them, so the bits do not depend on the growth.
+bool Transformer::GrowSinusoids(int64_t need) {
+  if (sinusoid_rows_ >= need) return true;
+  const int64_t D = config_.d_model;
+  int64_t rows = std::min(config_.max_len, std::max(need, 2 * sinusoid_rows_));
+  AlignedBuffer grown;
+  if (!grown.Resize(static_cast<size_t>(rows * D))) {
+    rows = need;  // the doubled table did not fit: the rows asked for, if they do
+    if (!grown.Resize(static_cast<size_t>(rows * D))) return false;
+  }
+  if (sinusoid_rows_ > 0) {
+    std::memcpy(grown.data(), sinusoid_.data(), static_cast<size_t>(sinusoid_rows_ * D) * sizeof(float));
+  }
+  for (int64_t p = sinusoid_rows_; p < rows; ++p) {
+    for (int64_t j = 0; j < D; ++j) grown[static_cast<size_t>(p * D + j)] = Sinusoid(p, j, D);
+  }
+  sinusoid_rows_computed_ += rows - sinusoid_rows_;
+  sinusoid_ = std::move(grown);
+  sinusoid_rows_ = rows;
+  return true;
 }
 
 // Logits [B, V] of the last position of each of the B sequences the pass left in x_ ([B*T, D]):

@@ -226,6 +226,10 @@ class Transformer {
   // the whole sequence again.
   Status Generate(const TokenView& prompt, const GenerateOptions& options,
                   GenerateResult* result);
+  // Rows of the sinusoidal position table computed since the model was created (the table grows
+  // geometrically and keeps its rows): for tests and benchmarks that hold generation to a cost
+  // linear in its length.
+  int64_t sinusoid_rows_computed() const { return sinusoid_rows_computed_; }
 
   // Mean cross-entropy of logits [B, T, V] against targets [B, T] (PyTorch's
   // F.cross_entropy(ignore_index=-100)): over the positions whose target is not -100, in double.
@@ -277,6 +281,7 @@ class Transformer {
   Status RunBlocks(const TokenView& tokens, int64_t pos0, const TensorView& gates, bool cached,
                    size_t bytes, std::vector<std::pair<std::string, TraceTensor>>* hooks,
                    bool* hooks_failed, Saved* saved = nullptr);
+  bool GrowSinusoids(int64_t need);
   void LastLogits(int64_t B, int64_t T);
   int32_t Sample(const float* row, const GenerateOptions& options, double u);
   Status BackwardPass(const TokenView& tokens, const int32_t* targets,
@@ -289,9 +294,10 @@ class Transformer {
   int unembed_w_ = -1, unembed_b_ = -1;
   std::vector<std::unique_ptr<Layer>> layers_;
   // Sinusoidal positions: rows 0..sinusoid_rows_-1 of the table, computed on the first call that
-  // reaches them rather than on every call (pow, sin and cos per element).
+  // reaches them rather than on every call (pow, sin and cos per element); GrowSinusoids.
   AlignedBuffer sinusoid_;
   int64_t sinusoid_rows_ = 0;
+  int64_t sinusoid_rows_computed_ = 0;
   struct Packed;
   std::unique_ptr<Packed> packed_;  // fc_in, fc_out, unembed panels, stamped with versions
   CallContext context_;             // shared by the layers' attention calls
