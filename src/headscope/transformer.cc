@@ -889,6 +889,32 @@ int32_t Transformer::Sample(const float* row, const GenerateOptions& o, double u
 
 Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
                              GenerateResult* result) {
+  HEADSCOPE_RETURN_IF_ERROR(GenerateBegin(prompt, o, result));
+  bool done = false;
+  return GenerateContinue(o.max_new_tokens, result, &done);
+}
+
+uint64_t Transformer::WeightsVersion() const {
+  // Every store's version only grows, and every change of an entry bumps its store's: the sum
+  // changes whenever any weight does.
+  uint64_t v = store_.version();
+  for (const auto& layer : layers_) v += layer->attn->weights().version();
+  return v;
+}
+
+Status Transformer::GenerateBegin(const TokenView& prompt, const GenerateOptions& o,
+                                  GenerateResult* result) {
+  EndGeneration(/*release=*/false);  // a new generation replaces the one in progress
+  const Status s = BeginGeneration(prompt, o, result);
+  if (!s.ok()) {
+    EndGeneration(/*release=*/true);
+    ReleaseResult(result);
+  }
+  return s;
+}
+
+Status Transformer::BeginGeneration(const TokenView& prompt, const GenerateOptions& o,
+                                    GenerateResult* result) {
   const TransformerConfig& c = config_;
   const int64_t B = prompt.batch, T = prompt.length, V = c.vocab_size;
   HEADSCOPE_RETURN_IF_ERROR(CheckTokens(prompt, Arg::kPrompt, c.max_len, ArgName(Arg::kMaxLen)));
@@ -943,6 +969,21 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
     std::memcpy(result->tokens.data() + b * W, prompt.data + b * T,
                 static_cast<size_t>(T) * sizeof(int32_t));
   }
+  // What the steps need after this call, which may come from a caller whose own buffers (the
+  // options' gates among them) are gone by then: the options, with the gates copied.
+  gen_.options = o;
+  if (o.head_gates.present()) {
+    gen_.gates.assign(o.head_gates.data, o.head_gates.data + o.head_gates.size);
+    gen_.options.head_gates.data = gen_.gates.data();
+  }
+  gen_.result = result;
+  gen_.batch = B;
+  gen_.prompt_length = T;
+  gen_.step = 0;
+  gen_.bytes = bytes;
+  gen_.stream = Mix64(o.seed ^ Fnv1a64("generate"));
+  gen_.weights_version = WeightsVersion();
+  gen_.active = true;
   if (n == 0) return Status::Ok();
   for (auto& layer : layers_) {
     if (c.causal && !layer->cache.Reset(static_cast<size_t>(B), static_cast<size_t>(W),
@@ -954,17 +995,72 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
   // A step's tokens: one new position per sequence (causal), or every sequence so far.
   step_tokens_.resize(static_cast<size_t>(B * W));
   // The prompt through every block (filling the caches of a causal model).
-  HEADSCOPE_RETURN_IF_ERROR(RunBlocks(prompt, 0, o.head_gates, c.causal, bytes, nullptr, nullptr));
+  HEADSCOPE_RETURN_IF_ERROR(
+      RunBlocks(prompt, 0, gen_.options.head_gates, c.causal, bytes, nullptr, nullptr));
   LastLogits(B, T);
-  const uint64_t stream = Mix64(o.seed ^ Fnv1a64("generate"));
-  for (int64_t s = 0; s < n; ++s) {
+  return Status::Ok();
+}
+
+Status Transformer::GenerateContinue(int64_t max_steps, GenerateResult* result, bool* done) {
+  *done = false;
+  if (!gen_.active || result != gen_.result) {
+    return Status(StatusCode::kInvalidArgument,
+                  "generate: no generation in progress for this result (one begins with "
+                  "GenerateBegin and ends when it is done, cancelled or refused, or when another "
+                  "begins)");
+  }
+  if (max_steps < 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "generate: expected a number of steps >= 0, got " + Str(max_steps));
+  }
+  const int64_t n = gen_.options.max_new_tokens;
+  if (result->tokens.size() != static_cast<size_t>(gen_.batch * (gen_.prompt_length + n)) ||
+      result->logits.size() != (gen_.options.keep_logits
+                                    ? static_cast<size_t>(gen_.batch * n * config_.vocab_size)
+                                    : 0)) {
+    EndGeneration(/*release=*/true);
+    return Status(StatusCode::kInvalidArgument,
+                  "generate: the result was changed since GenerateBegin filled it; the "
+                  "generation was ended");
+  }
+  if (WeightsVersion() != gen_.weights_version) {
+    // The KV caches hold keys and values of the old weights: the tokens would follow neither.
+    EndGeneration(/*release=*/true);
+    ReleaseResult(result);
+    return Status(StatusCode::kCancelled,
+                  "generate: the model's weights changed while it was generating (a state_dict "
+                  "entry was set, initialised or trained between its steps), so it was ended; "
+                  "generate again");
+  }
+  const Status s = ContinueGeneration(max_steps, result);
+  if (!s.ok()) {
+    EndGeneration(/*release=*/true);
+    ReleaseResult(result);
+    return s;
+  }
+  *done = gen_.step == gen_.options.max_new_tokens;
+  if (*done) EndGeneration(/*release=*/false);  // its buffers stay for the next generation
+  return Status::Ok();
+}
+
+// Up to max_steps steps of the generation in progress: each samples one token per sequence from
+// step_logits_ (the logits the previous step, or the prompt, left), then, unless it was the last,
+// runs the new tokens through every block for the next step's logits. The order of Generate's
+// single loop, so the same bits however the steps are split.
+Status Transformer::ContinueGeneration(int64_t max_steps, GenerateResult* result) {
+  const TransformerConfig& c = config_;
+  const GenerateOptions& o = gen_.options;
+  const int64_t B = gen_.batch, T = gen_.prompt_length, n = o.max_new_tokens, W = T + n;
+  const int64_t V = c.vocab_size;
+  for (int64_t k = 0; k < max_steps && gen_.step < n; ++k) {
+    const int64_t s = gen_.step++;
     for (int64_t b = 0; b < B; ++b) {
       const float* row = step_logits_.data() + b * V;
       if (o.keep_logits) {
         std::memcpy(result->logits.data() + (b * n + s) * V, row, static_cast<size_t>(V) * sizeof(float));
       }
       // The (s, b)-th draw of the seed's stream: 53 bits, in [0, 1).
-      const double u = static_cast<double>(Word(stream, static_cast<uint64_t>(s * B + b)) >> 11) *
+      const double u = static_cast<double>(Word(gen_.stream, static_cast<uint64_t>(s * B + b)) >> 11) *
                        0x1p-53;
       result->tokens[static_cast<size_t>(b * W + T + s)] = Sample(row, o, u);
     }
@@ -974,7 +1070,7 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
       // One new position per sequence, through the caches.
       for (int64_t b = 0; b < B; ++b) step_tokens_[static_cast<size_t>(b)] = result->tokens[static_cast<size_t>(b * W + len - 1)];
       HEADSCOPE_RETURN_IF_ERROR(RunBlocks({step_tokens_.data(), B, 1}, len - 1, o.head_gates, true,
-                                          bytes, nullptr, nullptr));
+                                          gen_.bytes, nullptr, nullptr));
       LastLogits(B, 1);
     } else {
       // Bidirectional attention: every position sees the new token, so nothing computed before
@@ -984,11 +1080,32 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
                     static_cast<size_t>(len) * sizeof(int32_t));
       }
       HEADSCOPE_RETURN_IF_ERROR(RunBlocks({step_tokens_.data(), B, len}, 0, o.head_gates, false,
-                                          bytes, nullptr, nullptr));
+                                          gen_.bytes, nullptr, nullptr));
       LastLogits(B, len);
     }
   }
   return Status::Ok();
+}
+
+void Transformer::GenerateCancel() { EndGeneration(/*release=*/true); }
+
+void Transformer::ReleaseResult(GenerateResult* result) { *result = GenerateResult(); }
+
+void Transformer::EndGeneration(bool release) {
+  gen_.active = false;
+  gen_.result = nullptr;
+  if (!release) return;
+  for (auto& layer : layers_) {
+    layer->cache.k.Release();
+    layer->cache.v.Release();
+    layer->cache.batch = layer->cache.capacity = layer->cache.length = 0;
+  }
+  last_.Release();
+  step_logits_.Release();
+  std::vector<int32_t>().swap(step_tokens_);
+  std::vector<int32_t>().swap(order_);
+  std::vector<double>().swap(probs_);
+  std::vector<float>().swap(gen_.gates);
 }
 
 }  // namespace headscope

@@ -223,9 +223,34 @@ class Transformer {
   // so greedy generation is the argmax of a full recomputation at every step, bit for bit. The
   // sequences of a batch all have the prompt's length, so they share the cache's positions. A
   // non-causal model has nothing to cache (every position sees the new token): each step runs
-  // the whole sequence again.
+  // the whole sequence again. Generate is GenerateBegin, then GenerateContinue for every token.
   Status Generate(const TokenView& prompt, const GenerateOptions& options,
                   GenerateResult* result);
+
+  // Generation in steps, for a caller that does other work between them (the npm package's
+  // worker serves other requests between chunks of steps, and can cancel a generation), with the
+  // bits of Generate however the steps are split:
+  //   GenerateBegin checks the prompt and options as Generate does, allocates, runs the prompt
+  //     through every block (filling the KV caches) and leaves `result` holding the prompt, at
+  //     its final shape; no token is drawn yet. It ends any generation in progress. The
+  //     options are kept, options.head_gates copied (the caller's view need not outlive the call).
+  //   GenerateContinue draws up to max_steps more tokens per sequence into `result` (the one
+  //     GenerateBegin filled), keeping the KV caches, the position and the sampler's stream;
+  //     *done once all max_new_tokens are there, which ends the generation.
+  //   GenerateCancel ends the generation in progress and frees its KV caches.
+  // Other calls may run between the steps: Forward and Backward leave the generation alone (they
+  // share only scratch with it). A change of the weights (SetParameter, InitializeFromSeed,
+  // TrainStep) ends it: the next GenerateContinue returns kCancelled, since the caches hold keys
+  // and values of the old weights. A refused GenerateBegin or GenerateContinue ends the
+  // generation, frees its buffers and empties `result`.
+  Status GenerateBegin(const TokenView& prompt, const GenerateOptions& options,
+                       GenerateResult* result);
+  Status GenerateContinue(int64_t max_steps, GenerateResult* result, bool* done);
+  void GenerateCancel();
+  // A generation begun and neither done nor ended.
+  bool generating() const { return gen_.active; }
+  // Tokens drawn per sequence so far by the generation in progress (or the last one).
+  int64_t generated() const { return gen_.step; }
   // Rows of the sinusoidal position table computed since the model was created (the table grows
   // geometrically and keeps its rows): for tests and benchmarks that hold generation to a cost
   // linear in its length.
@@ -271,6 +296,13 @@ class Transformer {
   // reads (bumping its versions); null for a key this config does not have or not loaded.
   float* MutableEntry(std::string_view name);
   Status Prepare();
+  Status BeginGeneration(const TokenView& prompt, const GenerateOptions& options,
+                         GenerateResult* result);
+  Status ContinueGeneration(int64_t max_steps, GenerateResult* result);
+  // Ends the generation in progress; `release` also frees its caches, rows and sampling scratch.
+  void EndGeneration(bool release);
+  static void ReleaseResult(GenerateResult* result);
+  uint64_t WeightsVersion() const;
   Status CheckTokens(const TokenView& tokens, Arg arg, int64_t max_positions,
                      const char* limit) const;
   Status CheckGates(const TensorView& gates) const;
@@ -310,6 +342,19 @@ class Transformer {
   AlignedBuffer last_, step_logits_;
   std::vector<int32_t> step_tokens_, order_;
   std::vector<double> probs_;
+  // The generation in progress (GenerateBegin .. GenerateContinue's last step): its options (the
+  // gates copied), the result it writes, the batch and prompt length, the tokens drawn so far,
+  // the sampler's stream, the bytes its buffers count against the limit, and the weights'
+  // version it began with (WeightsVersion: a change ends it).
+  struct Generation {
+    bool active = false;
+    GenerateOptions options;
+    std::vector<float> gates;
+    const GenerateResult* result = nullptr;
+    int64_t batch = 0, prompt_length = 0, step = 0;
+    uint64_t stream = 0, weights_version = 0;
+    size_t bytes = 0;
+  } gen_;
   // Training: the saved activations and scratch, one gradient buffer per TransformerParams entry
   // (in its order), the optimizer.
   std::unique_ptr<Saved> saved_;

@@ -2,7 +2,8 @@
 // every step (the step's logits are the bits of Forward's last row over the sequence so far),
 // across configs whose attention changes kernel path (<= 12 keys: the small-head path; more: the
 // packed one) and query tile (64 rows) while the context grows; sampling's rules (top_k, top_p,
-// seeds); non-causal models; head gates; bad options; tiny temperatures; the sinusoidal table's
+// seeds); non-causal models; head gates; bad options; tiny temperatures; generation in steps
+// (GenerateBegin / GenerateContinue) against Generate, and what ends one; the sinusoidal table's
 // rows computed once.
 #include <gtest/gtest.h>
 
@@ -268,6 +269,117 @@ TEST(TransformerGenerate, TinyTemperaturesTakeTheGreedyChoice) {
       }
     }
   }
+}
+
+// Generation in steps (GenerateBegin, GenerateContinue): however the steps are split, and with
+// Forward, Backward and a refused Forward run between them, the tokens and logits are Generate's
+// bit for bit: greedy and sampled, causal and not, learned and sinusoidal positions, with gates
+// (whose caller's buffer is overwritten after GenerateBegin: the generation keeps a copy).
+TEST(TransformerGenerate, StepsGiveGeneratesBitsHoweverTheyAreSplit) {
+  struct Case {
+    bool causal;
+    PositionKind positions;
+    double temperature;
+    bool gated;
+  };
+  const Case cases[] = {
+      {true, PositionKind::kLearned, 0.0, false},     {true, PositionKind::kSinusoidal, 0.9, true},
+      {false, PositionKind::kLearned, 1.3, false},    {false, PositionKind::kSinusoidal, 0.0, true},
+      {true, PositionKind::kNone, 0.7, false},
+  };
+  for (const Case& k : cases) {
+    TransformerConfig c = Config(31, 40, 16, 2, 2, 24);
+    c.causal = k.causal;
+    c.positions = k.positions;
+    SCOPED_TRACE(std::string(k.causal ? "causal" : "non-causal") + ", positions " +
+                 std::to_string(static_cast<int>(k.positions)) + ", temperature " +
+                 std::to_string(k.temperature));
+    auto m = Model(c, 21);
+    const int64_t B = 2, T = 3, n = 37, V = c.vocab_size;
+    const std::vector<int32_t> prompt = Prompt(B, T, V, 4);
+    std::vector<float> gates = {1.0f, 0.5f, -1.0f, 2.0f};
+    GenerateOptions o;
+    o.max_new_tokens = n;
+    o.temperature = k.temperature;
+    o.top_k = 9;
+    o.seed = 5;
+    o.keep_logits = true;
+    if (k.gated) o.head_gates = {gates.data(), {2, 2}, gates.size()};
+    GenerateResult whole;
+    ASSERT_TRUE(m->Generate({prompt.data(), B, T}, o, &whole).ok());
+    for (int64_t chunk : {int64_t{1}, int64_t{4}, int64_t{11}, n}) {
+      SCOPED_TRACE("chunks of " + std::to_string(chunk));
+      GenerateResult g;
+      std::vector<float> callers = gates;  // the caller's buffer, overwritten after the call
+      GenerateOptions oc = o;
+      if (k.gated) oc.head_gates.data = callers.data();
+      ASSERT_TRUE(m->GenerateBegin({prompt.data(), B, T}, oc, &g).ok());
+      EXPECT_TRUE(m->generating());
+      std::fill(callers.begin(), callers.end(), 99.0f);
+      bool done = false;
+      int calls = 0;
+      while (!done) {
+        ASSERT_TRUE(m->GenerateContinue(chunk, &g, &done).ok());
+        ++calls;
+        // Other work between the steps: a forward with every hook, a refused forward (which
+        // frees the workspace), a backward.
+        TransformerOptions hooked;
+        hooked.hooks = TransformerHookNames(c);
+        TransformerResult r;
+        ASSERT_TRUE(m->Forward({prompt.data(), B, T}, hooked, &r).ok());
+        EXPECT_FALSE(m->Forward({prompt.data(), B, c.max_len + 1}, {}, &r).ok());
+        std::vector<int32_t> targets(prompt.size(), 1);
+        BackwardResult br;
+        ASSERT_TRUE(m->Backward({prompt.data(), B, T}, targets.data(), {}, &br).ok());
+      }
+      EXPECT_FALSE(m->generating());
+      EXPECT_EQ(calls, (n + chunk - 1) / chunk);
+      EXPECT_EQ(g.tokens, whole.tokens);
+      EXPECT_EQ(g.tokens_shape, whole.tokens_shape);
+      ASSERT_EQ(g.logits.size(), whole.logits.size());
+      EXPECT_EQ(0, std::memcmp(g.logits.data(), whole.logits.data(), g.logits.size() * sizeof(float)));
+      // Done: there is nothing to continue.
+      EXPECT_EQ(m->GenerateContinue(1, &g, &done).code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+// A weight changed between the steps ends the generation (its KV caches hold the old weights'
+// keys): kCancelled, saying why; the model then generates afresh. GenerateCancel ends one; a
+// continue without a generation, or with another result, is refused.
+TEST(TransformerGenerate, AWeightChangeOrACancelEndsTheGeneration) {
+  TransformerConfig c = Config(19, 24, 16, 2, 2, 16);
+  auto m = Model(c, 8);
+  const std::vector<int32_t> prompt = Prompt(1, 4, c.vocab_size, 1);
+  GenerateOptions o;
+  o.max_new_tokens = 12;
+  GenerateResult whole, g, other;
+  ASSERT_TRUE(m->Generate({prompt.data(), 1, 4}, o, &whole).ok());
+  bool done = false;
+  EXPECT_EQ(m->GenerateContinue(1, &g, &done).code(), StatusCode::kInvalidArgument);
+  for (const char* change : {"unembed.bias", "blocks.1.attn.out_proj.bias"}) {
+    SCOPED_TRACE(change);
+    ASSERT_TRUE(m->GenerateBegin({prompt.data(), 1, 4}, o, &g).ok());
+    ASSERT_TRUE(m->GenerateContinue(3, &g, &done).ok());
+    EXPECT_EQ(m->GenerateContinue(1, &other, &done).code(), StatusCode::kInvalidArgument);
+    TensorView v;
+    ASSERT_TRUE(m->GetParameter(change, &v).ok());
+    const std::vector<float> same(v.data, v.data + v.size);  // the same values, set again
+    ASSERT_TRUE(m->SetParameter(change, {same.data(), v.shape, same.size()}).ok());
+    const Status s = m->GenerateContinue(1, &g, &done);
+    EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
+    EXPECT_NE(s.message().find("weights changed"), std::string::npos) << s.message();
+    EXPECT_FALSE(m->generating());
+    EXPECT_TRUE(g.tokens.empty());
+  }
+  ASSERT_TRUE(m->GenerateBegin({prompt.data(), 1, 4}, o, &g).ok());
+  ASSERT_TRUE(m->GenerateContinue(5, &g, &done).ok());
+  m->GenerateCancel();
+  EXPECT_FALSE(m->generating());
+  EXPECT_EQ(m->GenerateContinue(1, &g, &done).code(), StatusCode::kInvalidArgument);
+  GenerateResult again;
+  ASSERT_TRUE(m->Generate({prompt.data(), 1, 4}, o, &again).ok());
+  EXPECT_EQ(again.tokens, whole.tokens);
 }
 
 // Sinusoidal positions: the table grows geometrically and keeps its rows, so generating to

@@ -1402,10 +1402,21 @@ class Transformer {
    * each new token costs one position's pass, and its logits are the bits forward() gives the
    * last position of the whole sequence. Returns { tokens } (int32, the prompt then the new
    * tokens: (T + n) or (B, T + n)), and with options.logits also logits ((n, V) or (B, n, V)),
-   * the logits each new token was chosen from. options.headGates as forward's.
+   * the logits each new token was chosen from. options.headGates as forward's. Synchronous: it
+   * returns when every token is drawn and cannot be cancelled (initWorker()'s generate runs in
+   * chunks between which other requests are served, and takes options.signal to cancel).
    */
   generate(prompt, options = {}) {
     Transformer.check(this, 'generate');
+    const { o, batched, handle } = this._generateArguments(prompt, options);
+    this._check(callCore(() => handle.generate(o.maxNewTokens, o.temperature, o.topK, o.topP,
+      o.seed, o.logits)));
+    return this._generated(o.logits, batched);
+  }
+
+  // generate's arguments, read once and written to the call block: the options with defaults,
+  // whether the prompt was batched, the live handle.
+  _generateArguments(prompt, options) {
     this._handle();
     const o = withDefaults(readOptions(options, TRANSFORMER_GENERATE), TRANSFORMER_GENERATE);
     for (const k of ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed']) {
@@ -1416,12 +1427,57 @@ class Transformer {
     const gates = o.headGates === null ? null : toFloatTensor(o.headGates, 'options.headGates');
     const handle = this._handle();  // a getter may have disposed this object
     this._write([t, gates]);
-    this._check(callCore(() => handle.generate(o.maxNewTokens, o.temperature, o.topK, o.topP,
-      o.seed, o.logits)));
-    const results = this._readResults(o.logits ? 2 : 1, !batched);
+    return { o, batched, handle };
+  }
+
+  // A finished generation's { tokens, logits? } from the result slots.
+  _generated(logits, batched) {
+    const results = this._readResults(logits ? 2 : 1, !batched);
     const out = { tokens: results[0] };
-    if (o.logits) out.logits = results[1];
+    if (logits) out.logits = results[1];
     return out;
+  }
+
+  // ---- generate in chunks (the worker's Transformer.generate, worker.js): the same checks,
+  // steps and bits as generate(), with other calls allowed between the chunks ----
+
+  /** Checks generate's arguments and runs the prompt; no token is drawn yet. */
+  _generateBegin(prompt, options = {}) {
+    Transformer.check(this, '_generateBegin');
+    const { o, batched, handle } = this._generateArguments(prompt, options);
+    this._generation = null;
+    this._check(callCore(() => handle.generateBegin(o.maxNewTokens, o.temperature, o.topK, o.topP,
+      o.seed, o.logits)));
+    this._generation = { logits: o.logits, batched };
+  }
+
+  /**
+   * Draws up to `steps` more tokens per sequence; once all are drawn, returns generate()'s
+   * result, else null. A change of the weights since _generateBegin (loadStateDict, trainStep)
+   * is CANCELLED.
+   */
+  _generateContinue(steps) {
+    Transformer.check(this, '_generateContinue');
+    const handle = this._handle();
+    const generation = this._generation;
+    if (generation === null || generation === undefined) {
+      fail('INVALID_ARGUMENT', 'generate: no generation in progress (_generateBegin starts one)');
+    }
+    const code = callCore(() => handle.generateContinue(steps));
+    if (code !== 0) this._generation = null;
+    this._check(code);
+    if (!callCore(() => handle.generateDone())) return null;
+    this._generation = null;
+    return this._generated(generation.logits, generation.batched);
+  }
+
+  /** Ends the generation in progress, if any, and frees its caches. */
+  _generateCancel() {
+    Transformer.check(this, '_generateCancel');
+    if (this._state.disposed) return;
+    this._generation = null;
+    const handle = this._state.handle;
+    callCore(() => handle.generateCancel());
   }
 
   /**
