@@ -381,6 +381,9 @@ class Handle {
     return call_[kFlagsWord];
   }
 
+  // Frees the arena holding the last call's inputs (JS calls it after a refused call).
+  void releaseArena() { arena_.Release(); }
+
   // Frees what the last calls kept (workspace, arena, results, trace); they regrow on demand.
   void trim() {
     if (mha_ != nullptr) mha_->ReleaseWorkspace();
@@ -673,6 +676,10 @@ class TransformerHandle {
     generation_replaced_ = generation_done_ = false;
     generated_ = GenerateResult();
   }
+  // Frees the arena holding the last call's inputs; JS calls it after a refused call (and then
+  // reserves again), so that a refused call keeps no copy of its inputs.
+  void releaseArena() { arena_.Release(); }
+
  private:
   // generate()'s and generateBegin()'s arguments: the prompt from slot 0, the options from the
   // numbers and slot 1.
@@ -790,12 +797,13 @@ class TransformerHandle {
                : 0;
   }
 
-  // Frees what the last call kept (hooks, arena, generation); they regrow on demand. A
-  // generation in progress ends (it writes into generated_).
+  // Frees what the last call kept (hooks, arena, generation, the model's workspace); they
+  // regrow on demand. A generation in progress ends (it writes into generated_).
   void trim() {
     generateCancel();
     arena_.Release();
     result_store_ = TransformerResult();
+    if (model_ != nullptr) model_->ReleaseWorkspace();
   }
 
   std::string lastStatus() const { return status_.Text(); }
@@ -900,7 +908,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("generateContinue", &TransformerHandle::generateContinue)
       .function("generateDone", &TransformerHandle::generateDone)
       .function("generateCancel", &TransformerHandle::generateCancel)
-
+      .function("releaseArena", &TransformerHandle::releaseArena)
       .function("backward", &TransformerHandle::backward)
       .function("setOptimizer", &TransformerHandle::setOptimizer)
       .function("trainStep", &TransformerHandle::trainStep)
@@ -926,7 +934,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("forward", &Handle::forward)
       .function("trace", &Handle::trace)
       .function("trim", &Handle::trim)
-
+      .function("releaseArena", &Handle::releaseArena)
       .function("releaseTrace", &Handle::releaseTrace)
       .function("echoCall", &Handle::echoCall)
       .function("lastStatus", &Handle::lastStatus)

@@ -433,10 +433,24 @@ Status Transformer::CheckComplete() const {
                 std::string(ArgName(Arg::kStateDict)) + ": missing " + missing);
 }
 
-// The Linear weights packed, each repacked only if its entry changed since.
+// The Linear weights packed, each repacked only if its entry changed since. A failure (memory
+// for a panel) frees the panels, so the refused call leaves none it packed (the next call packs
+// them all again).
 Status Transformer::Prepare() {
   if (packed_->version == store_.version() && packed_->version != 0) return Status::Ok();
   HEADSCOPE_RETURN_IF_ERROR(CheckComplete());
+  const Status s = PackLinears();
+  if (!s.ok()) {
+    for (auto* group : {&packed_->fc_in, &packed_->fc_out}) {
+      for (PackedLinear& p : *group) p = PackedLinear();
+    }
+    packed_->unembed = PackedLinear();
+    packed_->version = 0;
+  }
+  return s;
+}
+
+Status Transformer::PackLinears() {
   const auto pack = [&](int entry, PackedLinear* dst) -> Status {
     if (dst->version == store_.version(entry)) return Status::Ok();
     const Shape& s = store_.shape(entry);
@@ -497,8 +511,36 @@ Status Transformer::CheckGates(const TensorView& gates) const {
   return Status::Ok();
 }
 
+// What a refused call leaves (transformer.h ReleaseWorkspace): a forward that fails part way (the
+// logits of (2^20, 16) tokens, 1.81 GiB, grown before its activations did not fit) frees what it
+// grew, and its result.
 Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& options,
                             TransformerResult* result) {
+  const Status s = ForwardPass(tokens, options, result);
+  if (!s.ok()) {
+    ReleaseWorkspace();
+    *result = TransformerResult();
+  }
+  return s;
+}
+
+void Transformer::ReleaseWorkspace() {
+  x_.Release();
+  normed_.Release();
+  attn_out_.Release();
+  hidden_.Release();
+  mlp_out_.Release();
+  attn_result_ = ForwardResult();
+  attn_trace_ = AttentionTrace();
+  context_.activations.Release();
+  sinusoid_.Release();
+  sinusoid_rows_ = 0;
+  saved_.reset();
+  if (!have_grads_) std::vector<AlignedBuffer>().swap(grads_);
+}
+
+Status Transformer::ForwardPass(const TokenView& tokens, const TransformerOptions& options,
+                                TransformerResult* result) {
   const TransformerConfig& c = config_;
   const int64_t B = tokens.batch, T = tokens.length, V = c.vocab_size;
   HEADSCOPE_RETURN_IF_ERROR(CheckTokens(tokens, Arg::kTokens, c.max_len, ArgName(Arg::kMaxLen)));

@@ -256,6 +256,14 @@ class Transformer {
   // linear in its length.
   int64_t sinusoid_rows_computed() const { return sinusoid_rows_computed_; }
 
+  // Frees the buffers every call regrows on demand: the activations, the attention's workspace,
+  // hook and trace copies, the sinusoidal table, the training pass's saved stages and scratch
+  // (and its gradients, unless the last Backward succeeded). Not the weights, their packed
+  // copies, the optimizer's state, nor a generation in progress. Every refused Forward,
+  // Backward and TrainStep calls it, so a call that fails part way (after growing buffers for
+  // its shape) holds nothing more than before it.
+  void ReleaseWorkspace();
+
   // Mean cross-entropy of logits [B, T, V] against targets [B, T] (PyTorch's
   // F.cross_entropy(ignore_index=-100)): over the positions whose target is not -100, in double.
   // Targets outside [0, V) other than -100, or none counted, are refused naming the targets.
@@ -296,6 +304,9 @@ class Transformer {
   // reads (bumping its versions); null for a key this config does not have or not loaded.
   float* MutableEntry(std::string_view name);
   Status Prepare();
+  Status PackLinears();
+  Status ForwardPass(const TokenView& tokens, const TransformerOptions& options,
+                     TransformerResult* result);
   Status BeginGeneration(const TokenView& prompt, const GenerateOptions& options,
                          GenerateResult* result);
   Status ContinueGeneration(int64_t max_steps, GenerateResult* result);
@@ -303,6 +314,7 @@ class Transformer {
   void EndGeneration(bool release);
   static void ReleaseResult(GenerateResult* result);
   uint64_t WeightsVersion() const;
+  Status TrainStepPass(const TokenView& tokens, const int32_t* targets, TrainStepResult* result);
   Status CheckTokens(const TokenView& tokens, Arg arg, int64_t max_positions,
                      const char* limit) const;
   Status CheckGates(const TensorView& gates) const;

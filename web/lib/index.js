@@ -997,8 +997,7 @@ class MultiheadAttention {
     this._check(this._call(() => handle.trace()));
     const tensors = this._readResults(stages.length + statsCount);
     // The trace's buffers (every intermediate, L x S per head twice) are copied out: free them.
-    // (A trace that failed keeps what it had allocated until the module's next trace or
-    // dispose(), as docs/errors.md says; tests/js/limits.test.js fills the heap that way.)
+    // (A trace that failed has freed what it had allocated already: the core's own refusal.)
     this._call(() => handle.releaseTrace());
     const trace = Object.fromEntries(stages.map((name, i) => [name, tensors[i]]));
     if (statsCount > 0) trace.headStats = this._groupHeadStats(tensors.slice(stages.length));
@@ -1122,6 +1121,7 @@ class MultiheadAttention {
     let base = this._arenaBase;
     if (bytes > this._arenaBytes) {
       const handle = this._state.handle;
+      this._arenaGrown = true;  // (freed again if the call is refused: _check)
       base = callCore(() => handle.reserve(bytes));
       if (base === 0 && bytes > 0) {
         for (let i = 0; i < n; i++) slots[i] = null;
@@ -1200,7 +1200,20 @@ class MultiheadAttention {
   // Throws the core's error for a nonzero code; `hint` is appended to a MISSING_PARAMETER's
   // message (the JS-side advice of loadStateDict).
   _check(code, hint = '') {
+    const grown = this._arenaGrown;
+    this._arenaGrown = false;
+    if (code !== 0 && grown) this._releaseInputs();
     checkCode(this._state.handle, code, hint);
+  }
+
+  // After a refused call whose inputs grew the arena: the arena goes too (the core frees what the
+  // call grew), so nothing more is held than before the call (the (2^20, 16) tokens of a refused
+  // forward are 64 MiB); the next call reserves again.
+  _releaseInputs() {
+    const handle = this._state.handle;
+    callCore(() => handle.releaseArena());
+    this._arenaBase = 0;
+    this._arenaBytes = 0;
   }
 }
 
@@ -1621,7 +1634,20 @@ class Transformer {
   }
 
   _check(code, hint = '') {
+    const grown = this._arenaGrown;
+    this._arenaGrown = false;
+    if (code !== 0 && grown) this._releaseInputs();
     checkCode(this._state.handle, code, hint);
+  }
+
+  // After a refused call whose inputs grew the arena: the arena goes too (the core frees what the
+  // call grew), so nothing more is held than before the call (the (2^20, 16) tokens of a refused
+  // forward are 64 MiB); the next call reserves again.
+  _releaseInputs() {
+    const handle = this._state.handle;
+    callCore(() => handle.releaseArena());
+    this._arenaBase = 0;
+    this._arenaBytes = 0;
   }
 
   // Copies snapshots (null: an empty slot) into the arena and describes them in the call block.
@@ -1636,6 +1662,7 @@ class Transformer {
     });
     const handle = this._state.handle;
     if (bytes > this._arenaBytes) {
+      this._arenaGrown = true;  // (freed again if the call is refused: _check)
       const base = callCore(() => handle.reserve(bytes));
       if (base === 0 && bytes > 0) fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
       this._arenaBase = base;
