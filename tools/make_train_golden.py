@@ -44,6 +44,10 @@ loss to 1e-5 relative; the float32 run of every optimizer run must clip at the s
 end within 5 lr of state_dict_after on the entries whose gradient is zero in exact arithmetic
 (the README's note) and within 0.01 lr elsewhere; the cases must cover what the README lists
 (check_coverage). Re-running the script rewrites byte-identical files.
+
+It also writes loss/cross-entropy-rows.json: no model, rows of logits given directly (large equal
+logits, spreads across float32's range, ordinary rows) with F.cross_entropy's float64 loss, per
+row losses and d loss / d logits, for the loss's order of operations (LOSS_CASES below).
 """
 
 import argparse
@@ -57,6 +61,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in tools/
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -673,6 +678,160 @@ def check_file(path, spec):
 
 
 # ----------------------------------------------------------------------------------------------
+# Cross-entropy of given logits (loss/cross-entropy-rows.json)
+# ----------------------------------------------------------------------------------------------
+# Rows of logits where the loss's order of operations matters: max + log(sum exp(x - max)) - x[t]
+# loses log(sum) to rounding once |max| is large (ten equal logits of 7.6e22 gave 0, not ln 10),
+# log(sum) - (x[t] - max) does not. No model: the logits are given, so an engine's loss can be
+# held to torch's on exactly these rows (a model with unembed.weight 0 and unembed.bias a row
+# gives that row at every position).
+
+LOSS_DIR = "loss"
+LOSS_FILE = "cross-entropy-rows.json"
+LOSS_KEYS = ["name", "logits", "targets", "loss", "row_losses", "grad"]
+
+
+def f32(x):
+    """x rounded to float32, as a Python float (exact in float64)."""
+    return float(np.float32(x))
+
+
+def f32_next(x, toward):
+    return float(np.nextafter(np.float32(x), np.float32(toward)))
+
+
+BIG = f32(7.6e22)
+FLOAT_MAX = float(np.finfo(np.float32).max)
+
+
+def loss_case(name, rows, targets, covers):
+    return dict(name=name, logits=[[f32(x) for x in r] for r in rows], targets=targets,
+                covers=covers)
+
+
+def ordinary_rows():
+    gen = torch.Generator().manual_seed(zlib.crc32(b"cross-entropy-ordinary"))
+    rows = (torch.randn(4, 28, generator=gen, dtype=torch.float64) * 3).tolist()
+    return rows, [int(torch.randint(0, 28, (1,), generator=gen)) for _ in range(3)] + [IGNORE]
+
+
+LOSS_CASES = [
+    loss_case("equal-7.6e22-v10", [[7.6e22] * 10], [3],
+              "ten equal logits of 7.6e22: ln 10 (the old order of operations gave 0)"),
+    loss_case("equal-float-max-v10", [[FLOAT_MAX] * 10], [0],
+              "ten equal logits at float32's largest value: ln 10"),
+    loss_case("equal-minus-7.6e22-v7", [[-7.6e22] * 7], [6], "seven equal logits of -7.6e22: ln 7"),
+    loss_case("equal-1e16-v28", [[1e16] * 28], [27],
+              "28 equal logits of 1e16: ln 28 (the old order gave 4: 1e16's ulp in float64 is 2)"),
+    loss_case("spread-1e30-v5", [[1e30, -1e30, 0.0, 1e30, 5e29]] * 3, [1, 0, IGNORE],
+              "logits 2e30 apart: a target 2e30 below the max (loss 2e30 + ln 2), one at a "
+              "tied max (ln 2), an ignored row"),
+    loss_case("spread-float-max-v3", [[FLOAT_MAX, -FLOAT_MAX, 0.0]] * 3, [0, 2, 1],
+              "float32's whole range: targets at the max (0), 3.4e38 below it and 6.8e38 below "
+              "it (beyond float32: torch's float32 loss is inf there; the float64 loss, and "
+              "headscope's double one, is 6.8e38)"),
+    loss_case("ulp-apart-7.6e22-v4",
+              [[BIG, f32_next(BIG, math.inf), f32_next(BIG, -math.inf), BIG]] * 3, [1, 0, 2],
+              "logits one float32 ulp apart at 7.6e22 (2^53): exp of the differences is 0, "
+              "the losses are the differences"),
+    loss_case("ordinary-v28", *ordinary_rows(),
+              "ordinary logits (N(0, 9)), one ignored row: the numbers the reordering keeps"),
+]
+
+
+def build_loss_doc():
+    cases = []
+    for spec in LOSS_CASES:
+        logits = torch.tensor(spec["logits"], dtype=torch.float64, requires_grad=True)
+        targets = torch.tensor(spec["targets"], dtype=torch.int64)
+        assert all(math.isfinite(x) and f32(x) == x for r in spec["logits"] for x in r)
+        assert (targets != IGNORE).any()
+        loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
+        loss.backward()
+        row_losses = F.cross_entropy(logits.detach(), targets, ignore_index=IGNORE,
+                                     reduction="none")
+        cases.append({"name": spec["name"], "logits": spec["logits"], "targets": spec["targets"],
+                      "loss": float(loss), "row_losses": nested(row_losses),
+                      "grad": nested(logits.grad)})
+    return {"name": "cross-entropy-rows", "cases": cases}
+
+
+def render_loss(doc):
+    """One case per line."""
+    lines = ["{", f'"name": {dumps(doc["name"])},', '"cases": [']
+    for i, c in enumerate(doc["cases"]):
+        assert list(c) == LOSS_KEYS
+        lines.append("  " + dumps(c) + ("," if i + 1 < len(doc["cases"]) else ""))
+    lines += ["]", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def check_loss_file(path):
+    """Re-reads the file and replays it bit for bit in float64; torch's float32 loss must agree
+    within 1e-6 relative, or be inf where a row's float64 loss is beyond float32's range. Returns
+    the README rows."""
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    assert [c["name"] for c in doc["cases"]] == [s["name"] for s in LOSS_CASES]
+    rows = []
+    for c, spec in zip(doc["cases"], LOSS_CASES):
+        logits = torch.tensor(c["logits"], dtype=torch.float64, requires_grad=True)
+        targets = torch.tensor(c["targets"], dtype=torch.int64)
+        loss = F.cross_entropy(logits, targets, ignore_index=IGNORE)
+        loss.backward()
+        assert float(loss) == c["loss"], c["name"]
+        assert logits.grad.tolist() == c["grad"], c["name"]
+        loss32 = float(F.cross_entropy(logits.detach().float(), targets, ignore_index=IGNORE))
+        if max(abs(x) for x in c["row_losses"]) > FLOAT_MAX:  # a row's loss beyond float32
+            assert loss32 == math.inf, c["name"]
+        else:
+            assert abs(loss32 - c["loss"]) <= 1e-6 * max(1.0, abs(c["loss"])), c["name"]
+        rows.append((c, spec["covers"], loss32))
+    return rows
+
+
+def write_loss_file(out):
+    os.makedirs(os.path.join(out, LOSS_DIR), exist_ok=True)
+    path = os.path.join(out, LOSS_DIR, LOSS_FILE)
+    with open(path, "w", encoding="utf-8", newline="\n") as f:
+        f.write(render_loss(build_loss_doc()))
+    return check_loss_file(path)
+
+
+LOSS_README = """
+## Cross-entropy of given logits: `loss/cross-entropy-rows.json`
+
+No model: rows of logits given directly, where the loss's order of operations shows.
+`max + log(sum(exp(x - max))) - x[t]` rounds `log(sum)` away once `|max|` is large (ten equal
+logits of 7.6e22 gave a loss of 0, torch ln 10); `log(sum) - (x[t] - max)` does not. The file
+is `{{"name", "cases": [...]}}`, one case per line, each with exactly these keys in this order:
+
+| key | value |
+| --- | --- |
+| `name` | the case name |
+| `logits` | `[[float]]`, (P, V): float32 values, written as their exact float64 |
+| `targets` | `[int]`, (P): in [0, V), or `-100` (ignore_index); never all `-100` |
+| `loss` | `F.cross_entropy(logits, targets, ignore_index=-100)` in float64 (the mean) |
+| `row_losses` | the same with `reduction='none'`, (P): 0 for ignored rows |
+| `grad` | d loss / d logits in float64, (P, V) |
+
+The script replays each case bit for bit and checks torch's float32 loss on the same logits:
+within 1e-6 relative, or inf where a row's float64 loss is beyond float32's range (torch's
+float32 cross_entropy overflows there; a loss computed in double, as headscope's is, need not).
+A model gives a case's row at every position with `unembed.weight` 0 and `unembed.bias` the row.
+
+| case | P x V | float64 loss | torch float32 loss | covers |
+| --- | --- | --- | --- | --- |
+"""
+
+
+def loss_readme(rows):
+    body = "".join(f"| `{c['name']}` | {len(c['logits'])} x {len(c['logits'][0])} | "
+                   f"{c['loss']!r} | {loss32!r} | {covers} |\n" for c, covers, loss32 in rows)
+    return LOSS_README.format() + body
+
+
+# ----------------------------------------------------------------------------------------------
 # README
 # ----------------------------------------------------------------------------------------------
 
@@ -877,7 +1036,7 @@ def check_coverage(rows):
         assert 1 <= spec["B"] <= 3 and 1 <= spec["T"] <= c["max_len"]
 
 
-def write_readme(out, rows):
+def write_readme(out, rows, loss_rows):
     body = []
     for spec, info in rows:
         runs = "; ".join(run_summary(r) for r in info["runs"])
@@ -891,6 +1050,7 @@ def write_readme(out, rows):
         n64=max(n[0] for n in noise), n32lo=min(n[1] for n in noise),
         n32hi=max(n[1] for n in noise), rello=min(n[2] for n in noise),
         relhi=max(n[2] for n in noise), zero=max(zero), other=max(other)) + "".join(body)
+    text += loss_readme(loss_rows)
     with open(os.path.join(out, "README.md"), "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
 
@@ -924,7 +1084,8 @@ def main():
                           for r in info["runs"]))
     assert total <= MAX_TOTAL_BYTES, f"{total} bytes: keep the training goldens small"
     check_coverage(rows)
-    write_readme(args.out, rows)
+    loss_rows = write_loss_file(args.out)
+    write_readme(args.out, rows, loss_rows)
     stale = sorted(f for f in os.listdir(args.out)
                    if f.endswith(".json") and f[:-5] not in set(names))
     for f in stale:

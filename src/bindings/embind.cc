@@ -381,6 +381,9 @@ class Handle {
     return call_[kFlagsWord];
   }
 
+  // Frees the arena holding the last call's inputs (JS calls it after a refused call).
+  void releaseArena() { arena_.Release(); }
+
   // Frees what the last calls kept (workspace, arena, results, trace); they regrow on demand.
   void trim() {
     if (mha_ != nullptr) mha_->ReleaseWorkspace();
@@ -563,8 +566,10 @@ class TransformerHandle {
       }
     }
     // The optimizer (its moments and step count) stays with the model, as torch's optimizer
-    // state survives model.load_state_dict.
+    // state survives model.load_state_dict. A generation in progress ends with the old model
+    // (its caches hold the old weights' keys): generateContinue says so.
     staging_->TakeOptimizerFrom(model_.get());
+    generation_replaced_ = generation_replaced_ || model_->generating();
     model_ = std::move(staging_);
     return Report(Status::Ok());
   }
@@ -618,9 +623,70 @@ class TransformerHandle {
   // (B, n, V) when keep_logits.
   int generate(double max_new_tokens, double temperature, double top_k, double top_p,
                double seed, bool keep_logits) {
-    if (model_ == nullptr) return NotInitialized();
     TokenView prompt;
-    if (!CallTokens(&prompt)) {
+    GenerateOptions o;
+    int code = GenerateArguments(max_new_tokens, temperature, top_k, top_p, seed, keep_logits,
+                                 &prompt, &o);
+    if (code != 0) return code;
+    generation_replaced_ = false;
+    code = Report(model_->Generate(prompt, o, &generated_));
+    if (code != 0) return code;
+    return WriteGenerated();
+  }
+
+  // Generation in chunks (Transformer::GenerateBegin / GenerateContinue), for the worker, which
+  // serves other requests between them: generateBegin takes generate()'s arguments and runs the
+  // prompt; generateContinue(steps) draws up to `steps` more tokens per sequence, and once they
+  // are all there (generateDone()) writes generate()'s result slots. The same bits as generate().
+  int generateBegin(double max_new_tokens, double temperature, double top_k, double top_p,
+                    double seed, bool keep_logits) {
+    TokenView prompt;
+    GenerateOptions o;
+    const int code = GenerateArguments(max_new_tokens, temperature, top_k, top_p, seed,
+                                       keep_logits, &prompt, &o);
+    if (code != 0) return code;
+    generation_replaced_ = false;
+    generation_done_ = false;
+    return Report(model_->GenerateBegin(prompt, o, &generated_));
+  }
+  int generateContinue(double steps) {
+    if (model_ == nullptr) return NotInitialized();
+    if (!model_->generating() && generation_replaced_) {
+      // loadStateDict swapped in another model while this one was generating.
+      generation_replaced_ = false;
+      generated_ = GenerateResult();
+      return Report(Status(StatusCode::kCancelled,
+                           "generate: the model's weights were replaced (loadStateDict) while it "
+                           "was generating, so it was ended; generate again"));
+    }
+    if (!(steps >= 0 && steps <= 9007199254740991.0 && steps == std::floor(steps))) {
+      return Report(Status(StatusCode::kInvalidArgument,
+                           "generate: expected a number of steps >= 0, got " + JsNumber(steps)));
+    }
+    bool done = false;
+    const int code = Report(model_->GenerateContinue(static_cast<int64_t>(steps), &generated_, &done));
+    if (code != 0) return code;
+    generation_done_ = done;
+    return done ? WriteGenerated() : 0;
+  }
+  bool generateDone() const { return generation_done_; }
+  // Ends the generation in progress (freeing its caches) and drops its result.
+  void generateCancel() {
+    if (model_ != nullptr) model_->GenerateCancel();
+    generation_replaced_ = generation_done_ = false;
+    generated_ = GenerateResult();
+  }
+  // Frees the arena holding the last call's inputs; JS calls it after a refused call (and then
+  // reserves again), so that a refused call keeps no copy of its inputs.
+  void releaseArena() { arena_.Release(); }
+
+ private:
+  // generate()'s and generateBegin()'s arguments: the prompt from slot 0, the options from the
+  // numbers and slot 1.
+  int GenerateArguments(double max_new_tokens, double temperature, double top_k, double top_p,
+                        double seed, bool keep_logits, TokenView* prompt, GenerateOptions* out) {
+    if (model_ == nullptr) return NotInitialized();
+    if (!CallTokens(prompt)) {
       return Report(ArgError(StatusCode::kInvalidArgument, Arg::kPrompt, "expected int32 (B, T)"));
     }
     // Integers crossed as numbers: refused here if they are not integers at all (their ranges
@@ -633,7 +699,7 @@ class TransformerHandle {
       *out = static_cast<int64_t>(v);
       return 0;
     };
-    GenerateOptions o;
+    GenerateOptions& o = *out;
     int64_t seed_int = 0;
     int code = integer(max_new_tokens, Arg::kMaxNewTokens, &o.max_new_tokens);
     if (code == 0) code = integer(top_k, Arg::kTopK, &o.top_k);
@@ -649,8 +715,10 @@ class TransformerHandle {
     o.keep_logits = keep_logits;
     const uint32_t* g = call_ + kWordsPerTensor;
     o.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
-    code = Report(model_->Generate(prompt, o, &generated_));
-    if (code != 0) return code;
+    return 0;
+  }
+  // The finished generation's tokens and logits into result slots 0 and 1.
+  int WriteGenerated() {
     if (!GrowResult(2)) return OutOfMemory();
     WriteTensor(result_.data(), reinterpret_cast<const float*>(generated_.tokens.data()),
                 generated_.tokens_shape, generated_.tokens.size(), kInt32);
@@ -658,6 +726,8 @@ class TransformerHandle {
                 generated_.logits_shape, generated_.logits.size());
     return 0;
   }
+
+ public:
 
   // Training. Tokens in slot 0 (int32 (B, T)), optional gates in slot 1, targets in slot 2
   // (int32, the tokens' shape). Result slots 0 .. P-1: the gradients (views of the model's
@@ -737,11 +807,13 @@ class TransformerHandle {
                : 0;
   }
 
-  // Frees what the last call kept (hooks, arena, generation); they regrow on demand.
+  // Frees what the last call kept (hooks, arena, generation, the model's workspace); they
+  // regrow on demand. A generation in progress ends (it writes into generated_).
   void trim() {
+    generateCancel();
     arena_.Release();
     result_store_ = TransformerResult();
-    generated_ = GenerateResult();
+    if (model_ != nullptr) model_->ReleaseWorkspace();
   }
 
   std::string lastStatus() const { return status_.Text(); }
@@ -789,6 +861,8 @@ class TransformerHandle {
   TransformerOptions options_;
   TransformerResult result_store_;
   GenerateResult generated_;
+  bool generation_done_ = false;      // generateContinue drew the last tokens
+  bool generation_replaced_ = false;  // loadCommit replaced a model that was generating
   TrainStepResult step_;
   double last_loss_ = 0;
   std::vector<float> gate_grads_;
@@ -840,6 +914,11 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("parameter", &TransformerHandle::parameter)
       .function("forward", &TransformerHandle::forward)
       .function("generate", &TransformerHandle::generate)
+      .function("generateBegin", &TransformerHandle::generateBegin)
+      .function("generateContinue", &TransformerHandle::generateContinue)
+      .function("generateDone", &TransformerHandle::generateDone)
+      .function("generateCancel", &TransformerHandle::generateCancel)
+      .function("releaseArena", &TransformerHandle::releaseArena)
       .function("backward", &TransformerHandle::backward)
       .function("setOptimizer", &TransformerHandle::setOptimizer)
       .function("trainStep", &TransformerHandle::trainStep)
@@ -866,6 +945,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("forward", &Handle::forward)
       .function("trace", &Handle::trace)
       .function("trim", &Handle::trim)
+      .function("releaseArena", &Handle::releaseArena)
       .function("releaseTrace", &Handle::releaseTrace)
       .function("echoCall", &Handle::echoCall)
       .function("lastStatus", &Handle::lastStatus)

@@ -336,13 +336,22 @@ Status MultiheadAttention::Prepare() {
   const Param q = c.same_qkv_dim() ? Param::kInProjWeight : Param::kQProjWeight;
   const Param k = c.same_qkv_dim() ? Param::kInProjWeight : Param::kKProjWeight;
   const Param v = c.same_qkv_dim() ? Param::kInProjWeight : Param::kVProjWeight;
-  HEADSCOPE_RETURN_IF_ERROR(Pack(weights_, q, weights_.q_weight(), E, E, &packed_->wq));
-  HEADSCOPE_RETURN_IF_ERROR(
-      Pack(weights_, k, weights_.k_weight(), E, static_cast<size_t>(c.key_dim()), &packed_->wk));
-  HEADSCOPE_RETURN_IF_ERROR(
-      Pack(weights_, v, weights_.v_weight(), E, static_cast<size_t>(c.value_dim()), &packed_->wv));
-  HEADSCOPE_RETURN_IF_ERROR(
-      Pack(weights_, Param::kOutProjWeight, weights_.out_weight(), E, E, &packed_->wo));
+  Status s = Pack(weights_, q, weights_.q_weight(), E, E, &packed_->wq);
+  if (s.ok()) {
+    s = Pack(weights_, k, weights_.k_weight(), E, static_cast<size_t>(c.key_dim()), &packed_->wk);
+  }
+  if (s.ok()) {
+    s = Pack(weights_, v, weights_.v_weight(), E, static_cast<size_t>(c.value_dim()), &packed_->wv);
+  }
+  if (s.ok()) s = Pack(weights_, Param::kOutProjWeight, weights_.out_weight(), E, E, &packed_->wo);
+  if (!s.ok()) {
+    // Out of memory for a panel: the ones packed before it go too, so the refused call leaves
+    // no panel it packed (the next call packs them all).
+    for (PackedWeights::Matrix* m : {&packed_->wq, &packed_->wk, &packed_->wv, &packed_->wo}) {
+      *m = PackedWeights::Matrix();
+    }
+    return s;
+  }
   packed_->bq = weights_.q_bias();
   packed_->bk = weights_.k_bias();
   packed_->bv = weights_.v_bias();
@@ -357,11 +366,20 @@ void MultiheadAttention::ReleaseWorkspace() { own_context_.activations.Release()
 
 size_t MultiheadAttention::workspace_bytes() const { return own_context_.activations.bytes(); }
 
+// The calls on the module's own context: a refused one frees the workspace and the result it
+// may have grown before failing (an output that fit the limit, then activations that did not),
+// so it holds nothing more than before it. (Calls on a caller's context leave that to the
+// caller: the Transformer releases its own.)
 Status MultiheadAttention::Forward(const TensorView& query, const TensorView& key,
                                    const TensorView& value, const ForwardOptions& options,
                                    ForwardResult* result) {
   own_context_.UseProcessDefaults();
-  return Forward(query, key, value, options, result, &own_context_);
+  const Status s = Forward(query, key, value, options, result, &own_context_);
+  if (!s.ok()) {
+    ReleaseWorkspace();
+    *result = ForwardResult();
+  }
+  return s;
 }
 
 Status MultiheadAttention::Forward(const TensorView& query, const TensorView& key,
@@ -398,7 +416,12 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
                                  const TensorView& value, const ForwardOptions& options,
                                  AttentionTrace* trace) {
   own_context_.UseProcessDefaults();
-  return Trace(query, key, value, options, trace, &own_context_);
+  const Status s = Trace(query, key, value, options, trace, &own_context_);
+  if (!s.ok()) {
+    ReleaseWorkspace();
+    *trace = AttentionTrace();
+  }
+  return s;
 }
 
 Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,

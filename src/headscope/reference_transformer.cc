@@ -378,7 +378,9 @@ double CrossEntropy(const Eigen::Ref<const RowVector>& logits, int32_t t, Eigen:
   const double sum = d.sum();
   d /= sum;
   d(t) -= 1.0;
-  return max + std::log(sum) - logits(t);
+  // log(sum) - (x[t] - max): max + log(sum) - x[t] loses log(sum) to rounding once |max| is
+  // large (ten equal logits of 7.6e22 gave 0, not ln 10), as kernels/rowwise.cc says.
+  return std::log(sum) - (logits(t) - max);
 }
 
 // ---- Validation ---------------------------------------------------------------------------------

@@ -19,6 +19,8 @@ enum class StatusCode {
   kResourceExhausted,  // buffers for the call would exceed the limit, or allocation failed
   kParseError,         // a case document is not valid JSON or not in the case format
   kIoError,            // a file could not be read
+  kCancelled,          // the caller cancelled the request, or changed what it ran on (the
+                       // model's weights during a generation) before it finished
 };
 
 // Stable upper-case name of a code ("SHAPE_MISMATCH"); the JS wrapper uses it as error.code.

@@ -439,10 +439,24 @@ Status Transformer::CheckComplete() const {
                 std::string(ArgName(Arg::kStateDict)) + ": missing " + missing);
 }
 
-// The Linear weights packed, each repacked only if its entry changed since.
+// The Linear weights packed, each repacked only if its entry changed since. A failure (memory
+// for a panel) frees the panels, so the refused call leaves none it packed (the next call packs
+// them all again).
 Status Transformer::Prepare() {
   if (packed_->version == store_.version() && packed_->version != 0) return Status::Ok();
   HEADSCOPE_RETURN_IF_ERROR(CheckComplete());
+  const Status s = PackLinears();
+  if (!s.ok()) {
+    for (auto* group : {&packed_->fc_in, &packed_->fc_out}) {
+      for (PackedLinear& p : *group) p = PackedLinear();
+    }
+    packed_->unembed = PackedLinear();
+    packed_->version = 0;
+  }
+  return s;
+}
+
+Status Transformer::PackLinears() {
   const auto pack = [&](int entry, PackedLinear* dst) -> Status {
     if (dst->version == store_.version(entry)) return Status::Ok();
     const Shape& s = store_.shape(entry);
@@ -503,8 +517,36 @@ Status Transformer::CheckGates(const TensorView& gates) const {
   return Status::Ok();
 }
 
+// What a refused call leaves (transformer.h ReleaseWorkspace): a forward that fails part way (the
+// logits of (2^20, 16) tokens, 1.81 GiB, grown before its activations did not fit) frees what it
+// grew, and its result.
 Status Transformer::Forward(const TokenView& tokens, const TransformerOptions& options,
                             TransformerResult* result) {
+  const Status s = ForwardPass(tokens, options, result);
+  if (!s.ok()) {
+    ReleaseWorkspace();
+    *result = TransformerResult();
+  }
+  return s;
+}
+
+void Transformer::ReleaseWorkspace() {
+  x_.Release();
+  normed_.Release();
+  attn_out_.Release();
+  hidden_.Release();
+  mlp_out_.Release();
+  attn_result_ = ForwardResult();
+  attn_trace_ = AttentionTrace();
+  context_.activations.Release();
+  sinusoid_.Release();
+  sinusoid_rows_ = 0;
+  saved_.reset();
+  if (!have_grads_) std::vector<AlignedBuffer>().swap(grads_);
+}
+
+Status Transformer::ForwardPass(const TokenView& tokens, const TransformerOptions& options,
+                                TransformerResult* result) {
   const TransformerConfig& c = config_;
   const int64_t B = tokens.batch, T = tokens.length, V = c.vocab_size;
   HEADSCOPE_RETURN_IF_ERROR(CheckTokens(tokens, Arg::kTokens, c.max_len, ArgName(Arg::kMaxLen)));
@@ -654,17 +696,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     // [max_len, D]: the learned entry, or the sinusoidal table's first pos0 + T rows.
     const float* table = pos_embed_ >= 0 ? store_.data(pos_embed_) : nullptr;
     if (c.positions == PositionKind::kSinusoidal) {
-      const int64_t need = pos0 + T;
-      if (sinusoid_rows_ < need) {
-        if (!sinusoid_.Resize(static_cast<size_t>(need * D))) return TooLarge(B, T, limit);
-        // (Resize keeps no contents when it grows: the rows are computed again from 0.)
-        for (int64_t p = 0; p < need; ++p) {
-          for (int64_t j = 0; j < D; ++j) {
-            sinusoid_[static_cast<size_t>(p * D + j)] = Sinusoid(p, j, D);
-          }
-        }
-        sinusoid_rows_ = need;
-      }
+      if (!GrowSinusoids(pos0 + T)) return TooLarge(B, T, limit);
       table = sinusoid_.data();
     }
     for (size_t r = 0; r < M; ++r) {
@@ -792,6 +824,33 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
   return Status::Ok();
 }
 
+// The sinusoidal table's rows 0 .. need - 1 (need <= max_len). It grows geometrically, to twice
+// its rows (at most max_len), and keeps the rows it has: generation asks for one more row per
+// step, and regrowing by that row while computing the whole table again (pow, sin and cos per
+// element) made each step cost O(context * d_model): 1 ms per token at context 4000, quadratic
+// in all. Now the rows computed over a whole generation are at most twice its final length. The
+// values are Sinusoid's whichever call computes them, so the bits do not depend on the growth.
+bool Transformer::GrowSinusoids(int64_t need) {
+  if (sinusoid_rows_ >= need) return true;
+  const int64_t D = config_.d_model;
+  int64_t rows = std::min(config_.max_len, std::max(need, 2 * sinusoid_rows_));
+  AlignedBuffer grown;
+  if (!grown.Resize(static_cast<size_t>(rows * D))) {
+    rows = need;  // the doubled table did not fit: the rows asked for, if they do
+    if (!grown.Resize(static_cast<size_t>(rows * D))) return false;
+  }
+  if (sinusoid_rows_ > 0) {
+    std::memcpy(grown.data(), sinusoid_.data(), static_cast<size_t>(sinusoid_rows_ * D) * sizeof(float));
+  }
+  for (int64_t p = sinusoid_rows_; p < rows; ++p) {
+    for (int64_t j = 0; j < D; ++j) grown[static_cast<size_t>(p * D + j)] = Sinusoid(p, j, D);
+  }
+  sinusoid_rows_computed_ += rows - sinusoid_rows_;
+  sinusoid_ = std::move(grown);
+  sinusoid_rows_ = rows;
+  return true;
+}
+
 // Logits [B, V] of the last position of each of the B sequences the pass left in x_ ([B*T, D]):
 // those rows through ln_final and the unembedding only (every stage works row by row, so these
 // are the bits the full pass gives them).
@@ -830,8 +889,20 @@ int32_t Argmax(const float* row, int64_t V) {
 int32_t Transformer::Sample(const float* row, const GenerateOptions& o, double u) {
   const int64_t V = config_.vocab_size;
   if (o.temperature == 0.0) return Argmax(row, V);
+  float lo = row[0], hi = row[0];
   for (int64_t j = 0; j < V; ++j) {
     if (!std::isfinite(row[j])) return Argmax(row, V);  // no distribution: the greedy choice
+    lo = std::min(lo, row[j]);
+    hi = std::max(hi, row[j]);
+  }
+  // The temperature rule (GenerateOptions): a positive temperature so small that the logits
+  // divided by it leave double's range takes the greedy choice, the limit of the distribution as
+  // the temperature goes to 0. Without it, at 1e-320 hi / T was inf, exp(inf - inf) NaN, and the
+  // walk below fell through to its last token: the least likely one (20 seeds of 20).
+  const double top = static_cast<double>(hi) / o.temperature;
+  const double bottom = static_cast<double>(lo) / o.temperature;
+  if (!std::isfinite(top) || !std::isfinite(bottom) || !std::isfinite(top - bottom)) {
+    return Argmax(row, V);
   }
   order_.resize(static_cast<size_t>(V));
   for (int64_t j = 0; j < V; ++j) order_[static_cast<size_t>(j)] = static_cast<int32_t>(j);
@@ -842,8 +913,7 @@ int32_t Transformer::Sample(const float* row, const GenerateOptions& o, double u
   size_t keep = static_cast<size_t>(V);
   if (o.top_k > 0 && o.top_k < V) keep = static_cast<size_t>(o.top_k);
   probs_.resize(keep);
-  const double top = static_cast<double>(row[order_[0]]) / o.temperature;
-  double total = 0.0;
+  double total = 0.0;  // (top is hi / T: hi is row[order_[0]], the first of the sorted order)
   for (size_t i = 0; i < keep; ++i) {
     probs_[i] = std::exp(static_cast<double>(row[order_[i]]) / o.temperature - top);
     total += probs_[i];
@@ -867,6 +937,32 @@ int32_t Transformer::Sample(const float* row, const GenerateOptions& o, double u
 
 Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
                              GenerateResult* result) {
+  HEADSCOPE_RETURN_IF_ERROR(GenerateBegin(prompt, o, result));
+  bool done = false;
+  return GenerateContinue(o.max_new_tokens, result, &done);
+}
+
+uint64_t Transformer::WeightsVersion() const {
+  // Every store's version only grows, and every change of an entry bumps its store's: the sum
+  // changes whenever any weight does.
+  uint64_t v = store_.version();
+  for (const auto& layer : layers_) v += layer->attn->weights().version();
+  return v;
+}
+
+Status Transformer::GenerateBegin(const TokenView& prompt, const GenerateOptions& o,
+                                  GenerateResult* result) {
+  EndGeneration(/*release=*/false);  // a new generation replaces the one in progress
+  const Status s = BeginGeneration(prompt, o, result);
+  if (!s.ok()) {
+    EndGeneration(/*release=*/true);
+    ReleaseResult(result);
+  }
+  return s;
+}
+
+Status Transformer::BeginGeneration(const TokenView& prompt, const GenerateOptions& o,
+                                    GenerateResult* result) {
   const TransformerConfig& c = config_;
   const int64_t B = prompt.batch, T = prompt.length, V = c.vocab_size;
   HEADSCOPE_RETURN_IF_ERROR(CheckTokens(prompt, Arg::kPrompt, c.max_len, ArgName(Arg::kMaxLen)));
@@ -921,6 +1017,21 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
     std::memcpy(result->tokens.data() + b * W, prompt.data + b * T,
                 static_cast<size_t>(T) * sizeof(int32_t));
   }
+  // What the steps need after this call, which may come from a caller whose own buffers (the
+  // options' gates among them) are gone by then: the options, with the gates copied.
+  gen_.options = o;
+  if (o.head_gates.present()) {
+    gen_.gates.assign(o.head_gates.data, o.head_gates.data + o.head_gates.size);
+    gen_.options.head_gates.data = gen_.gates.data();
+  }
+  gen_.result = result;
+  gen_.batch = B;
+  gen_.prompt_length = T;
+  gen_.step = 0;
+  gen_.bytes = bytes;
+  gen_.stream = Mix64(o.seed ^ Fnv1a64("generate"));
+  gen_.weights_version = WeightsVersion();
+  gen_.active = true;
   if (n == 0) return Status::Ok();
   for (auto& layer : layers_) {
     if (c.causal && !layer->cache.Reset(static_cast<size_t>(B), static_cast<size_t>(W),
@@ -932,17 +1043,72 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
   // A step's tokens: one new position per sequence (causal), or every sequence so far.
   step_tokens_.resize(static_cast<size_t>(B * W));
   // The prompt through every block (filling the caches of a causal model).
-  HEADSCOPE_RETURN_IF_ERROR(RunBlocks(prompt, 0, o.head_gates, c.causal, bytes, nullptr, nullptr));
+  HEADSCOPE_RETURN_IF_ERROR(
+      RunBlocks(prompt, 0, gen_.options.head_gates, c.causal, bytes, nullptr, nullptr));
   LastLogits(B, T);
-  const uint64_t stream = Mix64(o.seed ^ Fnv1a64("generate"));
-  for (int64_t s = 0; s < n; ++s) {
+  return Status::Ok();
+}
+
+Status Transformer::GenerateContinue(int64_t max_steps, GenerateResult* result, bool* done) {
+  *done = false;
+  if (!gen_.active || result != gen_.result) {
+    return Status(StatusCode::kInvalidArgument,
+                  "generate: no generation in progress for this result (one begins with "
+                  "GenerateBegin and ends when it is done, cancelled or refused, or when another "
+                  "begins)");
+  }
+  if (max_steps < 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "generate: expected a number of steps >= 0, got " + Str(max_steps));
+  }
+  const int64_t n = gen_.options.max_new_tokens;
+  if (result->tokens.size() != static_cast<size_t>(gen_.batch * (gen_.prompt_length + n)) ||
+      result->logits.size() != (gen_.options.keep_logits
+                                    ? static_cast<size_t>(gen_.batch * n * config_.vocab_size)
+                                    : 0)) {
+    EndGeneration(/*release=*/true);
+    return Status(StatusCode::kInvalidArgument,
+                  "generate: the result was changed since GenerateBegin filled it; the "
+                  "generation was ended");
+  }
+  if (WeightsVersion() != gen_.weights_version) {
+    // The KV caches hold keys and values of the old weights: the tokens would follow neither.
+    EndGeneration(/*release=*/true);
+    ReleaseResult(result);
+    return Status(StatusCode::kCancelled,
+                  "generate: the model's weights changed while it was generating (a state_dict "
+                  "entry was set, initialised or trained between its steps), so it was ended; "
+                  "generate again");
+  }
+  const Status s = ContinueGeneration(max_steps, result);
+  if (!s.ok()) {
+    EndGeneration(/*release=*/true);
+    ReleaseResult(result);
+    return s;
+  }
+  *done = gen_.step == gen_.options.max_new_tokens;
+  if (*done) EndGeneration(/*release=*/false);  // its buffers stay for the next generation
+  return Status::Ok();
+}
+
+// Up to max_steps steps of the generation in progress: each samples one token per sequence from
+// step_logits_ (the logits the previous step, or the prompt, left), then, unless it was the last,
+// runs the new tokens through every block for the next step's logits. The order of Generate's
+// single loop, so the same bits however the steps are split.
+Status Transformer::ContinueGeneration(int64_t max_steps, GenerateResult* result) {
+  const TransformerConfig& c = config_;
+  const GenerateOptions& o = gen_.options;
+  const int64_t B = gen_.batch, T = gen_.prompt_length, n = o.max_new_tokens, W = T + n;
+  const int64_t V = c.vocab_size;
+  for (int64_t k = 0; k < max_steps && gen_.step < n; ++k) {
+    const int64_t s = gen_.step++;
     for (int64_t b = 0; b < B; ++b) {
       const float* row = step_logits_.data() + b * V;
       if (o.keep_logits) {
         std::memcpy(result->logits.data() + (b * n + s) * V, row, static_cast<size_t>(V) * sizeof(float));
       }
       // The (s, b)-th draw of the seed's stream: 53 bits, in [0, 1).
-      const double u = static_cast<double>(Word(stream, static_cast<uint64_t>(s * B + b)) >> 11) *
+      const double u = static_cast<double>(Word(gen_.stream, static_cast<uint64_t>(s * B + b)) >> 11) *
                        0x1p-53;
       result->tokens[static_cast<size_t>(b * W + T + s)] = Sample(row, o, u);
     }
@@ -952,7 +1118,7 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
       // One new position per sequence, through the caches.
       for (int64_t b = 0; b < B; ++b) step_tokens_[static_cast<size_t>(b)] = result->tokens[static_cast<size_t>(b * W + len - 1)];
       HEADSCOPE_RETURN_IF_ERROR(RunBlocks({step_tokens_.data(), B, 1}, len - 1, o.head_gates, true,
-                                          bytes, nullptr, nullptr));
+                                          gen_.bytes, nullptr, nullptr));
       LastLogits(B, 1);
     } else {
       // Bidirectional attention: every position sees the new token, so nothing computed before
@@ -962,11 +1128,32 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
                     static_cast<size_t>(len) * sizeof(int32_t));
       }
       HEADSCOPE_RETURN_IF_ERROR(RunBlocks({step_tokens_.data(), B, len}, 0, o.head_gates, false,
-                                          bytes, nullptr, nullptr));
+                                          gen_.bytes, nullptr, nullptr));
       LastLogits(B, len);
     }
   }
   return Status::Ok();
+}
+
+void Transformer::GenerateCancel() { EndGeneration(/*release=*/true); }
+
+void Transformer::ReleaseResult(GenerateResult* result) { *result = GenerateResult(); }
+
+void Transformer::EndGeneration(bool release) {
+  gen_.active = false;
+  gen_.result = nullptr;
+  if (!release) return;
+  for (auto& layer : layers_) {
+    layer->cache.k.Release();
+    layer->cache.v.Release();
+    layer->cache.batch = layer->cache.capacity = layer->cache.length = 0;
+  }
+  last_.Release();
+  step_logits_.Release();
+  std::vector<int32_t>().swap(step_tokens_);
+  std::vector<int32_t>().swap(order_);
+  std::vector<double>().swap(probs_);
+  std::vector<float>().swap(gen_.gates);
 }
 
 }  // namespace headscope

@@ -97,6 +97,13 @@ struct TransformerResult {
 //     u = (word(s * B + b) >> 11) / 2^53, the (s * B + b)-th output of the generator of "Initial
 //     weights from a seed" for key mix64(seed ^ fnv1a64("generate")) (step s, sequence b). A row
 //     with a NaN or infinite logit has no distribution: it takes the greedy choice.
+//   The temperature rule: a temperature > 0 so small that the row's logits divided by it leave
+//     double's range (max / T, min / T or (max - min) / T infinite: T = 1e-320 or 5e-324 for any
+//     logits, the smallest normal double 2.2e-308 for logits beyond about 4) takes the greedy
+//     choice too, the limit of the distribution as the temperature goes to 0 (ties: the lowest
+//     index, where the limit would share among them). Larger temperatures sample as above; as
+//     they shrink, the other logits' weights underflow to 0 well before the rule takes over, so
+//     the draws reach the greedy choice continuously.
 // The same seed gives the same tokens on every platform up to libm's exp (glibc natively,
 // musl in WebAssembly; a last-bit difference moves a draw only at a boundary).
 struct GenerateOptions {
@@ -216,9 +223,46 @@ class Transformer {
   // so greedy generation is the argmax of a full recomputation at every step, bit for bit. The
   // sequences of a batch all have the prompt's length, so they share the cache's positions. A
   // non-causal model has nothing to cache (every position sees the new token): each step runs
-  // the whole sequence again.
+  // the whole sequence again. Generate is GenerateBegin, then GenerateContinue for every token.
   Status Generate(const TokenView& prompt, const GenerateOptions& options,
                   GenerateResult* result);
+
+  // Generation in steps, for a caller that does other work between them (the npm package's
+  // worker serves other requests between chunks of steps, and can cancel a generation), with the
+  // bits of Generate however the steps are split:
+  //   GenerateBegin checks the prompt and options as Generate does, allocates, runs the prompt
+  //     through every block (filling the KV caches) and leaves `result` holding the prompt, at
+  //     its final shape; no token is drawn yet. It ends any generation in progress. The
+  //     options are kept, options.head_gates copied (the caller's view need not outlive the call).
+  //   GenerateContinue draws up to max_steps more tokens per sequence into `result` (the one
+  //     GenerateBegin filled), keeping the KV caches, the position and the sampler's stream;
+  //     *done once all max_new_tokens are there, which ends the generation.
+  //   GenerateCancel ends the generation in progress and frees its KV caches.
+  // Other calls may run between the steps: Forward and Backward leave the generation alone (they
+  // share only scratch with it). A change of the weights (SetParameter, InitializeFromSeed,
+  // TrainStep) ends it: the next GenerateContinue returns kCancelled, since the caches hold keys
+  // and values of the old weights. A refused GenerateBegin or GenerateContinue ends the
+  // generation, frees its buffers and empties `result`.
+  Status GenerateBegin(const TokenView& prompt, const GenerateOptions& options,
+                       GenerateResult* result);
+  Status GenerateContinue(int64_t max_steps, GenerateResult* result, bool* done);
+  void GenerateCancel();
+  // A generation begun and neither done nor ended.
+  bool generating() const { return gen_.active; }
+  // Tokens drawn per sequence so far by the generation in progress (or the last one).
+  int64_t generated() const { return gen_.step; }
+  // Rows of the sinusoidal position table computed since the model was created (the table grows
+  // geometrically and keeps its rows): for tests and benchmarks that hold generation to a cost
+  // linear in its length.
+  int64_t sinusoid_rows_computed() const { return sinusoid_rows_computed_; }
+
+  // Frees the buffers every call regrows on demand: the activations, the attention's workspace,
+  // hook and trace copies, the sinusoidal table, the training pass's saved stages and scratch
+  // (and its gradients, unless the last Backward succeeded). Not the weights, their packed
+  // copies, the optimizer's state, nor a generation in progress. Every refused Forward,
+  // Backward and TrainStep calls it, so a call that fails part way (after growing buffers for
+  // its shape) holds nothing more than before it.
+  void ReleaseWorkspace();
 
   // Mean cross-entropy of logits [B, T, V] against targets [B, T] (PyTorch's
   // F.cross_entropy(ignore_index=-100)): over the positions whose target is not -100, in double.
@@ -265,6 +309,17 @@ class Transformer {
   // reads (bumping its versions); null for a key this config does not have or not loaded.
   float* MutableEntry(std::string_view name);
   Status Prepare();
+  Status PackLinears();
+  Status ForwardPass(const TokenView& tokens, const TransformerOptions& options,
+                     TransformerResult* result);
+  Status BeginGeneration(const TokenView& prompt, const GenerateOptions& options,
+                         GenerateResult* result);
+  Status ContinueGeneration(int64_t max_steps, GenerateResult* result);
+  // Ends the generation in progress; `release` also frees its caches, rows and sampling scratch.
+  void EndGeneration(bool release);
+  static void ReleaseResult(GenerateResult* result);
+  uint64_t WeightsVersion() const;
+  Status TrainStepPass(const TokenView& tokens, const int32_t* targets, TrainStepResult* result);
   Status CheckTokens(const TokenView& tokens, Arg arg, int64_t max_positions,
                      const char* limit) const;
   Status CheckGates(const TensorView& gates) const;
@@ -275,6 +330,7 @@ class Transformer {
   Status RunBlocks(const TokenView& tokens, int64_t pos0, const TensorView& gates, bool cached,
                    size_t bytes, std::vector<std::pair<std::string, TraceTensor>>* hooks,
                    bool* hooks_failed, Saved* saved = nullptr);
+  bool GrowSinusoids(int64_t need);
   void LastLogits(int64_t B, int64_t T);
   int32_t Sample(const float* row, const GenerateOptions& options, double u);
   Status BackwardPass(const TokenView& tokens, const int32_t* targets,
@@ -287,9 +343,10 @@ class Transformer {
   int unembed_w_ = -1, unembed_b_ = -1;
   std::vector<std::unique_ptr<Layer>> layers_;
   // Sinusoidal positions: rows 0..sinusoid_rows_-1 of the table, computed on the first call that
-  // reaches them rather than on every call (pow, sin and cos per element).
+  // reaches them rather than on every call (pow, sin and cos per element); GrowSinusoids.
   AlignedBuffer sinusoid_;
   int64_t sinusoid_rows_ = 0;
+  int64_t sinusoid_rows_computed_ = 0;
   struct Packed;
   std::unique_ptr<Packed> packed_;  // fc_in, fc_out, unembed panels, stamped with versions
   CallContext context_;             // shared by the layers' attention calls
@@ -302,6 +359,19 @@ class Transformer {
   AlignedBuffer last_, step_logits_;
   std::vector<int32_t> step_tokens_, order_;
   std::vector<double> probs_;
+  // The generation in progress (GenerateBegin .. GenerateContinue's last step): its options (the
+  // gates copied), the result it writes, the batch and prompt length, the tokens drawn so far,
+  // the sampler's stream, the bytes its buffers count against the limit, and the weights'
+  // version it began with (WeightsVersion: a change ends it).
+  struct Generation {
+    bool active = false;
+    GenerateOptions options;
+    std::vector<float> gates;
+    const GenerateResult* result = nullptr;
+    int64_t batch = 0, prompt_length = 0, step = 0;
+    uint64_t stream = 0, weights_version = 0;
+    size_t bytes = 0;
+  } gen_;
   // Training: the saved activations and scratch, one gradient buffer per TransformerParams entry
   // (in its order), the optimizer.
   std::unique_ptr<Saved> saved_;

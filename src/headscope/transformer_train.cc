@@ -157,7 +157,12 @@ Status Transformer::Gradient(std::string_view name, TensorView* out) const {
 Status Transformer::Backward(const TokenView& tokens, const int32_t* targets,
                              const BackwardOptions& options, BackwardResult* result) {
   const Status s = BackwardPass(tokens, targets, options, result);
-  if (!s.ok()) have_grads_ = false;  // a failed pass may have written some gradients
+  if (!s.ok()) {
+    have_grads_ = false;  // a failed pass may have written some gradients
+    // A refused pass frees what it grew (the saved stages, the backward's scratch, the
+    // gradients, the activations): nothing more is held after it than before.
+    ReleaseWorkspace();
+  }
   return s;
 }
 
@@ -428,6 +433,15 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
 
 Status Transformer::TrainStep(const TokenView& tokens, const int32_t* targets,
                               TrainStepResult* result) {
+  const Status s = TrainStepPass(tokens, targets, result);
+  // Refused (not a step the optimizer declined, which is a result): the pass's buffers go, as
+  // Backward's do. (The optimizer keeps no moments from a step it did not take.)
+  if (!s.ok()) ReleaseWorkspace();
+  return s;
+}
+
+Status Transformer::TrainStepPass(const TokenView& tokens, const int32_t* targets,
+                                  TrainStepResult* result) {
   if (optimizer_ == nullptr) {
     // (No argument id: the call's arguments are fine, the model lacks an optimizer.)
     return Status(StatusCode::kInvalidArgument,

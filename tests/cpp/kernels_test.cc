@@ -518,7 +518,7 @@ TEST(RowwiseKernels, CrossEntropyMatchesDouble) {
         double max = -kInf, sum = 0;
         for (size_t j = 0; j < vocab; ++j) max = std::max(max, double(x[j]));
         for (size_t j = 0; j < vocab; ++j) sum += std::exp(x[j] - max);
-        want += max + std::log(sum) - x[targets[r]];
+        want += std::log(sum) - (x[targets[r]] - max);
         for (size_t j = 0; j < vocab; ++j) {
           const double g = (std::exp(x[j] - max) / sum - (int32_t(j) == targets[r])) / counted;
           EXPECT_NEAR(grad[r * vocab + j], g, 1e-6 * std::max(1.0, std::abs(g)) + 1e-12)
@@ -534,6 +534,62 @@ TEST(RowwiseKernels, CrossEntropyMatchesDouble) {
                                                 counted, grad.data())))
             << target << " vocab=" << vocab << " logit " << bad;
       }
+    }
+  });
+}
+
+// Large logits: max + log(sum) - x[t] in double loses log(sum) once |max| passes about
+// 2^53 log(sum) (ten equal logits of 7.6e22 gave 0, torch ln 10); the kernel computes
+// log(sum) - (x[t] - max). Rows of equal logits from 1e8 to float's largest, of both signs, give
+// ln V (within the float sum's rounding); rows spread across float's range give the difference
+// to the max (which double holds exactly), with an ignored row of NaN between them.
+TEST(RowwiseKernels, CrossEntropyOfLargeLogitsKeepsTheLog) {
+  const float kMax = std::numeric_limits<float>::max();
+  test::ForEachTarget([&](const char* target) {
+    for (size_t vocab : {1, 2, 3, 7, 8, 10, 17, 28, 33}) {
+      for (float x : {1e8f, 1e16f, 7.6e22f, 1e30f, kMax, -1e16f, -7.6e22f, -kMax}) {
+        std::vector<float> row(vocab, x);
+        for (int32_t t : {0, static_cast<int32_t>(vocab - 1)}) {
+          std::vector<float> grad(vocab, 99.0f);
+          const double loss = CrossEntropyRows(row.data(), 1, vocab, &t, 1, grad.data());
+          EXPECT_NEAR(loss, std::log(static_cast<double>(vocab)),
+                      static_cast<double>(vocab + 2) * 0x1p-24)
+              << target << " vocab=" << vocab << " logits " << x << " target " << t;
+          for (size_t j = 0; j < vocab; ++j) {
+            const double want = 1.0 / static_cast<double>(vocab) - (static_cast<int32_t>(j) == t);
+            EXPECT_NEAR(grad[j], want, 1e-7) << target << " vocab=" << vocab << " logits " << x;
+          }
+        }
+      }
+    }
+    // Spreads: (row, target, loss). x[t] - max is exact in double for these, and exp of every
+    // other difference is 0, or 1 at a tie with the max, so the loss is log(ties) - (x[t] - max).
+    const float up = std::nextafter(7.6e22f, kInf), down = std::nextafter(7.6e22f, -kInf);
+    struct Spread {
+      std::vector<float> row;
+      int32_t t;
+      double loss;
+    };
+    const std::vector<Spread> spreads = {
+        {{1e30f, -1e30f, 0.0f, 1e30f, 5e29f}, 1, std::log(2.0) + 2.0 * double(1e30f)},
+        {{1e30f, -1e30f, 0.0f, 1e30f, 5e29f}, 3, std::log(2.0)},
+        {{kMax, -kMax, 0.0f}, 0, 0.0},
+        {{kMax, -kMax, 0.0f}, 2, double(kMax)},
+        {{kMax, -kMax, 0.0f}, 1, 2.0 * double(kMax)},  // beyond float: a double loss holds it
+        {{7.6e22f, up, down, 7.6e22f}, 0, double(up) - double(7.6e22f)},
+        {{7.6e22f, up, down, 7.6e22f}, 2, double(up) - double(down)},
+        {{7.6e22f, up, down, 7.6e22f}, 1, 0.0},
+        {{-7.6e22f, 1.0f, -kInf, 2.0f}, 0, std::log1p(std::exp(-1.0)) - (double(-7.6e22f) - 2.0)},
+    };
+    for (const Spread& s : spreads) {
+      const size_t vocab = s.row.size();
+      std::vector<float> logits = s.row;
+      logits.insert(logits.end(), vocab, std::nanf(""));
+      logits.insert(logits.end(), s.row.begin(), s.row.end());
+      const int32_t targets[] = {s.t, -100, s.t};
+      const double loss = CrossEntropyRows(logits.data(), 3, vocab, targets, 2, nullptr);
+      EXPECT_NEAR(loss, s.loss, 1e-6 + 0x1p-52 * std::abs(s.loss))
+          << target << " target " << s.t << " of " << s.row[0] << ", " << s.row[1] << ", ...";
     }
   });
 }

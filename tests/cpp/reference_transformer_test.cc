@@ -220,7 +220,7 @@ double Loss(const Case& k, const Inputs& in, const StateDict& sd, const double* 
     const double max = *std::max_element(row, row + V);
     double sum = 0;
     for (int64_t j = 0; j < V; ++j) sum += std::exp(row[j] - max);
-    total += max + std::log(sum) - row[t];
+    total += std::log(sum) - (row[t] - max);
     ++counted;
   }
   return total / static_cast<double>(counted);

@@ -1,10 +1,14 @@
 // Transformer::Forward allocates nothing once warm: a second call of the same shape (with no
 // hooks, or with every hook) makes no operator new call and, natively with glibc, no
 // aligned_alloc call either (AlignedBuffer's allocator: the activation, logits and hook
-// buffers). A program of its own because it replaces the global allocation functions.
+// buffers). A refused call holds nothing more than before it. A program of its own because it
+// replaces the global allocation functions.
 #include <gtest/gtest.h>
+#include <malloc.h>
 
 #include <atomic>
+#include <functional>
+#include <utility>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -12,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "headscope/mha.h"
+#include "headscope/plan.h"
 #include "headscope/transformer.h"
 
 // Counts every operator new (and natively aligned_alloc) in this test binary. The replacements
@@ -131,6 +137,128 @@ TEST(TransformerAlloc, NoAllocationPerGenerateOnceWarm) {
       EXPECT_EQ(g_news.load(), before.news) << "operator new during warm Generate calls";
       EXPECT_EQ(g_aligned.load(), before.aligned) << "aligned_alloc during warm Generate calls";
     }
+  }
+}
+
+// Bytes malloc holds (glibc: in use in the heap plus mmapped chunks; Emscripten's dlmalloc: in
+// use), or 0 where the allocator does not say (under AddressSanitizer).
+size_t HeldBytes() {
+#if defined(__EMSCRIPTEN__)
+  return static_cast<size_t>(mallinfo().uordblks);
+#elif defined(__GLIBC__)
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+#else
+  return 0;
+#endif
+}
+
+// Restores the process's call limit when it goes.
+struct LimitScope {
+  size_t saved = MaxCallBytes();
+  ~LimitScope() { SetMaxCallBytes(saved); }
+};
+
+// A refused call frees what it grew before the step that failed: under every byte limit from
+// 4 KiB up to the one the call fits (so the refusal comes at every stage: the result, the
+// activations, the hooks, the attention's buffers, the saved stages, the KV caches, the
+// prompt's pass), the bytes held after the refusal are at most those held before it, a warm
+// call of a small shape having run first. (A forward of (2^20, 16) tokens used to keep its
+// 1.8 GB of logits.) Forward with and without hooks, Generate, Backward, TrainStep, and
+// MultiheadAttention's Forward and Trace.
+TEST(TransformerAlloc, ARefusedCallHoldsNothingMoreThanBefore) {
+  {
+    AlignedBuffer probe;
+    const size_t before = HeldBytes();
+    ASSERT_TRUE(probe.Resize(1 << 20));
+    if (HeldBytes() <= before) GTEST_SKIP() << "this allocator does not report the bytes it holds";
+  }
+  LimitScope restore;
+  constexpr size_t kSlack = 4096;  // a Status's message, and the like
+  TransformerConfig c;
+  c.vocab_size = 40;
+  c.max_len = 64;
+  c.d_model = 32;
+  c.n_layers = 2;
+  c.n_heads = 4;
+  c.d_mlp = 64;
+  std::unique_ptr<Transformer> m;
+  ASSERT_TRUE(Transformer::Create(c, &m).ok());
+  ASSERT_TRUE(m->InitializeFromSeed(3).ok());
+  ASSERT_TRUE(m->SetOptimizer(OptimizerConfig()).ok());
+  const int64_t B = 16, T = 64;
+  std::vector<int32_t> tokens(static_cast<size_t>(B * T)), targets(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<int32_t>(i * 7 % 40);
+    targets[i] = static_cast<int32_t>(i * 3 % 40);
+  }
+  const TokenView big{tokens.data(), B, T}, small{tokens.data(), 1, 4};
+  TransformerOptions hooked;
+  hooked.hooks = TransformerHookNames(c);
+  GenerateOptions gen;
+  gen.max_new_tokens = 60;
+  gen.keep_logits = true;
+  GenerateResult generated;
+  TransformerResult result;
+  BackwardResult back;
+  TrainStepResult step;
+  const std::pair<const char*, std::function<Status()>> calls[] = {
+      {"Forward", [&] { return m->Forward(big, {}, &result); }},
+      {"Forward with every hook", [&] { return m->Forward(big, hooked, &result); }},
+      {"Generate", [&] { return m->Generate({tokens.data(), B, 4}, gen, &generated); }},
+      {"Backward", [&] { return m->Backward(big, targets.data(), {}, &back); }},
+      {"TrainStep", [&] { return m->TrainStep(big, targets.data(), &step); }},
+  };
+  for (const auto& [name, call] : calls) {
+    int refused = 0;
+    bool fits = false;
+    for (size_t limit = 4096; !fits && limit < (size_t{1} << 31); limit *= 2) {
+      SetMaxCallBytes(restore.saved);
+      ASSERT_TRUE(m->Forward(small, hooked, &result).ok());  // warm buffers of another shape
+      const size_t before = HeldBytes();
+      SetMaxCallBytes(limit);
+      const Status s = call();
+      fits = s.ok();
+      if (fits) break;
+      ++refused;
+      EXPECT_EQ(s.code(), StatusCode::kResourceExhausted) << name << ": " << s.ToString();
+      EXPECT_LE(HeldBytes(), before + kSlack)
+          << name << " refused under a limit of " << limit << " bytes: " << s.ToString();
+    }
+    EXPECT_TRUE(fits) << name;
+    EXPECT_GE(refused, 6) << name;
+  }
+  MhaConfig mc;
+  mc.embed_dim = 32;
+  mc.num_heads = 4;
+  std::unique_ptr<MultiheadAttention> mha;
+  ASSERT_TRUE(MultiheadAttention::Create(mc, &mha).ok());
+  for (const ParamSpec& p : ExpectedParams(mc)) {
+    std::vector<float> w(static_cast<size_t>(p.shape.NumElements()), 0.01f);
+    ASSERT_TRUE(mha->SetParameter(p.name, {w.data(), p.shape, w.size()}).ok());
+  }
+  std::vector<float> x(64 * 8 * 32, 0.5f);
+  const TensorView q{x.data(), {64, 8, 32}, x.size()};
+  for (bool trace : {false, true}) {
+    int refused = 0;
+    bool fits = false;
+    for (size_t limit = 4096; !fits && limit < (size_t{1} << 31); limit *= 2) {
+      SetMaxCallBytes(restore.saved);
+      ForwardResult fr;
+      AttentionTrace tr;
+      const TensorView one{x.data(), {2, 1, 32}, 64};
+      ASSERT_TRUE(mha->Forward(one, one, one, {}, &fr).ok());
+      const size_t before = HeldBytes();
+      SetMaxCallBytes(limit);
+      const Status s = trace ? mha->Trace(q, q, q, {}, &tr) : mha->Forward(q, q, q, {}, &fr);
+      fits = s.ok();
+      if (fits) break;
+      ++refused;
+      EXPECT_LE(HeldBytes(), before + kSlack)
+          << (trace ? "Trace" : "Forward") << " refused under " << limit << ": " << s.ToString();
+    }
+    EXPECT_TRUE(fits);
+    EXPECT_GE(refused, 4);
   }
 }
 

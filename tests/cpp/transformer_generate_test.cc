@@ -2,12 +2,15 @@
 // every step (the step's logits are the bits of Forward's last row over the sequence so far),
 // across configs whose attention changes kernel path (<= 12 keys: the small-head path; more: the
 // packed one) and query tile (64 rows) while the context grows; sampling's rules (top_k, top_p,
-// seeds); non-causal models; head gates; bad options.
+// seeds); non-causal models; head gates; bad options; tiny temperatures; generation in steps
+// (GenerateBegin / GenerateContinue) against Generate, and what ends one; the sinusoidal table's
+// rows computed once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -207,6 +210,203 @@ TEST(TransformerGenerate, SamplingFollowsTopKTopPAndTheSeed) {
       }
     }
   }
+}
+
+// The temperature rule (transformer.h GenerateOptions): a temperature > 0 so small that the
+// logits divided by it leave double's range takes the greedy choice. At 1e-320 logit / T was
+// inf, exp(inf - inf) NaN, and the draw fell through to the last sorted token: the least likely
+// (20 seeds of 20). Temperatures 1e-320, 5e-324 (the smallest double), 1e-300 and the smallest
+// normal double, with several seeds, top_k and top_p: the greedy tokens, never the argmin; on a
+// model's own logits and on rows of logits from -1e30 to 1e30 with a tie at the max.
+TEST(TransformerGenerate, TinyTemperaturesTakeTheGreedyChoice) {
+  const double kTiny[] = {1e-320, 5e-324, 1e-300, std::numeric_limits<double>::min()};
+  TransformerConfig c = Config(40, 24, 16, 2, 2, 32);
+  auto m = Model(c, 3);
+  const int64_t B = 3, T = 2, n = 20, V = c.vocab_size, W = T + n;
+  const std::vector<int32_t> prompt = Prompt(B, T, V, 2);
+  const auto run = [&](Transformer* model, double temperature, uint64_t seed, int64_t top_k,
+                       double top_p) {
+    GenerateOptions o;
+    o.max_new_tokens = n;
+    o.temperature = temperature;
+    o.seed = seed;
+    o.top_k = top_k;
+    o.top_p = top_p;
+    o.keep_logits = true;
+    GenerateResult g;
+    const Status s = model->Generate({prompt.data(), B, T}, o, &g);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return g;
+  };
+  const GenerateResult greedy = run(m.get(), 0.0, 0, 0, 1.0);
+  for (double t : kTiny) {
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      const GenerateResult g = run(m.get(), t, seed, seed % 2 == 0 ? 0 : 7, seed < 3 ? 1.0 : 0.9);
+      EXPECT_EQ(g.tokens, greedy.tokens) << "temperature " << t << ", seed " << seed;
+      for (int64_t b = 0; b < B; ++b) {
+        for (int64_t s = 0; s < n; ++s) {
+          const float* row = g.logits.data() + (b * n + s) * V;
+          const int32_t argmin = static_cast<int32_t>(std::min_element(row, row + V) - row);
+          EXPECT_NE(g.tokens[b * W + T + s], argmin) << "temperature " << t << ", seed " << seed;
+        }
+      }
+    }
+  }
+  // Logits of +-1e30 (a model whose unembedding is its bias): x / 1e-300 overflows double, so
+  // 1e-300 takes the rule too. A tie at the max goes to its lower index, as greedy's does.
+  auto rows = Model(c, 4);
+  std::vector<float> zero(static_cast<size_t>(V * c.d_model), 0.0f), bias(static_cast<size_t>(V));
+  for (int64_t j = 0; j < V; ++j) bias[j] = static_cast<float>((j * 17) % V - V / 2) * 5e28f;
+  bias[11] = bias[29] = 1e30f;  // the largest, twice
+  bias[5] = -1e30f;             // the least likely
+  ASSERT_TRUE(rows->SetParameter("unembed.weight", {zero.data(), {V, c.d_model}, zero.size()}).ok());
+  ASSERT_TRUE(rows->SetParameter("unembed.bias", {bias.data(), {V}, bias.size()}).ok());
+  for (double t : kTiny) {
+    for (uint64_t seed = 0; seed < 6; ++seed) {
+      const GenerateResult g = run(rows.get(), t, seed, seed % 2 == 0 ? 0 : 7, 1.0);
+      for (int64_t i = 0; i < B * n; ++i) {
+        ASSERT_EQ(g.tokens[(i / n) * W + T + i % n], 11) << "temperature " << t << ", seed " << seed;
+      }
+    }
+  }
+}
+
+// Generation in steps (GenerateBegin, GenerateContinue): however the steps are split, and with
+// Forward, Backward and a refused Forward run between them, the tokens and logits are Generate's
+// bit for bit: greedy and sampled, causal and not, learned and sinusoidal positions, with gates
+// (whose caller's buffer is overwritten after GenerateBegin: the generation keeps a copy).
+TEST(TransformerGenerate, StepsGiveGeneratesBitsHoweverTheyAreSplit) {
+  struct Case {
+    bool causal;
+    PositionKind positions;
+    double temperature;
+    bool gated;
+  };
+  const Case cases[] = {
+      {true, PositionKind::kLearned, 0.0, false},     {true, PositionKind::kSinusoidal, 0.9, true},
+      {false, PositionKind::kLearned, 1.3, false},    {false, PositionKind::kSinusoidal, 0.0, true},
+      {true, PositionKind::kNone, 0.7, false},
+  };
+  for (const Case& k : cases) {
+    TransformerConfig c = Config(31, 40, 16, 2, 2, 24);
+    c.causal = k.causal;
+    c.positions = k.positions;
+    SCOPED_TRACE(std::string(k.causal ? "causal" : "non-causal") + ", positions " +
+                 std::to_string(static_cast<int>(k.positions)) + ", temperature " +
+                 std::to_string(k.temperature));
+    auto m = Model(c, 21);
+    const int64_t B = 2, T = 3, n = 37, V = c.vocab_size;
+    const std::vector<int32_t> prompt = Prompt(B, T, V, 4);
+    std::vector<float> gates = {1.0f, 0.5f, -1.0f, 2.0f};
+    GenerateOptions o;
+    o.max_new_tokens = n;
+    o.temperature = k.temperature;
+    o.top_k = 9;
+    o.seed = 5;
+    o.keep_logits = true;
+    if (k.gated) o.head_gates = {gates.data(), {2, 2}, gates.size()};
+    GenerateResult whole;
+    ASSERT_TRUE(m->Generate({prompt.data(), B, T}, o, &whole).ok());
+    for (int64_t chunk : {int64_t{1}, int64_t{4}, int64_t{11}, n}) {
+      SCOPED_TRACE("chunks of " + std::to_string(chunk));
+      GenerateResult g;
+      std::vector<float> callers = gates;  // the caller's buffer, overwritten after the call
+      GenerateOptions oc = o;
+      if (k.gated) oc.head_gates.data = callers.data();
+      ASSERT_TRUE(m->GenerateBegin({prompt.data(), B, T}, oc, &g).ok());
+      EXPECT_TRUE(m->generating());
+      std::fill(callers.begin(), callers.end(), 99.0f);
+      bool done = false;
+      int calls = 0;
+      while (!done) {
+        ASSERT_TRUE(m->GenerateContinue(chunk, &g, &done).ok());
+        ++calls;
+        // Other work between the steps: a forward with every hook, a refused forward (which
+        // frees the workspace), a backward.
+        TransformerOptions hooked;
+        hooked.hooks = TransformerHookNames(c);
+        TransformerResult r;
+        ASSERT_TRUE(m->Forward({prompt.data(), B, T}, hooked, &r).ok());
+        EXPECT_FALSE(m->Forward({prompt.data(), B, c.max_len + 1}, {}, &r).ok());
+        std::vector<int32_t> targets(prompt.size(), 1);
+        BackwardResult br;
+        ASSERT_TRUE(m->Backward({prompt.data(), B, T}, targets.data(), {}, &br).ok());
+      }
+      EXPECT_FALSE(m->generating());
+      EXPECT_EQ(calls, (n + chunk - 1) / chunk);
+      EXPECT_EQ(g.tokens, whole.tokens);
+      EXPECT_EQ(g.tokens_shape, whole.tokens_shape);
+      ASSERT_EQ(g.logits.size(), whole.logits.size());
+      EXPECT_EQ(0, std::memcmp(g.logits.data(), whole.logits.data(), g.logits.size() * sizeof(float)));
+      // Done: there is nothing to continue.
+      EXPECT_EQ(m->GenerateContinue(1, &g, &done).code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+// A weight changed between the steps ends the generation (its KV caches hold the old weights'
+// keys): kCancelled, saying why; the model then generates afresh. GenerateCancel ends one; a
+// continue without a generation, or with another result, is refused.
+TEST(TransformerGenerate, AWeightChangeOrACancelEndsTheGeneration) {
+  TransformerConfig c = Config(19, 24, 16, 2, 2, 16);
+  auto m = Model(c, 8);
+  const std::vector<int32_t> prompt = Prompt(1, 4, c.vocab_size, 1);
+  GenerateOptions o;
+  o.max_new_tokens = 12;
+  GenerateResult whole, g, other;
+  ASSERT_TRUE(m->Generate({prompt.data(), 1, 4}, o, &whole).ok());
+  bool done = false;
+  EXPECT_EQ(m->GenerateContinue(1, &g, &done).code(), StatusCode::kInvalidArgument);
+  for (const char* change : {"unembed.bias", "blocks.1.attn.out_proj.bias"}) {
+    SCOPED_TRACE(change);
+    ASSERT_TRUE(m->GenerateBegin({prompt.data(), 1, 4}, o, &g).ok());
+    ASSERT_TRUE(m->GenerateContinue(3, &g, &done).ok());
+    EXPECT_EQ(m->GenerateContinue(1, &other, &done).code(), StatusCode::kInvalidArgument);
+    TensorView v;
+    ASSERT_TRUE(m->GetParameter(change, &v).ok());
+    const std::vector<float> same(v.data, v.data + v.size);  // the same values, set again
+    ASSERT_TRUE(m->SetParameter(change, {same.data(), v.shape, same.size()}).ok());
+    const Status s = m->GenerateContinue(1, &g, &done);
+    EXPECT_EQ(s.code(), StatusCode::kCancelled) << s.ToString();
+    EXPECT_NE(s.message().find("weights changed"), std::string::npos) << s.message();
+    EXPECT_FALSE(m->generating());
+    EXPECT_TRUE(g.tokens.empty());
+  }
+  ASSERT_TRUE(m->GenerateBegin({prompt.data(), 1, 4}, o, &g).ok());
+  ASSERT_TRUE(m->GenerateContinue(5, &g, &done).ok());
+  m->GenerateCancel();
+  EXPECT_FALSE(m->generating());
+  EXPECT_EQ(m->GenerateContinue(1, &g, &done).code(), StatusCode::kInvalidArgument);
+  GenerateResult again;
+  ASSERT_TRUE(m->Generate({prompt.data(), 1, 4}, o, &again).ok());
+  EXPECT_EQ(again.tokens, whole.tokens);
+}
+
+// Sinusoidal positions: the table grows geometrically and keeps its rows, so generating to
+// max_len computes each row once (it used to regrow by one row per step and compute the whole
+// table again: sum over the steps of the context, 8.4 million rows here, and 1 ms per token at
+// context 4000). The rows are Sinusoid's whichever call computed them: the positions a fresh
+// model's forward gives, bit for bit.
+TEST(TransformerGenerate, SinusoidalGenerationComputesEachTableRowOnce) {
+  TransformerConfig c = Config(11, 4096, 8, 1, 1);
+  c.positions = PositionKind::kSinusoidal;
+  auto m = Model(c, 2);
+  const std::vector<int32_t> prompt = {1, 2, 3};
+  GenerateOptions o;
+  o.max_new_tokens = c.max_len - 3;
+  GenerateResult g;
+  ASSERT_TRUE(m->Generate({prompt.data(), 1, 3}, o, &g).ok());
+  EXPECT_EQ(m->sinusoid_rows_computed(), c.max_len);  // 3, 6, 12, ..., 3072, 4096: each once
+  TransformerOptions pos;
+  pos.hooks = {"hook_pos_embed"};
+  TransformerResult grown, fresh;
+  ASSERT_TRUE(m->Forward({g.tokens.data(), 1, c.max_len}, pos, &grown).ok());
+  auto other = Model(c, 2);
+  ASSERT_TRUE(other->Forward({g.tokens.data(), 1, c.max_len}, pos, &fresh).ok());
+  EXPECT_EQ(other->sinusoid_rows_computed(), c.max_len);
+  ASSERT_EQ(grown.hooks[0].second.data.size(), fresh.hooks[0].second.data.size());
+  EXPECT_EQ(0, std::memcmp(grown.hooks[0].second.data.data(), fresh.hooks[0].second.data.data(),
+                           fresh.hooks[0].second.data.size() * sizeof(float)));
 }
 
 TEST(TransformerGenerate, BadOptionsAreRefusedNamingThem) {

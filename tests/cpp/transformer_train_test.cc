@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "headscope/kernels/rowwise.h"
 #include "headscope/reference_transformer.h"
 #include "headscope/transformer.h"
 #include "nlohmann/json.hpp"
@@ -231,6 +232,46 @@ OptimizerConfig OptimizerOf(const json& o) {
     c.weight_decay = o.at("weight_decay");
   }
   return c;
+}
+
+// tests/golden/train/loss/cross-entropy-rows.json (tools/make_train_golden.py): rows of logits
+// given directly, where the loss's order of operations shows (ten equal logits of 7.6e22 gave 0
+// as max + log(sum) - x[t]; torch ln 10), against F.cross_entropy in float64: Loss, and the
+// backward's CrossEntropyRows with its gradient. The bound is the float sum's rounding of
+// log(sum), (V + 2) 2^-24 (train.test.js's), plus two roundings of the double loss.
+TEST(TransformerTrainGolden, CrossEntropyOfGivenLogitsMatchesPyTorch) {
+  const std::string file = GoldenDir() + "/loss/cross-entropy-rows.json";
+  ASSERT_TRUE(std::filesystem::exists(file)) << file << ": tools/make_train_golden.py writes it";
+  const json doc = ReadJson(file);
+  ASSERT_GE(doc.at("cases").size(), 8u);
+  for (const json& c : doc.at("cases")) {
+    const std::string name = c.at("name");
+    std::vector<float> logits;
+    std::vector<int64_t> shape;
+    Flatten(c.at("logits"), &logits, &shape);
+    ASSERT_EQ(shape.size(), 2u) << name;
+    const int64_t P = shape[0], V = shape[1];
+    const std::vector<int32_t> targets = c.at("targets").get<std::vector<int32_t>>();
+    ASSERT_EQ(targets.size(), static_cast<size_t>(P)) << name;
+    const size_t counted = static_cast<size_t>(std::count_if(
+        targets.begin(), targets.end(), [](int32_t t) { return t != -100; }));
+    const double want = c.at("loss");
+    const double bound = static_cast<double>(V + 2) * 0x1p-24 + 0x1p-51 * std::abs(want);
+    double loss = 0;
+    ASSERT_TRUE(Transformer::Loss(logits.data(), P, V, targets.data(), &loss).ok()) << name;
+    EXPECT_NEAR(loss, want, bound) << name;
+    std::vector<float> grad(logits.size(), 99.0f);
+    EXPECT_EQ(CrossEntropyRows(logits.data(), static_cast<size_t>(P), static_cast<size_t>(V),
+                               targets.data(), counted, grad.data()),
+              loss)
+        << name << ": the backward's loss is Loss's bits";
+    std::vector<double> want_grad;
+    Flatten(c.at("grad"), &want_grad);
+    ASSERT_EQ(want_grad.size(), grad.size()) << name;
+    for (size_t i = 0; i < grad.size(); ++i) {
+      EXPECT_NEAR(grad[i], want_grad[i], 1e-6) << name << " d loss / d logits[" << i << "]";
+    }
+  }
 }
 
 TEST(TransformerTrainGolden, FiveOptimizerStepsMatchPyTorch) {

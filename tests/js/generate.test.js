@@ -117,6 +117,49 @@ test('sampling: the same seed gives the same tokens, topK 1 is greedy, draws sta
   }
 });
 
+// The temperature rule (README Guarantees): a temperature > 0 so small that the logits divided by
+// it leave double's range takes the greedy choice. At 1e-320 the sampler used to return the least
+// likely token (20 seeds of 20).
+test('tiny temperatures (1e-320, 5e-324, 1e-300, the smallest normal) give the greedy tokens, never the argmin', () => {
+  const tiny = [1e-320, 5e-324, 1e-300, 2.2250738585072014e-308];
+  const m = hs.createTransformer({ vocabSize: 40, maxLen: 24, dModel: 16, nLayers: 2, nHeads: 2, dMlp: 32, seed: 3 });
+  // Logits of +-1e30 (the unembedding is its bias): 1e-300 overflows them too; a tie at the max
+  // goes to the lower index, as greedy's does.
+  const rows = hs.createTransformer({ vocabSize: 40, maxLen: 24, dModel: 16, nLayers: 2, nHeads: 2, dMlp: 32, seed: 4 });
+  try {
+    const bias = Float32Array.from({ length: 40 }, (_, j) => (((j * 17) % 40) - 20) * 5e28);
+    bias[11] = bias[29] = 1e30;
+    bias[5] = -1e30;
+    const sd = rows.stateDict();
+    sd['unembed.weight'] = { data: new Float32Array(40 * 16), shape: [40, 16] };
+    sd['unembed.bias'] = { data: bias, shape: [40] };
+    rows.loadStateDict(sd);
+    const prompt = [[1, 2], [3, 4], [5, 6]];
+    const n = 20;
+    const greedy = m.generate(prompt, { maxNewTokens: n });
+    for (const temperature of tiny) {
+      for (let seed = 0; seed < 6; seed++) {
+        const options = { maxNewTokens: n, temperature, seed, topK: seed % 2 === 0 ? 0 : 7, topP: seed < 3 ? 1 : 0.9 };
+        const g = m.generate(prompt, { ...options, logits: true });
+        assert.deepEqual([...g.tokens.data], [...greedy.tokens.data], `temperature ${temperature}, seed ${seed}`);
+        const tokens = g.tokens.toArray();
+        for (let b = 0; b < prompt.length; b++) {
+          for (let s = 0; s < n; s++) {
+            const row = g.logits.data.subarray((b * n + s) * 40, (b * n + s + 1) * 40);
+            const argmin = row.indexOf(Math.min(...row));
+            assert.notEqual(tokens[b][2 + s], argmin, `temperature ${temperature}, seed ${seed}: the least likely token`);
+          }
+        }
+        const fromRows = rows.generate(prompt, options).tokens.toArray();
+        for (const r of fromRows) assert.deepEqual(r.slice(2), new Array(n).fill(11), `temperature ${temperature}, seed ${seed}`);
+      }
+    }
+  } finally {
+    m.dispose();
+    rows.dispose();
+  }
+});
+
 test('bad prompts and options are refused naming them, and the model keeps working', () => {
   const m = hs.createTransformer({ vocabSize: 10, maxLen: 8, dModel: 8, nLayers: 1, nHeads: 2 });
   const before = m.generate([1, 2, 3], { maxNewTokens: 5, logits: true });

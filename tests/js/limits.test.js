@@ -1,7 +1,8 @@
 // Memory limits of the WebAssembly build, in their own process (node --test runs each file in
 // one): WebAssembly memory grows but never shrinks, and these tests take it to 4 GiB.
 //
-// 1. Calls whose buffers would exceed hs.maxCallBytes are refused before anything is allocated.
+// 1. Calls whose buffers would exceed hs.maxCallBytes are refused before anything is allocated;
+//    a refused call of any entry holds nothing more after it than before it.
 // 2. Real exhaustion of the 32-bit address space (hs.maxCallBytes raised to its maximum, 2^32 - 1):
 //    calls under the limit whose buffers cannot be allocated throw HeadscopeError
 //    RESOURCE_EXHAUSTED, and the module computes correct results afterwards.
@@ -103,6 +104,88 @@ test('calls whose buffers would exceed hs.maxCallBytes are refused before alloca
   m.mha.dispose();
 });
 
+// A refused call holds nothing more after it than before it: what it grew before the step that
+// failed is freed (a Transformer forward of (2^20, 16) tokens kept its 1.8 GB of logits: heapInUse
+// went from 13 KB to 1.81 GB until dispose()), with the copy of its inputs when they grew the
+// arena. Every entry, refused by its checks and under every maxCallBytes from 4 KiB up to the
+// one it fits (so the refusal comes at every stage), each after a warm call of another shape.
+test('a refused call of every entry leaves heapInUse no higher than before it', () => {
+  const SLACK = 16 * 1024;  // the last error's message, kept for lastStatus
+  const model = hs.createTransformer({ vocabSize: 40, maxLen: 64, dModel: 32, nLayers: 2, nHeads: 4, dMlp: 64, seed: 3 });
+  const m = module({ embedDim: 32, numHeads: 4 });
+  const tokens = Array.from({ length: 16 }, (_, b) => Array.from({ length: 64 }, (_, t) => (b * 64 + t) * 7 % 40));
+  const targets = tokens.map((row) => row.map((x) => (x * 3) % 40));
+  const hooks = model.hookNames();
+  const warm = () => {
+    model.forward([[1, 2, 3]], { hooks });
+    m.mha.forward(fill([1, 2, 32], 1), fill([1, 2, 32], 2), fill([1, 2, 32], 3));
+  };
+  const refuses = (what, call, code) => {
+    warm();
+    const before = hs.memory().heapInUse;
+    const e = expectError(call, code);
+    const after = hs.memory().heapInUse;
+    assert.ok(after <= before + SLACK, `${what}: heapInUse ${before} before, ${after} after (${e.message})`);
+  };
+  try {
+    // The review's case: the logits of (2^20, 16) tokens fit 2 GiB, the activations do not.
+    refuses('forward of (2^20, 16) tokens', () => model.forward({ data: new Int32Array(2 ** 24), shape: [2 ** 20, 16] }),
+      'RESOURCE_EXHAUSTED');
+    refuses('forward of bad tokens', () => model.forward([[1, 99]]), 'INVALID_ARGUMENT');
+    refuses('forward with an unknown hook', () => model.forward(tokens, { hooks: ['nope'] }), 'INVALID_ARGUMENT');
+    refuses('generate at a negative temperature', () => model.generate(tokens, { maxNewTokens: 0, temperature: -1 }), 'INVALID_ARGUMENT');
+    refuses('backward with every target ignored', () => model.backward(tokens, tokens.map((r) => r.map(() => -100))), 'INVALID_ARGUMENT');
+    refuses('trainStep before setOptimizer', () => model.trainStep(tokens, targets), 'INVALID_ARGUMENT');
+    refuses('setOptimizer with lr NaN', () => model.setOptimizer({ type: 'sgd', lr: NaN }), 'INVALID_ARGUMENT');
+    const sd = model.stateDict();
+    refuses('loadStateDict of a mis-shaped entry', () => model.loadStateDict({ ...sd, 'unembed.bias': { data: new Float32Array(3), shape: [3] } }),
+      'SHAPE_MISMATCH');
+    refuses('loadStateDict missing an entry', () => model.loadStateDict({ 'unembed.bias': sd['unembed.bias'] }), 'MISSING_PARAMETER');
+    refuses('MultiheadAttention forward of a bad shape', () => m.mha.forward(fill([2, 5], 1), fill([2, 5], 1), fill([2, 5], 1)),
+      'SHAPE_MISMATCH');
+    model.setOptimizer({ type: 'sgd', lr: 0 });
+    const q = fill([64, 8, 32], 4);
+    const calls = [
+      ['forward', () => model.forward(tokens)],
+      ['forward with every hook', () => model.forward(tokens, { hooks })],
+      ['generate', () => model.generate(tokens.map((r) => r.slice(0, 4)), { maxNewTokens: 60, logits: true })],
+      ['backward', () => model.backward(tokens, targets, { headGateGrads: true })],
+      ['trainStep', () => model.trainStep(tokens, targets)],
+      ['MultiheadAttention forward', () => m.mha.forward(q, q, q, { averageAttnWeights: false })],
+      ['MultiheadAttention trace', () => m.mha.trace(q, q, q)],
+    ];
+    for (const [what, call] of calls) {
+      let refused = 0;
+      for (let limit = 4096; ; limit *= 2) {
+        warm();
+        const before = hs.memory().heapInUse;
+        hs.maxCallBytes = limit;
+        let error = null;
+        try {
+          call();
+        } catch (e) {
+          error = e;
+        } finally {
+          hs.maxCallBytes = DEFAULT_LIMIT;
+        }
+        if (error === null) break;
+        assert.ok(error instanceof HeadscopeError && error.code === 'RESOURCE_EXHAUSTED', `${what}: ${error}`);
+        refused++;
+        const after = hs.memory().heapInUse;
+        assert.ok(after <= before + SLACK, `${what} refused under ${limit} bytes: heapInUse ${before} before, ${after} after`);
+        assert.ok(limit < GiB, `${what} refused under ${limit} bytes`);
+      }
+      assert.ok(refused >= 4, `${what}: ${refused} refusals`);
+    }
+    // And every one of them works afterwards.
+    warm();
+    for (const [, call] of calls) call();
+  } finally {
+    model.dispose();
+    m.mha.dispose();
+  }
+});
+
 test('hs.maxCallBytes accepts 0 .. 2^32 - 1 and refuses anything else', () => {
   try {
     for (const bad of [2 ** 32, 2 ** 40, Infinity, -1, NaN, '1024', null, undefined]) {
@@ -137,11 +220,13 @@ test('real exhaustion: calls under the limit whose buffers do not fit throw RESO
   // 1024 x 511 x 1022 floats (2 GiB - 8 MiB each), 2^32 - 16 KiB bytes in all.
   const q511 = fill([511, 1024], 3);
   const k1022 = fill([1022, 1], 4);
+  const held = hs.memory().heapInUse;
   expectError(() => a.mha.trace(q511, k1022, k1022), 'RESOURCE_EXHAUSTED', 'trace: could not allocate 4294950912 bytes');
   const grown = hs.memory();
   assert.ok(grown.wasmBytes > 2 * GiB, `memory grew to ${grown.wasmBytes}`);
-  // The stages allocated before the failing one stay with the module until its next trace or dispose().
-  assert.ok(grown.heapInUse > 2 * GiB, `heap in use ${grown.heapInUse}`);
+  // The stages allocated before the failing one (the 2 GiB of scores) are freed with the refusal:
+  // they used to stay with the module until its next trace or dispose().
+  assert.ok(grown.heapInUse <= held, `heap in use ${grown.heapInUse}, ${held} before the trace`);
   assert.deepEqual(checkA().output.data, okA.output.data);
 
   // (3) Memory another module holds: b's per-head weights (2.5 GB) would fit an empty heap, not
@@ -177,24 +262,27 @@ test('the heap exhausted to its last bytes: every call throws a HeadscopeError, 
     }
   };
   try {
-    // Fill: each trace allocates its scores and fails on its weights of the same size, which no
-    // longer fit; the module keeps the scores. First 2 GiB as in the test above, then 0.7 of
-    // what is left each time (a trace that fits anyway is one of a few MiB, cheap to compute).
-    const first = module(wideConfig(1024));
-    held.push(first.mha);
-    expectError(() => first.mha.trace(fill([511, 1024], 3), fill([1022, 1], 4), fill([1022, 1], 4)),
-      'RESOURCE_EXHAUSTED', 'trace: could not allocate');
+    // Fill with memory that is held but never written: a Transformer generation begun and not
+    // continued (_generateBegin, the first step of the worker's generate in chunks) holds its
+    // step logits, n x vocabSize floats for options.logits, written only as tokens are drawn.
+    // (A refused call frees what it grew, so failed traces do not fill the heap any more.) First
+    // 2 GiB, then 0.7 of what is left each time, down to a few KiB.
+    const V = 1024;
+    const fillWith = (bytes) => {
+      const n = Math.max(1, Math.floor(bytes / (4 * V)));
+      const model = attempt('fill model', () => hs.createTransformer({ vocabSize: V, maxLen: n + 1, dModel: 4,
+        positions: 'none', seed: 1 }));
+      if (model === null) return false;
+      held.push(model);
+      attempt('fill generation', () => model._generateBegin([[0]], { maxNewTokens: n, logits: true }));
+      return true;
+    };
+    assert.ok(fillWith(2 * GiB - 8 * 2 ** 20));
+    assert.ok(hs.memory().heapInUse > 2 * GiB, `heap in use ${hs.memory().heapInUse}`);
     for (let i = 0; i < 60; i++) {
       const left = MAX_MEMORY - STATIC - hs.memory().heapInUse;
       if (left < 64 * 1024) break;
-      const bytes = 0.7 * left;  // scores: 64 heads x L x S floats
-      assert.ok(2 * bytes < 2 ** 32 - 1, `${left} bytes left`);  // under the limit: the allocation fails
-      const L = Math.max(1, Math.floor(Math.sqrt(bytes / 256)));
-      const S = Math.max(1, Math.floor(bytes / 256 / L));
-      const m = attempt('fill module', () => module(wideConfig(64)));
-      if (m === null) break;
-      held.push(m.mha);
-      attempt('fill trace', () => m.mha.trace(fill([L, 64], 1), fill([S, 1], 2), fill([S, 1], 2)));
+      if (!fillWith(0.7 * left)) break;
     }
     // Then small modules until not even one can be created.
     const small = module({ embedDim: 4, numHeads: 2 });

@@ -14,6 +14,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { init, HeadscopeError } from '../../web/lib/index.js';
 import { makeTask } from '../../web/lib/tasks.js';
+import { caseLoss } from '../../web/lib/case.js';
 import { expectError } from './helpers.js';
 import { hostileTensor } from './hostile-tensors.js';
 import { assertSameResultBits } from './same-bits.js';
@@ -203,7 +204,7 @@ function batchOf(config, B, T, s) {
 }
 
 // mean cross-entropy over the counted positions in double from float32 logits: the arithmetic
-// the C++ core documents (per row max + log(sum exp(x - max)) - x[target], in row order).
+// the C++ core documents (per row log(sum exp(x - max)) - (x[target] - max), in row order).
 function meanCrossEntropy(logits, targets, V) {
   let total = 0;
   let counted = 0;
@@ -214,7 +215,7 @@ function meanCrossEntropy(logits, targets, V) {
     for (let j = 1; j < V; j++) max = logits[row + j] > max ? logits[row + j] : max;
     let sum = 0;
     for (let j = 0; j < V; j++) sum += Math.exp(logits[row + j] - max);
-    total += max + Math.log(sum) - logits[row + y];
+    total += Math.log(sum) - (logits[row + y] - max);
     counted++;
   });
   return total / counted;
@@ -237,6 +238,47 @@ const SMALL_CONFIGS = [
 // rounded up to vocab times (relative 2^-24 each), which moves log(sum), and so the loss, by at
 // most about that much, absolutely.
 const lossBound = (vocab) => (vocab + 2) * 2 ** -24;
+
+// tests/golden/train/loss/cross-entropy-rows.json: rows of logits given directly (no model case),
+// where the order of operations shows: max + log(sum) - x[t] gave 0 for ten equal logits of
+// 7.6e22 (torch: ln 10). caseLoss (tasks' evaluate, the page's held-out loss) in double against
+// F.cross_entropy in float64; the core's loss and gradient through backward, on a model whose
+// unembedding gives the row at every position (unembed.weight 0, unembed.bias the row).
+test('the loss of given logits is torch\'s, large ones included (ten equal logits of 7.6e22: ln 10), in caseLoss and backward', () => {
+  const golden = JSON.parse(readFileSync(new URL('loss/cross-entropy-rows.json', dir), 'utf8'));
+  assert.ok(golden.cases.length >= 8, 'tools/make_train_golden.py writes the loss cases');
+  const big = golden.cases.find((c) => c.name === 'equal-7.6e22-v10');
+  assert.equal(big.loss, Math.log(10));
+  for (const c of golden.cases) {
+    const V = c.logits[0].length;
+    const logits = Float32Array.from(c.logits.flat());
+    assert.deepEqual([...logits], c.logits.flat(), `${c.name}: float32 values`);
+    const js = caseLoss(logits, Int32Array.from(c.targets), V);
+    assert.ok(Math.abs(js - c.loss) <= 2 ** -50 * Math.max(1, Math.abs(c.loss)), `${c.name}: caseLoss ${js} vs torch ${c.loss}`);
+    const counted = c.targets.filter((t) => t !== -100).length;
+    c.logits.forEach((row, r) => {
+      const t = c.targets[r];
+      if (t === -100) return;
+      const m = hs.createTransformer({ vocabSize: V, maxLen: 2, dModel: 2, seed: 1 });
+      try {
+        const sd = m.stateDict();
+        sd['unembed.weight'] = { data: new Float32Array(V * 2), shape: [V, 2] };
+        sd['unembed.bias'] = { data: Float32Array.from(row), shape: [V] };
+        m.loadStateDict(sd);
+        const { loss, grads } = m.backward([0], [t]);
+        const want = c.row_losses[r];
+        assert.ok(Math.abs(loss - want) <= lossBound(V) + 2 ** -51 * Math.abs(want),
+          `${c.name} row ${r}: backward's loss ${loss} vs torch ${want}`);
+        // One counted position: d loss / d unembed.bias is the row's softmax - onehot, which is
+        // the golden mean's gradient times the case's count.
+        grads['unembed.bias'].data.forEach((g, j) => assert.ok(Math.abs(g - c.grad[r][j] * counted) <= 1e-6,
+          `${c.name} row ${r}: d loss / d logit ${j} ${g} vs ${c.grad[r][j] * counted}`));
+      } finally {
+        m.dispose();
+      }
+    });
+  }
+});
 
 test('backward changes no weight and no optimizer state; its loss is the JS float64 cross-entropy of forward\'s ' +
   'logits (within the float32 sum\'s rounding); trainStep reports backward\'s loss and the norm of its gradients, bit for bit', (t) => {

@@ -1,7 +1,9 @@
 // initWorker()'s createTransformer: the calling thread's Transformer, asynchronous, in a worker.
 // The same config, shapes, hooks, numbers (bit for bit) and errors (code, message, argument);
 // tensors transferred both ways; handles freed on dispose, when dropped, and with the worker;
-// generate() and transformer case documents through the worker once the calling thread has them.
+// generate() and transformer case documents through the worker once the calling thread has them;
+// generate in chunks (bit for bit, other requests served between them, cancelled by a signal or
+// by a change of the weights, queued per model).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -305,6 +307,125 @@ test('generate() through the worker: the calling thread\'s tokens and logits',
       await m.dispose();
     }
   });
+
+// ---- generate in chunks: the worker serves other requests between them, and can cancel ----
+
+// A long generation's model: a context of thousands, so that generating takes seconds.
+const LONG = { vocabSize: 28, maxLen: 12000, dModel: 32, nLayers: 2, nHeads: 2, positions: 'sinusoidal', seed: 6 };
+
+test('generate through the worker runs in chunks and gives the calling thread\'s tokens and logits bit for bit: ' +
+  'greedy and sampled, sinusoidal and learned, causal and not', async () => {
+  const configs = [
+    { vocabSize: 29, maxLen: 700, dModel: 32, nLayers: 2, nHeads: 4, dMlp: 48, positions: 'sinusoidal', seed: 2 },
+    { vocabSize: 29, maxLen: 700, dModel: 32, nLayers: 2, nHeads: 4, positions: 'learned', seed: 3 },
+    { vocabSize: 17, maxLen: 90, dModel: 16, nLayers: 2, nHeads: 2, dMlp: 16, causal: false, positions: 'sinusoidal', seed: 4 },
+    { vocabSize: 17, maxLen: 90, dModel: 16, nLayers: 1, nHeads: 2, causal: false, positions: 'learned', norm: 'post', seed: 5 },
+  ];
+  const optionSets = [{}, { temperature: 0.9, topK: 12, topP: 0.95, seed: 17 }, { temperature: 1.4, seed: 3, headGates: null }];
+  for (const config of configs) {
+    const mine = hs.createTransformer(config);
+    const m = await remote.createTransformer(config);
+    try {
+      for (const extra of optionSets) {
+        const prompt = [[1, 2, 3], [4, 5, 6]];
+        const options = { maxNewTokens: config.maxLen - 3, logits: true, ...extra };
+        const want = mine.generate(prompt, options);
+        const got = await m.generate(prompt, options);
+        assertSameResultBits(got, want, `${JSON.stringify(config)} ${JSON.stringify(extra)}`);
+      }
+      // Gated, unbatched.
+      const gates = Array.from({ length: config.nLayers }, (_, l) => Array.from({ length: config.nHeads }, (_, h) => (l + h) % 3 - 0.5));
+      assertSameResultBits(await m.generate([7, 8], { maxNewTokens: 40, headGates: gates, logits: true }),
+        mine.generate([7, 8], { maxNewTokens: 40, headGates: gates, logits: true }), 'gated');
+    } finally {
+      mine.dispose();
+      await m.dispose();
+    }
+  }
+});
+
+test('a long generate in the worker: other requests are answered while it runs; options.signal cancels it ' +
+  '(CANCELLED at once), the worker then answers a forward and has freed its caches', async () => {
+  const m = await remote.createTransformer(LONG);
+  try {
+    await m.forward([[1, 2, 3]]);
+    const base = (await remote.memory()).heapInUse;
+    const controller = new AbortController();
+    const started = performance.now();
+    const running = settle(() => m.generate([1, 2, 3], { maxNewTokens: LONG.maxLen - 3, signal: controller.signal }));
+    // Served between its chunks: a forward on the same model, and another model's.
+    const during = await m.forward([[4, 5, 6]]);
+    assertSameResultBits(during, await m.forward([[4, 5, 6]]));
+    assert.ok(performance.now() - started < 20000, 'a forward waited for the whole generation');
+    const aborted = performance.now();
+    controller.abort(new Error('the user pressed stop'));
+    const { error } = await running;
+    const rejectedAfter = performance.now() - aborted;
+    assert.ok(error !== undefined, 'the generation finished before it was cancelled: make it longer');
+    assert.equal(error.code, 'CANCELLED');
+    assert.match(error.message, /^generate: cancelled by the caller \(options\.signal was aborted: the user pressed stop\)/);
+    assert.ok(rejectedAfter < 1000, `rejected ${rejectedAfter} ms after the abort`);
+    const t = performance.now();
+    assertSameResultBits(await m.forward([[4, 5, 6]]), during);
+    const answeredAfter = performance.now() - t;
+    assert.ok(answeredAfter < 5000, `the next forward was answered ${answeredAfter} ms after the cancel`);
+    // The generation's KV caches (2 layers x 12000 positions x 32 x 2 floats: 6 MB) are freed.
+    const heap = (await remote.memory()).heapInUse;
+    assert.ok(heap < base + 2 ** 20, `heapInUse ${base} before, ${heap} after the cancelled generation`);
+    // An already aborted signal: nothing is sent, CANCELLED.
+    const gone = new AbortController();
+    gone.abort();
+    await rejectsWith(() => m.generate([1], { maxNewTokens: 2, signal: gone.signal }), 'CANCELLED', 'generate: cancelled by the caller');
+    // A signal that is no AbortSignal is refused naming it; null is none.
+    await rejectsWith(() => m.generate([1], { signal: 'stop' }), 'INVALID_ARGUMENT', 'options.signal: expected an AbortSignal');
+    assertSameResultBits(await m.generate([1, 2], { maxNewTokens: 3, signal: null }), await m.generate([1, 2], { maxNewTokens: 3 }));
+    // The calling thread's generate is synchronous: it takes no signal.
+    assert.throws(() => local.generate([1], { signal: new AbortController().signal }),
+      (e) => e.code === 'INVALID_ARGUMENT' && e.message.startsWith('options.signal: unknown option'));
+  } finally {
+    await m.dispose();
+  }
+});
+
+test('generations of one model wait their turn; cancelling a waiting one leaves the running one; a weight change ' +
+  'between chunks (loadStateDict, trainStep) ends one with CANCELLED', async () => {
+  const config = { vocabSize: 23, maxLen: 300, dModel: 16, nLayers: 2, nHeads: 2, seed: 9 };
+  const mine = hs.createTransformer(config);
+  const m = await remote.createTransformer(config);
+  try {
+    const a = m.generate([1, 2], { maxNewTokens: 298, temperature: 0.8, seed: 1, logits: true });
+    const b = m.generate([[3, 4, 5]], { maxNewTokens: 200, logits: true });
+    const controller = new AbortController();
+    const c = settle(() => m.generate([6], { maxNewTokens: 299, signal: controller.signal }));
+    controller.abort();
+    assertSameResultBits(await a, mine.generate([1, 2], { maxNewTokens: 298, temperature: 0.8, seed: 1, logits: true }));
+    assertSameResultBits(await b, mine.generate([[3, 4, 5]], { maxNewTokens: 200, logits: true }));
+    assert.equal((await c).error.code, 'CANCELLED');
+    // A weight change between chunks: the caches hold the old weights' keys.
+    const big = await remote.createTransformer(LONG);
+    try {
+      const sd = await big.stateDict();
+      const replaced = settle(() => big.generate([1, 2, 3], { maxNewTokens: LONG.maxLen - 3 }));
+      await big.forward([[1]]);  // the generation is under way
+      await big.loadStateDict(sd);
+      await rejectsWith(() => replaced.then(({ value, error }) => (error ? Promise.reject(error) : value)),
+        'CANCELLED', 'generate: the model\'s weights were replaced (loadStateDict) while it was generating');
+      await big.setOptimizer({ type: 'sgd', lr: 0 });
+      const trained = settle(() => big.generate([1, 2, 3], { maxNewTokens: LONG.maxLen - 3 }));
+      await big.forward([[1]]);
+      await big.trainStep([[1, 2]], [[2, 3]]);
+      await rejectsWith(() => trained.then(({ value, error }) => (error ? Promise.reject(error) : value)),
+        'CANCELLED', 'generate: the model\'s weights changed while it was generating');
+      // And it generates afresh.
+      assertSameResultBits(await big.generate([1, 2, 3], { maxNewTokens: 4 }), await big.generate([1, 2, 3], { maxNewTokens: 4 }));
+    } finally {
+      await big.dispose();
+    }
+  } finally {
+    mine.dispose();
+    await m.dispose();
+  }
+});
 
 // The golden transformer cases ("kind": "transformer" documents) through runCase and checkCase.
 const goldenDir = new URL('../golden/transformer/', import.meta.url);

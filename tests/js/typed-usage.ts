@@ -131,6 +131,8 @@ export async function transformerTypes(): Promise<number> {
   model.generate('hello');
   // @ts-expect-error maxNewTokens is a number
   model.generate([1], { maxNewTokens: '8' });
+  // @ts-expect-error the calling thread's generate is synchronous: no signal (the worker's takes one)
+  model.generate([1], { signal: new AbortController().signal });
   model.dispose();
   return logits.shape[2] + (pattern?.shape.length ?? 0) + model.hookNames().length + ids.length + (stepLogits?.length ?? 0);
 }

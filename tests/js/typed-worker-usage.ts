@@ -1,6 +1,6 @@
 // A typed use of the remote Transformer (initWorker().createTransformer), which tsc checks against
 // index.d.ts (transformer-worker.test.js), resolved through the package's own `exports`.
-import { initWorker } from 'headscope';
+import { HeadscopeError, initWorker } from 'headscope';
 import type { RemoteHeadscope, RemoteTransformer, Tensor } from 'headscope';
 
 export async function remoteTransformerTypes(): Promise<number> {
@@ -13,6 +13,11 @@ export async function remoteTransformerTypes(): Promise<number> {
   const embed: Tensor | undefined = hooks?.hook_embed;
   const generated = await model.generate([1, 2], { maxNewTokens: 2, temperature: 0, logits: true });
   const ids: Int32Array = generated.tokens.data;
+  // A cancellable generation: options.signal (the worker's generate only).
+  const controller = new AbortController();
+  const cancellable = model.generate([1, 2], { maxNewTokens: 2, signal: controller.signal });
+  controller.abort();
+  await cancellable.catch((e: unknown) => (e instanceof HeadscopeError && e.code === 'CANCELLED' ? null : Promise.reject(e)));
   const disposed: boolean = model.disposed;
   await model.dispose();
   await remote.terminate();

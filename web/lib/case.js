@@ -868,8 +868,9 @@ export function checkTransformerCase(parsedCase, parameterShapes, hooks = []) {
 
 /**
  * Mean cross-entropy of logits [..., V] (a Float32Array) against targets (an Int32Array of the
- * positions), over the positions whose target is not -100, in double: Transformer::Loss's
- * arithmetic (src/headscope/transformer.cc), as F.cross_entropy(ignore_index=-100) defines it.
+ * positions), over the positions whose target is not -100, in double: per row
+ * log(sum exp(x - max)) - (x[t] - max), Transformer::Loss's order of operations
+ * (src/headscope/kernels/rowwise.cc), as F.cross_entropy(ignore_index=-100) defines it.
  * The targets are the parsed case's (checked: in range, at least one counted).
  */
 export function caseLoss(logits, targets, vocab) {
@@ -883,7 +884,9 @@ export function caseLoss(logits, targets, vocab) {
     for (let j = 1; j < vocab; j++) max = logits[row + j] > max ? logits[row + j] : max;
     let sum = 0;
     for (let j = 0; j < vocab; j++) sum += Math.exp(logits[row + j] - max);
-    total += max + Math.log(sum) - logits[row + t];
+    // log(sum) - (x[t] - max), not max + log(sum) - x[t]: with |max| large the addition rounds
+    // log(sum) away (ten equal logits of 7.6e22 gave 0, not ln 10).
+    total += Math.log(sum) - (logits[row + t] - max);
     counted++;
   }
   return total / counted;

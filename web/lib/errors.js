@@ -6,6 +6,8 @@
 //   RESOURCE_EXHAUSTED  the call would need more memory than allowed, or allocation failed
 //   PARSE_ERROR         a case document is not in the case format (the message names the path)
 //   IO_ERROR            a file could not be read (the CLI)
+//   CANCELLED           the caller cancelled the request (a worker generate's options.signal), or
+//                       changed the model it ran on (its weights, during a generation)
 //   DISPOSED            the object was disposed, or its engine closed
 //   LOAD_ERROR          init() could not load or compile the WebAssembly module
 //   INTERNAL            a bug in headscope, or a heap too full to report an error properly

@@ -34,6 +34,7 @@ export type HeadscopeErrorCode =
   | 'RESOURCE_EXHAUSTED'
   | 'PARSE_ERROR'
   | 'IO_ERROR'
+  | 'CANCELLED'
   | 'DISPOSED'
   | 'LOAD_ERROR'
   | 'INTERNAL';
@@ -251,7 +252,12 @@ export interface TransformerForwardOptions {
 export interface GenerateOptions {
   /** New tokens per sequence, 0 .. maxLen - T; default 1. */
   maxNewTokens?: number;
-  /** 0 (default): greedy, the first largest logit; > 0: sample from softmax(logits / temperature). */
+  /**
+   * 0 (default): greedy, the first largest logit; > 0: sample from softmax(logits / temperature).
+   * The temperature rule: a temperature so small that the logits divided by it overflow a double
+   * (1e-320, 5e-324; the smallest normal double for logits beyond about 4) is greedy too, the
+   * limit of sampling as the temperature goes to 0.
+   */
   temperature?: number;
   /** Sample among the topK largest logits only; 0 (default): all. */
   topK?: number;
@@ -263,6 +269,11 @@ export interface GenerateOptions {
   headGates?: TransformerForwardOptions['headGates'];
   /** Also return the logits each new token was chosen from. */
   logits?: boolean;
+}
+
+/** RemoteTransformer.generate's options: generate's, and a signal that cancels it. */
+export interface RemoteGenerateOptions extends GenerateOptions {
+  signal?: AbortSignal | null;
 }
 
 export interface BackwardOptions {
@@ -321,6 +332,8 @@ export interface Transformer {
    * The prompt (T) or (B, T) then maxNewTokens new tokens: (T + n) or (B, T + n); with
    * options.logits also the logits they were chosen from, (n, V) or (B, n, V). A causal model
    * keeps a KV cache; greedy steps are the argmax of a full recomputation, bit for bit.
+   * Synchronous, so it cannot be cancelled and takes no signal: RemoteTransformer.generate
+   * (initWorker()) runs in chunks and takes options.signal.
    */
   generate(prompt: TokensInput, options?: GenerateOptions): { tokens: TokenTensor; logits?: Tensor };
   /** Gradients of the loss on (tokens, targets) without changing any weight. */
@@ -534,7 +547,14 @@ export interface RemoteTransformer {
   loadStateDict(stateDict: StateDict, options?: { strict?: boolean }): Promise<void>;
   stateDict(): Promise<Record<string, Tensor>>;
   forward(tokens: TokensInput, options?: TransformerForwardOptions): Promise<{ logits: Tensor; hooks?: Record<string, Tensor> }>;
-  generate(...args: Parameters<Transformer['generate']>): Promise<ReturnType<Transformer['generate']>>;
+  /**
+   * The calling thread's generate, run in chunks of about 30 ms between which the worker serves
+   * other requests (one generation per model at a time). options.signal (not sent to the
+   * worker) cancels it: the promise rejects at once with HeadscopeError CANCELLED and the worker
+   * ends it at its next chunk boundary. A change of the weights between chunks (loadStateDict,
+   * trainStep, train) ends it with CANCELLED too.
+   */
+  generate(prompt: TokensInput, options?: RemoteGenerateOptions): Promise<ReturnType<Transformer['generate']>>;
   backward(...args: Parameters<Transformer['backward']>): Promise<BackwardResult>;
   setOptimizer(options: OptimizerOptions): Promise<void>;
   trainStep(...args: Parameters<Transformer['trainStep']>): Promise<TrainStepResult>;

@@ -1003,8 +1003,7 @@ class MultiheadAttention {
     this._check(this._call(() => handle.trace()));
     const tensors = this._readResults(stages.length + statsCount);
     // The trace's buffers (every intermediate, L x S per head twice) are copied out: free them.
-    // (A trace that failed keeps what it had allocated until the module's next trace or
-    // dispose(), as docs/errors.md says; tests/js/limits.test.js fills the heap that way.)
+    // (A trace that failed has freed what it had allocated already: the core's own refusal.)
     this._call(() => handle.releaseTrace());
     const trace = Object.fromEntries(stages.map((name, i) => [name, tensors[i]]));
     if (statsCount > 0) trace.headStats = this._groupHeadStats(tensors.slice(stages.length));
@@ -1132,6 +1131,7 @@ class MultiheadAttention {
     let base = this._arenaBase;
     if (bytes > this._arenaBytes) {
       const handle = this._state.handle;
+      this._arenaGrown = true;  // (freed again if the call is refused: _check)
       base = callCore(() => handle.reserve(bytes));
       if (base === 0 && bytes > 0) {
         for (let i = 0; i < n; i++) slots[i] = null;
@@ -1210,7 +1210,20 @@ class MultiheadAttention {
   // Throws the core's error for a nonzero code; `hint` is appended to a MISSING_PARAMETER's
   // message (the JS-side advice of loadStateDict).
   _check(code, hint = '') {
+    const grown = this._arenaGrown;
+    this._arenaGrown = false;
+    if (code !== 0 && grown) this._releaseInputs();
     checkCode(this._state.handle, code, hint);
+  }
+
+  // After a refused call whose inputs grew the arena: the arena goes too (the core frees what the
+  // call grew), so nothing more is held than before the call (the (2^20, 16) tokens of a refused
+  // forward are 64 MiB); the next call reserves again.
+  _releaseInputs() {
+    const handle = this._state.handle;
+    callCore(() => handle.releaseArena());
+    this._arenaBase = 0;
+    this._arenaBytes = 0;
   }
 }
 
@@ -1411,14 +1424,28 @@ class Transformer {
    * Appends options.maxNewTokens (default 1) tokens to the prompt, (T) or (B, T) token ids:
    * greedy at temperature 0 (the default; the first largest logit), else sampled from
    * softmax(logits / temperature) cut to the topK largest (0: all) and the topP nucleus (1: all),
-   * with options.seed (an integer, default 0) fixing the draws. A causal model keeps a KV cache:
+   * with options.seed (an integer, default 0) fixing the draws. The temperature rule: a
+   * temperature > 0 so small that the logits divided by it overflow a double (1e-320, 5e-324; the
+   * smallest normal double for logits beyond about 4) takes the greedy choice, the limit of
+   * sampling as the temperature goes to 0 (ties: the lower index). A causal model keeps a KV cache:
    * each new token costs one position's pass, and its logits are the bits forward() gives the
    * last position of the whole sequence. Returns { tokens } (int32, the prompt then the new
    * tokens: (T + n) or (B, T + n)), and with options.logits also logits ((n, V) or (B, n, V)),
-   * the logits each new token was chosen from. options.headGates as forward's.
+   * the logits each new token was chosen from. options.headGates as forward's. Synchronous: it
+   * returns when every token is drawn and cannot be cancelled (initWorker()'s generate runs in
+   * chunks between which other requests are served, and takes options.signal to cancel).
    */
   generate(prompt, options = {}) {
     Transformer.check(this, 'generate');
+    const { o, batched, handle } = this._generateArguments(prompt, options);
+    this._check(callCore(() => handle.generate(o.maxNewTokens, o.temperature, o.topK, o.topP,
+      o.seed, o.logits)));
+    return this._generated(o.logits, batched);
+  }
+
+  // generate's arguments, read once and written to the call block: the options with defaults,
+  // whether the prompt was batched, the live handle.
+  _generateArguments(prompt, options) {
     this._handle();
     const o = withDefaults(readOptions(options, TRANSFORMER_GENERATE), TRANSFORMER_GENERATE);
     for (const k of ['maxNewTokens', 'temperature', 'topK', 'topP', 'seed']) {
@@ -1429,12 +1456,57 @@ class Transformer {
     const gates = o.headGates === null ? null : toFloatTensor(o.headGates, 'options.headGates');
     const handle = this._handle();  // a getter may have disposed this object
     this._write([t, gates]);
-    this._check(callCore(() => handle.generate(o.maxNewTokens, o.temperature, o.topK, o.topP,
-      o.seed, o.logits)));
-    const results = this._readResults(o.logits ? 2 : 1, !batched);
+    return { o, batched, handle };
+  }
+
+  // A finished generation's { tokens, logits? } from the result slots.
+  _generated(logits, batched) {
+    const results = this._readResults(logits ? 2 : 1, !batched);
     const out = { tokens: results[0] };
-    if (o.logits) out.logits = results[1];
+    if (logits) out.logits = results[1];
     return out;
+  }
+
+  // ---- generate in chunks (the worker's Transformer.generate, worker.js): the same checks,
+  // steps and bits as generate(), with other calls allowed between the chunks ----
+
+  /** Checks generate's arguments and runs the prompt; no token is drawn yet. */
+  _generateBegin(prompt, options = {}) {
+    Transformer.check(this, '_generateBegin');
+    const { o, batched, handle } = this._generateArguments(prompt, options);
+    this._generation = null;
+    this._check(callCore(() => handle.generateBegin(o.maxNewTokens, o.temperature, o.topK, o.topP,
+      o.seed, o.logits)));
+    this._generation = { logits: o.logits, batched };
+  }
+
+  /**
+   * Draws up to `steps` more tokens per sequence; once all are drawn, returns generate()'s
+   * result, else null. A change of the weights since _generateBegin (loadStateDict, trainStep)
+   * is CANCELLED.
+   */
+  _generateContinue(steps) {
+    Transformer.check(this, '_generateContinue');
+    const handle = this._handle();
+    const generation = this._generation;
+    if (generation === null || generation === undefined) {
+      fail('INVALID_ARGUMENT', 'generate: no generation in progress (_generateBegin starts one)');
+    }
+    const code = callCore(() => handle.generateContinue(steps));
+    if (code !== 0) this._generation = null;
+    this._check(code);
+    if (!callCore(() => handle.generateDone())) return null;
+    this._generation = null;
+    return this._generated(generation.logits, generation.batched);
+  }
+
+  /** Ends the generation in progress, if any, and frees its caches. */
+  _generateCancel() {
+    Transformer.check(this, '_generateCancel');
+    if (this._state.disposed) return;
+    this._generation = null;
+    const handle = this._state.handle;
+    callCore(() => handle.generateCancel());
   }
 
   /**
@@ -1597,7 +1669,20 @@ class Transformer {
   }
 
   _check(code, hint = '') {
+    const grown = this._arenaGrown;
+    this._arenaGrown = false;
+    if (code !== 0 && grown) this._releaseInputs();
     checkCode(this._state.handle, code, hint);
+  }
+
+  // After a refused call whose inputs grew the arena: the arena goes too (the core frees what the
+  // call grew), so nothing more is held than before the call (the (2^20, 16) tokens of a refused
+  // forward are 64 MiB); the next call reserves again.
+  _releaseInputs() {
+    const handle = this._state.handle;
+    callCore(() => handle.releaseArena());
+    this._arenaBase = 0;
+    this._arenaBytes = 0;
   }
 
   // Copies snapshots (null: an empty slot) into the arena and describes them in the call block.
@@ -1613,6 +1698,7 @@ class Transformer {
     });
     const handle = this._state.handle;
     if (bytes > this._arenaBytes) {
+      this._arenaGrown = true;  // (freed again if the call is refused: _check)
       const base = callCore(() => handle.reserve(bytes));
       if (base === 0 && bytes > 0) fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
       this._arenaBase = base;

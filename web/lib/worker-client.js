@@ -124,6 +124,9 @@ class Channel {
     this.pending = new Map();  // request id -> { resolve, reject }
     this.runs = new Map();     // training job id -> its TrainingRun's event handler
     this.early = new Map();    // job id -> events that came before the run was registered
+    this.generations = new Map();     // generation id -> its generate-done handler
+    this.earlyGenerations = new Map();  // generation id -> a generate-done that came first
+    this.abandoned = new Set();       // generation ids whose generate-done nobody waits for
     this.nextId = 1;
     this.closed = null;        // { code, message } once the worker cannot be used
     this.ready = new Promise((resolve, reject) => {
@@ -188,6 +191,15 @@ class Channel {
       }
       return;
     }
+    if (data.type === 'generate-done') {
+      const handler = this.generations.get(data.generation);
+      this.generations.delete(data.generation);
+      // (Nobody waits for a generation whose caller cancelled it: its end is dropped.)
+      if (handler !== undefined) handler(data);
+      else if (!this.abandoned.delete(data.generation)) this.earlyGenerations.set(data.generation, data);
+      this.idleIfNothingWaits();
+      return;
+    }
     const request = this.pending.get(data.id);
     if (request === undefined) return;  // a reply nobody waits for (a collected object's dispose)
     this.pending.delete(data.id);
@@ -206,6 +218,27 @@ class Channel {
     for (const event of early) {
       handler(event);
       if (event.type === 'train-done') this.runs.delete(job);
+    }
+    this.idleIfNothingWaits();
+  }
+
+  // Routes a generation's generate-done to `handler` (also one that came first); the worker
+  // stays referenced (Node) until it comes.
+  watchGeneration(generation, handler) {
+    const early = this.earlyGenerations.get(generation);
+    if (early !== undefined) {
+      this.earlyGenerations.delete(generation);
+      handler(early);
+      return;
+    }
+    this.generations.set(generation, handler);
+    this.busy();
+  }
+
+  // A generation whose caller stopped waiting (cancelled): its generate-done is dropped.
+  abandonGeneration(generation) {
+    if (!this.generations.delete(generation) && !this.earlyGenerations.delete(generation)) {
+      this.abandoned.add(generation);
     }
     this.idleIfNothingWaits();
   }
@@ -276,6 +309,9 @@ class Channel {
     const runs = [...this.runs.values()];
     this.runs.clear();
     for (const run of runs) run({ type: 'train-done', status: 'error', error: { code, message } });
+    const generations = [...this.generations.values()];
+    this.generations.clear();
+    for (const g of generations) g({ type: 'generate-done', ok: false, error: { code, message } });
     if ((code === 'INTERNAL' || code === 'LOAD_ERROR') && this.owned) this.stop();
   }
 
@@ -297,9 +333,9 @@ class Channel {
     if (this.owned && typeof this.worker.ref === 'function') this.worker.ref();
   }
 
-  // Idle once no request waits for a reply and no training run is active.
+  // Idle once no request waits for a reply and no training run or generation is active.
   idleIfNothingWaits() {
-    if (this.pending.size === 0 && this.runs.size === 0) this.idle();
+    if (this.pending.size === 0 && this.runs.size === 0 && this.generations.size === 0) this.idle();
   }
 
   idle() {
@@ -398,6 +434,43 @@ function caseResult(result) {
 function wrongThis(className, method, self) {
   return new HeadscopeError('INVALID_ARGUMENT', `${className}.${method}: called on ${describe(self)}, ` +
     `not on a ${className}; call it as object.${method}(...) (a method taken off its object loses its this)`);
+}
+
+// generate's options without `signal`, which stays here (an AbortSignal cannot cross; the
+// worker's calling-thread generate would refuse it as an unknown option): the other options read
+// once, into a plain object, which is what is sent. Options that are no plain object go as given,
+// for the worker to refuse in the calling thread's words.
+function withoutSignal(options) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    return { signal: undefined, sent: options };
+  }
+  return readArgument('options', () => {
+    const sent = {};
+    let signal;
+    for (const key of Object.keys(options)) {
+      const value = options[key];
+      if (key === 'signal') signal = value;
+      else sent[key] = value;
+    }
+    if (signal === null) signal = undefined;
+    if (signal !== undefined && !isAbortSignal(signal)) {
+      throw new HeadscopeError('INVALID_ARGUMENT', `options.signal: expected an AbortSignal (or ` +
+        `undefined), got ${describe(signal)}`);
+    }
+    return { signal, sent };
+  });
+}
+
+function isAbortSignal(value) {
+  if (typeof AbortSignal === 'function' && value instanceof AbortSignal) return true;
+  return typeof value === 'object' && typeof value.aborted === 'boolean' &&
+    typeof value.addEventListener === 'function' && typeof value.removeEventListener === 'function';
+}
+
+function cancelledError(signal) {
+  const reason = signal.reason;
+  return new HeadscopeError('CANCELLED', 'generate: cancelled by the caller (options.signal was ' +
+    `aborted${reason instanceof Error && reason.message ? `: ${reason.message}` : ''})`, { cause: reason });
 }
 
 /** init()'s API, asynchronous, in a worker. */
@@ -668,10 +741,44 @@ class RemoteTransformer extends RemoteObject {
       ._request('Transformer.forward', [tokens, options], ['tokens', 'options']));
   }
 
-  /** The calling thread's generate(prompt, options), in the worker: its tensors. */
+  /**
+   * The calling thread's generate(prompt, options), in the worker: its tensors, the same bits.
+   * The worker draws the tokens in chunks of about 30 ms and serves other requests between them
+   * (one generation per model at a time: later ones wait their turn). options.signal, an
+   * AbortSignal (not sent to the worker), cancels it: the promise rejects at once with
+   * HeadscopeError CANCELLED and the worker ends the generation at its next chunk boundary,
+   * freeing its caches. A change of the model's weights between chunks (loadStateDict, trainStep,
+   * train) ends it with CANCELLED too.
+   */
   async generate(prompt, options) {
-    return resultIn(await RemoteTransformer.check(this, 'generate')
-      ._request('Transformer.generate', [prompt, options], ['prompt', 'options']));
+    RemoteTransformer.check(this, 'generate');
+    const { signal, sent } = withoutSignal(options);
+    if (signal !== undefined && signal.aborted) throw cancelledError(signal);
+    const { generation } = await this._request('Transformer.generate', [prompt, sent], ['prompt', 'options']);
+    const channel = this._channel;
+    return new Promise((resolve, reject) => {
+      let onAbort = null;
+      const settle = (event) => {
+        if (onAbort !== null) signal.removeEventListener('abort', onAbort);
+        if (event.ok) resolve(resultIn(event.result));
+        else reject(errorIn(event.error));
+      };
+      if (signal !== undefined) {
+        onAbort = () => {
+          onAbort = null;
+          channel.abandonGeneration(generation);
+          // Nothing to wait for: the worker answers it between chunks, and its end is dropped.
+          this._request('Transformer.generateCancel', [generation], [null]).catch(() => {});
+          reject(cancelledError(signal));
+        };
+        if (signal.aborted) {  // during the request's round trip
+          onAbort();
+          return;
+        }
+        signal.addEventListener('abort', onAbort, { once: true });
+      }
+      channel.watchGeneration(generation, settle);
+    });
   }
 
   /** The calling thread's backward(tokens, targets, options), in the worker. */

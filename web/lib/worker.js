@@ -15,8 +15,8 @@
 //                                                   of a created object (args [objectId, ...]):
 //                                                   loadStateDict | forward | trace (MultiheadAttention)
 //                                                   | Transformer.<loadStateDict | stateDict | forward
-//                                                   | generate | backward | setOptimizer | trainStep
-//                                                   | train | trainControl>
+//                                                   | generate | generateCancel | backward
+//                                                   | setOptimizer | trainStep | train | trainControl>
 //   worker -> caller:        { id, ok: true, result } or { id, ok: false, error: { code, message, argument? } }
 // Training runs (Transformer.train): the reply is { job } at once; the steps then run in chunks of
 // about spec.chunkMs (default 30 ms) between which other requests are served (a forward for the
@@ -24,6 +24,15 @@
 //   worker -> caller:        { type: 'train-progress', job, step, losses, gradNorms, elapsedMs }
 // and the run's end by      { type: 'train-done', job, status: 'done' | 'cancelled' | 'refused'
 //                             | 'error', step, refused?, error? }.
+// Generation (Transformer.generate) runs in chunks too: the reply is { generation } once the
+// prompt has run (a bad prompt or option is the reply's error); the tokens are then drawn in
+// chunks of about 30 ms between which other requests are served, one generation per model at a
+// time (later ones wait their turn), and its end is
+//   worker -> caller:        { type: 'generate-done', generation, ok: true, result } or
+//                            { type: 'generate-done', generation, ok: false, error }
+// Transformer.generateCancel [objectId, generation] ends one (error CANCELLED) and answers
+// { status: 'cancelled' | 'finished' }; a change of the model's weights between its chunks
+// (loadStateDict, trainStep, a training run) ends it with CANCELLED too.
 // Replies come in request order. Tensors go out as { data, shape } (data a Float32Array, or an
 // Int32Array of token ids), groups of them (headStats, hooks, a stateDict) as objects of those,
 // with their buffers transferred. An error is answered and the worker keeps serving; nothing a
@@ -288,6 +297,86 @@ function schedule(post, job) {
   yieldThen(() => runChunk(post, job));
 }
 
+// ---- Generation in chunks (Transformer.generate) ----
+// The calling thread's generate is one synchronous call; here the model's _generateBegin runs
+// the prompt and _generateContinue draws tokens in chunks of about GENERATE_CHUNK_MS, so a long
+// generation neither holds the worker (requests are served between chunks) nor resists a cancel.
+// The steps and bits are generate()'s whatever the chunking (transformer.h GenerateContinue).
+const GENERATE_CHUNK_MS = 30;
+const generations = new Map();  // generation id -> its state, running or waiting for its model
+let nextGenerationId = 1;
+
+function generationOf(modelId) {
+  for (const g of generations.values()) if (g.modelId === modelId && g.started) return g;
+  return null;
+}
+
+// Begins `g` (its prompt runs now) and schedules its chunks; a refusal ends it with the error.
+// Returns the error, if any, for a caller that answers it as its reply.
+function startGeneration(post, g) {
+  try {
+    g.model._generateBegin(g.prompt, g.options);
+  } catch (e) {
+    generations.delete(g.id);
+    return e;
+  } finally {
+    g.prompt = g.options = null;  // the snapshot of the request is not needed any more
+  }
+  g.started = true;
+  scheduleGeneration(post, g);
+  return null;
+}
+
+// The next generation waiting for this model, if any, begins once none of its runs (a refused
+// one's end is its generate-done, and the next waiting one is tried).
+function startNextGeneration(post, modelId) {
+  if (generationOf(modelId) !== null) return;
+  for (const g of generations.values()) {
+    if (g.modelId !== modelId || g.started) continue;
+    const error = startGeneration(post, g);
+    if (error === null) return;
+    send(post, { type: 'generate-done', generation: g.id, ok: false, error: errorOut(error) }, []);
+  }
+}
+
+function finishGeneration(post, g, reply, transfer = []) {
+  if (!generations.delete(g.id)) return;
+  send(post, { type: 'generate-done', generation: g.id, ...reply }, transfer);
+  startNextGeneration(post, g.modelId);
+}
+
+function scheduleGeneration(post, g) {
+  if (g.scheduled) return;
+  g.scheduled = true;
+  yieldThen(() => runGenerationChunk(post, g));
+}
+
+function runGenerationChunk(post, g) {
+  g.scheduled = false;
+  if (!generations.has(g.id)) return;  // cancelled meanwhile
+  const start = now();
+  try {
+    // Steps per call double while the chunk has time: one wasm call per token would cost more
+    // than a small model's token, and one call for the whole chunk could overrun it.
+    for (let steps = g.steps; ; steps = Math.min(steps * 2, 4096)) {
+      const result = g.model._generateContinue(steps);
+      if (result !== null) {
+        const transfer = [];
+        finishGeneration(post, g, { ok: true, result: resultOut(result, transfer) }, transfer);
+        return;
+      }
+      if (now() - start >= GENERATE_CHUNK_MS) {
+        g.steps = Math.max(1, steps >> 1);
+        break;
+      }
+    }
+  } catch (e) {
+    finishGeneration(post, g, { ok: false, error: errorOut(e) });
+    return;
+  }
+  scheduleGeneration(post, g);
+}
+
 // The request of a method of `kind`: args [objectId, ...arguments] -> its result, tensors
 // transferred.
 function method(kind, name) {
@@ -320,7 +409,33 @@ const OPS = {
   'Transformer.loadStateDict': method('Transformer', 'loadStateDict'),
   'Transformer.stateDict': method('Transformer', 'stateDict'),
   'Transformer.forward': method('Transformer', 'forward'),
-  'Transformer.generate': method('Transformer', 'generate'),
+  // [id, prompt, options] -> { generation } once the prompt has run (or queued behind the model's
+  // generation in progress); the tokens follow in a generate-done event (the protocol above).
+  'Transformer.generate'(hs, [id, prompt, options], transfer, post) {
+    const model = lookup(id, 'Transformer');
+    const g = { id: nextGenerationId++, modelId: id, model, prompt, options, started: false,
+      scheduled: false, steps: 1 };
+    generations.set(g.id, g);
+    if (generationOf(id) === null) {
+      const error = startGeneration(post, g);
+      if (error !== null) throw error;
+    }
+    return { generation: g.id };
+  },
+  // [id, generation] -> { status: 'cancelled' | 'finished' }: served between chunks, so the
+  // generation ends here (its caches freed) and its generate-done, CANCELLED, follows this reply.
+  'Transformer.generateCancel'(hs, [id, generationId], transfer, post) {
+    const g = generations.get(generationId);
+    if (g === undefined || g.modelId !== id) return { status: 'finished' };
+    generations.delete(g.id);  // a chunk already scheduled finds it gone
+    if (g.started) g.model._generateCancel();
+    yieldThen(() => {
+      send(post, { type: 'generate-done', generation: g.id, ok: false, error: { code: 'CANCELLED',
+        message: 'generate: cancelled by the caller (options.signal was aborted)' } }, []);
+      startNextGeneration(post, id);
+    });
+    return { status: 'cancelled' };
+  },
   'Transformer.backward': method('Transformer', 'backward'),
   'Transformer.setOptimizer': method('Transformer', 'setOptimizer'),
   'Transformer.trainStep': method('Transformer', 'trainStep'),

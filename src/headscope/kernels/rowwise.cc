@@ -24,7 +24,11 @@ inline double CrossEntropyRowScalar(const float* row, size_t vocab, int32_t t, d
     for (size_t j = 0; j < vocab; ++j) g[j] = static_cast<float>(g[j] * scale);
     g[t] = static_cast<float>(static_cast<double>(g[t]) - inv);
   }
-  return max + std::log(sum) - row[t];
+  // log(sum) - (x[t] - max), not max + log(sum) - x[t]: at |max| above about 2^53 log(sum) is
+  // below half an ulp of max and max + log(sum) rounds back to max (ten equal logits of 7.6e22
+  // gave 0, not ln 10). Here a NaN or infinite max makes it NaN either way; the vector path
+  // below shares the order so that the two read alike.
+  return std::log(sum) - (static_cast<double>(row[t]) - max);
 }
 }  // namespace headscope
 #endif
@@ -300,7 +304,12 @@ double CrossEntropyRowsTarget(const float* logits, size_t positions, size_t voca
       vsum = hn::Add(vsum, e);
     }
     const float sum = hn::GetLane(hn::SumOfLanes(d, vsum));  // >= 1: the max's exp(0)
-    total += static_cast<double>(max) + std::log(static_cast<double>(sum)) - row[t];
+    // log(sum) - (x[t] - max) rather than max + log(sum) - x[t]: once |max| passes about 2^53
+    // the addition rounds log(sum) away (ten equal logits of 7.6e22 gave a loss of 0, torch
+    // ln 10). x[t] - max, a difference of two floats, is exact in double unless their exponents
+    // are more than 28 apart (then it is rounded once and dwarfs log(sum) anyway).
+    total += std::log(static_cast<double>(sum)) -
+             (static_cast<double>(row[t]) - static_cast<double>(max));
     if (g != nullptr) {
       const auto vscale = hn::Set(d, static_cast<float>(inv / static_cast<double>(sum)));
       size_t j = 0;

@@ -25,7 +25,8 @@ void LayerNormBackwardRows(const float* in, const float* dy, size_t rows, size_t
 
 // The mean cross-entropy of logits [positions, vocab] against targets (-100: not counted; the
 // others in [0, vocab), checked by the caller), `counted` of them (at least one): per counted row
-// max + log(sum exp(x - max)) - x[target], as F.cross_entropy with ignore_index -100. With
+// log(sum exp(x - max)) - (x[target] - max), as F.cross_entropy with ignore_index -100 (in that
+// order, so that a large max does not absorb the log: see CrossEntropyRowsTarget). With
 // `grad` (positions x vocab), also the gradient (softmax(row) - onehot(target)) / counted, 0 on
 // the rows not counted, from the same exponentials. The exponentials and their sum are float, as
 // torch's float log_softmax computes them (softmax-inl.h's ExpNonPositive, within 1 ulp of exp),
