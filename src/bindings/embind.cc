@@ -691,19 +691,22 @@ class TransformerHandle {
     }
     // Integers crossed as numbers: refused here if they are not integers at all (their ranges
     // are Generate's); beyond 2^53 a double is no exact integer.
-    const auto integer = [&](double v, Arg arg, int64_t* out) {
+    // `range`: what the message says is allowed (the seed's whole range; the others' ranges are
+    // the core's checks, which need an integer first).
+    const auto integer = [&](double v, Arg arg, int64_t* out, const char* range) {
       if (!(v == std::floor(v)) || !(v >= -9007199254740991.0 && v <= 9007199254740991.0)) {
         return Report(ArgError(StatusCode::kInvalidArgument, arg,
-                               "expected an integer, got number " + JsNumber(v)));
+                               std::string("expected an integer") + range + ", got number " +
+                                   JsNumber(v)));
       }
       *out = static_cast<int64_t>(v);
       return 0;
     };
     GenerateOptions& o = *out;
     int64_t seed_int = 0;
-    int code = integer(max_new_tokens, Arg::kMaxNewTokens, &o.max_new_tokens);
-    if (code == 0) code = integer(top_k, Arg::kTopK, &o.top_k);
-    if (code == 0) code = integer(seed, Arg::kSampleSeed, &seed_int);
+    int code = integer(max_new_tokens, Arg::kMaxNewTokens, &o.max_new_tokens, "");
+    if (code == 0) code = integer(top_k, Arg::kTopK, &o.top_k, " >= 0");
+    if (code == 0) code = integer(seed, Arg::kSampleSeed, &seed_int, " in [0, 2^53 - 1]");
     if (code != 0) return code;
     if (seed_int < 0) {
       return Report(ArgError(StatusCode::kInvalidArgument, Arg::kSampleSeed,

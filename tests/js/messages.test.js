@@ -121,6 +121,16 @@ function assertQuotedLong(e, what) {
 test('messages of missing fields, out-of-range seeds and URL parameters named like Object.prototype members', () => {
   const e = thrown(() => hs.createTransformer({ maxLen: 8, dModel: 8 }));
   assert.equal(e.message, 'config.vocabSize: expected a number (the size, an integer), got undefined');
+  // An integer option beyond 2^53 says the range it must be in.
+  const model = hs.createTransformer({ vocabSize: 8, maxLen: 8, dModel: 8 });
+  try {
+    assert.match(thrown(() => model.generate([1], { seed: 2 ** 60 })).message,
+      /^options\.seed: expected an integer in \[0, 2\^53 - 1\], got number 1152921504606846976$/);
+    assert.match(thrown(() => model.generate([1], { seed: 1.5 })).message, /^options\.seed: expected an integer in \[0, 2\^53 - 1\], got number 1\.5$/);
+    assert.match(thrown(() => model.generate([1], { topK: 0.5 })).message, /^options\.topK: expected an integer >= 0, got number 0\.5$/);
+  } finally {
+    model.dispose();
+  }
   for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) {
     const u = thrown(() => decodeHeadsState(`${name}=1`));
     assert.match(u.message, new RegExp(`^URL parameter ${name}: unknown \\(the Heads view's are `), name);

@@ -17,7 +17,8 @@
 // buffers were transferred, not copied. Failures reject with the HeadscopeError (same code,
 // message and argument) the call would throw in the calling thread; an argument that structured
 // clone cannot carry (a Proxy, a function, a symbol, a detached buffer) is INVALID_ARGUMENT
-// naming it, and nothing is sent.
+// naming it, and nothing is sent; generate's options object is the exception, its own keys read
+// once (as the calling thread reads them) to keep options.signal on this side.
 import { HeadscopeError } from './errors.js';
 import {
   Tensor, argumentError, checkSimdOption, checkTimeoutMs, describe, describeThrown, quoteInput, readArgument,
@@ -470,7 +471,7 @@ function isAbortSignal(value) {
 function cancelledError(signal) {
   const reason = signal.reason;
   return new HeadscopeError('CANCELLED', 'generate: cancelled by the caller (options.signal was ' +
-    `aborted${reason instanceof Error && reason.message ? `: ${reason.message}` : ''})`, { cause: reason });
+    `aborted${reason instanceof Error && reason.message ? `: ${quoteInput(reason.message)}` : ''})`, { cause: reason });
 }
 
 /** init()'s API, asynchronous, in a worker. */
