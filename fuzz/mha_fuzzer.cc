@@ -769,7 +769,7 @@ std::string MaskJson(const MaskView& m) {
   return out;
 }
 
-// The failing call as a case document (shared/spec/case-format.md), so that it can be replayed
+// The failing call as a case document (docs/case-format.md), so that it can be replayed
 // with `headscope run` or added to the case corpus. Only for calls whose views match their shapes.
 std::string CaseJson(const MhaWeights& w, const Call& call) {
   const MhaConfig& c = w.config();

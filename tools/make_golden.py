@@ -7,7 +7,7 @@ Run from the repository root with Debian's interpreter (the only one that has Py
 
 (`tools/setup.sh --golden` installs python3-torch and python3-numpy.)
 
-Each case is one call of torch.nn.MultiheadAttention in the format of shared/spec/case-format.md.
+Each case is one call of torch.nn.MultiheadAttention in the format of docs/case-format.md.
 Inputs, weights and float masks are drawn from fixed seeds (one seed per case, derived from its
 name), so re-running the script rewrites byte-identical files. Drawn values are rounded to a
 dyadic grid (multiples of 1/256; 1/64 for the realistic-size cases): exactly float32, with short
@@ -996,7 +996,7 @@ def write_readme(out, rows, gate_rows):
         "# Golden attention cases",
         "",
         "Each `*.json` here is one call of `torch.nn.MultiheadAttention` in the case format of",
-        "`shared/spec/case-format.md` (config, state_dict, inputs, expected output and weights).",
+        "`docs/case-format.md` (config, state_dict, inputs, expected output and weights).",
         "This README and the cases are generated; do not edit them by hand. Regenerate with",
         "",
         "```sh",

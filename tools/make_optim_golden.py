@@ -9,7 +9,7 @@ Run from the repository root with Debian's interpreter (the only one that has Py
 
 Each file is one set of float32 parameter tensors (mixed shapes), its initial values and a
 sequence of 5 gradient sets, and the cases run on it: torch 1.13's optimizers as the contract
-(shared/spec/tiny_transformer.py) states them, stepped 5 times from the initial values:
+(tools/tiny_transformer.py) states them, stepped 5 times from the initial values:
   * torch.optim.AdamW(params, lr, betas, eps, weight_decay, foreach=False) (_single_tensor_adamw),
   * torch.optim.SGD(params, lr, momentum=0, weight_decay=0, foreach=False),
 each optionally preceded by torch.nn.utils.clip_grad_norm_(params, max_norm) at every step. A

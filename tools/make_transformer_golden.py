@@ -7,8 +7,8 @@ Run from the repository root with Debian's interpreter (the only one that has Py
 
 (`tools/setup.sh --golden` installs python3-torch and python3-numpy.)
 
-Each case is one forward pass of the reference module tools/tiny_transformer.py (a copy of
-shared/spec/tiny_transformer.py) in the `"kind": "transformer"` format of docs/case-format.md:
+Each case is one forward pass of the reference module tools/tiny_transformer.py (the
+project's contract) in the `"kind": "transformer"` format of docs/case-format.md:
 config, the module's state_dict, tokens (and optionally targets and head gates), and the
 expected logits, loss and every hook the module produces for that config.
 
@@ -512,8 +512,8 @@ def inputs_summary(spec, info):
 README_HEAD = """\
 # Golden transformer cases
 
-Each `*.json` here is one forward pass of the reference module `tools/tiny_transformer.py` (a
-copy of `shared/spec/tiny_transformer.py`) in the `"kind": "transformer"` case format of
+Each `*.json` here is one forward pass of the reference module `tools/tiny_transformer.py` (the
+project's contract) in the `"kind": "transformer"` case format of
 `docs/case-format.md`: config, the module's `state_dict`, tokens (optionally targets and head
 gates), and the expected logits, loss (with targets) and every hook the module produces for
 that config. This README and the cases are generated; do not edit them by hand. Regenerate with

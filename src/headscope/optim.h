@@ -1,6 +1,6 @@
 // Optimizers: torch 1.13's AdamW and SGD (momentum 0, no weight decay) with optional global-norm
 // gradient clipping as torch.nn.utils.clip_grad_norm_, giving torch's float32 numbers (issue 14;
-// the contract is shared/spec/tiny_transformer.py's docstring).
+// the contract is tools/tiny_transformer.py's docstring).
 //
 //   headscope::OptimizerConfig config;         // AdamW with torch's defaults
 //   config.lr = 1e-2;

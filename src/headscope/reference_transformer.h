@@ -1,5 +1,5 @@
 // The float64 reference of the whole Transformer, forward and backward: the reference module's
-// arithmetic (shared/spec/tiny_transformer.py) written with Eigen as directly as the math reads,
+// arithmetic (tools/tiny_transformer.py) written with Eigen as directly as the math reads,
 // stage by stage, and every stage's gradient derived by hand (no autodiff). It is the oracle the
 // fast float32 paths are tested against inside C++ (tests/cpp/reference_transformer_test.cc
 // checks it against finite differences and against Transformer::Forward). Not optimized on

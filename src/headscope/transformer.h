@@ -1,7 +1,7 @@
 // Transformer: a small stack of torch.nn.MultiheadAttention blocks with token and position
 // embeddings, LayerNorm (pre, post or none), an optional MLP and an unembedding, computing the
-// numbers of the reference module tools/tiny_transformer.py (a copy of the project's contract,
-// shared/spec/tiny_transformer.py): same state_dict keys and shapes, same hooks, same logits.
+// numbers of the reference module tools/tiny_transformer.py (the project's contract): same
+// state_dict keys and shapes, same hooks, same logits.
 //
 //   headscope::TransformerConfig config;   // vocab_size, max_len, d_model, n_layers, n_heads, ...
 //   std::unique_ptr<headscope::Transformer> model;

@@ -1,5 +1,5 @@
 // Training of the Transformer: the backward of every stage of the reference module
-// (shared/spec/tiny_transformer.py) and the optimizer step over its parameters.
+// (tools/tiny_transformer.py) and the optimizer step over its parameters.
 //
 // The forward is RunBlocks with a Saved (transformer.cc): the same kernels as Forward, keeping
 // each stage's numbers the backward reads. The backward then runs the stages in reverse, on the

@@ -1,5 +1,6 @@
-// The worked example of ../shared/seeds/000_*.txt, built by hand (no case file): 3 tokens of 4
-// dims, two heads whose projections pick dims 0-1 and 2-3, the seed's W_O, no biases.
+// The seed article's worked example (web/lib/examples.js, seedWorkedExample), built by hand (no
+// case file): 3 tokens of 4 dims, two heads whose projections pick dims 0-1 and 2-3, the seed's
+// W_O, no biases.
 #include <cmath>
 #include <vector>
 

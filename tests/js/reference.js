@@ -1,6 +1,6 @@
 // A plain-JS reference of torch.nn.MultiheadAttention's forward pass, for tests: float64 math on
 // the given numbers, loops written the way the formulas read, no cleverness. Semantics are
-// shared/spec/case-format.md's:
+// docs/case-format.md's:
 //   - projections x W^T + b; in_proj_weight rows are [Wq; Wk; Wv] (or q/k/v_proj_weight when
 //     kdim or vdim differ from embedDim); bias_k / bias_v, then a zero key / value, appended after
 //     the projection (never masked);

@@ -20,8 +20,8 @@ The weights file holds the state_dict's tensors back to back in that order, floa
 row-major: the numbers headscope's `createTransformer({ ..., seed }).stateDict()` gives, so both
 engines compute the same function.
 
-Each entry becomes two models, the reference module tools/tiny_transformer.py (a copy of the
-project's contract, shared/spec/tiny_transformer.py) in float32 with that state_dict, in eval
+Each entry becomes two models, the reference module tools/tiny_transformer.py (the
+project's contract) in float32 with that state_dict, in eval
 mode, wrapped so that its one output is the logits (the module returns (logits, hooks)), traced by
 torch.onnx.export at opset 17 (LayerNormalization is an ONNX op from 17 on), torch's constant
 folding on; input `tokens` int64 (batch, tokens), output `logits` float32 (batch, tokens,

@@ -1,4 +1,4 @@
-// Ready-made cases in the JSON case format (shared/spec/case-format.md). Plain data, no Node
+// Ready-made cases in the JSON case format (docs/case-format.md). Plain data, no Node
 // imports: the demo page imports this file in browsers too.
 //
 // Everything exported here is deep-frozen; use structuredClone(seedWorkedExample) to edit a copy.
@@ -6,8 +6,8 @@
 const X = [[1, 0, 1, 2], [0, 2, 1, 0], [1, 1, 0, 1]];
 
 /**
- * The worked example of the seed article on multi-head attention
- * (shared/seeds/000_848d92464afdeb39.txt): 3 tokens x 4 dims X, two heads whose Q, K and V
+ * The worked example of the seed article on multi-head attention (the text headscope was started
+ * from; it is not in this repository): 3 tokens x 4 dims X, two heads whose Q, K and V
  * projections pick dims 0-1 (head 1) and dims 2-3 (head 2), no biases, and
  * W_O = [[1,0,1,0],[0,1,0,1],[1,0,0,1],[0,1,1,0]], Y = Concat(head_1, head_2) W_O.
  *
