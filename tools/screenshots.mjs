@@ -1,4 +1,4 @@
-// Regenerates the README's screenshots (docs/screenshots/*.png) from the running page in Debian's
+// Regenerates the docs' screenshots (docs/screenshots/*.png) from the running page in Debian's
 // Chromium: `npm run build && node tools/screenshots.mjs`. Viewport-sized, one per view.
 import { fileURLToPath } from 'node:url';
 import { openPage, shutdown } from '../tests/browser/harness.js';

@@ -6,7 +6,7 @@
 #   PORT=9000 tools/start.sh        another port
 #   HOST=0.0.0.0 tools/start.sh     reachable from other machines too (default: this one only)
 #
-# The native build and its case runner are not needed for this: see README.md, "Building by hand".
+# The native build and its case runner are not needed for this: see docs/building.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh

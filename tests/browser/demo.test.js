@@ -1,5 +1,5 @@
 // The demo page in Debian's Chromium, as a learner uses it. Screenshots of each view are kept in
-// tests/browser/artifacts/ (README images come from there).
+// tests/browser/artifacts/ (the docs' images come from there).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync, mkdtempSync, rmSync } from 'node:fs';

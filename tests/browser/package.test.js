@@ -4,7 +4,7 @@
 //   1. same origin: a page imports 'headscope/widgets' from node_modules through an import map
 //      and renders each widget with options;
 //   2. another origin: a page under a strict Content-Security-Policy loads the widgets' module
-//      from the first origin (CORS), with the headers the README's hosting section lists;
+//      from the first origin (CORS), with the headers docs/widgets.md's hosting section lists;
 //   3. the same page without 'wasm-unsafe-eval' in its CSP: the widget says that is what is missing.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';

@@ -117,7 +117,7 @@ test('sampling: the same seed gives the same tokens, topK 1 is greedy, draws sta
   }
 });
 
-// The temperature rule (README Guarantees): a temperature > 0 so small that the logits divided by
+// The temperature rule (docs/guarantees.md): a temperature > 0 so small that the logits divided by
 // it leave double's range takes the greedy choice. At 1e-320 the sampler used to return the least
 // likely token (20 seeds of 20).
 test('tiny temperatures (1e-320, 5e-324, 1e-300, the smallest normal) give the greedy tokens, never the argmin', () => {

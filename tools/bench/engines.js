@@ -34,7 +34,7 @@ export { SkipError };
 /**
  * A transformer row's full config: the reference module's defaults (pre-norm, learned positions,
  * causal, exact GELU, biases) made explicit, so the torch.onnx export is given the very config
- * headscope is; weights from the seed (PyTorch's default initialisation, see the README).
+ * headscope is; weights from the seed (PyTorch's default initialisation, see docs/api.md).
  */
 function transformerConfig(sizes) {
   return { norm: 'pre', positions: 'learned', causal: true, act: 'gelu', bias: true, lnEps: 1e-5, seed: 1, ...sizes };

@@ -960,7 +960,7 @@ class MultiheadAttention {
    * torch.nn.MultiheadAttention.forward. Returns { output, weights }; weights is null when
    * needWeights is false, (N, L, S) averaged or (N, H, L, S) per head otherwise. With
    * options.headStats also headStats: { entropy, distance, maxWeight }, each (N, H) or (H),
-   * computed in the pass (the weights need not be returned for it; README "Head statistics").
+   * computed in the pass (the weights need not be returned for it; docs/api.md, "Head statistics").
    */
   forward(query, key, value, options = {}) {
     MultiheadAttention.check(this, 'forward');

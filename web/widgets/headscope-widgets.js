@@ -9,7 +9,7 @@
 //   <headscope-walkthrough><script type="application/json">{ ...case... }</script></headscope-walkthrough>
 // (a JSON script is data, never executed, so this works under a strict Content-Security-Policy).
 //
-// Attributes configure a widget (ATTRIBUTES below, documented in the README's authoring guide);
+// Attributes configure a widget (ATTRIBUTES below, documented in docs/widgets.md, the authoring guide);
 // changing one later updates it. Methods setState / setCase / setText and the property `state`
 // change it from script; every change, by the reader or by script, fires a `headscope-change`
 // event (bubbling, composed) whose detail is { state, cause }, so one widget can drive another.
@@ -170,7 +170,7 @@ class HeadscopeWidget extends HTMLElement {
   }
 
   /**
-   * Changes the state (the fields given; see the README's authoring guide). Resolves when applied;
+   * Changes the state (the fields given; see the authoring guide, docs/widgets.md). Resolves when applied;
    * rejects with a HeadscopeError naming a bad field (nothing is applied then).
    */
   setState(patch) {

@@ -601,7 +601,7 @@ export function keyPaddingMask(S, padded) {
 // ---------------------------------------------------------------------------------------------
 // Summaries of the engine's results
 
-/** The per-head statistics the engine computes with options.headStats (README "Head statistics"). */
+/** The per-head statistics the engine computes with options.headStats (docs/api.md, "Head statistics"). */
 export const HEAD_STATS = ['entropy', 'distance', 'maxWeight'];
 
 /**
