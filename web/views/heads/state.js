@@ -21,7 +21,8 @@
 // 1-based here too. A loaded case's state is the case itself (setCase), not part of this state.
 import { HeadscopeError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/tensor.js';
-import { ALL_PRESETS, DEFAULT_TEXT, defaultPresets } from './transforms.js';
+import { DEFAULT_TEXT } from './tokens.js';
+import { ALL_PRESETS, defaultPresets } from './presets.js';
 
 export const HEAD_COUNTS = [1, 2, 4, 8, 16];
 export const PRESET_NAMES = ALL_PRESETS;

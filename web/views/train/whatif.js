@@ -6,7 +6,7 @@
 import { initWorker } from '../../lib/index.js';
 import { describeResult, EXPERIMENTS, formatTable, runExperiment } from '../../lib/experiments.js';
 import { button, columnHeads, el, setText, svgEl } from '../common/dom.js';
-import { headColor } from '../heads/transforms.js';
+import { headColor } from '../common/head-colors.js';
 
 const LABELS = { 'log-line': 'How many heads? (log line)', induction: 'How many heads? (induction)' };
 const W = 640;
