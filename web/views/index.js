@@ -17,7 +17,10 @@ import { mountHeads, HEADS_CONTROLS, HEADS_PARTS } from './heads/view.js';
 import { HeadscopeError } from '../lib/errors.js';
 
 export { renderHeatmap } from './common/heatmap.js';
-export { renderMatrix, renderLegend, makeScale, colorFor, formatNumber } from './common/matrix.js';
+export { renderMatrix } from './common/matrix.js';
+export { renderLegend } from './common/legend.js';
+export { makeScale, colorFor } from './common/scale.js';
+export { formatNumber } from './common/numbers.js';
 export { applyHeadsState, defaultHeadsState, HEAD_COUNTS, PRESET_NAMES } from './heads/state.js';
 export {
   applyWalkthroughState, publicWalkthroughState, WALKTHROUGH_CONTROLS, WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES,

@@ -10,7 +10,7 @@
 //             left: { min, max, log? }, right?: { min, max },
 //             series: [{ label, color, axis: 'left' | 'right', dash?, points: [[x, y], ...] }] }
 //             (points with a non-finite y, or y <= 0 on a log axis, are left out)
-import { formatNumber } from './matrix.js';
+import { formatNumber } from './numbers.js';
 import { HeadscopeError } from '../../lib/errors.js';
 
 const CELL = 18;

@@ -1,5 +1,6 @@
 // The canvas heatmap of the Heads view, the ablation map and the loader's transformer patterns.
-import { colorFor, formatNumber, makeScale } from './matrix.js';
+import { colorFor, makeScale } from './scale.js';
+import { formatNumber } from './numbers.js';
 import { el, focusedIn, partsOf, syncLabels } from './dom.js';
 
 export const WEIGHT_SCALE = makeScale([], 'weights');
@@ -294,7 +295,7 @@ function createHeatmap(root) {
     if (focusedIn(box) === canvas) ring(active, theme.focus, 2);
   };
 
-  // Something placeNear (common/matrix.js) can hold a box next to: cell (i, j) on the screen.
+  // Something placeNear (common/place.js) can hold a box next to: cell (i, j) on the screen.
   const anchorOf = (i, j) => ({
     getBoundingClientRect() {
       const r = canvas.getBoundingClientRect();

@@ -2,7 +2,7 @@
 // averaged card (PyTorch's default output).
 import * as T from './transforms.js';
 import { el, partsOf, setText } from '../common/dom.js';
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
 import { heatmapCellSize, renderHeatmap, stretchedScale, WEIGHT_SCALE } from '../common/heatmap.js';
 import { describeCell, headLabel, shownSize } from './data.js';
 

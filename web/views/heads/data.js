@@ -1,7 +1,7 @@
 // Data: from the Heads view's state and the engine's results to what its parts show.
 import * as T from './transforms.js';
 import { quote } from '../common/dom.js';
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
 
 /** Rows and columns a heatmap or the line view shows of a large case. */
 export const MAX_SHOWN = 128;

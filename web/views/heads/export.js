@@ -3,7 +3,7 @@
 // pinned token and the explained cell.
 import * as T from './transforms.js';
 import { cellColor, WEIGHT_SCALE } from '../common/heatmap.js';
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
 import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, EXPORT_FORMATS, MIME } from '../common/export.js';
 import { HeadscopeError } from '../../lib/errors.js';
 import { headLabel } from './data.js';

@@ -19,7 +19,9 @@
 import { endPageWorker, pageWorker } from '../common/page-worker.js';
 import { parseCase } from '../../lib/case.js';
 import { callDims } from '../../lib/shapes.js';
-import { formatNumber, placeNear, renderLegend } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
+import { placeNear } from '../common/place.js';
+import { renderLegend } from '../common/legend.js';
 import { el, focusedIn } from '../common/dom.js';
 import { WEIGHT_SCALE } from '../common/heatmap.js';
 import { Engine } from './engine.js';

@@ -5,7 +5,7 @@
 import { HeadscopeError } from '../../lib/errors.js';
 import { DETECTORS } from '../../lib/detectors.js';
 import { cellColor, WEIGHT_SCALE } from '../common/heatmap.js';
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
 import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, MIME } from '../common/export.js';
 
 /** The formats of the Train view's exportAs ('case': the trained model, view.js). */

@@ -15,7 +15,7 @@ import { HeadscopeError } from '../../lib/errors.js';
 import { makeTask } from '../../lib/tasks.js';
 import { DETECTORS, headScores } from '../../lib/detectors.js';
 import { button, checkbox, columnHeads, el, labelled, setText } from '../common/dom.js';
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
 import { renderHeatmap } from '../common/heatmap.js';
 import { changeReporter, checkNames } from '../common/options.js';
 import { applyTrainState, defaultTrainState, D_MODELS, sameSetup, TASK_NAMES, trainSetup } from './state.js';

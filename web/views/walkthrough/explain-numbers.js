@@ -5,7 +5,7 @@
 // rounding of several terms adds up (a long sum, an exp), and the result itself gets a fourth or
 // fifth decimal in the rare case that it sits on a rounding boundary (the engine computes in
 // float32).
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
 
 /**
  * A number inside a written-out sum: integers plain ("1"), others with up to `decimals`

@@ -1,6 +1,6 @@
 // "Explain this cell": how one computed cell of the walkthrough was obtained, written out with the
 // trace's numbers (explain-numbers.js chooses how many decimals each number needs).
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
 import { headDim } from './shape.js';
 import { maskTerms } from './pytorch.js';
 import { at, dotCheck, factorAt, formatTerm, precisionFor, sumOf } from './explain-numbers.js';

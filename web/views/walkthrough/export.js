@@ -2,7 +2,7 @@
 // matrix as JSON and CSV, and the current numbers as a case document (docs/case-format.md) whose
 // expected output and per-head weights are the ones shown, so the same case runs in PyTorch, the
 // CLIs and the page.
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
 import { HeadscopeError } from '../../lib/errors.js';
 import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, MIME } from '../common/export.js';
 import { publicWalkthroughState } from './state.js';

@@ -17,6 +17,7 @@
 // then any matrices given replace the current ones and must have the new sizes.
 import { HeadscopeError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/tensor.js';
+import { FLOAT32_MAX } from '../common/numbers.js';
 import {
   MAX_SIZE, identityState, learnedLookingState, randomState, resizeState, seedState,
 } from './model.js';
@@ -38,8 +39,6 @@ export function stageOf(name) {
   return 'output';
 }
 
-/** float32's largest finite value: numbers beyond it would be infinite in the engine. */
-const FLOAT32_MAX = 3.4028234663852886e38;
 const KEYS = ['preset', 'seed', 'L', 'E', 'H', 'x', 'wq', 'wk', 'wv', 'wo', 'bias', 'causal'];
 const CAUSAL = Object.freeze({ attnMask: null, keyPaddingMask: null, isCausal: true });
 const causalOnly = (masks) => masks !== null && masks.isCausal === true && !masks.attnMask && !masks.keyPaddingMask;

@@ -5,7 +5,10 @@
 //
 // Everything is scoped to `root` (no ids, no document-level queries), so the view can be mounted
 // several times on one page and inside shadow roots (the <headscope-walkthrough> widget).
-import { createMatrix, renderLegend, makeScale, placeNear, colorFor } from '../common/matrix.js';
+import { createMatrix } from '../common/matrix.js';
+import { renderLegend } from '../common/legend.js';
+import { makeScale, colorFor } from '../common/scale.js';
+import { placeNear } from '../common/place.js';
 import {
   MAX_SIZE, divisors, nearestDivisor, seedState, learnedLookingState, randomState, identityState,
   resizeState, headDim, inputMatrices, inputData, withCell, toStateDict, moduleConfig, traceOptions,
