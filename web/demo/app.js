@@ -1,17 +1,18 @@
 // The demo page: three views over one headscope engine. Each view module mounts itself into its
 // panel and owns its state; this file loads the engine, switches tabs, routes a loaded case file
 // to both views, and keeps the URL hash in step with the shown view's state
-// (`#heads?text=...&heads=2`, `#walkthrough?L=...`; views/common/url-state.js), so a link opens
+// (`#heads?text=...&heads=2`, `#walkthrough?L=...`; each view's url-state.js), so a link opens
 // exactly that setting, and editing the hash (or going back) switches views.
 import { init } from '../lib/index.js';
 import { mountWalkthrough } from '../views/walkthrough/view.js';
 import { mountHeads } from '../views/heads/view.js';
-import {
-  decodeHeadsState, decodeWalkthroughState, encodeHeadsState, encodeWalkthroughState, formatHash, parseHash,
-} from '../views/common/url-state.js';
+import { formatHash, parseHash } from '../views/common/url-state.js';
+import { decodeHeadsState, encodeHeadsState } from '../views/heads/url-state.js';
+import { decodeWalkthroughState, encodeWalkthroughState } from '../views/walkthrough/url-state.js';
 import { applyHeadsState, defaultHeadsState } from '../views/heads/state.js';
 import { mountTrain } from '../views/train/view.js';
-import { applyTrainState, decodeTrainState, defaultTrainState, encodeTrainState } from '../views/train/state.js';
+import { applyTrainState, defaultTrainState } from '../views/train/state.js';
+import { decodeTrainState, encodeTrainState } from '../views/train/url-state.js';
 import { mountLoader } from './loader.js';
 
 const status = document.querySelector('.hs-status');
