@@ -3,7 +3,9 @@
 import * as T from './transforms.js';
 import { el, partsOf, setText } from '../common/dom.js';
 import { formatNumber } from '../common/numbers.js';
-import { heatmapCellSize, renderHeatmap, stretchedScale, WEIGHT_SCALE } from '../common/heatmap.js';
+import { renderHeatmap } from '../common/heatmap.js';
+import { heatmapCellSize } from '../common/heatmap-draw.js';
+import { stretchedScale, WEIGHT_SCALE } from '../common/heatmap-colors.js';
 import { describeCell, headLabel, shownSize } from './data.js';
 
 // One summary number of a card: "name value", its definition as the tooltip. data-stat names the

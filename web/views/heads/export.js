@@ -2,9 +2,12 @@
 // pictures (SVG, PNG), and every number of the current run as JSON and CSV, with the state, the
 // pinned token and the explained cell.
 import * as T from './transforms.js';
-import { cellColor, WEIGHT_SCALE } from '../common/heatmap.js';
+import { cellColor, WEIGHT_SCALE } from '../common/heatmap-colors.js';
 import { formatNumber } from '../common/numbers.js';
-import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, EXPORT_FORMATS, MIME } from '../common/export.js';
+import { exportTheme } from '../common/export.js';
+import { panelsToSVG } from '../common/export-svg.js';
+import { panelsToPNG } from '../common/export-png.js';
+import { nested, toCSV, toJSON, EXPORT_FORMATS, MIME } from '../common/export-data.js';
 import { HeadscopeError } from '../../lib/errors.js';
 import { headLabel } from './data.js';
 

@@ -23,7 +23,7 @@ import { formatNumber } from '../common/numbers.js';
 import { placeNear } from '../common/place.js';
 import { renderLegend } from '../common/legend.js';
 import { el, focusedIn } from '../common/dom.js';
-import { WEIGHT_SCALE } from '../common/heatmap.js';
+import { WEIGHT_SCALE } from '../common/heatmap-colors.js';
 import { Engine } from './engine.js';
 import { caseLabels, describeCell, sameTensor, traceWeights, viewData, MAX_SHOWN } from './data.js';
 import { renderAverage, renderHeadGrid } from './cards.js';
@@ -35,7 +35,8 @@ import * as T from './transforms.js';
 import { applyHeadsState, copyHeadsState, defaultHeadsState } from './state.js';
 import { HeadscopeError } from '../../lib/errors.js';
 import { changeReporter, checkNames } from '../common/options.js';
-import { exportBar, EXPORT_FORMATS } from '../common/export.js';
+import { exportBar } from '../common/export-bar.js';
+import { EXPORT_FORMATS } from '../common/export-data.js';
 import { checkHeadsFormat, exportHeads } from './export.js';
 
 const EMBED_DIM = 64;

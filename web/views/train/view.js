@@ -22,7 +22,7 @@ import { applyTrainState, defaultTrainState, D_MODELS, sameSetup, TASK_NAMES, tr
 import { createCurves } from './curves.js';
 import { createWhatIf } from './whatif.js';
 import { caseLoss, parseCase } from '../../lib/case.js';
-import { download, nested, toJSON, MIME } from '../common/export.js';
+import { download, nested, toJSON, MIME } from '../common/export-data.js';
 import { checkTrainFormat, exportTrain } from './export.js';
 
 /** Steps per chunk between two evaluations while playing. */

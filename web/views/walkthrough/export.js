@@ -4,7 +4,10 @@
 // CLIs and the page.
 import { formatNumber } from '../common/numbers.js';
 import { HeadscopeError } from '../../lib/errors.js';
-import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, MIME } from '../common/export.js';
+import { exportTheme } from '../common/export.js';
+import { panelsToSVG } from '../common/export-svg.js';
+import { panelsToPNG } from '../common/export-png.js';
+import { nested, toCSV, toJSON, MIME } from '../common/export-data.js';
 import { publicWalkthroughState } from './state.js';
 import { toStateDict } from './model.js';
 

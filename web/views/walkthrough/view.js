@@ -18,7 +18,8 @@ import {
   WALKTHROUGH_CONTROLS, WALKTHROUGH_STAGES, applyWalkthroughState, publicWalkthroughState, stageOf,
 } from './state.js';
 import { changeReporter, checkNames } from '../common/options.js';
-import { exportBar, EXPORT_FORMATS } from '../common/export.js';
+import { exportBar } from '../common/export-bar.js';
+import { EXPORT_FORMATS } from '../common/export-data.js';
 import { exportWalkthrough } from './export.js';
 import { HeadscopeError } from '../../lib/errors.js';
 
