@@ -5,7 +5,7 @@
 // exactly that setting, and editing the hash (or going back) switches views.
 import { init } from '../lib/index.js';
 import { mountWalkthrough } from '../views/walkthrough/view.js';
-import { mountHeads } from '../views/heads/view.js';
+import { mountHeads } from '../views/index.js';
 import { formatHash, parseHash } from '../views/common/url-state.js';
 import { decodeHeadsState, encodeHeadsState } from '../views/heads/url-state.js';
 import { decodeWalkthroughState, encodeWalkthroughState } from '../views/walkthrough/url-state.js';

@@ -13,7 +13,7 @@
 // STYLESHEET_URL in the document or shadow root it lives in. Its parts are exported too: the
 // canvas heatmap, the matrix table and the colour scales.
 import { mountWalkthrough } from './walkthrough/view.js';
-import { mountHeads, HEADS_CONTROLS, HEADS_PARTS } from './heads/view.js';
+import { heads } from './heads/view.js';
 import { HeadscopeError } from '../lib/errors.js';
 
 export { renderHeatmap } from './common/heatmap.js';
@@ -25,7 +25,8 @@ export { applyHeadsState, defaultHeadsState, HEAD_COUNTS, PRESET_NAMES } from '.
 export {
   applyWalkthroughState, publicWalkthroughState, WALKTHROUGH_CONTROLS, WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES,
 } from './walkthrough/state.js';
-export { HEADS_CONTROLS, HEADS_PARTS, mountHeads, mountWalkthrough };
+export { HEADS_CONTROLS, HEADS_PARTS } from './heads/options.js';
+export { heads, mountWalkthrough };
 
 /** The views' stylesheet. */
 export const STYLESHEET_URL = new URL('./headscope.css', import.meta.url).href;
@@ -59,5 +60,12 @@ function component(name, mount) {
 
 /** The Walkthrough: the seed's worked example, every stage a live matrix. */
 export const walkthrough = component('walkthrough', mountWalkthrough);
-/** The Heads view: every head of one layer on a sentence, with presets, lines and ablation. */
-export const heads = component('heads', mountHeads);
+// The mount functions of earlier versions, kept for pages that call them: thin wrappers over
+// create() (`hs` is create's `engine`) whose view also answers to the old names setState
+// (update) and loadCase (setCase).
+const withOldNames = (view) => ({ ...view, setState: view.update, loadCase: view.setCase });
+
+/** Deprecated: heads.create(root, { engine: hs, ...options }), also as setState / loadCase. */
+export function mountHeads(root, { hs, ...options } = {}) {
+  return withOldNames(heads.create(root, { engine: hs, ...options }));
+}

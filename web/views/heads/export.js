@@ -1,7 +1,7 @@
 // The Heads view's exports: the shown heads' weights (or the average, in the averaged view) as
 // pictures (SVG, PNG), and every number of the current run as JSON and CSV, with the state, the
 // pinned token and the explained cell.
-import * as T from './transforms.js';
+import { headWeights } from './summaries.js';
 import { cellColor, WEIGHT_SCALE } from '../common/heatmap-colors.js';
 import { formatNumber } from '../common/numbers.js';
 import { exportTheme } from '../common/export.js';
@@ -28,8 +28,8 @@ export async function exportHeads(format, { data, state, publicState, element })
   }
   const { H, L, S, E, labels } = data;
   const shown = Array.from({ length: H }, (_, h) => h).filter((h) => state.shown === null || state.shown.has(h));
-  const weightsOf = (h) => T.headWeights(data.weights, { h, H, L, S });
-  const scoresOf = (h) => T.headWeights(data.scores, { h, H, L, S });
+  const weightsOf = (h) => headWeights(data.weights, { h, H, L, S });
+  const scoresOf = (h) => headWeights(data.scores, { h, H, L, S });
   if (format === 'svg' || format === 'png') {
     const theme = exportTheme(element);
     const rows = Math.min(L, PICTURE_MAX);

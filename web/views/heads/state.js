@@ -27,7 +27,7 @@ import { ALL_PRESETS, defaultPresets } from './presets.js';
 export const HEAD_COUNTS = [1, 2, 4, 8, 16];
 export const PRESET_NAMES = ALL_PRESETS;
 export const MAX_SHARPNESS = 12;
-/** Longest text the state accepts (the view tokenizes at most T.MAX_TOKENS of it). */
+/** Longest text the state accepts (the view tokenizes at most tokens.js's MAX_TOKENS of it). */
 export const MAX_TEXT_LENGTH = 2000;
 
 export function defaultHeadsState() {
