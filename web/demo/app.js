@@ -4,7 +4,7 @@
 // (`#heads?text=...&heads=2`, `#walkthrough?L=...`; each view's url-state.js), so a link opens
 // exactly that setting, and editing the hash (or going back) switches views.
 import { init } from '../lib/index.js';
-import { mountWalkthrough } from '../views/walkthrough/view.js';
+import { mountWalkthrough } from '../views/index.js';
 import { mountHeads } from '../views/index.js';
 import { formatHash, parseHash } from '../views/common/url-state.js';
 import { decodeHeadsState, encodeHeadsState } from '../views/heads/url-state.js';

@@ -12,9 +12,8 @@
 // A view renders into `root` (also inside a shadow root) with the classes of headscope.css: link
 // STYLESHEET_URL in the document or shadow root it lives in. Its parts are exported too: the
 // canvas heatmap, the matrix table and the colour scales.
-import { mountWalkthrough } from './walkthrough/view.js';
+import { walkthrough } from './walkthrough/view.js';
 import { heads } from './heads/view.js';
-import { HeadscopeError } from '../lib/errors.js';
 
 export { renderHeatmap } from './common/heatmap.js';
 export { renderMatrix } from './common/matrix.js';
@@ -26,40 +25,11 @@ export {
   applyWalkthroughState, publicWalkthroughState, WALKTHROUGH_CONTROLS, WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES,
 } from './walkthrough/state.js';
 export { HEADS_CONTROLS, HEADS_PARTS } from './heads/options.js';
-export { heads, mountWalkthrough };
+export { heads, walkthrough };
 
 /** The views' stylesheet. */
 export const STYLESHEET_URL = new URL('./headscope.css', import.meta.url).href;
 
-function component(name, mount) {
-  return {
-    /**
-     * @param {Element} root
-     * @param {{ engine: object, state?: object, onChange?: Function, onStatus?: Function }} options
-     *   engine: init()'s API; the other options as the view's mount function documents them
-     */
-    create(root, options = {}) {
-      if (options === null || typeof options !== 'object') {
-        throw new HeadscopeError('INVALID_ARGUMENT', `${name}.create: options: expected an object with engine`);
-      }
-      const { engine, ...rest } = options;
-      if (!engine || typeof engine.createMultiheadAttention !== 'function') {
-        throw new HeadscopeError('INVALID_ARGUMENT', `${name}.create: options.engine: expected the API of init() from headscope`);
-      }
-      const view = mount(root, { hs: engine, ...rest });
-      return {
-        update: (patch) => view.setState(patch),
-        getState: () => view.getState(),
-        setCase: (caseDocument) => view.loadCase(caseDocument),
-        exportAs: (format) => view.exportAs(format),
-        destroy: () => view.destroy(),
-      };
-    },
-  };
-}
-
-/** The Walkthrough: the seed's worked example, every stage a live matrix. */
-export const walkthrough = component('walkthrough', mountWalkthrough);
 // The mount functions of earlier versions, kept for pages that call them: thin wrappers over
 // create() (`hs` is create's `engine`) whose view also answers to the old names setState
 // (update) and loadCase (setCase).
@@ -68,4 +38,9 @@ const withOldNames = (view) => ({ ...view, setState: view.update, loadCase: view
 /** Deprecated: heads.create(root, { engine: hs, ...options }), also as setState / loadCase. */
 export function mountHeads(root, { hs, ...options } = {}) {
   return withOldNames(heads.create(root, { engine: hs, ...options }));
+}
+
+/** Deprecated: walkthrough.create(root, { engine: hs, ...options }), also as setState / loadCase. */
+export function mountWalkthrough(root, { hs, ...options } = {}) {
+  return withOldNames(walkthrough.create(root, { engine: hs, ...options }));
 }

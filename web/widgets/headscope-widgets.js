@@ -19,7 +19,7 @@
 // Each widget renders in its own shadow root with the views' stylesheet; all widgets of a page
 // share one WebAssembly engine. No build step, no request to another site.
 import { init, HeadscopeError } from '../lib/index.js';
-import { mountWalkthrough } from '../views/walkthrough/view.js';
+import { mountWalkthrough } from '../views/index.js';
 import { mountHeads, HEADS_CONTROLS, HEADS_PARTS } from '../views/index.js';
 import { WALKTHROUGH_CONTROLS, WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES } from '../views/walkthrough/state.js';
 import { HEAD_COUNTS, PRESET_NAMES } from '../views/heads/state.js';
