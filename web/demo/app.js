@@ -10,7 +10,7 @@ import { formatHash, parseHash } from '../views/common/url-state.js';
 import { decodeHeadsState, encodeHeadsState } from '../views/heads/url-state.js';
 import { decodeWalkthroughState, encodeWalkthroughState } from '../views/walkthrough/url-state.js';
 import { applyHeadsState, defaultHeadsState } from '../views/heads/state.js';
-import { mountTrain } from '../views/train/view.js';
+import { train } from '../views/index.js';
 import { applyTrainState, defaultTrainState } from '../views/train/state.js';
 import { decodeTrainState, encodeTrainState } from '../views/train/url-state.js';
 import { mountLoader } from './loader.js';
@@ -69,7 +69,7 @@ async function main() {
   };
   // The Train view starts its Worker and first model when it is first shown.
   const trainView = () => {
-    views.train ??= mountTrain(document.getElementById('panel-train'), {
+    views.train ??= train.create(document.getElementById('panel-train'), {
       onStatus: setStatus, onChange: () => { if (current === 'train') writeHash(); },
       // A head of the trained model, in the Heads view (its layer, that head shown) and the
       // Walkthrough (which shows layers of at most 16 dims, and says so otherwise).
@@ -100,7 +100,7 @@ async function main() {
         if (view === 'walkthrough') views.walkthrough.setState(decodeWalkthroughState(query));
         if (view === 'train') {
           const wanted = applyTrainState(decodeTrainState(query), defaultTrainState(), 'URL');
-          trainView().setState(wanted).then(linkApplied, linkFailed);
+          trainView().update(wanted).then(linkApplied, linkFailed);
         } else {
           linkApplied();
         }

@@ -14,6 +14,8 @@
 // canvas heatmap, the matrix table and the colour scales.
 import { walkthrough } from './walkthrough/view.js';
 import { heads } from './heads/view.js';
+import { train } from './train/view.js';
+import { whatIf } from './train/whatif.js';
 
 export { renderHeatmap } from './common/heatmap.js';
 export { renderMatrix } from './common/matrix.js';
@@ -25,7 +27,8 @@ export {
   applyWalkthroughState, publicWalkthroughState, WALKTHROUGH_CONTROLS, WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES,
 } from './walkthrough/state.js';
 export { HEADS_CONTROLS, HEADS_PARTS } from './heads/options.js';
-export { heads, walkthrough };
+export { TRAIN_CONTROLS } from './train/options.js';
+export { heads, walkthrough, train, whatIf };
 
 /** The views' stylesheet. */
 export const STYLESHEET_URL = new URL('./headscope.css', import.meta.url).href;

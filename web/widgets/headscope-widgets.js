@@ -23,7 +23,7 @@ import { mountWalkthrough } from '../views/index.js';
 import { mountHeads, HEADS_CONTROLS, HEADS_PARTS } from '../views/index.js';
 import { WALKTHROUGH_CONTROLS, WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES } from '../views/walkthrough/state.js';
 import { HEAD_COUNTS, PRESET_NAMES } from '../views/heads/state.js';
-import { mountTrain, TRAIN_CONTROLS } from '../views/train/view.js';
+import { train, TRAIN_CONTROLS } from '../views/index.js';
 import { D_MODELS, TASK_NAMES } from '../views/train/state.js';
 
 const STYLESHEET = new URL('../views/headscope.css', import.meta.url).href;
@@ -412,7 +412,8 @@ class HeadscopeTrain extends HeadscopeWidget {
 
   mount(root, options) {
     const { hs, ...rest } = options;  // the Train view runs in its own Worker
-    return mountTrain(root, rest);
+    const view = train.create(root, rest);
+    return { ...view, setState: view.update };
   }
 
   play() { return this._whenReady((view) => view.play(), 'play'); }
