@@ -1,17 +1,19 @@
 // headscope's views as components (package export 'headscope/views'), for pages that build
-// their own layout instead of using the widgets (headscope/widgets wraps these same views):
+// their own layout instead of using the widgets (headscope/widgets makes these same components):
 //
 //   import { init } from 'headscope';
-//   import { heads, walkthrough, STYLESHEET_URL } from 'headscope/views';
+//   import { heads, walkthrough, train, whatIf, STYLESHEET_URL } from 'headscope/views';
 //   const engine = await init();
 //   const view = heads.create(document.querySelector('#here'), { engine, state: { text: 'a b c', heads: 2 } });
-//   view.update({ off: [2] });        // a patch of the state (heads/state.js, walkthrough/state.js)
+//   view.update({ off: [2] });        // a patch of the state (each view's state.js)
 //   view.getState();                  // a copy of the whole state
 //   view.destroy();
 //
-// A view renders into `root` (also inside a shadow root) with the classes of headscope.css: link
-// STYLESHEET_URL in the document or shadow root it lives in. Its parts are exported too: the
-// canvas heatmap, the matrix table and the colour scales.
+// Every view is create(root, { engine, state, ...options }) -> { update, getState, destroy } plus
+// its extras (common/component.js); the Train view and the what-if runner start Workers of their
+// own unless given an engine (initWorker()'s). A view renders into `root` (also inside a shadow
+// root) with the classes of headscope.css: link STYLESHEET_URL in the document or shadow root it
+// lives in. Its parts are exported too: the canvas heatmap, the matrix table and the colour scales.
 import { walkthrough } from './walkthrough/view.js';
 import { heads } from './heads/view.js';
 import { train } from './train/view.js';

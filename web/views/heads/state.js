@@ -1,6 +1,7 @@
-// The Heads view's public state: what a widget's setState() takes, getState() returns, the
-// headscope-change event carries and the URL hash holds. Pure functions (no DOM), so the URL
-// round trip is property-tested in Node (tests/js/view-state.test.js).
+// The Heads view's public state: what the view's update() (a widget's setState()) takes,
+// getState() returns, the headscope-change event carries and the URL hash holds (url-state.js).
+// Pure functions (no DOM), so the URL round trip is property-tested in Node
+// (tests/js/view-state.test.js).
 //
 //   {
 //     text: string                  the sentence or log line

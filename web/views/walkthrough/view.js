@@ -39,7 +39,7 @@ function createWalkthrough(root, options, where) {
   const w = { state: o.start, trace: null, masks: null, explained: null, destroyed: false, tables: new Map(),
     shownStages: o.shownStages, shownHeads: o.shownHeads };
   const engine = createWalkthroughEngine(options.engine);
-  const controls = buildControls({ state: () => w.state, apply: (next) => setState(next, { structural: true }),
+  const controls = buildControls({ state: () => w.state, apply: (next) => show(next, { structural: true }),
     onStatus: o.onStatus });
   const dom = buildSkeleton(root, { compact: o.compact, readonly: o.readonly, hidden: o.hidden, controls,
     exportAs: (format) => exportAs(format), onExportError: (e) => showNote(`Export failed: ${e.message}`, { error: true }) });
@@ -61,7 +61,8 @@ function createWalkthrough(root, options, where) {
     dom.note.classList.toggle('hs-error', error);
   }
 
-  function setState(next, { structural = false, cause = 'input' } = {}) {
+  // Shows a new state (its trace first: a refusal keeps the last good numbers); whether it could.
+  function show(next, { structural = false, cause = 'input' } = {}) {
     try {
       compute(next);
     } catch (e) {
@@ -126,7 +127,7 @@ function createWalkthrough(root, options, where) {
       showNote(result.reason);
       return false;
     }
-    if (!setState(result.state, { structural: true, cause: 'case' })) return false;
+    if (!show(result.state, { structural: true, cause: 'case' })) return false;
     const { state } = w;
     const extras = [state.bias ? 'its biases are shown under each head and next to W_O' : '',
       state.masks ? 'its masks are applied to the scores' : ''].filter(Boolean);
@@ -145,7 +146,7 @@ function createWalkthrough(root, options, where) {
     const next = applyWalkthroughState(patch, state);
     const structural = next.L !== state.L || next.E !== state.E || next.H !== state.H
       || (next.bias === null) !== (state.bias === null) || next.masks !== state.masks || 'preset' in patch;
-    if (!setState(next, { structural, cause: 'setState' })) {
+    if (!show(next, { structural, cause: 'setState' })) {
       throw new HeadscopeError('INVALID_ARGUMENT', `setState: ${dom.note.textContent}`);
     }
   }
@@ -163,7 +164,7 @@ function createWalkthrough(root, options, where) {
       visible, explained: w.explained, element: dom.view });
   }
 
-  setState(w.state, { structural: true });
+  show(w.state, { structural: true });
   if (o.initialCase !== undefined && o.initialCase !== null) setCase(o.initialCase);
   reporter.settle();
   return {
