@@ -10,8 +10,10 @@ import { initWorker } from '../../web/lib/worker-client.js';
 import { makeTask } from '../../web/lib/tasks.js';
 import { headScores } from '../../web/lib/detectors.js';
 import { quoteInput } from '../../web/lib/tensor.js';
-import { decodeHeadsState, decodeWalkthroughState } from '../../web/views/common/url-state.js';
-import { applyTrainState, decodeTrainState, defaultTrainState } from '../../web/views/train/state.js';
+import { decodeHeadsState } from '../../web/views/heads/url-state.js';
+import { decodeWalkthroughState } from '../../web/views/walkthrough/url-state.js';
+import { applyTrainState, defaultTrainState } from '../../web/views/train/state.js';
+import { decodeTrainState } from '../../web/views/train/url-state.js';
 
 const hs = await init();
 after(() => assert.equal(hs.liveHandles(), 0));

@@ -1,7 +1,9 @@
 // A typed use of headscope/views and headscope/widgets, checked by tsc (tests/js/types.test.js)
 // against web/views/index.d.ts and web/widgets/headscope-widgets.d.ts through the package's exports.
 import { init } from 'headscope';
-import { heads, walkthrough, STYLESHEET_URL, type HeadsState, type WalkthroughState } from 'headscope/views';
+import {
+  heads, train as trainView, walkthrough, whatIf, STYLESHEET_URL, type HeadsState, type TrainState, type WalkthroughState,
+} from 'headscope/views';
 import type { HeadscopeHeads, HeadscopeTrain } from 'headscope/widgets';
 import { runExperiment, formatTable, EXPERIMENTS } from 'headscope/experiments';
 
@@ -33,6 +35,21 @@ export async function demo(root: Element, other: Element): Promise<void> {
   console.log(curve.type);
   const result = await runExperiment(engine, { ...EXPERIMENTS.induction, heads: [1, 4], steps: 10 });
   console.log(steps, formatTable(result), result.rows[0].accuracy.mean);
+  await view.settled();
+  w.showHeads([1]);
+  const t = trainView.create(other, { state: { task: 'copy', steps: 10 }, hide: ['whatif'],
+    onChange: (ts: TrainState) => console.log(ts.steps) });
+  await t.ready;
+  await t.update({ heads: 4 });
+  const trained: TrainState = t.getState();
+  const curves: Blob = await t.exportAs('csv');
+  await t.setCase(await t.exportModel());
+  await t.whatIf.update({ experiment: 'induction' });
+  const runner = whatIf.create(other, { workers: 1 });
+  await runner.run('log-line', { heads: [1, 2], steps: 20 });
+  console.log(trained.steps, curves.size, t.whatIf.getState().experiment, runner.result()?.rows.length);
+  runner.destroy();
+  t.destroy();
   view.destroy();
   w.destroy();
 }

@@ -1,15 +1,15 @@
 // The views' public state (web/views/heads/state.js, walkthrough/state.js) and its URL form
-// (web/views/common/url-state.js): every field checked with an error naming it, and the URL round
-// trip exact over random states (fast-check).
+// (each view's url-state.js, over web/views/common/url-state.js): every field checked with an
+// error naming it, and the URL round trip exact over random states (fast-check).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { applyHeadsState, defaultHeadsState, HEAD_COUNTS, PRESET_NAMES } from '../../web/views/heads/state.js';
 import { applyWalkthroughState, publicWalkthroughState } from '../../web/views/walkthrough/state.js';
 import { seedState } from '../../web/views/walkthrough/model.js';
-import {
-  decodeHeadsState, decodeWalkthroughState, encodeHeadsState, encodeWalkthroughState, formatHash, parseHash,
-} from '../../web/views/common/url-state.js';
+import { decodeHeadsState, encodeHeadsState } from '../../web/views/heads/url-state.js';
+import { decodeWalkthroughState, encodeWalkthroughState } from '../../web/views/walkthrough/url-state.js';
+import { formatHash, parseHash } from '../../web/views/common/url-state.js';
 
 const subset = (max) => fc.uniqueArray(fc.integer({ min: 1, max }), { maxLength: max }).map((a) => a.sort((x, y) => x - y));
 
@@ -104,8 +104,8 @@ test('bad states and URL parameters get errors naming the field', () => {
 });
 
 test('Train: state -> URL -> state is exact (random states); bad fields named', async () => {
-  const { applyTrainState, decodeTrainState, defaultTrainState, encodeTrainState, TASK_NAMES, D_MODELS } =
-    await import('../../web/views/train/state.js');
+  const { applyTrainState, defaultTrainState, TASK_NAMES, D_MODELS } = await import('../../web/views/train/state.js');
+  const { decodeTrainState, encodeTrainState } = await import('../../web/views/train/url-state.js');
   const state = fc.constantFrom(...D_MODELS).chain((dModel) => fc.record({
     task: fc.constantFrom(...TASK_NAMES),
     layers: fc.integer({ min: 1, max: 4 }),

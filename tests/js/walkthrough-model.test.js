@@ -12,7 +12,7 @@ import {
   toStateDict, moduleConfig, traceOptions, maskTerms, describeMasks, stateFromCase, explainCell,
   formatTerm, traceOverflow,
 } from '../../web/views/walkthrough/model.js';
-import { parseCellText, formatFit, exactText, FLOAT32_MAX } from '../../web/views/common/matrix.js';
+import { parseCellText, formatFit, exactText, FLOAT32_MAX } from '../../web/views/common/numbers.js';
 import { handCheck } from './hand-check.js';
 
 const hs = await init();

@@ -1,18 +1,18 @@
-// The demo page: three views over one headscope engine. Each view module mounts itself into its
-// panel and owns its state; this file loads the engine, switches tabs, routes a loaded case file
-// to both views, and keeps the URL hash in step with the shown view's state
-// (`#heads?text=...&heads=2`, `#walkthrough?L=...`; views/common/url-state.js), so a link opens
-// exactly that setting, and editing the hash (or going back) switches views.
+// The demo page: the views over one headscope engine, each a component made by its create()
+// (views/index.js; the loader, which is the page's own, by loader.js's) in its panel, owning its
+// state. This file loads the engine, switches tabs, routes a loaded case file to both views, and
+// keeps the URL hash in step with the shown view's state (`#heads?text=...&heads=2`,
+// `#walkthrough?L=...`; each view's url-state.js), so a link opens exactly that setting, and
+// editing the hash (or going back) switches views.
 import { init } from '../lib/index.js';
-import { mountWalkthrough } from '../views/walkthrough/view.js';
-import { mountHeads } from '../views/heads/view.js';
-import {
-  decodeHeadsState, decodeWalkthroughState, encodeHeadsState, encodeWalkthroughState, formatHash, parseHash,
-} from '../views/common/url-state.js';
+import { heads, train, walkthrough } from '../views/index.js';
+import { formatHash, parseHash } from '../views/common/url-state.js';
+import { decodeHeadsState, encodeHeadsState } from '../views/heads/url-state.js';
+import { decodeWalkthroughState, encodeWalkthroughState } from '../views/walkthrough/url-state.js';
 import { applyHeadsState, defaultHeadsState } from '../views/heads/state.js';
-import { mountTrain } from '../views/train/view.js';
-import { applyTrainState, decodeTrainState, defaultTrainState, encodeTrainState } from '../views/train/state.js';
-import { mountLoader } from './loader.js';
+import { applyTrainState, defaultTrainState } from '../views/train/state.js';
+import { decodeTrainState, encodeTrainState } from '../views/train/url-state.js';
+import { loader } from './loader.js';
 
 const status = document.querySelector('.hs-status');
 // linkError: the status line shows why a link could not be applied; the next link that applies
@@ -68,14 +68,14 @@ async function main() {
   };
   // The Train view starts its Worker and first model when it is first shown.
   const trainView = () => {
-    views.train ??= mountTrain(document.getElementById('panel-train'), {
+    views.train ??= train.create(document.getElementById('panel-train'), {
       onStatus: setStatus, onChange: () => { if (current === 'train') writeHash(); },
       // A head of the trained model, in the Heads view (its layer, that head shown) and the
       // Walkthrough (which shows layers of at most 16 dims, and says so otherwise).
       onOpenHead: async (doc, { head }) => {
-        views.walkthrough.loadCase(doc);
-        await views.heads.loadCase(doc);
-        views.heads.setState({ show: [head] });
+        views.walkthrough.setCase(doc);
+        await views.heads.setCase(doc);
+        views.heads.update({ show: [head] });
         selectTab('heads');
       },
     });
@@ -95,11 +95,11 @@ async function main() {
       try {
         // A link is a whole setting: the fields it leaves out are the defaults (which is what
         // encodeHeadsState leaves out), not whatever the view showed before.
-        if (view === 'heads') views.heads.setState(applyHeadsState(decodeHeadsState(query), defaultHeadsState(), 'URL'));
-        if (view === 'walkthrough') views.walkthrough.setState(decodeWalkthroughState(query));
+        if (view === 'heads') views.heads.update(applyHeadsState(decodeHeadsState(query), defaultHeadsState(), 'URL'));
+        if (view === 'walkthrough') views.walkthrough.update(decodeWalkthroughState(query));
         if (view === 'train') {
           const wanted = applyTrainState(decodeTrainState(query), defaultTrainState(), 'URL');
-          trainView().setState(wanted).then(linkApplied, linkFailed);
+          trainView().update(wanted).then(linkApplied, linkFailed);
         } else {
           linkApplied();
         }
@@ -121,20 +121,21 @@ async function main() {
     hashTimer = setTimeout(writeHash, 150);
   };
   views = {
-    walkthrough: mountWalkthrough(document.getElementById('panel-walkthrough'), { hs, onStatus: setStatus, onChange: onChange('walkthrough') }),
-    heads: mountHeads(document.getElementById('panel-heads'), { hs, onStatus: setStatus, onChange: onChange('heads') }),
+    walkthrough: walkthrough.create(document.getElementById('panel-walkthrough'), { engine: hs, onStatus: setStatus,
+      onChange: onChange('walkthrough') }),
+    heads: heads.create(document.getElementById('panel-heads'), { engine: hs, onStatus: setStatus, onChange: onChange('heads') }),
     train: null,
   };
   // The page's views, for the browser console (and the tests): headscopeDemo.heads.getState() ...;
   // headscopeDemo.engine is the page's engine (headscopeDemo.engine.memory(), say).
   window.headscopeDemo = views;
   Object.defineProperty(views, 'engine', { value: hs, enumerable: false });
-  mountLoader(document.getElementById('panel-load'), {
-    hs,
+  loader.create(document.getElementById('panel-load'), {
+    engine: hs,
     onStatus: setStatus,
     onCase: (doc, { target }) => {
-      views.walkthrough.loadCase(doc);
-      views.heads.loadCase(doc);
+      views.walkthrough.setCase(doc);
+      views.heads.setCase(doc);
       selectTab(target);
     },
   });

@@ -5,7 +5,7 @@
 // are labelled by token id. Every number is the engine's (runCase's result, compareWithExpected's
 // check); user-controlled text reaches the page only through textContent.
 import { columnHeads, el } from '../views/common/dom.js';
-import { formatNumber } from '../views/common/matrix.js';
+import { formatNumber } from '../views/common/numbers.js';
 import { renderHeatmap } from '../views/common/heatmap.js';
 
 /** The longest sequence a pattern heatmap shows (the first tokens of a longer one). */

@@ -1,76 +1,14 @@
 // Types of 'headscope/views' (web/views/index.js), written by hand; checked by
-// tests/js/types.test.js against tests/js/typed-views-usage.ts.
-import type { CaseDocument, Headscope } from '../lib/index.js';
+// tests/js/types.test.js against tests/js/typed-views-usage.ts. The states and the names the
+// options take are in states.d.ts (exported here too).
+import type { CaseDocument, Headscope, RemoteHeadscope, Tensor, TransformerCaseDocument } from '../lib/index.js';
+import type { ExperimentOptions, ExperimentResult } from '../lib/experiments.js';
+import type {
+  HeadCount, PresetName, HeadsState, WalkthroughState, WalkthroughPatch, ChangeCause, TrainState, HeadsControl,
+  HeadsPart, WalkthroughStage, WalkthroughControl, TrainControl, ExperimentName, ExportFormat,
+} from './states.js';
 
-export type HeadCount = 1 | 2 | 4 | 8 | 16;
-export type PresetName = 'previous-token' | 'first-token' | 'keyword' | 'numbers' | 'same-token' | 'random' | 'blend';
-
-/** The Heads view's state (heads/state.js). Heads and token positions are 1-based. */
-export interface HeadsState {
-  text: string;
-  heads: HeadCount;
-  weights: 'presets' | 'random';
-  presets: PresetName[];
-  seed: number;
-  sharpness: number;
-  causal: boolean;
-  padded: number[];
-  off: number[];
-  show: number[] | null;
-  view: 'heads' | 'average';
-}
-
-/** The Walkthrough's state (walkthrough/state.js), in the seed's x·W notation. */
-export interface WalkthroughState {
-  L: number;
-  E: number;
-  H: number;
-  x: number[][];
-  wq: number[][];
-  wk: number[][];
-  wv: number[][];
-  wo: number[][];
-  bias: null | { q: number[]; k: number[]; v: number[]; o: number[] };
-  causal: boolean;
-  /** Read-only: where the numbers came from. */
-  readonly source: string;
-  /** Read-only: whether a loaded case's own masks apply. */
-  readonly masked: boolean;
-}
-
-export type WalkthroughPatch = Partial<Omit<WalkthroughState, 'source' | 'masked'>> & {
-  preset?: 'seed' | 'learned' | 'random' | 'identity';
-  /** With preset 'random'. */
-  seed?: number;
-  source?: string;
-  masked?: boolean;
-};
-
-export type ChangeCause = 'input' | 'setState' | 'case' | 'reset';
-
-/** The Train view's state (train/state.js). */
-export interface TrainState {
-  task: 'copy' | 'reverse' | 'sort' | 'previous-token' | 'induction' | 'kv-lookup' | 'brackets' | 'log-line';
-  layers: number;
-  heads: number;
-  dModel: 16 | 32 | 64 | 128;
-  mlp: boolean;
-  norm: 'pre' | 'post' | 'none';
-  positions: 'learned' | 'sinusoidal' | 'none';
-  lr: number;
-  weightDecay: number;
-  batch: number;
-  clip: number;
-  seed: number;
-  steps: number;
-}
-
-export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' | 'causal' | 'view' | 'batch' |
-  'padding' | 'presets' | 'switches' | 'export' | 'explain';
-export type HeadsPart = 'grid' | 'lines' | 'ablation';
-export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
-export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain' | 'export';
-export type ExportFormat = 'svg' | 'png' | 'json' | 'csv';
+export type * from './states.js';
 
 interface CommonOptions<S> {
   engine: Headscope;
@@ -95,10 +33,20 @@ export interface WalkthroughOptions extends CommonOptions<WalkthroughState> {
   initialCase?: CaseDocument | string;
 }
 
-export interface View<S, P> {
-  /** Applies a patch; throws a HeadscopeError naming a bad field (then nothing changes). */
-  update(patch: P): void;
+/**
+ * Every view is a component: create(root, { engine, state, ...options }) -> { update, getState,
+ * destroy } and the view's extras. A view renders into `root` only.
+ */
+export interface Component<S, P, U = void> {
+  /** Applies a patch; throws (the Train view: rejects) a HeadscopeError naming a bad field; then nothing changes. */
+  update(patch: P): U;
+  /** A copy of the whole state. */
   getState(): S;
+  /** Frees the view's engine objects (and Workers of its own) and empties `root`. */
+  destroy(): void;
+}
+
+export interface View<S, P> extends Component<S, P> {
   /** Shows a case document; the Heads view's promise resolves when it is shown. */
   setCase(caseDocument: CaseDocument | string): boolean | Promise<void>;
   /**
@@ -106,11 +54,78 @@ export interface View<S, P> {
    * numbers as a case document); a format it does not export rejects with INVALID_ARGUMENT.
    */
   exportAs(format: ExportFormat | 'case'): Promise<Blob>;
-  destroy(): void;
 }
 
-export declare const heads: { create(root: Element, options: HeadsOptions): View<HeadsState, Partial<HeadsState>> };
-export declare const walkthrough: { create(root: Element, options: WalkthroughOptions): View<WalkthroughState, WalkthroughPatch> };
+export interface HeadsView extends View<HeadsState, Partial<HeadsState>> {
+  setCase(caseDocument: CaseDocument | string): Promise<void>;
+  /** Resolves when everything asked of the view so far is computed and drawn. */
+  settled(): Promise<void>;
+}
+
+export interface WalkthroughView extends View<WalkthroughState, WalkthroughPatch> {
+  /** Whether it could show the case (else the view says why). */
+  setCase(caseDocument: CaseDocument | string): boolean;
+  /** The heads whose sections are shown (1-based; null: all). */
+  showHeads(heads: readonly number[] | string | null): void;
+}
+
+export interface TrainOptions {
+  /** initWorker()'s API to train in (it stays yours); default: a SIMD128 Worker of the view's own. */
+  engine?: RemoteHeadscope;
+  /** The setup, and the step to train to once started. */
+  state?: Partial<TrainState>;
+  onStatus?: (text: string) => void;
+  onChange?: (state: TrainState, cause: ChangeCause) => void;
+  /** A head card's "Open in the Heads view" button: its layer as an attention case (no button without it). */
+  onOpenHead?: ((caseDocument: CaseDocument, where: { layer: number; head: number }) => void) | null;
+  hide?: readonly TrainControl[] | string;
+  compact?: boolean;
+}
+
+export interface TrainView extends Component<TrainState, Partial<TrainState>, Promise<void>> {
+  /** Resolves when the first model (and the state's steps) is trained and drawn; rejects if it could not start. */
+  readonly ready: Promise<void>;
+  /** Loads a "kind": "transformer" case (exportModel's document) as the model: training goes on from it. */
+  setCase(caseDocument: TransformerCaseDocument | string | Uint8Array): Promise<void>;
+  loadModel(caseDocument: TransformerCaseDocument | string | Uint8Array): Promise<void>;
+  /** The curves and heads (svg, png), their numbers (json), the curve (csv), the model (case). */
+  exportAs(format: ExportFormat | 'case'): Promise<Blob>;
+  exportModel(): Promise<TransformerCaseDocument>;
+  play(): void;
+  pause(): void;
+  step(n?: number): Promise<void>;
+  reset(): Promise<void>;
+  isPlaying(): boolean;
+  stateDict(): Promise<Record<string, Tensor>>;
+  /** Layer `layer`'s attention on the probe row as an nn.MultiheadAttention case. */
+  layerCase(layer: number): Promise<CaseDocument>;
+  /** Layer `layer`, head `head` (1-based)'s attention on the probe row: T rows of T. */
+  patternOf(layer: number, head: number): Promise<number[][]>;
+  /** The view's what-if runner. */
+  readonly whatIf: WhatIfView;
+}
+
+export interface WhatIfOptions {
+  /** initWorker()'s API to run on, in turn (it stays yours); default: `workers` Workers of its own. */
+  engine?: RemoteHeadscope;
+  /** The experiment to run at once. */
+  state?: { experiment: ExperimentName };
+  workers?: number;
+  startWorker?: () => Promise<RemoteHeadscope>;
+  /** More buttons for its row. */
+  buttons?: readonly Element[];
+}
+
+export interface WhatIfView extends Component<{ experiment: ExperimentName | null }, { experiment: ExperimentName }, Promise<void>> {
+  /** Runs EXPERIMENTS[name], with `overrides` (a smaller run). */
+  run(name: ExperimentName, overrides?: Partial<ExperimentOptions>): Promise<void>;
+  result(): ExperimentResult | null;
+}
+
+export declare const heads: { create(root: Element, options: HeadsOptions): HeadsView };
+export declare const walkthrough: { create(root: Element, options: WalkthroughOptions): WalkthroughView };
+export declare const train: { create(root: Element, options?: TrainOptions): TrainView };
+export declare const whatIf: { create(root: Element, options?: WhatIfOptions): WhatIfView };
 export declare const STYLESHEET_URL: string;
 export declare const HEAD_COUNTS: readonly HeadCount[];
 export declare const PRESET_NAMES: readonly PresetName[];
@@ -119,6 +134,7 @@ export declare const HEADS_PARTS: readonly HeadsPart[];
 export declare const WALKTHROUGH_STAGES: readonly WalkthroughStage[];
 export declare const WALKTHROUGH_CONTROLS: readonly WalkthroughControl[];
 export declare const WALKTHROUGH_PRESETS: readonly ('seed' | 'learned' | 'random' | 'identity')[];
+export declare const TRAIN_CONTROLS: readonly TrainControl[];
 export declare function defaultHeadsState(): HeadsState;
 export declare function applyHeadsState(patch: Partial<HeadsState>, current: HeadsState, where?: string,
   options?: { liveHeads?: number }): HeadsState;
@@ -136,7 +152,9 @@ export declare function renderHeatmap(root: Element, spec: {
   masked?: (i: number, j: number) => boolean; describe: (i: number, j: number) => string;
   active?: [number, number] | null; onCell?: (i: number, j: number, byKeyOrClick: boolean) => void;
 }): void;
+/** Deprecated: heads.create(root, { engine: hs, ...options }); the view also has setState (update) and loadCase (setCase). */
 export declare function mountHeads(root: Element, options: Omit<HeadsOptions, 'engine'> & { hs: Headscope }): unknown;
+/** Deprecated: walkthrough.create(root, { engine: hs, ...options }); the view also has setState (update) and loadCase (setCase). */
 export declare function mountWalkthrough(root: Element, options: Omit<WalkthroughOptions, 'engine'> & { hs: Headscope }): unknown;
 export declare function applyWalkthroughState(patch: WalkthroughPatch, current: object, where?: string): object;
 export declare function publicWalkthroughState(state: object): WalkthroughState;

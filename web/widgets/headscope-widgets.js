@@ -16,14 +16,15 @@
 // An unknown or invalid attribute shows a message in the widget (and the widget keeps its other
 // settings); nothing is corrected silently.
 //
-// Each widget renders in its own shadow root with the views' stylesheet; all widgets of a page
-// share one WebAssembly engine. No build step, no request to another site.
+// Each widget renders in its own shadow root with the views' stylesheet, and makes its view with
+// the view's create() (headscope/views: a widget is attributes, events and promises over a
+// component); all widgets of a page share one WebAssembly engine (the Train widget trains in a
+// Worker of its own). No build step, no request to another site.
 import { init, HeadscopeError } from '../lib/index.js';
-import { mountWalkthrough } from '../views/walkthrough/view.js';
-import { mountHeads, HEADS_CONTROLS, HEADS_PARTS } from '../views/heads/view.js';
-import { WALKTHROUGH_CONTROLS, WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES } from '../views/walkthrough/state.js';
-import { HEAD_COUNTS, PRESET_NAMES } from '../views/heads/state.js';
-import { mountTrain, TRAIN_CONTROLS } from '../views/train/view.js';
+import {
+  heads, train, walkthrough, HEAD_COUNTS, HEADS_CONTROLS, HEADS_PARTS, PRESET_NAMES, TRAIN_CONTROLS, WALKTHROUGH_CONTROLS,
+  WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES,
+} from '../views/index.js';
 import { D_MODELS, TASK_NAMES } from '../views/train/state.js';
 
 const STYLESHEET = new URL('../views/headscope.css', import.meta.url).href;
@@ -174,12 +175,12 @@ class HeadscopeWidget extends HTMLElement {
    * rejects with a HeadscopeError naming a bad field (nothing is applied then).
    */
   setState(patch) {
-    return this._whenReady((view) => view.setState(patch), 'setState');
+    return this._whenReady((view) => view.update(patch), 'setState');
   }
 
   /** Shows a case document (an object or JSON text). Resolves to whether the view could show it. */
   setCase(caseDocument) {
-    return this._whenReady((view) => view.loadCase(caseDocument), 'setCase');
+    return this._whenReady((view) => view.setCase(caseDocument), 'setCase');
   }
 
   /**
@@ -215,7 +216,7 @@ class HeadscopeWidget extends HTMLElement {
         this._hs = hs;
         const first = [this._mount()];
         const doc = inlineCase(this);
-        if (doc !== null) first.push(this._view.loadCase(doc));
+        if (doc !== null) first.push(this._view.setCase(doc));
         // Ready means rendered: the attributes' state (and the inline case) computed and drawn.
         await this._settle(first);
         this._status.textContent = '';
@@ -251,7 +252,7 @@ class HeadscopeWidget extends HTMLElement {
     this._showProblems();
     if (parsed === undefined) return;
     try {
-      this._view.setState({ [spec.field]: parsed.value });
+      this._view.update({ [spec.field]: parsed.value });
       this._problems.delete(name);
     } catch (e) {
       this._problems.set(name, `${name}="${(value ?? '').slice(0, 60)}": ${e.message}`);
@@ -307,7 +308,9 @@ class HeadscopeWidget extends HTMLElement {
     const onStatus = (text) => { this._status.textContent = text; };
     const previous = this._view?.getState?.();
     this._view?.destroy();
-    this._view = this.mount(this._container, { hs: this._hs, onStatus, onChange, ...options });
+    // Every view through its create(); the Train view trains in a Worker of its own.
+    const engine = this.constructor.SHARED_ENGINE ? { engine: this._hs } : {};
+    this._view = this.constructor.VIEW.create(this._container, { ...engine, onStatus, onChange, ...options });
     // The fields one at a time, so one bad field (say presets of the wrong length) costs only itself.
     const state = previous ? { ...previous } : null;
     const pending = [];
@@ -315,7 +318,7 @@ class HeadscopeWidget extends HTMLElement {
       delete state.source;
       delete state.masked;
       // The Train view's setState is asynchronous: a refusal there is not an error either.
-      try { pending.push(this._view.setState(state)?.catch?.(() => {})); } catch { /* sizes changed */ }
+      try { pending.push(this._view.update(state)?.catch?.(() => {})); } catch { /* sizes changed */ }
     }
     for (const group of this.constructor.FIELD_GROUPS) {
       const patch = Object.fromEntries(group.filter((f) => f in fields).map((f) => [f, fields[f]]));
@@ -329,7 +332,7 @@ class HeadscopeWidget extends HTMLElement {
       };
       try {
         // The Train view's setState is asynchronous (a new setup trains from step 0).
-        pending.push(this._view.setState(patch)?.catch?.(problem));
+        pending.push(this._view.update(patch)?.catch?.(problem));
       } catch (e) {
         problem(e);
       }
@@ -383,9 +386,8 @@ class HeadscopeWalkthrough extends HeadscopeWidget {
   // are checked together (heads must divide dims).
   static FIELD_GROUPS = [['preset', 'seed'], ['L', 'E', 'H'], ['causal']];
 
-  mount(root, options) {
-    return mountWalkthrough(root, options);
-  }
+  static VIEW = walkthrough;
+  static SHARED_ENGINE = true;
 }
 
 class HeadscopeHeads extends HeadscopeWidget {
@@ -394,13 +396,12 @@ class HeadscopeHeads extends HeadscopeWidget {
   static FIELD_GROUPS = [['text', 'padded'], ['heads'], ['weights', 'seed', 'sharpness', 'causal', 'view'],
     ['presets'], ['off'], ['show']];
 
-  mount(root, options) {
-    return mountHeads(root, options);
-  }
+  static VIEW = heads;
+  static SHARED_ENGINE = true;
 
   /** Sets the sentence (a shorthand for setState({ text })). */
   setText(text) {
-    return this._whenReady((view) => view.setState({ text }), 'setText');
+    return this._whenReady((view) => view.update({ text }), 'setText');
   }
 }
 
@@ -410,24 +411,15 @@ class HeadscopeTrain extends HeadscopeWidget {
   static FIELD_GROUPS = [['task', 'layers', 'heads', 'dModel', 'mlp', 'norm', 'positions', 'lr', 'weightDecay',
     'batch', 'clip', 'seed', 'steps']];
 
-  mount(root, options) {
-    const { hs, ...rest } = options;  // the Train view runs in its own Worker
-    return mountTrain(root, rest);
-  }
+  static VIEW = train;
+  static SHARED_ENGINE = false;  // the Train view trains in a Worker of its own
 
   play() { return this._whenReady((view) => view.play(), 'play'); }
   pause() { return this._whenReady((view) => view.pause(), 'pause'); }
   step(n = 1) { return this._whenReady((view) => view.step(n), 'step'); }
   reset() { return this._whenReady((view) => view.reset(), 'reset'); }
-
-  /**
-   * Loads a "kind": "transformer" case document (an object or JSON text; what the view's Export
-   * model button writes) as the widget's model: training goes on from it. Resolves when loaded;
-   * rejects with a HeadscopeError naming what does not fit.
-   */
-  setCase(caseDocument) {
-    return this._whenReady((view) => view.loadModel(caseDocument), 'setCase');
-  }
+  // setCase (the base class's) is the Train view's: it loads a "kind": "transformer" case (what
+  // its Export model button writes) as the widget's model, and training goes on from it.
 }
 
 if (!customElements.get('headscope-train')) customElements.define('headscope-train', HeadscopeTrain);

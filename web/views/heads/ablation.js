@@ -1,6 +1,8 @@
 // The Heads view's ablation part: what switching heads off changes in the output.
 import { button, el, partsOf, quote, setText } from '../common/dom.js';
-import { formatNumber, makeScale, renderLegend } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
+import { makeScale } from '../common/scale.js';
+import { renderLegend } from '../common/legend.js';
 import { renderHeatmap } from '../common/heatmap.js';
 import { headLabel, shownSize } from './data.js';
 

@@ -1,28 +1,15 @@
 // The Heads view's cards: one per head (colour, preset, on/off, statistics, heatmap) and the
 // averaged card (PyTorch's default output).
-import * as T from './transforms.js';
 import { el, partsOf, setText } from '../common/dom.js';
-import { formatNumber } from '../common/matrix.js';
-import { heatmapCellSize, renderHeatmap, stretchedScale, WEIGHT_SCALE } from '../common/heatmap.js';
+import { formatNumber } from '../common/numbers.js';
+import { renderHeatmap } from '../common/heatmap.js';
+import { heatmapCellSize } from '../common/heatmap-draw.js';
+import { stretchedScale, WEIGHT_SCALE } from '../common/heatmap-colors.js';
+import { headColor, headDashed } from '../common/head-colors.js';
 import { describeCell, headLabel, shownSize } from './data.js';
-
-// One summary number of a card: "name value", its definition as the tooltip. data-stat names the
-// engine's statistic it shows (entropy, distance, maxWeight).
-function statItem(stat) {
-  const span = el('span', 'hs-head-stat');
-  span.dataset.stat = stat;
-  const name = el('span', 'hs-head-stat-name');
-  const value = el('strong');
-  span.append(name, value);
-  return {
-    element: span,
-    set(label, text, detail) {
-      setText(name, `${label} `);
-      setText(value, text);
-      span.title = detail;
-    },
-  };
-}
+import { ALL_PRESETS, PRESET_DESCRIPTIONS } from './presets.js';
+import { headWeights, meanOverHeads } from './summaries.js';
+import { setStats, statDefinitions, statItem } from './stats.js';
 
 // One card: header (colour, name, preset, on/off), description, summary numbers, heatmap.
 function createHeadCard(h, withPresets, withSwitch, actions) {
@@ -39,16 +26,16 @@ function createHeadCard(h, withPresets, withSwitch, actions) {
   let on = null;
   if (h !== null) {
     card.dataset.head = String(h + 1);
-    card.style.setProperty('--hs-heads-color', T.headColor(h));
-    if (T.headDashed(h)) swatch.classList.add('hs-head-swatch-dashed');
+    card.style.setProperty('--hs-heads-color', headColor(h));
+    if (headDashed(h)) swatch.classList.add('hs-head-swatch-dashed');
     if (withPresets) {
       preset = el('select', 'hs-head-preset');
       preset.dataset.headPreset = String(h + 1);
       preset.setAttribute('aria-label', `${headLabel(h)} preset`);
-      for (const p of T.ALL_PRESETS) {
+      for (const p of ALL_PRESETS) {
         const o = el('option', '', p);
         o.value = p;
-        o.title = T.PRESET_DESCRIPTIONS[p];
+        o.title = PRESET_DESCRIPTIONS[p];
         preset.append(o);
       }
       preset.addEventListener('change', () => actions.setPreset(h, preset.value));
@@ -82,36 +69,6 @@ function createHeadCard(h, withPresets, withSwitch, actions) {
   return { card, titleText, preset, presetName, on, description, entropy, distance, confidence, map };
 }
 
-/** A statistic as a card shows it: `decimals` places, '—' for NaN (a head with no query rows left). */
-export function formatStat(value, decimals) {
-  return Number.isNaN(value) ? '—' : formatNumber(value, decimals);
-}
-
-/** Decimal places the cards show of each statistic. */
-export const STAT_DECIMALS = { entropy: 2, distance: 1, maxWeight: 2 };
-
-// What each statistic is, for the tooltips: over the S' keys (bias_k and the zero key included),
-// the distance over the S keys that have a position.
-export function statDefinitions(data) {
-  const { S, sourceKeys } = data;
-  const extra = S > sourceKeys
-    ? `, over the ${sourceKeys} keys with a position (bias_k and the zero key add nothing)` : '';
-  return {
-    entropy: `Mean over queries of the row's entropy; ${formatNumber(Math.log(S), 2)} nats (ln ${S}) ` +
-      'would be uniform attention',
-    distance: `Average over queries of Σ_j w_ij · |i − j|${extra}`,
-    maxWeight: 'Average over queries of the row\'s largest weight, max_j w_ij: 1 when each query looks at ' +
-      `one key, ${formatNumber(1 / S, 2)} (1/${S}) would be uniform attention`,
-  };
-}
-
-// A card's three numbers: `values` { entropy, distance, maxWeight }, `details` their tooltips.
-function setStats(c, values, details) {
-  c.entropy.set('entropy', `${formatStat(values.entropy, STAT_DECIMALS.entropy)} nats`, details.entropy);
-  c.distance.set('mean distance', `${formatStat(values.distance, STAT_DECIMALS.distance)} tokens`, details.distance);
-  c.confidence.set('confidence', formatStat(values.maxWeight, STAT_DECIMALS.maxWeight), details.maxWeight);
-}
-
 /** The grid of per-head heatmaps, each with its summary numbers, preset and on/off switch. */
 export function renderHeadGrid(data, state, root, actions) {
   const { rows, cols } = shownSize(data);
@@ -132,8 +89,8 @@ export function renderHeadGrid(data, state, root, actions) {
     if (c.preset && c.preset.value !== data.presets[h]) c.preset.value = data.presets[h];
     if (c.presetName) setText(c.presetName, data.presets[h]);
     c.on.checked = !state.ablated.has(h);
-    const weights = T.headWeights(data.weights, { h, H, L, S });
-    const scores = T.headWeights(data.scores, { h, H, L, S });
+    const weights = headWeights(data.weights, { h, H, L, S });
+    const scores = headWeights(data.scores, { h, H, L, S });
     // PyTorch's initialisation: small scores, every weight near 1/S, a blank heatmap on the 0..1
     // scale. Stretch the colours to this head's range and say so.
     const scale = state.source === 'random' ? stretchedScale(weights) : WEIGHT_SCALE;
@@ -141,7 +98,7 @@ export function renderHeadGrid(data, state, root, actions) {
       ? `Untrained (PyTorch's initial weights): scores are small, so attention is nearly uniform; ` +
         `every weight is between ${formatNumber(scale.min, 3)} and ${formatNumber(scale.max, 3)} ` +
         `(uniform: 1/${S} = ${formatNumber(1 / S, 3)}). Colours are stretched to that range.`
-      : T.PRESET_DESCRIPTIONS[data.presets[h]] ?? '';
+      : PRESET_DESCRIPTIONS[data.presets[h]] ?? '';
     setText(c.description, description);
     c.description.hidden = !description;
     setStats(c, { entropy: data.stats.entropy[h], distance: data.stats.distance[h],
@@ -178,9 +135,9 @@ export function renderAverage(data, state, root, actions) {
   const heads = `Mean over the ${H} head${H === 1 ? '' : 's'} of each head's`;
   const own = 'Not this heatmap\'s own: averaging blurs the heads\' patterns, so its rows have';
   setStats(c, {
-    entropy: T.meanOverHeads(data.stats.entropy),
-    distance: T.meanOverHeads(data.stats.distance),
-    maxWeight: T.meanOverHeads(data.stats.maxWeight),
+    entropy: meanOverHeads(data.stats.entropy),
+    distance: meanOverHeads(data.stats.distance),
+    maxWeight: meanOverHeads(data.stats.maxWeight),
   }, {
     entropy: `${heads} entropy (the per-head cards' numbers). ${own} a higher entropy`,
     distance: `${heads} mean distance, Σ_j w_ij · |i − j| averaged over queries (the per-head cards' numbers)`,

@@ -1,5 +1,5 @@
 // The Heads view's token chips (key padding).
-import * as T from './transforms.js';
+import { tokenClasses } from './tokens.js';
 import { button, quote, setText } from '../common/dom.js';
 
 /** Token chips: click (or Enter) a token to pad it (key_padding_mask): no query may look at it. */
@@ -16,7 +16,7 @@ export function renderChips(tokens, state, root, actions) {
   tokens.forEach((t, j) => {
     const b = root.children[j];
     setText(b, t);
-    const classes = T.tokenClasses(t);
+    const classes = tokenClasses(t);
     for (const k of ['number', 'keyword', 'punct']) b.classList.toggle(`hs-token-${k}`, classes[k]);
     b.setAttribute('aria-pressed', String(state.padded.has(j)));
     b.setAttribute('aria-label', `Pad token ${j + 1} ${quote(t)}`);

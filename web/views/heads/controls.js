@@ -1,7 +1,9 @@
 // The Heads view's controls: the sentence, the weights, head count, seed, sharpness, causal mask,
-// the view mode, the batch element of a case, and the key-padding chips' box. Built once; the
-// view's syncControls() shows the state in them and hides what its options and mode leave out.
-import { checkbox, el, labelled } from '../common/dom.js';
+// the view mode, the batch element of a case, and the key-padding chips' box. Built once
+// (buildControls); syncControls() shows the state in them and hides what the options and the mode
+// leave out; listenToControls() turns their events into patches of the state.
+import { checkbox, el, focusedIn, labelled } from '../common/dom.js';
+import { tokenize } from './tokens.js';
 
 /** @param { headCounts: number[], embedDim: number } o @returns the elements, by name */
 export function buildControls({ headCounts, embedDim }) {
@@ -85,4 +87,89 @@ export function buildControls({ headCounts, embedDim }) {
   chips.setAttribute('aria-label', 'Tokens: press to pad (mask as a key)');
   chipsBox.append(chipsTitle, chips);
   return { controls, text, textLabel, tokenNote, caseNote, source, sourceLabel, heads, headsLabel, seed, seedLabel, sharpness, sharpnessValue, sharpnessLabel, causal, causalLabel, viewGroup, viewRadios, batch, batchLabel, row1, row2, chipsBox, chips };
+}
+
+/**
+ * Shows the state in the controls (also after update()); hides what the `hide` option and
+ * read-only mode leave out, and in case mode the sentence's controls (a case has its own tokens,
+ * heads and weights). `batched`: the shown case has a batch (its element is a control).
+ */
+export function syncControls(c, state, { hidden, readonly, batched, view }) {
+  const caseMode = state.source === 'case';
+  c.source.value = state.source;
+  if (c.text.value !== state.text) c.text.value = state.text;
+  c.heads.value = String(state.numHeads);
+  if (focusedIn(view) !== c.seed) c.seed.value = String(state.seed);
+  c.sharpnessValue.textContent = String(state.sharpness);
+  c.causal.checked = state.causal;
+  c.viewRadios[state.view].checked = true;
+  const off = (name) => hidden.has(name) || (readonly && name !== 'view');
+  c.textLabel.hidden = caseMode || off('text');
+  c.tokenNote.hidden = caseMode;
+  c.caseNote.hidden = !caseMode;
+  c.sourceLabel.hidden = off('weights');
+  c.headsLabel.hidden = caseMode || off('heads');
+  c.seedLabel.hidden = caseMode || off('seed');
+  c.sharpnessLabel.hidden = caseMode || state.source === 'random' || off('sharpness');
+  c.causalLabel.hidden = caseMode || off('causal');
+  c.viewGroup.hidden = off('view');
+  c.chipsBox.hidden = caseMode || off('padding');
+  c.batchLabel.hidden = !(caseMode && batched) || off('batch');
+  const rowsShown = [c.row1, c.row2].map((r) => [...r.children].some((child) => !child.hidden));
+  c.row1.hidden = !rowsShown[0];
+  c.row2.hidden = !rowsShown[1];
+  c.controls.hidden = !rowsShown[0] && !rowsShown[1];
+}
+
+/**
+ * The controls' events: `edit(patch)` applies a patch of the public state (and recomputes);
+ * the batch element is view state only (`schedule(true)` recomputes).
+ * @param {{ vs: ReturnType<import('./view-state.js').createViewState>, edit: (patch: object) => void,
+ *   schedule: (compute: boolean) => void }} o
+ */
+export function listenToControls(c, { vs, edit, schedule }) {
+  const { state } = vs;
+  c.text.addEventListener('input', () => {
+    // New tokens: the padded positions and the pin meant other tokens.
+    const before = tokenize(state.text).tokens.join('\u0000');
+    const after = tokenize(c.text.value).tokens.join('\u0000');
+    if (before !== after) state.pinned = null;
+    edit(before !== after ? { text: c.text.value, padded: [] } : { text: c.text.value });
+  });
+  c.source.addEventListener('change', () => {
+    if (c.source.value === 'case') return;
+    state.pinned = null;
+    // Back to the sentence: its own head count and presets, every head on.
+    if (state.source === 'case') vs.leaveCase(c.source.value);
+    edit({ weights: c.source.value, off: [], show: null });
+  });
+  c.heads.addEventListener('change', () => {
+    edit({ heads: Number(c.heads.value) });
+  });
+  c.seed.addEventListener('input', () => {
+    const v = Number(c.seed.value);
+    if (c.seed.value.trim() === '' || !Number.isInteger(v) || v < 0 || v > 0xffffffff) {
+      c.seed.setAttribute('aria-invalid', 'true');
+      return;
+    }
+    c.seed.removeAttribute('aria-invalid');
+    edit({ seed: v });
+  });
+  c.sharpness.addEventListener('input', () => {
+    edit({ sharpness: Number(c.sharpness.value) });
+  });
+  c.causal.addEventListener('change', () => {
+    edit({ causal: c.causal.checked });
+  });
+  for (const r of Object.values(c.viewRadios)) {
+    r.addEventListener('change', () => {
+      // The averaged view needs PyTorch's averaged weights: a compute (see Engine.run).
+      if (r.checked) edit({ view: r.value });
+    });
+  }
+  c.batch.addEventListener('change', () => {
+    state.batch = Number(c.batch.value) - 1;
+    state.pinned = null;
+    schedule(true);
+  });
 }

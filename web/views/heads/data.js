@@ -1,7 +1,7 @@
 // Data: from the Heads view's state and the engine's results to what its parts show.
-import * as T from './transforms.js';
+import { batchRows, headStatsRow, outputDifference } from './summaries.js';
 import { quote } from '../common/dom.js';
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
 
 /** Rows and columns a heatmap or the line view shows of a large case. */
 export const MAX_SHOWN = 128;
@@ -44,14 +44,14 @@ export function viewData(run, dims, { labels, presets, n = 0, note = '' }) {
   const scores = batched ? run.trace.scores.data.subarray(n * per, (n + 1) * per) : run.trace.scores.data;
   const average = run.average === null ? null
     : batched ? run.average.data.subarray(n * L * S, (n + 1) * L * S) : run.average.data;
-  const output = T.batchRows(run.trace.output.data, run.trace.output.shape, { n, batchFirst });
-  const ablatedOutput = T.batchRows(run.ablatedOutput.data, run.ablatedOutput.shape, { n, batchFirst });
+  const output = batchRows(run.trace.output.data, run.trace.output.shape, { n, batchFirst });
+  const ablatedOutput = batchRows(run.ablatedOutput.data, run.ablatedOutput.shape, { n, batchFirst });
   return {
     L, S, H, E, labels, presets, note,
     sourceKeys: dims.S,  // the keys with a position: S' less bias_k and the zero key
     weights, scores, average, output, ablatedOutput,
-    difference: T.outputDifference(output, ablatedOutput, L, E),
-    stats: T.headStatsRow(run.trace.headStats, n),
+    difference: outputDifference(output, ablatedOutput, L, E),
+    stats: headStatsRow(run.trace.headStats, n),
   };
 }
 

@@ -1,10 +1,13 @@
 // The Heads view's exports: the shown heads' weights (or the average, in the averaged view) as
 // pictures (SVG, PNG), and every number of the current run as JSON and CSV, with the state, the
 // pinned token and the explained cell.
-import * as T from './transforms.js';
-import { cellColor, WEIGHT_SCALE } from '../common/heatmap.js';
-import { formatNumber } from '../common/matrix.js';
-import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, EXPORT_FORMATS, MIME } from '../common/export.js';
+import { headWeights } from './summaries.js';
+import { cellColor, WEIGHT_SCALE } from '../common/heatmap-colors.js';
+import { formatNumber } from '../common/numbers.js';
+import { exportTheme } from '../common/export.js';
+import { panelsToSVG } from '../common/export-svg.js';
+import { panelsToPNG } from '../common/export-png.js';
+import { nested, toCSV, toJSON, EXPORT_FORMATS, MIME } from '../common/export-data.js';
 import { HeadscopeError } from '../../lib/errors.js';
 import { headLabel } from './data.js';
 
@@ -25,8 +28,8 @@ export async function exportHeads(format, { data, state, publicState, element })
   }
   const { H, L, S, E, labels } = data;
   const shown = Array.from({ length: H }, (_, h) => h).filter((h) => state.shown === null || state.shown.has(h));
-  const weightsOf = (h) => T.headWeights(data.weights, { h, H, L, S });
-  const scoresOf = (h) => T.headWeights(data.scores, { h, H, L, S });
+  const weightsOf = (h) => headWeights(data.weights, { h, H, L, S });
+  const scoresOf = (h) => headWeights(data.scores, { h, H, L, S });
   if (format === 'svg' || format === 'png') {
     const theme = exportTheme(element);
     const rows = Math.min(L, PICTURE_MAX);

@@ -1,5 +1,6 @@
 // The Heads view's line view (after BertViz's head view).
-import * as T from './transforms.js';
+import { headColor, headDashed } from '../common/head-colors.js';
+import { headWeights } from './summaries.js';
 import { button, el, partsOf, preserveFocus, quote, setText, svgEl } from '../common/dom.js';
 import { headLabel, shownSize } from './data.js';
 
@@ -62,7 +63,7 @@ export function renderLines(data, state, root, actions) {
   const { from, to } = parts;
   const sets = average ? [{ h: null, w: data.average }]
     : Array.from({ length: data.H }, (_, h) => h).filter((h) => state.shown === null || state.shown.has(h))
-      .map((h) => ({ h, w: T.headWeights(data.weights, { h, H: data.H, L: data.L, S: data.S }) }));
+      .map((h) => ({ h, w: headWeights(data.weights, { h, H: data.H, L: data.L, S: data.S }) }));
   const bandOf = (weight) => {
     for (let b = 0; b < LINE_BANDS.length; b++) if (weight < LINE_BANDS[b]) return b;
     return LINE_BANDS.length - 1;
@@ -93,8 +94,8 @@ export function renderLines(data, state, root, actions) {
         });
         path.mid = mid;
         if (h !== null) path.dataset.lineHead = String(h + 1);
-        path.style.stroke = h === null ? 'var(--hs-fg)' : T.headColor(h);
-        if (h !== null && T.headDashed(h)) path.setAttribute('stroke-dasharray', '6 3');
+        path.style.stroke = h === null ? 'var(--hs-fg)' : headColor(h);
+        if (h !== null && headDashed(h)) path.setAttribute('stroke-dasharray', '6 3');
         parts.paths.set(key, path);
       }
       const d = segments.join('');
@@ -143,8 +144,8 @@ function buildLines(H, root, actions, average) {
       const b = button('', 'hs-head-toggle');
       b.dataset.headToggle = String(h + 1);
       b.title = `Show or hide ${headLabel(h)}'s lines (hiding does not switch it off)`;
-      b.style.setProperty('--hs-heads-color', T.headColor(h));
-      const swatch = el('span', `hs-head-swatch${T.headDashed(h) ? ' hs-head-swatch-dashed' : ''}`);
+      b.style.setProperty('--hs-heads-color', headColor(h));
+      const swatch = el('span', `hs-head-swatch${headDashed(h) ? ' hs-head-swatch-dashed' : ''}`);
       swatch.setAttribute('aria-hidden', 'true');
       b.append(swatch, headLabel(h));
       // The pressed state answers at once; the recomputed views follow in the next frame.

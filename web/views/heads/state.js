@@ -1,6 +1,7 @@
-// The Heads view's public state: what a widget's setState() takes, getState() returns, the
-// headscope-change event carries and the URL hash holds. Pure functions (no DOM), so the URL
-// round trip is property-tested in Node (tests/js/view-state.test.js).
+// The Heads view's public state: what the view's update() (a widget's setState()) takes,
+// getState() returns, the headscope-change event carries and the URL hash holds (url-state.js).
+// Pure functions (no DOM), so the URL round trip is property-tested in Node
+// (tests/js/view-state.test.js).
 //
 //   {
 //     text: string                  the sentence or log line
@@ -21,12 +22,13 @@
 // 1-based here too. A loaded case's state is the case itself (setCase), not part of this state.
 import { HeadscopeError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/tensor.js';
-import { ALL_PRESETS, DEFAULT_TEXT, defaultPresets } from './transforms.js';
+import { DEFAULT_TEXT } from './tokens.js';
+import { ALL_PRESETS, defaultPresets } from './presets.js';
 
 export const HEAD_COUNTS = [1, 2, 4, 8, 16];
 export const PRESET_NAMES = ALL_PRESETS;
 export const MAX_SHARPNESS = 12;
-/** Longest text the state accepts (the view tokenizes at most T.MAX_TOKENS of it). */
+/** Longest text the state accepts (the view tokenizes at most tokens.js's MAX_TOKENS of it). */
 export const MAX_TEXT_LENGTH = 2000;
 
 export function defaultHeadsState() {

@@ -4,9 +4,12 @@
 // The trained model itself is the view's 'case' format (exportModel in view.js).
 import { HeadscopeError } from '../../lib/errors.js';
 import { DETECTORS } from '../../lib/detectors.js';
-import { cellColor, WEIGHT_SCALE } from '../common/heatmap.js';
-import { formatNumber } from '../common/matrix.js';
-import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, MIME } from '../common/export.js';
+import { cellColor, WEIGHT_SCALE } from '../common/heatmap-colors.js';
+import { formatNumber } from '../common/numbers.js';
+import { exportTheme } from '../common/export.js';
+import { panelsToSVG } from '../common/export-svg.js';
+import { panelsToPNG } from '../common/export-png.js';
+import { nested, toCSV, toJSON, MIME } from '../common/export-data.js';
 
 /** The formats of the Train view's exportAs ('case': the trained model, view.js). */
 export const TRAIN_EXPORT_FORMATS = ['svg', 'png', 'json', 'csv', 'case'];

@@ -18,7 +18,8 @@ export const TASK_NAMES = TASKS.map((t) => t.name);
 export const D_MODELS = [16, 32, 64, 128];
 const NORMS = ['pre', 'post', 'none'];
 const POSITIONS = ['learned', 'sinusoidal', 'none'];
-const KEYS = ['task', 'layers', 'heads', 'dModel', 'mlp', 'norm', 'positions', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps'];
+/** The state's fields, in the order of a link's parameters. */
+export const TRAIN_KEYS = ['task', 'layers', 'heads', 'dModel', 'mlp', 'norm', 'positions', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps'];
 export const MAX_STEPS = 100_000;
 
 /** The induction preset: the two-layer attention-only model whose layer-1 head becomes an induction head. */
@@ -32,10 +33,10 @@ const describe = (v) => (typeof v === 'string' ? JSON.stringify(v.slice(0, 40)) 
 
 /** `current` with `patch` applied, every field checked first (nothing applied on an error). */
 export function applyTrainState(patch, current, where = 'setState: state') {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) fail(where, `expected an object with any of ${KEYS.join(', ')}`);
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) fail(where, `expected an object with any of ${TRAIN_KEYS.join(', ')}`);
   const p = {};
   for (const key of Object.keys(patch)) {
-    if (!KEYS.includes(key)) fail(`${where}.${quoteInput(key)}`, `unknown field (expected any of ${KEYS.join(', ')})`);
+    if (!TRAIN_KEYS.includes(key)) fail(`${where}.${quoteInput(key)}`, `unknown field (expected any of ${TRAIN_KEYS.join(', ')})`);
     p[key] = patch[key];
   }
   const next = { ...current, ...p };
@@ -69,7 +70,7 @@ export function applyTrainState(patch, current, where = 'setState: state') {
 }
 
 /** What differs in `b` from `a` that needs a new model (anything but steps). */
-export const sameSetup = (a, b) => KEYS.every((k) => k === 'steps' || a[k] === b[k]);
+export const sameSetup = (a, b) => TRAIN_KEYS.every((k) => k === 'steps' || a[k] === b[k]);
 
 /** createTransformer's config and setOptimizer's options for a state and its task. */
 export function trainSetup(s, task) {
@@ -80,24 +81,4 @@ export function trainSetup(s, task) {
       ...(s.clip > 0 ? { clipGradNorm: s.clip } : {}) },
     task: { name: s.task, seed: s.seed },
   };
-}
-
-// URL form: every field, numbers in their shortest round-trip form; booleans 1/0.
-export function encodeTrainState(s) {
-  const params = new URLSearchParams();
-  for (const k of KEYS) params.set(k, typeof s[k] === 'boolean' ? (s[k] ? '1' : '0') : String(s[k]));
-  return params.toString();
-}
-
-export function decodeTrainState(query) {
-  const params = new URLSearchParams(query);
-  const patch = {};
-  for (const [k, v] of params) {
-    if (!KEYS.includes(k)) fail(`URL parameter ${quoteInput(k)}`, `unknown (the Train view's are ${KEYS.join(', ')})`);
-    if (Object.hasOwn(patch, k)) fail(`URL parameter ${k}`, 'given twice');
-    if (k === 'task' || k === 'norm' || k === 'positions') patch[k] = v;
-    else if (k === 'mlp') patch[k] = v === '1' || v === 'true' ? true : v === '0' || v === 'false' ? false : v;
-    else patch[k] = v.trim() === '' ? NaN : Number(v);
-  }
-  return patch;
 }

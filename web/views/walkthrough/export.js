@@ -2,11 +2,30 @@
 // matrix as JSON and CSV, and the current numbers as a case document (docs/case-format.md) whose
 // expected output and per-head weights are the ones shown, so the same case runs in PyTorch, the
 // CLIs and the page.
-import { formatNumber } from '../common/matrix.js';
+import { formatNumber } from '../common/numbers.js';
+import { colorFor } from '../common/scale.js';
 import { HeadscopeError } from '../../lib/errors.js';
-import { exportTheme, nested, panelsToPNG, panelsToSVG, toCSV, toJSON, MIME } from '../common/export.js';
+import { exportTheme } from '../common/export.js';
+import { panelsToSVG } from '../common/export-svg.js';
+import { panelsToPNG } from '../common/export-png.js';
+import { nested, toCSV, toJSON, MIME } from '../common/export-data.js';
 import { publicWalkthroughState } from './state.js';
 import { toStateDict } from './model.js';
+import { matrixName, sharedScale, shownNames, specOf } from './specs.js';
+
+/**
+ * The matrices of a state and its trace, in page order, as exportWalkthrough takes them:
+ * { name, title, rows, cols, rowLabels, colLabels, get(i, j), color(i, j) }.
+ */
+export function pageMatrices(state, trace) {
+  const scale = sharedScale(state, trace);
+  return shownNames(state).map((name) => {
+    const spec = specOf(name, scale, state, trace);
+    const get = (i, j) => spec.data[i * spec.cols + j];
+    return { name, title: spec.title, rows: spec.rows, cols: spec.cols, rowLabels: spec.rowLabels,
+      colLabels: spec.colLabels, get, color: (i, j) => colorFor(get(i, j), spec.scale) };
+  });
+}
 
 /**
  * @param {'svg' | 'png' | 'json' | 'csv' | 'case'} format
@@ -15,9 +34,6 @@ import { toStateDict } from './model.js';
  *   rowLabels, colLabels, get(i, j), color(i, j) } in page order
  * @returns {Promise<Blob>}
  */
-// The data-matrix name of an explained cell { stage, h, i, j } (view.js's explainAt).
-const matrixName = ({ stage, h }) => (stage === 'CONCAT' || stage === 'Y' ? stage : `${stage}${h + 1}`);
-
 export async function exportWalkthrough(format, { state, trace, matrices, visible, explained, element }) {
   if (format === 'svg' || format === 'png') {
     const theme = exportTheme(element);
@@ -26,7 +42,7 @@ export async function exportWalkthrough(format, { state, trace, matrices, visibl
       rows: m.rows, cols: m.cols, rowLabels: m.rowLabels, colLabels: m.colLabels,
       value: m.get, color: m.color, text: (i, j) => formatNumber(m.get(i, j), 2),
       // The explained cell (hovered or focused) is outlined.
-      mark: explained && matrixName(explained) === m.name ? [explained.i, explained.j] : null,
+      mark: explained && matrixName(explained.stage, explained.h) === m.name ? [explained.i, explained.j] : null,
     }));
     const title = `headscope walkthrough: ${state.L} tokens × ${state.E} dims, ${state.H} head${state.H > 1 ? 's' : ''}`;
     return format === 'svg' ? new Blob([panelsToSVG(panels, theme, title)], { type: MIME.svg }) : panelsToPNG(panels, theme);

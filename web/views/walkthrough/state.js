@@ -1,6 +1,7 @@
-// The Walkthrough's public state and options: what a widget's setState() takes, getState()
-// returns and the headscope-change event carries, and the names its stages, heads and hide
-// options accept. Pure functions (no DOM), tested in Node (tests/js/view-state.test.js).
+// The Walkthrough's public state and options: what the view's update() (a widget's setState())
+// takes, getState() returns and the headscope-change event carries, and the names its stages,
+// heads and hide options accept. Pure functions (no DOM), tested in Node
+// (tests/js/view-state.test.js).
 //
 //   {
 //     L, E, H                        tokens (1-16), embedding size (1-16), heads (a divisor of E)
@@ -12,11 +13,12 @@
 //     masked: boolean                whether a loaded case's own masks apply (read-only: they
 //                                    come only with a case, setCase)
 //   }
-// setState also takes `preset`: 'seed' | 'learned' | 'random' | 'identity' (with `seed` for
+// update() also takes `preset`: 'seed' | 'learned' | 'random' | 'identity' (with `seed` for
 // 'random'), applied first; then L, E, H resize (keeping what still fits, model.js's resizeState);
 // then any matrices given replace the current ones and must have the new sizes.
 import { HeadscopeError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/tensor.js';
+import { FLOAT32_MAX } from '../common/numbers.js';
 import {
   MAX_SIZE, identityState, learnedLookingState, randomState, resizeState, seedState,
 } from './model.js';
@@ -38,8 +40,6 @@ export function stageOf(name) {
   return 'output';
 }
 
-/** float32's largest finite value: numbers beyond it would be infinite in the engine. */
-const FLOAT32_MAX = 3.4028234663852886e38;
 const KEYS = ['preset', 'seed', 'L', 'E', 'H', 'x', 'wq', 'wk', 'wv', 'wo', 'bias', 'causal'];
 const CAUSAL = Object.freeze({ attnMask: null, keyPaddingMask: null, isCausal: true });
 const causalOnly = (masks) => masks !== null && masks.isCausal === true && !masks.attnMask && !masks.keyPaddingMask;

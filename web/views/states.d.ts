@@ -1,0 +1,74 @@
+// Types of the views' public states and of the names their options take (web/views/*/state.js),
+// written by hand; web/views/index.d.ts exports them with the components.
+
+export type HeadCount = 1 | 2 | 4 | 8 | 16;
+export type PresetName = 'previous-token' | 'first-token' | 'keyword' | 'numbers' | 'same-token' | 'random' | 'blend';
+
+/** The Heads view's state (heads/state.js). Heads and token positions are 1-based. */
+export interface HeadsState {
+  text: string;
+  heads: HeadCount;
+  weights: 'presets' | 'random';
+  presets: PresetName[];
+  seed: number;
+  sharpness: number;
+  causal: boolean;
+  padded: number[];
+  off: number[];
+  show: number[] | null;
+  view: 'heads' | 'average';
+}
+
+/** The Walkthrough's state (walkthrough/state.js), in the seed's x·W notation. */
+export interface WalkthroughState {
+  L: number;
+  E: number;
+  H: number;
+  x: number[][];
+  wq: number[][];
+  wk: number[][];
+  wv: number[][];
+  wo: number[][];
+  bias: null | { q: number[]; k: number[]; v: number[]; o: number[] };
+  causal: boolean;
+  /** Read-only: where the numbers came from. */
+  readonly source: string;
+  /** Read-only: whether a loaded case's own masks apply. */
+  readonly masked: boolean;
+}
+
+export type WalkthroughPatch = Partial<Omit<WalkthroughState, 'source' | 'masked'>> & {
+  preset?: 'seed' | 'learned' | 'random' | 'identity';
+  /** With preset 'random'. */
+  seed?: number;
+  source?: string;
+  masked?: boolean;
+};
+
+export type ChangeCause = 'input' | 'setState' | 'case' | 'reset';
+
+/** The Train view's state (train/state.js). */
+export interface TrainState {
+  task: 'copy' | 'reverse' | 'sort' | 'previous-token' | 'induction' | 'kv-lookup' | 'brackets' | 'log-line';
+  layers: number;
+  heads: number;
+  dModel: 16 | 32 | 64 | 128;
+  mlp: boolean;
+  norm: 'pre' | 'post' | 'none';
+  positions: 'learned' | 'sinusoidal' | 'none';
+  lr: number;
+  weightDecay: number;
+  batch: number;
+  clip: number;
+  seed: number;
+  steps: number;
+}
+
+export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' | 'causal' | 'view' | 'batch' |
+  'padding' | 'presets' | 'switches' | 'export' | 'explain';
+export type HeadsPart = 'grid' | 'lines' | 'ablation';
+export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
+export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain' | 'export';
+export type TrainControl = 'task' | 'model' | 'optimizer' | 'buttons' | 'detectors' | 'ablation' | 'whatif';
+export type ExperimentName = 'log-line' | 'induction';
+export type ExportFormat = 'svg' | 'png' | 'json' | 'csv';

@@ -1,0 +1,35 @@
+// A trained layer's attention as a case document, for the Heads view and the Walkthrough.
+import { nested } from '../common/export-data.js';
+
+/**
+ * Layer l's attention on the probe row as a case document of nn.MultiheadAttention (the
+ * Heads view's and the Walkthrough's kind): the trained in_proj and out_proj weights, and the
+ * layer's input, which is blocks.l.hook_resid_pre, through ln1 for a pre-LayerNorm model (ln1
+ * computed here in float64 from the model's own weights, as PyTorch's layer_norm: the case's
+ * weights then equal hook_pattern's to float32 rounding), with the causal mask.
+ */
+export async function layerCase({ model, probe, state }, l) {
+  const hook = `blocks.${l}.hook_resid_pre`;
+  const { hooks } = await model.forward(probe.tokens, { hooks: [hook] });
+  const sd = await model.stateDict();
+  const x = hooks[hook];
+  const [, T, D] = x.shape;
+  const rows = Array.from({ length: T }, (_, i) => Array.from(x.data.subarray(i * D, (i + 1) * D)));
+  const query = state.norm !== 'pre' ? rows : rows.map((r) => {
+    const w = sd[`blocks.${l}.ln1.weight`].data;
+    const b = sd[`blocks.${l}.ln1.bias`].data;
+    const mean = r.reduce((a, v) => a + v, 0) / D;
+    const variance = r.reduce((a, v) => a + (v - mean) ** 2, 0) / D;
+    const inv = 1 / Math.sqrt(variance + 1e-5);
+    return r.map((v, k) => Math.fround((v - mean) * inv * w[k] + b[k]));
+  });
+  const key = (name) => nested(sd[`blocks.${l}.attn.${name}`]);
+  return {
+    name: `${state.task} layer ${l} at step ${state.steps}`,
+    config: { embed_dim: D, num_heads: state.heads, bias: true },
+    state_dict: { in_proj_weight: key('in_proj_weight'), in_proj_bias: key('in_proj_bias'),
+      'out_proj.weight': key('out_proj.weight'), 'out_proj.bias': key('out_proj.bias') },
+    inputs: { query, attn_mask: Array.from({ length: T }, (_, i) => Array.from({ length: T }, (_, j) => j > i)),
+      need_weights: true, average_attn_weights: false },
+  };
+}

@@ -1,0 +1,39 @@
+// The Train view's elements, built once: the intro, the controls (controls.js), the message line,
+// the curves (curves.js), the probe row's grid of heads, the detectors and ablation sections, and
+// the box the what-if runner (whatif.js) renders into.
+import { el } from '../common/dom.js';
+import { createCurves } from './curves.js';
+
+/**
+ * @param {Element} root  its content is replaced
+ * @param {{ compact: boolean, hidden: Set<string>, controls: object }} o  controls: controls.js's
+ */
+export function buildSkeleton(root, { compact, hidden, controls }) {
+  const view = el('div', `hs-train${compact ? ' hs-compact' : ''}`);
+  const intro = el('p', 'hs-prose hs-train-intro', 'Train a small transformer on a task, in this page. ' +
+    'Watch the loss fall, every head\'s attention on one example, and the detectors that say what ' +
+    'each head has learned to do (an induction head forms as the loss drops). Then switch heads off ' +
+    'and see what each one was worth.');
+  const message = el('p', 'hs-train-message');
+  message.setAttribute('role', 'status');
+  const curves = createCurves();
+  const probeText = el('p', 'hs-note hs-train-probe');
+  const gridTitle = el('h2', 'hs-prose hs-train-h2', 'Every head on the probe row');
+  const grid = el('div', 'hs-train-grid');
+  const detectorsTitle = el('h2', 'hs-prose hs-train-h2', 'What each head does (head detectors, on the held-out rows)');
+  const detectors = el('table', 'hs-train-detectors');
+  const ablationTitle = el('h2', 'hs-prose hs-train-h2', 'Switch heads off: the held-out loss, and each head\'s importance');
+  const ablation = el('div', 'hs-train-ablation');
+  const detectorsBox = el('section');
+  detectorsBox.append(detectorsTitle, detectors);
+  detectorsBox.hidden = hidden.has('detectors');
+  const ablationBox = el('section');
+  ablationBox.append(ablationTitle, ablation);
+  ablationBox.hidden = hidden.has('ablation');
+  const whatIf = el('div', 'hs-train-whatif-box');
+  whatIf.hidden = hidden.has('whatif');
+  view.append(intro, controls.form, controls.buttons, message, curves.element, gridTitle, probeText, grid, detectorsBox,
+    ablationBox, whatIf);
+  root.replaceChildren(view);
+  return { view, message, curves, probeText, grid, detectors, ablation, ablationBox, whatIf };
+}

@@ -1,0 +1,22 @@
+// The Train view's state in a URL (`#train?task=induction&steps=300`): every field, numbers in
+// their shortest round-trip form, booleans 1/0. A value that is not of its field's kind is passed
+// on as it is, for applyTrainState to name (common/url-state.js has the codec).
+import { boolText, decodeParams, encodeParams } from '../common/url-state.js';
+import { TRAIN_KEYS } from './state.js';
+
+const TEXT = new Set(['task', 'norm', 'positions']);
+const readBoolean = (t) => (t === '1' || t === 'true' ? true : t === '0' || t === 'false' ? false : t);
+const readNumber = (t) => (t.trim() === '' ? NaN : Number(t));
+const TRAIN_PARAMS = Object.fromEntries(TRAIN_KEYS.map((k) => [k,
+  k === 'mlp' ? { write: boolText, read: readBoolean }
+    : TEXT.has(k) ? { write: String, read: (t) => t } : { write: String, read: readNumber }]));
+
+/** The Train view's state as URL parameters (without '#train?'): every field. */
+export function encodeTrainState(s) {
+  return encodeParams(TRAIN_PARAMS, s);
+}
+
+/** A patch for the Train view's update() from URL parameters; an unknown parameter is an error. */
+export function decodeTrainState(query) {
+  return decodeParams(query, TRAIN_PARAMS, 'the Train view');
+}
