@@ -19,6 +19,7 @@ import {
   MAX_DIM, Tensor, checkIntact, checkSimdOption, checkTimeoutMs, describe, describeThrown, quoteInput, readArgument,
   toFloatTensor, toMask, toTokens, typedArrayLength, typedArrayName, typedArraySet,
 } from './tensor.js';
+import { MHA_SCHEMA, OPTIMIZER_SCHEMA, TRANSFORMER_SCHEMA, readConfig } from './config.js';
 import {
   checkTransformerCase, parseCase, compareWithExpected, readCaseResult, transformerCaseHooks,
   transformerCaseResult,
@@ -464,10 +465,6 @@ function failWithStatus(status, hint = '') {
     { argument: status.slice(a + 1, b) });
 }
 
-const CONFIG_DEFAULTS = Object.freeze({
-  embedDim: undefined, numHeads: undefined, bias: true, addBiasKV: false, addZeroAttn: false,
-  kdim: undefined, vdim: undefined, batchFirst: false,
-});
 const FORWARD_DEFAULTS = Object.freeze({
   keyPaddingMask: null, attnMask: null, needWeights: true, averageAttnWeights: true,
   isCausal: false, headGates: null, headStats: false, out: null,
@@ -562,13 +559,8 @@ export function normalizeConfig(config) {
         `got ${describe(config)}`);
     }
   });
-  const c = withDefaults(readOptions(config, CONFIG_DEFAULTS, 'config'), CONFIG_DEFAULTS);
-  c.embedDim = checkNumber(c.embedDim, 'config.embedDim');
-  c.numHeads = checkNumber(c.numHeads, 'config.numHeads');
-  for (const k of ['bias', 'addBiasKV', 'addZeroAttn', 'batchFirst']) checkBool(c[k], `config.${k}`);
-  c.kdim = checkNumber(c.kdim, 'config.kdim', { optional: true });
-  c.vdim = checkNumber(c.vdim, 'config.vdim', { optional: true });
-  return c;
+  // Every field of the schema (config.js), type-checked, defaults filled in.
+  return readArgument('config', () => readConfig(MHA_SCHEMA, config, 'config'));
 }
 
 // `this` of a method called detached (`const f = hs.memory; f()`) or on a look-alike object.
@@ -894,9 +886,8 @@ class MultiheadAttention {
     const handle = callCore(() => new core.Handle());
     let parameters;
     try {
-      const code = callCore(() => handle.init(config.embedDim, config.numHeads, config.bias,
-        config.addBiasKV, config.addZeroAttn, config.kdim !== null, config.kdim ?? 0,
-        config.vdim !== null, config.vdim ?? 0, config.batchFirst));
+      // The config by its fields' JS names: the binding reads it through the same schema.
+      const code = callCore(() => handle.init(config));
       if (code !== 0) {
         failWithStatus(callCore(() => handle.lastStatus()));
       }
@@ -1227,15 +1218,7 @@ class MultiheadAttention {
   }
 }
 
-const TRANSFORMER_DEFAULTS = Object.freeze({
-  vocabSize: undefined, maxLen: undefined, dModel: undefined, nLayers: 1, nHeads: 1, dMlp: 0,
-  norm: 'pre', positions: 'learned', causal: true, act: 'gelu', bias: true, lnEps: 1e-5, seed: 0,
-});
-const TRANSFORMER_CHOICES = Object.freeze({
-  norm: ['pre', 'post', 'none'], positions: ['learned', 'sinusoidal', 'none'], act: ['gelu', 'relu'],
-});
-
-/** createTransformer's config: JS types only (the core checks sizes and divisibility). */
+/** createTransformer's config: the schema's fields (config.js), type-checked, and `seed`. */
 function normalizeTransformerConfig(config) {
   readArgument('config', () => {
     if (config === null || typeof config !== 'object' || Array.isArray(config)) {
@@ -1243,31 +1226,16 @@ function normalizeTransformerConfig(config) {
         `got ${describe(config)}`);
     }
   });
-  const c = withDefaults(readOptions(config, TRANSFORMER_DEFAULTS, 'config'), TRANSFORMER_DEFAULTS);
-  for (const k of ['vocabSize', 'maxLen', 'dModel', 'nLayers', 'nHeads', 'dMlp', 'lnEps']) {
-    checkNumber(c[k], `config.${k}`);
-  }
+  const c = readArgument('config', () => readConfig(TRANSFORMER_SCHEMA, config, 'config', { extra: { seed: 0 } }));
   // null: no initial weights (the model refuses to compute until loadStateDict fills it), for a
   // caller about to load every weight: a seeded model of vocab 2^24 would first allocate and fill
   // 2^24 x dModel floats that the load then replaces.
   if (c.seed !== null) checkNumber(c.seed, 'config.seed');
-  for (const [k, allowed] of Object.entries(TRANSFORMER_CHOICES)) {
-    if (!allowed.includes(c[k])) {
-      fail('INVALID_ARGUMENT', `config.${k}: expected one of ${allowed.map((a) => `'${a}'`).join(', ')}, ` +
-        `got ${describe(c[k])}`);
-    }
-  }
-  for (const k of ['causal', 'bias']) checkBool(c[k], `config.${k}`);
   return c;
 }
 
 const TRANSFORMER_FORWARD = Object.freeze({ hooks: null, headGates: null });
 const TRANSFORMER_BACKWARD = Object.freeze({ headGates: null, headGateGrads: false });
-// torch.optim.AdamW's defaults; SGD (momentum 0, no weight decay) takes lr and clipGradNorm only.
-const OPTIMIZER_OPTIONS = Object.freeze({
-  adamw: Object.freeze({ type: 'adamw', lr: 1e-3, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01, clipGradNorm: 0 }),
-  sgd: Object.freeze({ type: 'sgd', lr: 1e-3, clipGradNorm: 0 }),
-});
 const TRANSFORMER_GENERATE = Object.freeze({
   maxNewTokens: 1, temperature: 0, topK: 0, topP: 1, seed: 0, headGates: null, logits: false,
 });
@@ -1312,10 +1280,7 @@ class Transformer {
     let parameters;
     let hooks;
     try {
-      const code = callCore(() => handle.init(config.vocabSize, config.maxLen, config.dModel,
-        config.nLayers, config.nHeads, config.dMlp, TRANSFORMER_CHOICES.norm.indexOf(config.norm),
-        TRANSFORMER_CHOICES.positions.indexOf(config.positions), config.causal,
-        TRANSFORMER_CHOICES.act.indexOf(config.act), config.bias, config.lnEps));
+      const code = callCore(() => handle.init(config));
       if (code !== 0) failWithStatus(callCore(() => handle.lastStatus()));
       if (config.seed !== null) {
         const seeded = callCore(() => handle.initFromSeed(config.seed));
@@ -1553,42 +1518,13 @@ class Transformer {
         fail('INVALID_ARGUMENT', `options: expected an object like { type: 'adamw', lr: 1e-3 }, got ${describe(options)}`);
       }
     });
-    // Every own key read once (AdamW's keys include SGD's), then the type's own set checked.
-    const given = readOptions(options, OPTIMIZER_OPTIONS.adamw);
-    const type = given.type;
-    if (typeof type !== 'string' || !hasOwn(OPTIMIZER_OPTIONS, type)) {
-      fail('INVALID_ARGUMENT', `options.type: expected 'adamw' or 'sgd', got ${describe(type)}`);
-    }
-    const defaults = OPTIMIZER_OPTIONS[type];
-    for (const key of Object.keys(given)) {
-      if (!hasOwn(defaults, key)) unknownOption('options', key, defaults);
-    }
-    const o = withDefaults(given, defaults);
-    for (const k of ['lr', 'eps', 'weightDecay', 'clipGradNorm']) {
-      if (k in defaults && typeof o[k] !== 'number') {
-        fail('INVALID_ARGUMENT', `options.${k}: expected a number, got ${describe(o[k])}`);
-      }
-    }
-    let betas = [0.9, 0.999];
-    if (type === 'adamw') {
-      betas = readArgument('options.betas', () => {
-        const b = o.betas;
-        if (!Array.isArray(b) || b.length !== 2) {
-          fail('INVALID_ARGUMENT', `options.betas: expected [beta1, beta2], got ${describe(b)}`);
-        }
-        const pair = [b[0], b[1]];
-        for (const v of pair) {
-          if (typeof v !== 'number') fail('INVALID_ARGUMENT', `options.betas: expected two numbers, got ${describe(v)}`);
-        }
-        return pair;
-      });
-    }
+    // The schema's optimizer fields (config.js): the type first, then that type's fields (SGD has
+    // no betas, eps or weight decay), each read once and type-checked, defaults filled in
+    // (torch.optim.AdamW's); the ranges are the core's.
+    const o = readArgument('options', () => readConfig(OPTIMIZER_SCHEMA, options, 'options', { variantField: 'type' }));
     const handle = this._handle();
-    this._check(callCore(() => handle.setOptimizer(type === 'adamw' ? 0 : 1, o.lr, betas[0], betas[1],
-      type === 'adamw' ? o.eps : 1e-8, type === 'adamw' ? o.weightDecay : 0, o.clipGradNorm)));
-    this._optimizer = Object.freeze(type === 'adamw'
-      ? { type, lr: o.lr, betas: Object.freeze(betas), eps: o.eps, weightDecay: o.weightDecay, clipGradNorm: o.clipGradNorm }
-      : { type, lr: o.lr, clipGradNorm: o.clipGradNorm });
+    this._check(callCore(() => handle.setOptimizer(o)));
+    this._optimizer = Object.freeze({ ...o, ...(o.betas ? { betas: Object.freeze(o.betas) } : {}) });
   }
 
   /** The options of the optimizer setOptimizer set, defaults filled in (frozen), or null. */
