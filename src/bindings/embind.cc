@@ -66,6 +66,19 @@ static_assert(sizeof(kHeadStatsResults) / sizeof(kHeadStatsResults[0]) == kHeadS
 constexpr int kResultTensors = kTraceTensors + kHeadStatsTensors;
 constexpr int kResultWords = kResultTensors * kWordsPerTensor;
 
+// The Transformer's call block: these tensors, named as MultiheadAttention's are (no flags word:
+// its options are arguments). setParameter reads a state_dict entry from the parameter slot.
+constexpr const char* kModelCallSlots[] = {"tokens", "headGates", "targets"};
+enum ModelSlot : int { kTokensSlot, kGatesSlot, kTargetsSlot, kModelCallTensors };
+static_assert(sizeof(kModelCallSlots) / sizeof(kModelCallSlots[0]) == kModelCallTensors);
+constexpr int kModelParameterSlot = kTokensSlot;
+// Its results, in this order; "*name" is a run of tensors of the call's own length (forward's
+// hooks in the order asked for, backward's gradients in stateDict() order).
+constexpr const char* kModelForwardResults[] = {"logits", "*hooks"};
+constexpr const char* kModelGenerateResults[] = {"tokens", "logits"};
+constexpr const char* kModelBackwardResults[] = {"*grads", "headGates"};
+constexpr const char* kModelParameterResults[] = {"parameter"};
+
 // Appends `"key":` and a value to a JSON object under construction (kept out of line: a long
 // chain of std::string operator+ costs several KB of wasm).
 [[gnu::noinline]] void JsonKey(std::string* out, const char* key) {
@@ -130,6 +143,16 @@ std::string protocol() {
   JsonNames(&out, "forwardResults", kForwardResults);
   JsonNames(&out, "traceResults", kTraceResults);
   JsonNames(&out, "headStatsResults", kHeadStatsResults);
+  JsonKey(&out, "transformer");
+  out += '{';
+  JsonNames(&out, "callSlots", kModelCallSlots);
+  JsonKey(&out, "parameterSlot");
+  out += std::string("\"") + kModelCallSlots[kModelParameterSlot] + "\"";
+  JsonNames(&out, "forwardResults", kModelForwardResults);
+  JsonNames(&out, "generateResults", kModelGenerateResults);
+  JsonNames(&out, "backwardResults", kModelBackwardResults);
+  JsonNames(&out, "parameterResults", kModelParameterResults);
+  out += '}';
   return out + "}";
 }
 
@@ -569,7 +592,19 @@ class TransformerHandle {
   int setParameter(const std::string& name) {
     Transformer* target = staging_ != nullptr ? staging_.get() : model_.get();
     if (target == nullptr) return NotInitialized();
-    return Report(target->SetParameter(name, ReadTensor(call_)));
+    const uint32_t* t = call_ + kModelParameterSlot * kWordsPerTensor;
+    return Report(target->SetParameter(name, ReadTensor(t)));
+  }
+
+  // Protocol test (tests/js/protocol.test.js): the call block's tensors, as the handle reads
+  // them, described in the result block in slot order.
+  void echoCall() {
+    GrowResult(kModelCallTensors);
+    for (int i = 0; i < kModelCallTensors; ++i) {
+      const uint32_t* t = call_ + i * kWordsPerTensor;
+      const TensorView v = ReadTensor(t);
+      WriteTensor(result_.data() + i * kWordsPerTensor, v.data, v.shape, v.size, t[kTypeWord]);
+    }
   }
   int loadCommit(bool strict) {
     if (staging_ == nullptr) {
@@ -621,7 +656,7 @@ class TransformerHandle {
       if (end == hooks.size()) break;
       start = end + 1;
     }
-    const uint32_t* g = call_ + kWordsPerTensor;
+    const uint32_t* g = call_ + kGatesSlot * kWordsPerTensor;
     options_.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
     const int code = Report(model_->Forward(tokens, options_, &result_store_));
     if (code != 0) return code;
@@ -733,7 +768,7 @@ class TransformerHandle {
     o.temperature = temperature;
     o.top_p = top_p;
     o.keep_logits = keep_logits;
-    const uint32_t* g = call_ + kWordsPerTensor;
+    const uint32_t* g = call_ + kGatesSlot * kWordsPerTensor;
     o.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
     return 0;
   }
@@ -760,7 +795,7 @@ class TransformerHandle {
     if (code != 0) return code;
     BackwardOptions o;
     o.head_gate_grads = gate_grads;
-    const uint32_t* g = call_ + kWordsPerTensor;
+    const uint32_t* g = call_ + kGatesSlot * kWordsPerTensor;
     o.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
     BackwardResult r;
     code = Report(model_->Backward(tokens, targets, o, &r));
@@ -837,7 +872,7 @@ class TransformerHandle {
  private:
   // Call slot 0 as int32 token ids (B, T); false if it holds something else.
   bool CallTokens(TokenView* out) const {
-    const uint32_t* t = call_;
+    const uint32_t* t = call_ + kTokensSlot * kWordsPerTensor;
     if (t[kTypeWord] != kInt32 || t[kRankWord] != 2) return false;
     *out = {reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(t[kAddressWord])),
             static_cast<int64_t>(t[kDimsWord]), static_cast<int64_t>(t[kDimsWord + 1])};
@@ -848,7 +883,7 @@ class TransformerHandle {
     if (!CallTokens(tokens)) {
       return Report(ArgError(StatusCode::kInvalidArgument, Arg::kTokens, "expected int32 (B, T)"));
     }
-    const uint32_t* t = call_ + 2 * kWordsPerTensor;
+    const uint32_t* t = call_ + kTargetsSlot * kWordsPerTensor;
     if (t[kTypeWord] != kInt32 || t[kRankWord] != 2 ||
         t[kDimsWord] != static_cast<uint32_t>(tokens->batch) ||
         t[kDimsWord + 1] != static_cast<uint32_t>(tokens->length)) {
@@ -883,8 +918,8 @@ class TransformerHandle {
   double last_loss_ = 0;
   std::vector<float> gate_grads_;
   AlignedBuffer arena_;
-  uint32_t call_[3 * kWordsPerTensor] = {};
-  std::vector<uint32_t> result_ = std::vector<uint32_t>(kWordsPerTensor);
+  uint32_t call_[kModelCallTensors * kWordsPerTensor] = {};
+  std::vector<uint32_t> result_ = std::vector<uint32_t>(kModelCallTensors * kWordsPerTensor);
   LastStatus status_;
 };
 
@@ -939,6 +974,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("setOptimizer", &TransformerHandle::setOptimizer)
       .function("trainStep", &TransformerHandle::trainStep)
       .function("checkBatch", &TransformerHandle::checkBatch)
+      .function("echoCall", &TransformerHandle::echoCall)
       .function("lastLoss", &TransformerHandle::lastLoss)
       .function("lastGradNorm", &TransformerHandle::lastGradNorm)
       .function("lastClipped", &TransformerHandle::lastClipped)
