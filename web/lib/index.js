@@ -1074,6 +1074,9 @@ class EngineObject {
 
 class MultiheadAttention extends EngineObject {
   #brand = true;
+  // Methods whose answer is fixed for the object's life: a remote object (initWorker) answers
+  // them from the values its worker sent when it was created (worker.js constantsOf).
+  static constants = Object.freeze(['parameterShapes']);
 
   static check(self, method) {
     if (self === null || typeof self !== 'object' || !(#brand in self)) {
@@ -1319,6 +1322,8 @@ function trainingRows(tokens, targets) {
 /** A transformer in WebAssembly memory (hs.createTransformer). */
 class Transformer extends EngineObject {
   #brand = true;
+  // (As MultiheadAttention.constants.)
+  static constants = Object.freeze(['parameterShapes', 'hookNames']);
 
   static check(self, method) {
     if (self === null || typeof self !== 'object' || !(#brand in self)) wrongThis('Transformer', method, self);
