@@ -7,6 +7,7 @@
 // one embind call per forward keep the per-call overhead of tutorial-sized shapes small.
 #include <emscripten/bind.h>
 #include <emscripten/emscripten.h>
+#include <emscripten/val.h>
 #include <malloc.h>
 
 #include <cmath>
@@ -19,6 +20,7 @@
 #include "headscope/kernels/dispatch.h"
 #include "headscope/mha.h"
 #include "headscope/parallel.h"
+#include "headscope/schema.h"
 #include "headscope/transformer.h"
 
 namespace headscope {
@@ -63,6 +65,19 @@ static_assert(sizeof(kTraceResults) / sizeof(kTraceResults[0]) == kTraceTensors)
 static_assert(sizeof(kHeadStatsResults) / sizeof(kHeadStatsResults[0]) == kHeadStatsTensors);
 constexpr int kResultTensors = kTraceTensors + kHeadStatsTensors;
 constexpr int kResultWords = kResultTensors * kWordsPerTensor;
+
+// The Transformer's call block: these tensors, named as MultiheadAttention's are (no flags word:
+// its options are arguments). setParameter reads a state_dict entry from the parameter slot.
+constexpr const char* kModelCallSlots[] = {"tokens", "headGates", "targets"};
+enum ModelSlot : int { kTokensSlot, kGatesSlot, kTargetsSlot, kModelCallTensors };
+static_assert(sizeof(kModelCallSlots) / sizeof(kModelCallSlots[0]) == kModelCallTensors);
+constexpr int kModelParameterSlot = kTokensSlot;
+// Its results, in this order; "*name" is a run of tensors of the call's own length (forward's
+// hooks in the order asked for, backward's gradients in stateDict() order).
+constexpr const char* kModelForwardResults[] = {"logits", "*hooks"};
+constexpr const char* kModelGenerateResults[] = {"tokens", "logits"};
+constexpr const char* kModelBackwardResults[] = {"*grads", "headGates"};
+constexpr const char* kModelParameterResults[] = {"parameter"};
 
 // Appends `"key":` and a value to a JSON object under construction (kept out of line: a long
 // chain of std::string operator+ costs several KB of wasm).
@@ -128,6 +143,16 @@ std::string protocol() {
   JsonNames(&out, "forwardResults", kForwardResults);
   JsonNames(&out, "traceResults", kTraceResults);
   JsonNames(&out, "headStatsResults", kHeadStatsResults);
+  JsonKey(&out, "transformer");
+  out += '{';
+  JsonNames(&out, "callSlots", kModelCallSlots);
+  JsonKey(&out, "parameterSlot");
+  out += std::string("\"") + kModelCallSlots[kModelParameterSlot] + "\"";
+  JsonNames(&out, "forwardResults", kModelForwardResults);
+  JsonNames(&out, "generateResults", kModelGenerateResults);
+  JsonNames(&out, "backwardResults", kModelBackwardResults);
+  JsonNames(&out, "parameterResults", kModelParameterResults);
+  out += '}';
   return out + "}";
 }
 
@@ -195,15 +220,61 @@ std::string JsNumber(double x) {
 // A config size from JS, any number: C++ owns the rule (an integer in [1, kMaxDim], ValidateConfig),
 // so JS checks only that it is a number. Values ValidateConfig cannot see as int64 (fractions,
 // NaN, infinities, beyond kMaxDim) are refused here with the same words.
-Status ConfigSize(double x, Arg arg, bool optional, int64_t* out) {
-  if (!(x >= 1 && x <= static_cast<double>(kMaxDim) && x == std::floor(x))) {
-    return ArgError(StatusCode::kInvalidArgument, arg,
-                    std::string("expected ") + (optional ? "null (= " : "") +
-                        (optional ? ArgName(Arg::kEmbedDim) : "") + (optional ? ") or " : "") +
-                        "an integer in [1, " + std::to_string(kMaxDim) + "], got number " +
-                        JsNumber(x));
+// A config object from JS, read field by field through the schema (schema.h), by the JS names:
+// every field present (JS fills the defaults from web/lib/schema.js, the same table), each of the
+// type JS checked (a number, a boolean, a choice's string, a pair of numbers; null for a nullable
+// size). Sizes and numbers are checked here against their field's range as numbers (1.5 and 2^60
+// are refused, never truncated); the rest of the rules are the config's Validate, in Create.
+// An object with variants (the optimizer: its `type`) reads its variant's fields only, the
+// others left at their defaults.
+Status ReadConfig(const ObjectSchema& schema, const emscripten::val& config, void* out) {
+  unsigned variant = ~0u;
+  for (size_t i = 0; schema.variants != nullptr && i < schema.num_fields; ++i) {
+    if (schema.fields[i].choices != schema.variants) continue;
+    const std::string type = config[std::string(schema.fields[i].js)].as<std::string>();
+    for (int b = 0; schema.variants[b] != nullptr; ++b) {
+      if (type == schema.variants[b]) variant = 1u << b;
+    }
   }
-  *out = static_cast<int64_t>(x);
+  for (size_t i = 0; i < schema.num_fields; ++i) {
+    const FieldSpec& f = schema.fields[i];
+    if (f.variants != 0 && !(f.variants & variant)) continue;
+    const emscripten::val v = config[std::string(f.js)];
+    FieldValue value;
+    switch (f.type) {
+      case FieldType::kSize: {
+        if (v.isNull() && f.null_means != nullptr) break;  // null: 0 in the struct
+        // Checked as a number before it becomes an integer (1.5 and 2^60 never truncate).
+        const double x = v.as<double>();
+        HEADSCOPE_RETURN_IF_ERROR(CheckFieldNumber(schema, f, x, "number " + JsNumber(x)));
+        value.v[0] = x;
+        break;
+      }
+      case FieldType::kNumber:  // (its range is the config's Validate, in Create)
+        value.v[0] = v.as<double>();
+        break;
+      case FieldType::kBool:
+        value.v[0] = v.as<bool>() ? 1 : 0;
+        break;
+      case FieldType::kChoice: {
+        const std::string s = v.as<std::string>();
+        int index = 0;
+        while (f.choices[index] != nullptr && s != f.choices[index]) ++index;
+        if (f.choices[index] == nullptr) {
+          return ArgError(StatusCode::kInvalidArgument, f.arg,
+                          "expected " + Expectation(schema, f) + ", got string \"" +
+                              QuoteInput(s) + "\"");
+        }
+        value.v[0] = index;
+        break;
+      }
+      case FieldType::kPair:
+        value.v[0] = v[0].as<double>();
+        value.v[1] = v[1].as<double>();
+        break;
+    }
+    f.set(out, value);
+  }
   return Status::Ok();
 }
 
@@ -240,20 +311,12 @@ uintptr_t ReserveArena(AlignedBuffer* arena, double bytes) {
 
 class Handle {
  public:
-  // Returns 0 or a StatusCode; the message is in lastStatus(). kdim / vdim only when given
-  // (null means embed_dim).
-  int init(double embed_dim, double num_heads, bool bias, bool add_bias_kv, bool add_zero_attn,
-           bool kdim_given, double kdim, bool vdim_given, double vdim, bool batch_first) {
+  // Returns 0 or a StatusCode; the message is in lastStatus(). `config`: createMultiheadAttention's
+  // config by its JS names (MhaConfigSchema; kdim / vdim null mean embed_dim).
+  int init(const emscripten::val& config) {
     MhaConfig c;
-    int code = Report(ConfigSize(embed_dim, Arg::kEmbedDim, false, &c.embed_dim));
-    if (code == 0) code = Report(ConfigSize(num_heads, Arg::kNumHeads, false, &c.num_heads));
-    if (code == 0 && kdim_given) code = Report(ConfigSize(kdim, Arg::kKdim, true, &c.kdim));
-    if (code == 0 && vdim_given) code = Report(ConfigSize(vdim, Arg::kVdim, true, &c.vdim));
+    const int code = Report(ReadConfig(MhaConfigSchema(), config, &c));
     if (code != 0) return code;
-    c.bias = bias;
-    c.add_bias_kv = add_bias_kv;
-    c.add_zero_attn = add_zero_attn;
-    c.batch_first = batch_first;
     return Report(MultiheadAttention::Create(c, &mha_));
   }
 
@@ -463,35 +526,12 @@ class Handle {
 // with the number of hooks (slot 0 the logits, then one slot per hook asked for).
 class TransformerHandle {
  public:
-  // Config sizes cross as numbers: the core owns their rules (ConfigSize, then
-  // ValidateTransformerConfig). norm: 0 pre, 1 post, 2 none; positions: 0 learned, 1 sinusoidal,
-  // 2 none; act: 0 gelu, 1 relu (JS maps the option strings).
-  int init(double vocab_size, double max_len, double d_model, double n_layers, double n_heads,
-           double d_mlp, int norm, int positions, bool causal, int act, bool bias, double ln_eps) {
+  // `config`: createTransformer's config by its JS names (TransformerConfigSchema); its fields'
+  // numbers are checked as numbers here, the rest is ValidateTransformerConfig's, in Create.
+  int init(const emscripten::val& config) {
     TransformerConfig c;
-    int code = Report(ConfigSize(vocab_size, Arg::kVocabSize, false, &c.vocab_size));
-    if (code == 0) code = Report(ConfigSize(max_len, Arg::kMaxLen, false, &c.max_len));
-    if (code == 0) code = Report(ConfigSize(d_model, Arg::kDModel, false, &c.d_model));
-    if (code == 0) code = Report(ConfigSize(n_layers, Arg::kNLayers, false, &c.n_layers));
-    if (code == 0) code = Report(ConfigSize(n_heads, Arg::kNHeads, false, &c.n_heads));
-    if (code == 0 && d_mlp != 0 && !ConfigSize(d_mlp, Arg::kDMlp, false, &c.d_mlp).ok()) {
-      code = Report(ArgError(StatusCode::kInvalidArgument, Arg::kDMlp,
-                             "expected 0 (no MLP) or an integer in [1, " +
-                                 std::to_string(kMaxDim) + "], got number " + JsNumber(d_mlp)));
-    }
+    const int code = Report(ReadConfig(TransformerConfigSchema(), config, &c));
     if (code != 0) return code;
-    c.norm = static_cast<NormPlacement>(norm);
-    c.positions = static_cast<PositionKind>(positions);
-    c.causal = causal;
-    c.act = static_cast<Activation>(act);
-    c.bias = bias;
-    c.ln_eps = ln_eps;
-    // (Divisibility and the other rules are ValidateTransformerConfig's, in Create; ln_eps is
-    // checked here too only to show the number JS gave.)
-    if (!(ln_eps > 0) || !std::isfinite(ln_eps)) {
-      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kLnEps,
-                             "expected a finite number > 0, got number " + JsNumber(ln_eps)));
-    }
     return Report(Transformer::Create(c, &model_));
   }
 
@@ -552,7 +592,19 @@ class TransformerHandle {
   int setParameter(const std::string& name) {
     Transformer* target = staging_ != nullptr ? staging_.get() : model_.get();
     if (target == nullptr) return NotInitialized();
-    return Report(target->SetParameter(name, ReadTensor(call_)));
+    const uint32_t* t = call_ + kModelParameterSlot * kWordsPerTensor;
+    return Report(target->SetParameter(name, ReadTensor(t)));
+  }
+
+  // Protocol test (tests/js/protocol.test.js): the call block's tensors, as the handle reads
+  // them, described in the result block in slot order.
+  void echoCall() {
+    GrowResult(kModelCallTensors);
+    for (int i = 0; i < kModelCallTensors; ++i) {
+      const uint32_t* t = call_ + i * kWordsPerTensor;
+      const TensorView v = ReadTensor(t);
+      WriteTensor(result_.data() + i * kWordsPerTensor, v.data, v.shape, v.size, t[kTypeWord]);
+    }
   }
   int loadCommit(bool strict) {
     if (staging_ == nullptr) {
@@ -604,7 +656,7 @@ class TransformerHandle {
       if (end == hooks.size()) break;
       start = end + 1;
     }
-    const uint32_t* g = call_ + kWordsPerTensor;
+    const uint32_t* g = call_ + kGatesSlot * kWordsPerTensor;
     options_.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
     const int code = Report(model_->Forward(tokens, options_, &result_store_));
     if (code != 0) return code;
@@ -716,7 +768,7 @@ class TransformerHandle {
     o.temperature = temperature;
     o.top_p = top_p;
     o.keep_logits = keep_logits;
-    const uint32_t* g = call_ + kWordsPerTensor;
+    const uint32_t* g = call_ + kGatesSlot * kWordsPerTensor;
     o.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
     return 0;
   }
@@ -743,7 +795,7 @@ class TransformerHandle {
     if (code != 0) return code;
     BackwardOptions o;
     o.head_gate_grads = gate_grads;
-    const uint32_t* g = call_ + kWordsPerTensor;
+    const uint32_t* g = call_ + kGatesSlot * kWordsPerTensor;
     o.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
     BackwardResult r;
     code = Report(model_->Backward(tokens, targets, o, &r));
@@ -774,17 +826,13 @@ class TransformerHandle {
     return Report(model_->CheckBatch(tokens, targets));
   }
   // kind: 0 AdamW, 1 SGD (JS maps the names; any other number is the core's error).
-  int setOptimizer(int kind, double lr, double beta1, double beta2, double eps,
-                   double weight_decay, double clip_grad_norm) {
+  // `options`: setOptimizer's options by their JS names (OptimizerSchema), defaults filled in;
+  // fields of the other type are not read (SGD has no betas, eps or weight decay).
+  int setOptimizer(const emscripten::val& options) {
     if (model_ == nullptr) return NotInitialized();
     OptimizerConfig o;
-    o.kind = static_cast<OptimizerConfig::Kind>(kind);
-    o.lr = lr;
-    o.beta1 = beta1;
-    o.beta2 = beta2;
-    o.eps = eps;
-    o.weight_decay = weight_decay;
-    o.clip_grad_norm = clip_grad_norm;
+    const int code = Report(ReadConfig(OptimizerSchema(), options, &o));
+    if (code != 0) return code;
     return Report(model_->SetOptimizer(o));
   }
   // Tokens in slot 0, targets in slot 2 (slot 1 empty). The step's numbers: lastLoss,
@@ -824,7 +872,7 @@ class TransformerHandle {
  private:
   // Call slot 0 as int32 token ids (B, T); false if it holds something else.
   bool CallTokens(TokenView* out) const {
-    const uint32_t* t = call_;
+    const uint32_t* t = call_ + kTokensSlot * kWordsPerTensor;
     if (t[kTypeWord] != kInt32 || t[kRankWord] != 2) return false;
     *out = {reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(t[kAddressWord])),
             static_cast<int64_t>(t[kDimsWord]), static_cast<int64_t>(t[kDimsWord + 1])};
@@ -835,7 +883,7 @@ class TransformerHandle {
     if (!CallTokens(tokens)) {
       return Report(ArgError(StatusCode::kInvalidArgument, Arg::kTokens, "expected int32 (B, T)"));
     }
-    const uint32_t* t = call_ + 2 * kWordsPerTensor;
+    const uint32_t* t = call_ + kTargetsSlot * kWordsPerTensor;
     if (t[kTypeWord] != kInt32 || t[kRankWord] != 2 ||
         t[kDimsWord] != static_cast<uint32_t>(tokens->batch) ||
         t[kDimsWord + 1] != static_cast<uint32_t>(tokens->length)) {
@@ -870,8 +918,8 @@ class TransformerHandle {
   double last_loss_ = 0;
   std::vector<float> gate_grads_;
   AlignedBuffer arena_;
-  uint32_t call_[3 * kWordsPerTensor] = {};
-  std::vector<uint32_t> result_ = std::vector<uint32_t>(kWordsPerTensor);
+  uint32_t call_[kModelCallTensors * kWordsPerTensor] = {};
+  std::vector<uint32_t> result_ = std::vector<uint32_t>(kModelCallTensors * kWordsPerTensor);
   LastStatus status_;
 };
 
@@ -926,6 +974,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("setOptimizer", &TransformerHandle::setOptimizer)
       .function("trainStep", &TransformerHandle::trainStep)
       .function("checkBatch", &TransformerHandle::checkBatch)
+      .function("echoCall", &TransformerHandle::echoCall)
       .function("lastLoss", &TransformerHandle::lastLoss)
       .function("lastGradNorm", &TransformerHandle::lastGradNorm)
       .function("lastClipped", &TransformerHandle::lastClipped)
@@ -957,6 +1006,9 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("lastError", &Handle::lastError)
       .function("lastErrorCode", &Handle::lastErrorCode);
   emscripten::function("protocol", &headscope::protocol);
+  // The configs' schema (schema.h) as JSON: tools/gen-schema.mjs writes web/lib/schema.js from
+  // it, and tests/js/schema.test.js checks that file against it.
+  emscripten::function("schema", &headscope::SchemaJson);
   emscripten::function("heapInUse", &headscope::heapInUse);
   emscripten::function("kernelTarget", &headscope::kernelTarget);
   emscripten::function("simdBuild", &headscope::simdBuild);

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "headscope/reference.h"
+#include "headscope/schema.h"
 #include "nlohmann/json.hpp"
 
 namespace headscope {
@@ -411,24 +412,6 @@ Status GetBool(const Json& obj, const char* key, const std::string& path, bool* 
   return Status::Ok();
 }
 
-// Sizes: positive integers (an integral float such as 4.0 is accepted; 4.5 is not).
-Status GetSize(const Json& obj, const char* key, const std::string& path, bool nullable,
-               int64_t* out) {
-  auto it = obj.find(key);
-  const std::string where = MemberPath(path, key);
-  if (it == obj.end() || it->is_null()) {
-    if (nullable) return Status::Ok();
-    return ParseError(where, "required, expected a positive integer");
-  }
-  const double v = it->is_number() ? it->get<double>() : std::nan("");
-  if (!it->is_number() || !(v >= 1) || v > static_cast<double>(kMaxDim) || v != std::floor(v)) {
-    return ParseError(where, std::string("expected ") + (nullable ? "null or " : "") +
-                                 "an integer in [1, " + std::to_string(kMaxDim) + "], got " +
-                                 Describe(*it));
-  }
-  *out = static_cast<int64_t>(v);
-  return Status::Ok();
-}
 
 Status CheckKeys(const Json& obj, const std::string& path,
                  std::initializer_list<const char*> allowed) {
@@ -443,6 +426,22 @@ Status CheckKeys(const Json& obj, const std::string& path,
       // An empty path: the document's own keys, whose paths are the bare key.
       return ParseError(path.empty() ? KeyInPath(it.key()) : MemberPath(path, it.key()),
                         "unknown key (expected one of " + list + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+// A config section's keys: the schema's fields by their PyTorch names, and `extra` (the MHA
+// case's dropout); the first other key (in key order) is refused, naming it.
+Status CheckSchemaKeys(const Json& cfg, const ObjectSchema& schema, const char* extra = nullptr) {
+  std::string list;
+  for (size_t i = 0; i < schema.num_fields; ++i) list += (i ? ", " : "") + std::string(schema.fields[i].torch);
+  if (extra != nullptr) list += std::string(", ") + extra;
+  for (auto it = cfg.begin(); it != cfg.end(); ++it) {
+    bool known = extra != nullptr && it.key() == extra;
+    for (size_t i = 0; i < schema.num_fields && !known; ++i) known = it.key() == schema.fields[i].torch;
+    if (!known) {
+      return ParseError(MemberPath("config", it.key()), "unknown key (expected one of " + list + ")");
     }
   }
   return Status::Ok();
@@ -626,6 +625,62 @@ Status ParseJsonText(std::string_view text, uint64_t max_bytes, Json* out) {
   return Status::Ok();
 }
 
+// A case document's config section through the schema (schema.h): the schema's fields by their
+// PyTorch names (CheckKeys has refused any other), each of its type and in its range, in the
+// schema's order, then the divisibility rules, named by their JSON path; web/lib/case.js's
+// caseConfig reads the same table (web/lib/schema.js) and gives the same first problem. An
+// absent or null field keeps the struct's default (a required one is refused); a null nullable
+// size is 0 (null).
+Status ParseConfigSection(const ObjectSchema& schema, const Json& cfg, void* out) {
+  const auto integral = [](double v) { return v == std::floor(v); };
+  for (size_t i = 0; i < schema.num_fields; ++i) {
+    const FieldSpec& f = schema.fields[i];
+    const std::string where = MemberPath("config", f.torch);
+    auto it = cfg.find(f.torch);
+    if (it == cfg.end() || it->is_null()) {
+      if (f.default_json == nullptr) {
+        return ParseError(where, "required, expected " + Expectation(schema, f));
+      }
+      continue;
+    }
+    const Json& v = *it;
+    FieldValue value;
+    bool ok = false;
+    switch (f.type) {
+      case FieldType::kSize:
+      case FieldType::kNumber: {
+        const double x = v.is_number() ? v.get<double>() : std::nan("");
+        ok = v.is_number() && (f.type == FieldType::kNumber || integral(x)) &&
+             CheckFieldNumber(schema, f, x, "").ok();
+        value.v[0] = x;
+        break;
+      }
+      case FieldType::kBool:
+        ok = v.is_boolean();
+        value.v[0] = ok && v.get<bool>() ? 1 : 0;
+        break;
+      case FieldType::kChoice:
+        for (int c = 0; v.is_string() && f.choices[c] != nullptr; ++c) {
+          if (v.get_ref<const std::string&>() == f.choices[c]) {
+            ok = true;
+            value.v[0] = c;
+          }
+        }
+        break;
+      case FieldType::kPair:
+        ok = false;  // (no case file has a pair: the optimizer is not in the format)
+        break;
+    }
+    if (!ok) return ParseError(where, "expected " + Expectation(schema, f) + ", got " + Describe(v));
+    f.set(out, value);
+  }
+  // The rules (divisibility) are CheckFields', named in the document ("config.n_heads: ...").
+  if (Status s = CheckFields(schema, out); !s.ok()) {
+    return Status(StatusCode::kParseError, "config." + s.message());
+  }
+  return Status::Ok();
+}
+
 // "kind" (absent or null: "mha"), then "name".
 Status ParseKindAndName(const Json& doc, CaseKind* kind, std::string* name_out) {
   *kind = CaseKind::kMha;
@@ -670,23 +725,14 @@ Status ParseAttentionCase(const Json& doc, AttentionCase* out) {
 
   const Json* config = Member(doc, "config");
   if (config == nullptr || !config->is_object()) return ParseError("config", "expected an object");
-  HEADSCOPE_RETURN_IF_ERROR(CheckKeys(*config, "config",
-                                      {"embed_dim", "num_heads", "bias", "add_bias_kv",
-                                       "add_zero_attn", "kdim", "vdim", "batch_first", "dropout"}));
+  HEADSCOPE_RETURN_IF_ERROR(CheckSchemaKeys(*config, MhaConfigSchema(), "dropout"));
   if (const Json* dropout = Member(*config, "dropout")) {
     if (!dropout->is_number() || dropout->get<double>() != 0.0) {
       return ParseError("config.dropout", "headscope computes the forward pass without dropout; "
                                           "expected 0 or null, got " + Describe(*dropout));
     }
   }
-  HEADSCOPE_RETURN_IF_ERROR(GetSize(*config, "embed_dim", "config", false, &c.config.embed_dim));
-  HEADSCOPE_RETURN_IF_ERROR(GetSize(*config, "num_heads", "config", false, &c.config.num_heads));
-  HEADSCOPE_RETURN_IF_ERROR(GetSize(*config, "kdim", "config", true, &c.config.kdim));
-  HEADSCOPE_RETURN_IF_ERROR(GetSize(*config, "vdim", "config", true, &c.config.vdim));
-  HEADSCOPE_RETURN_IF_ERROR(GetBool(*config, "bias", "config", &c.config.bias));
-  HEADSCOPE_RETURN_IF_ERROR(GetBool(*config, "add_bias_kv", "config", &c.config.add_bias_kv));
-  HEADSCOPE_RETURN_IF_ERROR(GetBool(*config, "add_zero_attn", "config", &c.config.add_zero_attn));
-  HEADSCOPE_RETURN_IF_ERROR(GetBool(*config, "batch_first", "config", &c.config.batch_first));
+  HEADSCOPE_RETURN_IF_ERROR(ParseConfigSection(MhaConfigSchema(), *config, &c.config));
   if (Status s = ValidateConfig(c.config); !s.ok()) {
     return Status(StatusCode::kParseError, "config." + s.message());
   }
@@ -736,79 +782,12 @@ Status ParseAttentionCase(const Json& doc, AttentionCase* out) {
 // "kind": "transformer". The checks and messages of web/lib/case.js's parseTransformerCase, in
 // its order, so that both parsers report the same first problem.
 
-// A config size: an integer in [min, max] (an integral float such as 4.0 is accepted);
-// `required` sizes have no default.
-Status GetConfigSize(const Json& cfg, const char* key, int64_t min, int64_t max, bool required,
-                     int64_t* out) {
-  auto it = cfg.find(key);
-  const std::string where = MemberPath("config", key);
-  const std::string range = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
-  if (it == cfg.end() || it->is_null()) {
-    return required ? ParseError(where, "required, expected " + range) : Status::Ok();
-  }
-  const double v = it->is_number() ? it->get<double>() : std::nan("");
-  if (!it->is_number() || !(v >= static_cast<double>(min)) || v > static_cast<double>(max) ||
-      v != std::floor(v)) {
-    return ParseError(where, "expected " + range + ", got " + Describe(*it));
-  }
-  *out = static_cast<int64_t>(v);
-  return Status::Ok();
-}
 
-// One of `choices` (the enum values in the same order); absent or null keeps the default.
-template <typename Enum>
-Status GetConfigChoice(const Json& cfg, const char* key,
-                       std::initializer_list<std::pair<const char*, Enum>> choices, Enum* out) {
-  auto it = cfg.find(key);
-  if (it == cfg.end() || it->is_null()) return Status::Ok();
-  std::string list;
-  for (const auto& [name, value] : choices) {
-    if (it->is_string() && it->get_ref<const std::string&>() == name) {
-      *out = value;
-      return Status::Ok();
-    }
-    list += (list.empty() ? "\"" : ", \"") + std::string(name) + "\"";
-  }
-  return ParseError(MemberPath("config", key), "expected one of " + list + ", got " + Describe(*it));
-}
 
 Status ParseTransformerConfig(const Json& cfg, TransformerConfig* c) {
-  HEADSCOPE_RETURN_IF_ERROR(CheckKeys(cfg, "config",
-                                      {"vocab_size", "max_len", "d_model", "n_layers", "n_heads",
-                                       "d_mlp", "norm", "positions", "causal", "act", "bias",
-                                       "ln_eps"}));
-  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "vocab_size", 1, kMaxDim, true, &c->vocab_size));
-  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "max_len", 1, kMaxDim, true, &c->max_len));
-  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "d_model", 1, kMaxDim, true, &c->d_model));
-  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "n_layers", 1, 256, false, &c->n_layers));
-  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "n_heads", 1, kMaxDim, false, &c->n_heads));
-  HEADSCOPE_RETURN_IF_ERROR(GetConfigSize(cfg, "d_mlp", 0, kMaxDim, false, &c->d_mlp));
-  HEADSCOPE_RETURN_IF_ERROR(GetConfigChoice(
-      cfg, "norm",
-      {{"pre", NormPlacement::kPre}, {"post", NormPlacement::kPost}, {"none", NormPlacement::kNone}},
-      &c->norm));
-  HEADSCOPE_RETURN_IF_ERROR(GetConfigChoice(cfg, "positions",
-                                            {{"learned", PositionKind::kLearned},
-                                             {"sinusoidal", PositionKind::kSinusoidal},
-                                             {"none", PositionKind::kNone}},
-                                            &c->positions));
-  HEADSCOPE_RETURN_IF_ERROR(GetBool(cfg, "causal", "config", &c->causal));
-  HEADSCOPE_RETURN_IF_ERROR(GetConfigChoice(
-      cfg, "act", {{"gelu", Activation::kGelu}, {"relu", Activation::kRelu}}, &c->act));
-  HEADSCOPE_RETURN_IF_ERROR(GetBool(cfg, "bias", "config", &c->bias));
-  if (const Json* eps = Member(cfg, "ln_eps")) {
-    const double v = eps->is_number() ? eps->get<double>() : 0;
-    if (!eps->is_number() || !(v > 0) || !std::isfinite(v)) {
-      return ParseError("config.ln_eps", "expected a finite number > 0, got " + Describe(*eps));
-    }
-    c->ln_eps = v;
-  }
-  if (c->d_model % c->n_heads != 0) {
-    return ParseError("config.n_heads", "d_model (" + std::to_string(c->d_model) +
-                                            ") must be divisible by n_heads (" +
-                                            std::to_string(c->n_heads) + ")");
-  }
-  // Whatever else the model requires (nothing today), named in the config.
+  HEADSCOPE_RETURN_IF_ERROR(CheckSchemaKeys(cfg, TransformerConfigSchema()));
+  HEADSCOPE_RETURN_IF_ERROR(ParseConfigSection(TransformerConfigSchema(), cfg, c));
+  // Whatever else the model requires (its weights must fit the build), named in the config.
   if (Status s = ValidateTransformerConfig(*c); !s.ok()) {
     return Status(StatusCode::kParseError, "config." + s.message());
   }

@@ -36,7 +36,7 @@ struct MhaConfig {
 inline constexpr int64_t kMaxDim = int64_t{1} << 24;
 
 // Checks what PyTorch's constructor checks, plus sizes: positive, within kMaxDim, embed_dim
-// divisible by num_heads.
+// divisible by num_heads: the schema's rules (schema.h MhaConfigSchema; defined in schema.cc).
 Status ValidateConfig(const MhaConfig& config);
 
 struct ForwardOptions {

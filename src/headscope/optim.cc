@@ -2,6 +2,8 @@
 // calls, where torch's kernels fuse (see optim.h).
 #include "headscope/optim.h"
 
+#include "headscope/schema.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -212,39 +214,14 @@ bool SgdPass(float neg_lr, const std::vector<OptimizerParam>& params, bool clip,
 }  // namespace
 
 Status ValidateOptimizerConfig(const OptimizerConfig& c) {
-  if (c.kind != OptimizerConfig::kAdamW && c.kind != OptimizerConfig::kSgd) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kOptimizer,
-                    "expected AdamW or SGD, got kind " + std::to_string(static_cast<int>(c.kind)));
-  }
-  if (!(c.lr >= 0) || !std::isfinite(c.lr)) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kLr,
-                    "expected a finite number >= 0, got " + Num(c.lr));
-  }
-  const double betas[2] = {c.beta1, c.beta2};
-  for (int i = 0; i < 2; ++i) {
-    if (!(betas[i] >= 0 && betas[i] < 1)) {
-      return ArgError(StatusCode::kInvalidArgument, Arg::kBetas,
-                      "expected " + std::string(ArgName(Arg::kBetas)) + "[" + std::to_string(i) +
-                          "] in [0, 1), got " + Num(betas[i]));
-    }
-  }
-  if (!(c.eps > 0) || !std::isfinite(c.eps)) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kEps,
-                    "expected a finite number > 0, got " + Num(c.eps));
-  }
+  // The schema's field checks (schema.cc): the kind, lr, betas, eps, weight_decay and
+  // clip_grad_norm in their ranges (every field, whatever the kind: SGD's unused ones keep
+  // valid defaults); then eps as a float32, which the table does not say.
+  HEADSCOPE_RETURN_IF_ERROR(CheckFields(OptimizerSchema(), &c));
   if (!(static_cast<float>(c.eps) > 0)) {
     return ArgError(StatusCode::kInvalidArgument, Arg::kEps,
                     Num(c.eps) + " is 0 in float32 (the smallest positive float32 is " +
                         Num(std::numeric_limits<float>::denorm_min()) + ")");
-  }
-  if (!(c.weight_decay >= 0) || !std::isfinite(c.weight_decay)) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kWeightDecay,
-                    "expected a finite number >= 0, got " + Num(c.weight_decay));
-  }
-  if (!(c.clip_grad_norm >= 0) || !std::isfinite(c.clip_grad_norm)) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kClipGradNorm,
-                    "expected a finite number > 0 (or 0: no clipping), got " +
-                        Num(c.clip_grad_norm));
   }
   return Status::Ok();
 }

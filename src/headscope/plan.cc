@@ -115,34 +115,6 @@ bool AddBytes(size_t* total, uint64_t floats, size_t limit) {
   return true;
 }
 
-Status ValidateConfig(const MhaConfig& c) {
-  auto in_range = [](int64_t v) { return v >= 1 && v <= kMaxDim; };
-  if (!in_range(c.embed_dim)) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kEmbedDim,
-                    "expected an integer in [1, " + Str(kMaxDim) + "], got " + Str(c.embed_dim));
-  }
-  if (!in_range(c.num_heads)) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kNumHeads,
-                    "expected an integer in [1, " + Str(kMaxDim) + "], got " + Str(c.num_heads));
-  }
-  if (c.embed_dim % c.num_heads != 0) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kNumHeads,
-                    std::string(ArgName(Arg::kEmbedDim)) + " (" + Str(c.embed_dim) +
-                        ") must be divisible by " + ArgName(Arg::kNumHeads) + " (" +
-                        Str(c.num_heads) + ")");
-  }
-  if (c.kdim != 0 && !in_range(c.kdim)) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kKdim,
-                    std::string("expected null (= ") + ArgName(Arg::kEmbedDim) +
-                        ") or an integer in [1, " + Str(kMaxDim) + "], got " + Str(c.kdim));
-  }
-  if (c.vdim != 0 && !in_range(c.vdim)) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kVdim,
-                    std::string("expected null (= ") + ArgName(Arg::kEmbedDim) +
-                        ") or an integer in [1, " + Str(kMaxDim) + "], got " + Str(c.vdim));
-  }
-  return Status::Ok();
-}
 
 Status PlanCall(const MhaConfig& c, const TensorView& query, const TensorView& key,
                 const TensorView& value, const ForwardOptions& opt, CallPlan* plan) {

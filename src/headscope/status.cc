@@ -62,7 +62,7 @@ constexpr ArgNames kArgNames[] = {
     {"top_k", "options.topK", "options.topK"},
     {"top_p", "options.topP", "options.topP"},
     {"seed", "options.seed", "options.seed"},
-    {"optimizer", "options.type", "options.type"},
+    {"type", "options.type", "options.type"},
     {"lr", "options.lr", "options.lr"},
     {"betas", "options.betas", "options.betas"},
     {"eps", "options.eps", "options.eps"},
@@ -70,8 +70,13 @@ constexpr ArgNames kArgNames[] = {
     {"max_norm", "options.clipGradNorm", "options.clipGradNorm"},
     {"grads", "grads", "grads"},
     {"config", "config", "config"},
+    {"norm", "norm", "config.norm"},
+    {"positions", "positions", "config.positions"},
+    {"causal", "causal", "config.causal"},
+    {"act", "act", "config.act"},
+    {"bias", "bias", "config.bias"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kConfig) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kBias) + 1);
 
 }  // namespace
 

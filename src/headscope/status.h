@@ -21,6 +21,7 @@ enum class StatusCode {
   kIoError,            // a file could not be read
   kCancelled,          // the caller cancelled the request, or changed what it ran on (the
                        // model's weights during a generation) before it finished
+  kLast = kCancelled,  // (the last code: the schema lists them all for JS)
 };
 
 // Stable upper-case name of a code ("SHAPE_MISMATCH"); the JS wrapper uses it as error.code.
@@ -43,6 +44,7 @@ enum class Arg {
   kOptimizer, kLr, kBetas, kEps, kWeightDecay, kClipGradNorm,  // its optimizer's options
   kGrads,  // the gradients an optimizer step applies
   kConfig,  // a whole config (its weights' size)
+  kNorm, kPositions, kCausal, kAct, kBias,  // the rest of the Transformer's config
 };
 enum class Naming { kTorch, kJs };
 void SetNaming(Naming naming);

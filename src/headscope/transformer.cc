@@ -1,5 +1,7 @@
 #include "headscope/transformer.h"
 
+#include "headscope/schema.h"
+
 #include <cmath>
 #include <algorithm>
 #include <cstring>
@@ -215,33 +217,9 @@ void FillInitial(uint64_t seed, std::string_view name, const InitRule& rule, flo
 }  // namespace
 
 Status ValidateTransformerConfig(const TransformerConfig& c) {
-  const auto size = [](int64_t v, Arg arg, bool zero_ok) -> Status {
-    if ((zero_ok ? v < 0 : v < 1) || v > kMaxDim) {
-      return ArgError(StatusCode::kInvalidArgument, arg,
-                      std::string("expected an integer in [") + (zero_ok ? "0" : "1") + ", " +
-                          Str(kMaxDim) + "], got " + Str(v));
-    }
-    return Status::Ok();
-  };
-  HEADSCOPE_RETURN_IF_ERROR(size(c.vocab_size, Arg::kVocabSize, false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.max_len, Arg::kMaxLen, false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.d_model, Arg::kDModel, false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.n_layers, Arg::kNLayers, false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.n_heads, Arg::kNHeads, false));
-  HEADSCOPE_RETURN_IF_ERROR(size(c.d_mlp, Arg::kDMlp, true));
-  if (c.n_layers > 256) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kNLayers,
-                    "expected at most 256 layers, got " + Str(c.n_layers));
-  }
-  if (c.d_model % c.n_heads != 0) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kNHeads,
-                    std::string(ArgName(Arg::kDModel)) + " (" + Str(c.d_model) +
-                        ") must be divisible by " + ArgName(Arg::kNHeads) + " (" +
-                        Str(c.n_heads) + ")");
-  }
-  if (!(c.ln_eps > 0) || !std::isfinite(c.ln_eps)) {
-    return ArgError(StatusCode::kInvalidArgument, Arg::kLnEps, "expected a finite number > 0");
-  }
+  // The schema's field checks and rule (schema.cc): sizes in range (n_layers at most 256, d_mlp 0
+  // for no MLP), the choices, ln_eps finite and > 0, d_model divisible by n_heads.
+  HEADSCOPE_RETURN_IF_ERROR(CheckFields(TransformerConfigSchema(), &c));
   // Every size is within kMaxDim, but their products need not fit the build's address space
   // (size_t is 32 bits in WebAssembly: 2^24 x 2^24 embeddings would wrap to 0 floats). The weights,
   // counted in 64 bits, must fit half of it (the Linear weights have packed copies too).

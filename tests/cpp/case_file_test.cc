@@ -155,7 +155,7 @@ TEST(ParseCaseErrors, NumHeadsAndKdimVdim) {
   doc = Seed();
   doc["config"]["kdim"] = -1;
   s = ExpectParseError(doc, "config.kdim");
-  EXPECT_MSG_HAS(s, "expected null or an integer");
+  EXPECT_MSG_HAS(s, "expected null (= embed_dim) or an integer");
   EXPECT_MSG_HAS(s, "got number -1");
 
   doc = Seed();
@@ -1044,7 +1044,7 @@ TEST(TransformerCase, MalformedDocumentsNameTheirPath) {
   ExpectTransformerError(d, "config.positions: expected one of \"learned\", \"sinusoidal\", \"none\"");
   d = good;
   d["config"]["d_mlp"] = -1;
-  ExpectTransformerError(d, "config.d_mlp: expected an integer in [0, 16777216], got number -1");
+  ExpectTransformerError(d, "config.d_mlp: expected 0 (no MLP) or an integer in [1, 16777216], got number -1");
   d = good;
   d["inputs"]["tokens"][1][3] = 7;
   ExpectTransformerError(d, "inputs.tokens[1][3]: expected a token id in [0, 6] (config.vocab_size 7), got 7");

@@ -261,7 +261,7 @@ TEST(OptimOptions, BadOptionsAreRefusedNamingThem) {
   const double inf = HUGE_VAL;
   const std::vector<BadOption> bad = {
       {"kind", [](OptimizerConfig* c) { c->kind = static_cast<OptimizerConfig::Kind>(7); },
-       Arg::kOptimizer, "optimizer: expected AdamW or SGD, got kind 7", "options.type: expected"},
+       Arg::kOptimizer, "type: expected one of \"adamw\", \"sgd\", got index 7", "options.type: expected"},
       {"lr nan", [&](OptimizerConfig* c) { c->lr = nan; }, Arg::kLr,
        "lr: expected a finite number >= 0, got nan", "options.lr: expected a finite number"},
       {"lr inf", [&](OptimizerConfig* c) { c->lr = inf; }, Arg::kLr, "got inf", "options.lr:"},

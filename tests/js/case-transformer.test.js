@@ -171,7 +171,7 @@ const MALFORMED = [
   ['an unknown top-level key', (d) => { d.weights = {}; }, 'PARSE_ERROR', 'weights: unknown key'],
   ['vocab_size 0', (d) => { d.config.vocab_size = 0; }, 'PARSE_ERROR', 'config.vocab_size: expected an integer in [1, 16777216], got number 0'],
   ['n_layers 300', (d) => { d.config.n_layers = 300; }, 'PARSE_ERROR', 'config.n_layers: expected an integer in [1, 256], got number 300'],
-  ['d_mlp 1.5', (d) => { d.config.d_mlp = 1.5; }, 'PARSE_ERROR', 'config.d_mlp: expected an integer in [0, 16777216], got number 1.5'],
+  ['d_mlp 1.5', (d) => { d.config.d_mlp = 1.5; }, 'PARSE_ERROR', 'config.d_mlp: expected 0 (no MLP) or an integer in [1, 16777216], got number 1.5'],
   ['norm Pre', (d) => { d.config.norm = 'Pre'; }, 'PARSE_ERROR', 'config.norm: expected one of "pre", "post", "none", got string "Pre"'],
   ['positions rotary', (d) => { d.config.positions = 'rotary'; }, 'PARSE_ERROR', 'config.positions: expected one of "learned", "sinusoidal", "none"'],
   ['act tanh', (d) => { d.config.act = 'tanh'; }, 'PARSE_ERROR', 'config.act: expected one of "gelu", "relu"'],

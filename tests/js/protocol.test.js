@@ -152,3 +152,39 @@ test('errors arrive as one status (code and message) and name the JS argument', 
     { code: 'UNKNOWN_PARAMETER', argument: 'stateDict' });
   mha.dispose();
 });
+
+// The Transformer speaks the same protocol by name (issue 29, item 2): its call slots (tokens,
+// headGates, targets) round-trip through TransformerHandle::echoCall as MultiheadAttention's do,
+// written by the one writer both classes share.
+test('the Transformer\'s named call slots reach C++ as JS wrote them (int32 ids, float gates)', () => {
+  const T = hs._protocol.transformer;
+  assert.deepEqual(Object.keys(T.slot), ['tokens', 'headGates', 'targets']);
+  assert.equal(T.parameterSlot, T.slot.tokens);
+  const model = hs.createTransformer({ vocabSize: 11, maxLen: 8, dModel: 8, nLayers: 2, nHeads: 2 });
+  const tensors = {
+    tokens: { data: Int32Array.from([1, 2, 3, 4, 5, 6]), shape: [2, 3], count: 6, type: 'int32' },
+    headGates: { data: Float32Array.from([1, 0.5, NaN, -0]), shape: [2, 2], count: 4, type: 'float' },
+    targets: { data: Int32Array.from([2, 3, -100, 5, 6, 7]), shape: [2, 3], count: 6, type: 'int32' },
+  };
+  const names = Object.keys(T.slot);
+  for (let empty = -1; empty < names.length; empty++) {
+    const given = Object.fromEntries(names.filter((_, i) => i !== empty).map((n) => [n, tensors[n]]));
+    model._write(given);
+    model._state.handle.echoCall();
+    const echoed = model._readResults(names.length);
+    names.forEach((name, i) => {
+      if (i === empty) {
+        assert.equal(echoed[i], null, `${name} should be empty`);
+        return;
+      }
+      const t = tensors[name];
+      assert.deepEqual(echoed[i].shape, t.shape, `${name} shape`);
+      assert.equal(echoed[i].data.constructor, t.type === 'int32' ? Int32Array : Float32Array, `${name} type`);
+      assert.deepEqual(Array.from(echoed[i].data), Array.from(t.data), `${name} data`);
+    });
+  }
+  // The results are named too: forward's logits then the hooks asked for, in order.
+  const out = model.forward([[1, 2, 3]], { hooks: ['blocks.1.attn.hook_z', 'hook_embed'] });
+  assert.deepEqual(Object.keys(out.hooks), ['blocks.1.attn.hook_z', 'hook_embed']);
+  model.dispose();
+});

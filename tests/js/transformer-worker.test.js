@@ -197,7 +197,10 @@ test('methods on a wrong this: INVALID_ARGUMENT in the calling thread\'s words',
         assert.deepEqual(errorFields(viaWorker.error), errorFields(inThread.error), `${name} on ${self}`);
       }
     }
-    const disposedGetter = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(m), 'disposed').get;
+    // (The getter is RemoteTransformer's; the object's class is its engine's subclass of it.)
+    let proto = Object.getPrototypeOf(m);
+    while (!Object.hasOwn(proto, 'disposed')) proto = Object.getPrototypeOf(proto);
+    const disposedGetter = Object.getOwnPropertyDescriptor(proto, 'disposed').get;
     await rejectsWith(() => disposedGetter.call({}), 'INVALID_ARGUMENT', 'Transformer.disposed');
     const { createTransformer } = remote;
     await rejectsWith(() => createTransformer(CONFIG), 'INVALID_ARGUMENT', 'Headscope.createTransformer: called on undefined');

@@ -344,7 +344,7 @@ describe('initWorker', () => {
     // A stand-in worker: ready, then exits on the first request.
     const dying = new Worker(`
       const { parentPort } = require('node:worker_threads');
-      parentPort.postMessage({ type: 'ready', kernelTarget: 'FAKE' });
+      parentPort.postMessage({ type: 'ready', kernelTarget: 'FAKE', methods: { runCase: ['caseDocument'] } });
       parentPort.on('message', () => process.exit(3));`, { eval: true });
     const w = await initWorker(dying);
     assert.equal(w.kernelTarget, 'FAKE');
@@ -359,7 +359,7 @@ describe('initWorker', () => {
     // one that throws
     const throwing = new Worker(`
       const { parentPort } = require('node:worker_threads');
-      parentPort.postMessage({ type: 'ready', kernelTarget: 'FAKE' });
+      parentPort.postMessage({ type: 'ready', kernelTarget: 'FAKE', methods: { memory: [] } });
       parentPort.on('message', () => { throw new Error('boom'); });`, { eval: true });
     const t = await initWorker(throwing);
     const e = await rejectsWith(t.memory(), 'INTERNAL');

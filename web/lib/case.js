@@ -5,13 +5,9 @@
 // PARSE_ERROR and name the JSON path ("inputs.query[1][2]: expected a number ...").
 import { HeadscopeError } from './errors.js';
 import { callDims, weightsShape } from './shapes.js';
-import { MAX_DIM, describe, quoteInput, toFloatTensor, toMask, toTokens, typedArrayName } from './tensor.js';
+import { MHA_SCHEMA, TRANSFORMER_SCHEMA, accepts, expectation, field } from './config.js';
+import { describe, quoteInput, toFloatTensor, toMask, toTokens, typedArrayName } from './tensor.js';
 
-const CONFIG_KEYS = {
-  embed_dim: 'embedDim', num_heads: 'numHeads', bias: 'bias', add_bias_kv: 'addBiasKV',
-  add_zero_attn: 'addZeroAttn', kdim: 'kdim', vdim: 'vdim', batch_first: 'batchFirst',
-  dropout: null,
-};
 const INPUT_KEYS = ['query', 'key', 'value', 'key_padding_mask', 'attn_mask', 'need_weights',
   'average_attn_weights', 'is_causal'];
 const FLAGS = { need_weights: 'needWeights', average_attn_weights: 'averageAttnWeights',
@@ -23,20 +19,6 @@ const CASE_KINDS = ['mha', 'transformer'];
 // JSON value, ignored): where a writer keeps provenance or notes.
 const DOCUMENT_KEYS = ['config', 'expected', 'inputs', 'kind', 'meta', 'name', 'state_dict'];
 
-// "kind": "transformer": config keys (snake_case in the document) and createTransformer's names,
-// with the reference module's defaults (undefined: required), in the order they are checked (the
-// native parser's, src/headscope/case_file.cc). Sizes are integers in [min, max].
-const TRANSFORMER_CONFIG = [
-  ['vocab_size', 'vocabSize', { size: 1 }], ['max_len', 'maxLen', { size: 1 }],
-  ['d_model', 'dModel', { size: 1 }], ['n_layers', 'nLayers', { size: 1, max: 256, value: 1 }],
-  ['n_heads', 'nHeads', { size: 1, value: 1 }], ['d_mlp', 'dMlp', { size: 0, value: 0 }],
-  ['norm', 'norm', { choices: ['pre', 'post', 'none'], value: 'pre' }],
-  ['positions', 'positions', { choices: ['learned', 'sinusoidal', 'none'], value: 'learned' }],
-  ['causal', 'causal', { bool: true, value: true }],
-  ['act', 'act', { choices: ['gelu', 'relu'], value: 'gelu' }],
-  ['bias', 'bias', { bool: true, value: true }],
-  ['ln_eps', 'lnEps', { positive: true, value: 1e-5 }],
-];
 const TRANSFORMER_INPUT_KEYS = ['tokens', 'targets', 'head_gates'];
 const TRANSFORMER_EXPECTED_KEYS = ['logits', 'loss', 'hooks'];
 /** The target that is not counted in the loss (F.cross_entropy's ignore_index). */
@@ -555,41 +537,14 @@ export function parseCase(caseDocument, { maxInputBytes = MAX_CASE_BYTES } = {})
 // The "mha" kind: the arguments of createMultiheadAttention, loadStateDict and forward.
 function parseMhaCase(doc) {
   const cfg = object(doc.config, 'config');
-  checkKeys(cfg, Object.keys(CONFIG_KEYS), 'config');
+  // The schema's fields (config.js) and `dropout`, which the forward pass does not use.
+  checkKeys(cfg, [...MHA_SCHEMA.fields.map((f) => f.torch), 'dropout'], 'config');
   if (cfg.dropout !== undefined && cfg.dropout !== null && cfg.dropout !== 0) {
     throw parseError('config.dropout', 'headscope computes the forward pass without dropout; ' +
       `expected 0 or null, got ${describe(cfg.dropout)}`);
   }
-  // In the native parser's order: the sizes, then the flags.
-  const config = {};
-  for (const torchName of ['embed_dim', 'num_heads', 'kdim', 'vdim']) {
-    const v = cfg[torchName];
-    const required = torchName === 'embed_dim' || torchName === 'num_heads';
-    if (v === undefined || v === null) {
-      if (required) throw parseError(`config.${torchName}`, 'required');
-      continue;
-    }
-    if (!(Number.isInteger(v) && v >= 1)) {
-      throw parseError(`config.${torchName}`, `expected a positive integer, got ${describe(v)}`);
-    }
-    if (v > MAX_DIM) {
-      throw parseError(`config.${torchName}`, `expected a positive integer of at most ${MAX_DIM}, ` +
-        `got ${describe(v)}`);
-    }
-    config[CONFIG_KEYS[torchName]] = v;
-  }
-  for (const torchName of ['bias', 'add_bias_kv', 'add_zero_attn', 'batch_first']) {
-    const v = cfg[torchName];
-    if (v === undefined || v === null) continue;
-    if (typeof v !== 'boolean') {
-      throw parseError(`config.${torchName}`, `expected true or false, got ${describe(v)}`);
-    }
-    config[CONFIG_KEYS[torchName]] = v;
-  }
-  if (config.embedDim % config.numHeads !== 0) {
-    throw parseError('config.num_heads', `embed_dim (${config.embedDim}) must be divisible by ` +
-      `num_heads (${config.numHeads})`);
-  }
+  // Only the fields given: createMultiheadAttention fills the others (kdim, vdim: embed_dim).
+  const config = caseConfig(MHA_SCHEMA, cfg, false);
 
   const sd = object(doc.state_dict, 'state_dict');
   const stateDict = new Map();
@@ -636,38 +591,37 @@ function elementPath(path, shape, i) {
   return shape.length === 1 ? `${path}[${i}]` : `${path}[${Math.floor(i / shape[1])}][${i % shape[1]}]`;
 }
 
-function transformerConfig(cfg) {
-  checkKeys(cfg, TRANSFORMER_CONFIG.map(([key]) => key), 'config');
+/**
+ * A case document's config section through the schema (config.js): the schema's fields by their
+ * PyTorch names, each of its type and in its range, then the divisibility rules, the first
+ * problem named by its path (`config.n_heads: d_model (8) must be divisible by n_heads (3)`) in
+ * the schema's order, which the native parser follows too. `fill`: an absent or null field takes
+ * its default (a required one is refused); else it is left out.
+ */
+function caseConfig(schema, cfg, fill) {
   const config = {};
-  for (const [key, jsName, rule] of TRANSFORMER_CONFIG) {
-    const path = `config.${key}`;
-    const v = cfg[key];
+  for (const f of schema.fields) {
+    const path = `config.${f.torch}`;
+    const v = cfg[f.torch];
     if (v === undefined || v === null) {
-      if (rule.value === undefined) throw parseError(path, `required, expected an integer in [1, ${MAX_DIM}]`);
-      config[jsName] = rule.value;
+      if (f.default === 'required') throw parseError(path, `required, expected ${expectation(schema, f)}`);
+      if (fill) config[f.js] = f.default.value;
       continue;
     }
-    if (rule.size !== undefined) {
-      const max = rule.max ?? MAX_DIM;
-      if (!(Number.isInteger(v) && v >= rule.size && v <= max)) {
-        throw parseError(path, `expected an integer in [${rule.size}, ${max}], got ${describe(v)}`);
-      }
-    } else if (rule.choices !== undefined) {
-      if (!rule.choices.includes(v)) {
-        throw parseError(path, `expected one of ${rule.choices.map((c) => `"${c}"`).join(', ')}, got ${describe(v)}`);
-      }
-    } else if (rule.bool) {
-      if (typeof v !== 'boolean') throw parseError(path, `expected true or false, got ${describe(v)}`);
-    } else if (!(typeof v === 'number' && v > 0 && Number.isFinite(v))) {
-      throw parseError(path, `expected a finite number > 0, got ${describe(v)}`);
-    }
-    config[jsName] = v;
+    if (!accepts(f, v)) throw parseError(path, `expected ${expectation(schema, f)}, got ${describe(v)}`);
+    config[f.js] = v;
   }
-  if (config.dModel % config.nHeads !== 0) {
-    throw parseError('config.n_heads', `d_model (${config.dModel}) must be divisible by n_heads ` +
-      `(${config.nHeads})`);
+  for (const [a, b] of schema.divisible) {
+    const x = config[field(schema, a).js];
+    const y = config[field(schema, b).js];
+    if (x % y !== 0) throw parseError(`config.${b}`, `${a} (${x}) must be divisible by ${b} (${y})`);
   }
   return config;
+}
+
+function transformerConfig(cfg) {
+  checkKeys(cfg, TRANSFORMER_SCHEMA.fields.map((f) => f.torch), 'config');
+  return caseConfig(TRANSFORMER_SCHEMA, cfg, true);
 }
 
 function transformerInputs(inputs, config) {

@@ -11,6 +11,15 @@
 //   DISPOSED            the object was disposed, or its engine closed
 //   LOAD_ERROR          init() could not load or compile the WebAssembly module
 //   INTERNAL            a bug in headscope, or a heap too full to report an error properly
+import { SCHEMA } from './schema.js';
+
+/**
+ * Every code a HeadscopeError has: the engine's Status codes (src/headscope/status.h, through
+ * the schema), then the JavaScript side's own. index.d.ts's HeadscopeErrorCode and docs/errors.md's
+ * table list the same (tests/js/schema.test.js checks both).
+ */
+export const ERROR_CODES = Object.freeze([...SCHEMA.errorCodes, 'DISPOSED', 'LOAD_ERROR', 'INTERNAL']);
+
 // The longest message an error carries. Every piece of a caller's input a message quotes is cut
 // to a few dozen characters where it is quoted (quoteInput); this is the backstop for lists that
 // grow with a model (its keys, its hooks), so no message is ever megabytes long.

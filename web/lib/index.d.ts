@@ -558,6 +558,7 @@ export interface RemoteTransformer {
   backward(...args: Parameters<Transformer['backward']>): Promise<BackwardResult>;
   setOptimizer(options: OptimizerOptions): Promise<void>;
   trainStep(...args: Parameters<Transformer['trainStep']>): Promise<TrainStepResult>;
+  checkBatch(...args: Parameters<Transformer['checkBatch']>): Promise<void>;
   /** Many steps in the worker, in chunks, with progress events; resolves at once to the run. */
   train(spec: TrainSpec, options?: { onProgress?: (event: TrainProgress) => void }): Promise<TrainingRun>;
   /** Never rejects. */

@@ -19,6 +19,7 @@ import {
   MAX_DIM, Tensor, checkIntact, checkSimdOption, checkTimeoutMs, describe, describeThrown, quoteInput, readArgument,
   toFloatTensor, toMask, toTokens, typedArrayLength, typedArrayName, typedArraySet,
 } from './tensor.js';
+import { MHA_SCHEMA, OPTIMIZER_SCHEMA, TRANSFORMER_SCHEMA, readConfig } from './config.js';
 import {
   checkTransformerCase, parseCase, compareWithExpected, readCaseResult, transformerCaseHooks,
   transformerCaseResult,
@@ -418,6 +419,12 @@ const CALL_SLOTS = ['query', 'key', 'value', 'keyPaddingMask', 'attnMask', 'head
 const FLAG_NAMES = ['needWeights', 'averageWeights', 'isCausal', 'headStats'];
 const FORWARD_RESULTS = ['output', 'weights'];
 const HEAD_STATS_RESULTS = ['entropy', 'distance', 'maxWeight'];
+// The Transformer's: its call slots (by name, as MultiheadAttention's) and its results.
+const MODEL_CALL_SLOTS = ['tokens', 'headGates', 'targets'];
+const MODEL_RESULTS = {
+  forwardResults: ['logits', '*hooks'], generateResults: ['tokens', 'logits'],
+  backwardResults: ['*grads', 'headGates'], parameterResults: ['parameter'],
+};
 
 /** The module's protocol, with the numbers the per-call path uses precomputed. */
 export function readProtocol(core) {
@@ -431,7 +438,9 @@ export function readProtocol(core) {
   const known = p.version === 1 && same(p.callSlots, CALL_SLOTS) && same(p.forwardResults, FORWARD_RESULTS) &&
     same(p.headStatsResults, HEAD_STATS_RESULTS) &&
     FLAG_NAMES.every((f) => Number.isInteger(p.flags?.[f])) && Array.isArray(p.traceResults) &&
-    CALL_SLOTS.includes(p.parameterSlot) && p.maxRank === 4 && Number.isInteger(p.types?.int32);
+    CALL_SLOTS.includes(p.parameterSlot) && p.maxRank === 4 && Number.isInteger(p.types?.int32) &&
+    same(p.transformer?.callSlots, MODEL_CALL_SLOTS) && MODEL_CALL_SLOTS.includes(p.transformer.parameterSlot) &&
+    Object.entries(MODEL_RESULTS).every(([k, v]) => same(p.transformer[k], v));
   if (!known) {
     throw new HeadscopeError('LOAD_ERROR', 'init: the WebAssembly module speaks another call protocol ' +
       `than this index.js (${core.protocol()}); rebuild it with \`npm run build\``);
@@ -448,6 +457,12 @@ export function readProtocol(core) {
     flags: Object.freeze({ ...p.flags }),
     traceResults: Object.freeze([...p.traceResults]),
     headStatsResults: Object.freeze([...p.headStatsResults]),
+    transformer: Object.freeze({
+      slot: Object.freeze(Object.fromEntries(p.transformer.callSlots.map((name, i) => [name, i]))),
+      callSlots: p.transformer.callSlots.length,
+      parameterSlot: p.transformer.callSlots.indexOf(p.transformer.parameterSlot),
+      flagsWord: -1,  // (no flags: its options are arguments)
+    }),
   });
 }
 // Largest hs.maxCallBytes: the WebAssembly build's size_t is 32 bits.
@@ -464,10 +479,6 @@ function failWithStatus(status, hint = '') {
     { argument: status.slice(a + 1, b) });
 }
 
-const CONFIG_DEFAULTS = Object.freeze({
-  embedDim: undefined, numHeads: undefined, bias: true, addBiasKV: false, addZeroAttn: false,
-  kdim: undefined, vdim: undefined, batchFirst: false,
-});
 const FORWARD_DEFAULTS = Object.freeze({
   keyPaddingMask: null, attnMask: null, needWeights: true, averageAttnWeights: true,
   isCausal: false, headGates: null, headStats: false, out: null,
@@ -562,13 +573,8 @@ export function normalizeConfig(config) {
         `got ${describe(config)}`);
     }
   });
-  const c = withDefaults(readOptions(config, CONFIG_DEFAULTS, 'config'), CONFIG_DEFAULTS);
-  c.embedDim = checkNumber(c.embedDim, 'config.embedDim');
-  c.numHeads = checkNumber(c.numHeads, 'config.numHeads');
-  for (const k of ['bias', 'addBiasKV', 'addZeroAttn', 'batchFirst']) checkBool(c[k], `config.${k}`);
-  c.kdim = checkNumber(c.kdim, 'config.kdim', { optional: true });
-  c.vdim = checkNumber(c.vdim, 'config.vdim', { optional: true });
-  return c;
+  // Every field of the schema (config.js), type-checked, defaults filled in.
+  return readArgument('config', () => readConfig(MHA_SCHEMA, config, 'config'));
 }
 
 // `this` of a method called detached (`const f = hs.memory; f()`) or on a look-alike object.
@@ -879,8 +885,198 @@ function liveHandle(hs, state, className) {
 }
 
 
-class MultiheadAttention {
+/**
+ * What MultiheadAttention and Transformer share: a handle in WebAssembly memory (disposed once),
+ * its input arena, and the one writer of a call block and reader of a result block, both built
+ * from the module's protocol (readProtocol: the slots by name, src/bindings/embind.cc's).
+ * `layout`: the object's protocol ({ slot, callSlots, flagsWord }); `className` names it in
+ * DISPOSED errors.
+ */
+class EngineObject {
+  constructor(hs, handle, className, layout) {
+    this._hs = hs;
+    this._core = hs._core;
+    this._className = className;
+    this._layout = layout;
+    this._state = { handle, disposed: false };
+    this._callBlock = handle.callBlock() >>> 2;
+    this._arenaBase = 0;  // the handle's input arena in wasm memory, as last reserved
+    this._arenaBytes = 0;
+    this._arenaGrown = false;  // the last call's inputs grew it (freed again if refused)
+    // Scratch of _writeCall, reused by every call.
+    const n = layout.callSlots;
+    this._slots = new Array(n).fill(null);
+    this._offsets = new Array(n).fill(0);
+    this._copies = new Array(n).fill(false);
+    // Which call-block slots hold a tensor from the last call: an empty slot is cleared only if
+    // it was not empty already (C++ never writes the call block), which saves most calls the
+    // clearing of the mask and gate slots.
+    this._filled = new Array(n).fill(true);
+    hs._live.add(this._state);
+    hs._finalizer.register(this, this._state, this._state);
+  }
+
+  // The live handle, or DISPOSED naming the class.
+  _handle() {
+    return liveHandle(this._hs, this._state, this._className);
+  }
+
+  // Puts the snapshots into the call block: `tensors` { slotName: snapshot } (the others empty).
+  _write(tensors, flags = 0) {
+    const slots = this._slots;
+    const slot = this._layout.slot;
+    for (const name in tensors) slots[slot[name]] = tensors[name];
+    this._writeCall(flags);
+  }
+
+  // Copies the snapshots in this._slots (null: an empty slot) into the handle's arena (one copy
+  // each; data shared between slots once) and describes them in the call block, in the protocol's
+  // slot order; then the flags word, for an object whose protocol has one. The bytes reserved and
+  // copied both come from each snapshot's true element count.
+  _writeCall(flags) {
+    const P = this._hs._protocol;
+    const slots = this._slots;
+    const n = this._layout.callSlots;
+    const offsets = this._offsets;
+    const copies = this._copies;
+    let bytes = 0;
+    for (let i = 0; i < n; i++) {
+      const t = slots[i];
+      copies[i] = false;
+      if (t === null) continue;
+      if (typedArrayLength(t.data) !== t.count) {
+        for (let k = 0; k < n; k++) slots[k] = null;
+        checkIntact(t);
+      }
+      let j = 0;
+      while (j < i && (slots[j] === null || slots[j].data !== t.data)) j++;
+      if (j < i) {
+        offsets[i] = offsets[j];
+      } else {
+        offsets[i] = bytes;
+        copies[i] = true;
+        bytes += Math.ceil((t.type === 'bool' ? t.count : t.count * 4) / 16) * 16;
+      }
+    }
+    // The arena only moves when reserve() grows it, so a call that fits the last reservation
+    // skips that round trip into WebAssembly.
+    let base = this._arenaBase;
+    if (bytes > this._arenaBytes) {
+      const handle = this._state.handle;
+      this._arenaGrown = true;  // (freed again if the call is refused: _check)
+      base = callCore(() => handle.reserve(bytes));
+      if (base === 0 && bytes > 0) {
+        for (let i = 0; i < n; i++) slots[i] = null;
+        fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
+      }
+      this._arenaBase = base;
+      this._arenaBytes = bytes;
+    }
+    // reserve() may have grown memory: take the heap views only now. Offsets are multiples of
+    // 16 bytes, so float data goes through HEAPF32 without a per-call view of the caller's data
+    // (and token ids, int32, through HEAPU32: the conversion keeps every bit, negatives included).
+    const heap = this._hs._heap();
+    const heapU32 = heap._u32;
+    const words = P.wordsPerTensor;
+    let w = this._callBlock;
+    for (let i = 0; i < n; i++, w += words) {
+      const t = slots[i];
+      slots[i] = null;  // keep no reference to the caller's data between calls
+      if (t === null) {
+        if (this._filled[i]) {
+          for (let j = 0; j < words; j++) heapU32[w + j] = 0;
+          this._filled[i] = false;
+        }
+        continue;
+      }
+      this._filled[i] = true;
+      const at = base + offsets[i];
+      const { data, shape, type } = t;
+      if (copies[i]) {
+        if (type === 'bool') typedArraySet(heap._u8, data, at);
+        else if (type === 'int32') typedArraySet(heapU32, data, at >>> 2);
+        else typedArraySet(heap._f32, data, at >>> 2);
+      }
+      heapU32[w + P.address] = at;
+      heapU32[w + P.type] = type === 'bool' ? P.bool : type === 'int32' ? P.int32 : P.float;
+      heapU32[w + P.rank] = shape.length;
+      for (let d = 0; d < 4; d++) heapU32[w + P.dims + d] = d < shape.length ? shape[d] : 0;
+      heapU32[w + P.count] = t.count;
+    }
+    if (this._layout.flagsWord >= 0) heapU32[this._callBlock + this._layout.flagsWord] = flags;
+  }
+
+  // Copies `count` results out of wasm memory, as Tensors (null for an empty slot); result 0 goes
+  // into `into` when one is given (a new Float32Array of more than 16 floats costs V8 ~0.3 us, an
+  // off-heap allocation: for a tutorial-sized call a fifth of the whole time, hence forward()'s
+  // `out`); `unbatched` drops each tensor's leading axis of 1. Token ids (int32) come back as an
+  // Int32Array. The block is the handle's (the Transformer's grows with its hooks: asked anew).
+  _readResults(count, into = null, unbatched = false) {
+    const P = this._hs._protocol;
+    const block = this._resultBlock ?? (callCore(() => this._state.handle.resultBlock()) >>> 2);
+    const heap = this._hs._heap();
+    const heapU32 = heap._u32;
+    const results = new Array(count);
+    for (let i = 0; i < count; i++) {
+      const w = block + i * P.wordsPerTensor;
+      const type = heapU32[w + P.type];
+      if (type === P.none) {
+        results[i] = null;
+        continue;
+      }
+      const rank = heapU32[w + P.rank];
+      const shape = new Array(rank);
+      for (let d = 0; d < rank; d++) shape[d] = heapU32[w + P.dims + d];
+      const start = heapU32[w + P.address] >>> 2;
+      const end = start + heapU32[w + P.count];
+      const view = type === P.int32 ? heap._i32 : heap._f32;
+      let data;
+      if (i === 0 && into !== null) {
+        data = into;
+        typedArraySet(data, view.subarray(start, end));
+      } else {
+        data = view.slice(start, end);
+      }
+      results[i] = new Tensor(data, unbatched && rank > 1 && shape[0] === 1 ? shape.slice(1) : shape);
+    }
+    return results;
+  }
+
+  // Throws the core's error for a nonzero code; `hint` is appended to a MISSING_PARAMETER's
+  // message (the JS-side advice of loadStateDict).
+  _check(code, hint = '') {
+    const grown = this._arenaGrown;
+    this._arenaGrown = false;
+    if (code !== 0 && grown) this._releaseInputs();
+    checkCode(this._state.handle, code, hint);
+  }
+
+  // After a refused call whose inputs grew the arena: the arena goes too (the core frees what the
+  // call grew), so nothing more is held than before the call (the (2^20, 16) tokens of a refused
+  // forward are 64 MiB); the next call reserves again.
+  _releaseInputs() {
+    const handle = this._state.handle;
+    callCore(() => handle.releaseArena());
+    this._arenaBase = 0;
+    this._arenaBytes = 0;
+  }
+
+  // All or nothing (loadEntries): the entries go through the parameter slot into the handle's
+  // staging copy, which replaces the live one once every entry was accepted.
+  _load(load) {
+    const parameterSlot = this._layout.parameterSlot;
+    loadEntries(this._handle(), load, (t) => {
+      this._slots[parameterSlot] = t;
+      this._writeCall(0);
+    }, (code, hint) => this._check(code, hint));
+  }
+}
+
+class MultiheadAttention extends EngineObject {
   #brand = true;
+  // Methods whose answer is fixed for the object's life: a remote object (initWorker) answers
+  // them from the values its worker sent when it was created (worker.js constantsOf).
+  static constants = Object.freeze(['parameterShapes']);
 
   static check(self, method) {
     if (self === null || typeof self !== 'object' || !(#brand in self)) {
@@ -894,9 +1090,8 @@ class MultiheadAttention {
     const handle = callCore(() => new core.Handle());
     let parameters;
     try {
-      const code = callCore(() => handle.init(config.embedDim, config.numHeads, config.bias,
-        config.addBiasKV, config.addZeroAttn, config.kdim !== null, config.kdim ?? 0,
-        config.vdim !== null, config.vdim ?? 0, config.batchFirst));
+      // The config by its fields' JS names: the binding reads it through the same schema.
+      const code = callCore(() => handle.init(config));
       if (code !== 0) {
         failWithStatus(callCore(() => handle.lastStatus()));
       }
@@ -907,29 +1102,13 @@ class MultiheadAttention {
       handle.delete();
       throw e;
     }
-    this._hs = hs;
-    this._core = core;
-    this._state = { handle, disposed: false };
-    this._callBlock = handle.callBlock() >>> 2;
+    super(hs, handle, 'MultiheadAttention', hs._protocol);
     this._address = handle.address();  // for core._headscope_forward (see forward())
-    this._arenaBase = 0;  // the handle's input arena in wasm memory, as last reserved
-    this._arenaBytes = 0;
-    this._resultBlock = handle.resultBlock() >>> 2;
-    // Scratch of _writeCall, reused by every call.
-    const slots = hs._protocol.callSlots;
-    this._slots = new Array(slots).fill(null);
-    this._offsets = new Array(slots).fill(0);
-    this._copies = new Array(slots).fill(false);
-    // Which call-block slots hold a tensor from the last call: an empty slot is cleared only if
-    // it was not empty already (C++ never writes the call block), which saves most calls the
-    // clearing of the mask and gate slots.
-    this._filled = new Array(slots).fill(true);
+    this._resultBlock = handle.resultBlock() >>> 2;  // (fixed: the handle's own array)
     this._headStats = false;  // the last call asked for head statistics
     this._parameters = new Map(JSON.parse(parameters));
     /** The constructor arguments with PyTorch's defaults filled in. */
     this.config = Object.freeze({ ...config });
-    hs._live.add(this._state);
-    hs._finalizer.register(this, this._state, this._state);
   }
 
   /** state_dict keys this config has, with their shapes, in PyTorch's order. */
@@ -948,12 +1127,8 @@ class MultiheadAttention {
     MultiheadAttention.check(this, 'loadStateDict');
     this._handle();
     const load = readStateDict(stateDict, options, () => [...this._parameters.keys()].join(', '));
-    // The caller's getters ran above: this object may have been disposed by one of them.
-    const handle = this._handle();
-    loadEntries(handle, load, (t) => {
-      this._slots[this._hs._protocol.parameterSlot] = t;
-      this._writeCall(0);
-    }, (code, hint) => this._check(code, hint));
+    // (The caller's getters ran above: _load takes the handle anew, refusing a disposed object.)
+    this._load(load);
   }
 
   /**
@@ -1000,11 +1175,11 @@ class MultiheadAttention {
     const handle = this._state.handle;
     const stages = this._hs._protocol.traceResults;
     const statsCount = this._headStats ? this._hs._protocol.headStatsResults.length : 0;
-    this._check(this._call(() => handle.trace()));
+    this._check(callCore(() => handle.trace()));
     const tensors = this._readResults(stages.length + statsCount);
     // The trace's buffers (every intermediate, L x S per head twice) are copied out: free them.
     // (A trace that failed has freed what it had allocated already: the core's own refusal.)
-    this._call(() => handle.releaseTrace());
+    callCore(() => handle.releaseTrace());
     const trace = Object.fromEntries(stages.map((name, i) => [name, tensors[i]]));
     if (statsCount > 0) trace.headStats = this._groupHeadStats(tensors.slice(stages.length));
     return trace;
@@ -1019,9 +1194,6 @@ class MultiheadAttention {
     return MultiheadAttention.check(this, 'disposed')._state.disposed;
   }
 
-  _handle() {
-    return liveHandle(this._hs, this._state, 'MultiheadAttention');
-  }
 
   // Reads the forward arguments into snapshots, then (and only then) writes them to the call
   // block. Every value of the caller's is read once, before anything touches WebAssembly memory,
@@ -1098,144 +1270,9 @@ class MultiheadAttention {
     return out;
   }
 
-  // Copies the snapshots in this._slots (null: an empty slot) into the handle's arena (one copy
-  // each; data shared between slots once) and describes them in the call block, in the protocol's
-  // slot order. The bytes reserved and copied both come from each snapshot's true element count.
-  _writeCall(flags) {
-    const P = this._hs._protocol;
-    const slots = this._slots;
-    const n = P.callSlots;
-    const offsets = this._offsets;
-    const copies = this._copies;
-    let bytes = 0;
-    for (let i = 0; i < n; i++) {
-      const t = slots[i];
-      copies[i] = false;
-      if (t === null) continue;
-      if (typedArrayLength(t.data) !== t.count) {
-        for (let k = 0; k < n; k++) slots[k] = null;
-        checkIntact(t);
-      }
-      let j = 0;
-      while (j < i && (slots[j] === null || slots[j].data !== t.data)) j++;
-      if (j < i) {
-        offsets[i] = offsets[j];
-      } else {
-        offsets[i] = bytes;
-        copies[i] = true;
-        bytes += Math.ceil((t.type === 'bool' ? t.count : t.count * 4) / 16) * 16;
-      }
-    }
-    // The arena only moves when reserve() grows it, so a call that fits the last reservation
-    // skips that round trip into WebAssembly.
-    let base = this._arenaBase;
-    if (bytes > this._arenaBytes) {
-      const handle = this._state.handle;
-      this._arenaGrown = true;  // (freed again if the call is refused: _check)
-      base = callCore(() => handle.reserve(bytes));
-      if (base === 0 && bytes > 0) {
-        for (let i = 0; i < n; i++) slots[i] = null;
-        fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
-      }
-      this._arenaBase = base;
-      this._arenaBytes = bytes;
-    }
-    // reserve() may have grown memory: take the heap views only now. Offsets are multiples of
-    // 16 bytes, so float data goes through HEAPF32 without a per-call view of the caller's data.
-    const heap = this._hs._heap();
-    const heapU32 = heap._u32;
-    const words = P.wordsPerTensor;
-    let w = this._callBlock;
-    for (let i = 0; i < n; i++, w += words) {
-      const t = slots[i];
-      slots[i] = null;  // keep no reference to the caller's data between calls
-      if (t === null) {
-        if (this._filled[i]) {
-          for (let j = 0; j < words; j++) heapU32[w + j] = 0;
-          this._filled[i] = false;
-        }
-        continue;
-      }
-      this._filled[i] = true;
-      const at = base + offsets[i];
-      const { data, shape } = t;
-      if (copies[i]) {
-        if (t.type === 'bool') typedArraySet(heap._u8, data, at);
-        else typedArraySet(heap._f32, data, at >>> 2);
-      }
-      heapU32[w + P.address] = at;
-      heapU32[w + P.type] = t.type === 'bool' ? P.bool : P.float;
-      heapU32[w + P.rank] = shape.length;
-      for (let d = 0; d < 4; d++) heapU32[w + P.dims + d] = d < shape.length ? shape[d] : 0;
-      heapU32[w + P.count] = t.count;
-    }
-    heapU32[this._callBlock + P.flagsWord] = flags;
-  }
-
-  // Copies the results out of wasm memory; result 0 goes into `out` when one is given. (A new
-  // Float32Array of more than 16 floats costs V8 ~0.3 us, an off-heap allocation: for a
-  // tutorial-sized call that is a fifth of the whole time, hence forward()'s `out` option.)
-  _readResults(count, into = null) {
-    const P = this._hs._protocol;
-    const heap = this._hs._heap();
-    const heapU32 = heap._u32;
-    const results = new Array(count);
-    for (let i = 0; i < count; i++) {
-      const w = this._resultBlock + i * P.wordsPerTensor;
-      if (heapU32[w + P.type] === P.none) {
-        results[i] = null;
-        continue;
-      }
-      const rank = heapU32[w + P.rank];
-      const shape = new Array(rank);
-      for (let d = 0; d < rank; d++) shape[d] = heapU32[w + P.dims + d];
-      const start = heapU32[w + P.address] >>> 2;
-      const end = start + heapU32[w + P.count];
-      let data;
-      if (i === 0 && into !== null) {
-        data = into;
-        typedArraySet(data, heap._f32.subarray(start, end));
-      } else {
-        data = heap._f32.slice(start, end);
-      }
-      results[i] = new Tensor(data, shape);
-    }
-    return results;
-  }
-
-  _call(fn) {
-    return callCore(fn);
-  }
-
-  // Throws the core's error for a nonzero code; `hint` is appended to a MISSING_PARAMETER's
-  // message (the JS-side advice of loadStateDict).
-  _check(code, hint = '') {
-    const grown = this._arenaGrown;
-    this._arenaGrown = false;
-    if (code !== 0 && grown) this._releaseInputs();
-    checkCode(this._state.handle, code, hint);
-  }
-
-  // After a refused call whose inputs grew the arena: the arena goes too (the core frees what the
-  // call grew), so nothing more is held than before the call (the (2^20, 16) tokens of a refused
-  // forward are 64 MiB); the next call reserves again.
-  _releaseInputs() {
-    const handle = this._state.handle;
-    callCore(() => handle.releaseArena());
-    this._arenaBase = 0;
-    this._arenaBytes = 0;
-  }
 }
 
-const TRANSFORMER_DEFAULTS = Object.freeze({
-  vocabSize: undefined, maxLen: undefined, dModel: undefined, nLayers: 1, nHeads: 1, dMlp: 0,
-  norm: 'pre', positions: 'learned', causal: true, act: 'gelu', bias: true, lnEps: 1e-5, seed: 0,
-});
-const TRANSFORMER_CHOICES = Object.freeze({
-  norm: ['pre', 'post', 'none'], positions: ['learned', 'sinusoidal', 'none'], act: ['gelu', 'relu'],
-});
-
-/** createTransformer's config: JS types only (the core checks sizes and divisibility). */
+/** createTransformer's config: the schema's fields (config.js), type-checked, and `seed`. */
 function normalizeTransformerConfig(config) {
   readArgument('config', () => {
     if (config === null || typeof config !== 'object' || Array.isArray(config)) {
@@ -1243,31 +1280,16 @@ function normalizeTransformerConfig(config) {
         `got ${describe(config)}`);
     }
   });
-  const c = withDefaults(readOptions(config, TRANSFORMER_DEFAULTS, 'config'), TRANSFORMER_DEFAULTS);
-  for (const k of ['vocabSize', 'maxLen', 'dModel', 'nLayers', 'nHeads', 'dMlp', 'lnEps']) {
-    checkNumber(c[k], `config.${k}`);
-  }
+  const c = readArgument('config', () => readConfig(TRANSFORMER_SCHEMA, config, 'config', { extra: { seed: 0 } }));
   // null: no initial weights (the model refuses to compute until loadStateDict fills it), for a
   // caller about to load every weight: a seeded model of vocab 2^24 would first allocate and fill
   // 2^24 x dModel floats that the load then replaces.
   if (c.seed !== null) checkNumber(c.seed, 'config.seed');
-  for (const [k, allowed] of Object.entries(TRANSFORMER_CHOICES)) {
-    if (!allowed.includes(c[k])) {
-      fail('INVALID_ARGUMENT', `config.${k}: expected one of ${allowed.map((a) => `'${a}'`).join(', ')}, ` +
-        `got ${describe(c[k])}`);
-    }
-  }
-  for (const k of ['causal', 'bias']) checkBool(c[k], `config.${k}`);
   return c;
 }
 
 const TRANSFORMER_FORWARD = Object.freeze({ hooks: null, headGates: null });
 const TRANSFORMER_BACKWARD = Object.freeze({ headGates: null, headGateGrads: false });
-// torch.optim.AdamW's defaults; SGD (momentum 0, no weight decay) takes lr and clipGradNorm only.
-const OPTIMIZER_OPTIONS = Object.freeze({
-  adamw: Object.freeze({ type: 'adamw', lr: 1e-3, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01, clipGradNorm: 0 }),
-  sgd: Object.freeze({ type: 'sgd', lr: 1e-3, clipGradNorm: 0 }),
-});
 const TRANSFORMER_GENERATE = Object.freeze({
   maxNewTokens: 1, temperature: 0, topK: 0, topP: 1, seed: 0, headGates: null, logits: false,
 });
@@ -1298,8 +1320,10 @@ function trainingRows(tokens, targets) {
 }
 
 /** A transformer in WebAssembly memory (hs.createTransformer). */
-class Transformer {
+class Transformer extends EngineObject {
   #brand = true;
+  // (As MultiheadAttention.constants.)
+  static constants = Object.freeze(['parameterShapes', 'hookNames']);
 
   static check(self, method) {
     if (self === null || typeof self !== 'object' || !(#brand in self)) wrongThis('Transformer', method, self);
@@ -1312,10 +1336,7 @@ class Transformer {
     let parameters;
     let hooks;
     try {
-      const code = callCore(() => handle.init(config.vocabSize, config.maxLen, config.dModel,
-        config.nLayers, config.nHeads, config.dMlp, TRANSFORMER_CHOICES.norm.indexOf(config.norm),
-        TRANSFORMER_CHOICES.positions.indexOf(config.positions), config.causal,
-        TRANSFORMER_CHOICES.act.indexOf(config.act), config.bias, config.lnEps));
+      const code = callCore(() => handle.init(config));
       if (code !== 0) failWithStatus(callCore(() => handle.lastStatus()));
       if (config.seed !== null) {
         const seeded = callCore(() => handle.initFromSeed(config.seed));
@@ -1327,18 +1348,11 @@ class Transformer {
       handle.delete();
       throw e;
     }
-    this._hs = hs;
-    this._core = core;
-    this._state = { handle, disposed: false };
-    this._callBlock = handle.callBlock() >>> 2;
-    this._arenaBase = 0;
-    this._arenaBytes = 0;
+    super(hs, handle, 'Transformer', hs._protocol.transformer);
     this._parameters = new Map(JSON.parse(parameters));
     this._hookNames = Object.freeze(JSON.parse(hooks));
     /** The config with the defaults filled in. */
     this.config = Object.freeze({ ...config });
-    hs._live.add(this._state);
-    hs._finalizer.register(this, this._state, this._state);
   }
 
   /** state_dict keys and shapes of this config, in the reference module's order. */
@@ -1357,7 +1371,7 @@ class Transformer {
     Transformer.check(this, 'loadStateDict');
     this._handle();
     const load = readStateDict(stateDict, options, () => [...this._parameters.keys()].join(', '));
-    loadEntries(this._handle(), load, (t) => this._write([t]), (code, hint) => this._check(code, hint));
+    this._load(load);
   }
 
   /** Every weight: { name: Tensor }, the reference module's keys in its order (copies). */
@@ -1367,7 +1381,7 @@ class Transformer {
     const out = {};
     for (const name of this._parameters.keys()) {
       this._check(callCore(() => handle.parameter(name)));
-      out[name] = this._readResults(1, false)[0];
+      out[name] = this._readResults(1)[0];
     }
     return out;
   }
@@ -1412,9 +1426,9 @@ class Transformer {
     const gates = given.headGates === undefined || given.headGates === null ? null
       : toFloatTensor(given.headGates, 'options.headGates');
     const handle = this._handle();  // a getter may have disposed this object
-    this._write([t, gates]);
+    this._write({ tokens: t, headGates: gates });
     this._check(callCore(() => handle.forward(hookList.join('\n'))));
-    const results = this._readResults(1 + hookList.length, !batched);
+    const results = this._readResults(1 + hookList.length, null, !batched);
     const out = { logits: results[0] };
     if (hookList.length > 0) out.hooks = Object.fromEntries(hookList.map((n, i) => [n, results[i + 1]]));
     return out;
@@ -1455,13 +1469,13 @@ class Transformer {
     const { t, batched } = toTokenRows(prompt, 'prompt');
     const gates = o.headGates === null ? null : toFloatTensor(o.headGates, 'options.headGates');
     const handle = this._handle();  // a getter may have disposed this object
-    this._write([t, gates]);
+    this._write({ tokens: t, headGates: gates });
     return { o, batched, handle };
   }
 
   // A finished generation's { tokens, logits? } from the result slots.
   _generated(logits, batched) {
-    const results = this._readResults(logits ? 2 : 1, !batched);
+    const results = this._readResults(logits ? 2 : 1, null, !batched);
     const out = { tokens: results[0] };
     if (logits) out.logits = results[1];
     return out;
@@ -1524,10 +1538,10 @@ class Transformer {
     const { t, y } = trainingRows(tokens, targets);
     const gates = o.headGates === null ? null : toFloatTensor(o.headGates, 'options.headGates');
     const handle = this._handle();  // a getter may have disposed this object
-    this._write([t, gates, y]);
+    this._write({ tokens: t, headGates: gates, targets: y });
     this._check(callCore(() => handle.backward(o.headGateGrads)));
     const names = [...this._parameters.keys()];
-    const results = this._readResults(names.length + (o.headGateGrads ? 1 : 0), false);
+    const results = this._readResults(names.length + (o.headGateGrads ? 1 : 0));
     const grads = {};
     names.forEach((n, i) => { grads[n] = results[i]; });
     if (o.headGateGrads) {
@@ -1553,42 +1567,13 @@ class Transformer {
         fail('INVALID_ARGUMENT', `options: expected an object like { type: 'adamw', lr: 1e-3 }, got ${describe(options)}`);
       }
     });
-    // Every own key read once (AdamW's keys include SGD's), then the type's own set checked.
-    const given = readOptions(options, OPTIMIZER_OPTIONS.adamw);
-    const type = given.type;
-    if (typeof type !== 'string' || !hasOwn(OPTIMIZER_OPTIONS, type)) {
-      fail('INVALID_ARGUMENT', `options.type: expected 'adamw' or 'sgd', got ${describe(type)}`);
-    }
-    const defaults = OPTIMIZER_OPTIONS[type];
-    for (const key of Object.keys(given)) {
-      if (!hasOwn(defaults, key)) unknownOption('options', key, defaults);
-    }
-    const o = withDefaults(given, defaults);
-    for (const k of ['lr', 'eps', 'weightDecay', 'clipGradNorm']) {
-      if (k in defaults && typeof o[k] !== 'number') {
-        fail('INVALID_ARGUMENT', `options.${k}: expected a number, got ${describe(o[k])}`);
-      }
-    }
-    let betas = [0.9, 0.999];
-    if (type === 'adamw') {
-      betas = readArgument('options.betas', () => {
-        const b = o.betas;
-        if (!Array.isArray(b) || b.length !== 2) {
-          fail('INVALID_ARGUMENT', `options.betas: expected [beta1, beta2], got ${describe(b)}`);
-        }
-        const pair = [b[0], b[1]];
-        for (const v of pair) {
-          if (typeof v !== 'number') fail('INVALID_ARGUMENT', `options.betas: expected two numbers, got ${describe(v)}`);
-        }
-        return pair;
-      });
-    }
+    // The schema's optimizer fields (config.js): the type first, then that type's fields (SGD has
+    // no betas, eps or weight decay), each read once and type-checked, defaults filled in
+    // (torch.optim.AdamW's); the ranges are the core's.
+    const o = readArgument('options', () => readConfig(OPTIMIZER_SCHEMA, options, 'options', { variantField: 'type' }));
     const handle = this._handle();
-    this._check(callCore(() => handle.setOptimizer(type === 'adamw' ? 0 : 1, o.lr, betas[0], betas[1],
-      type === 'adamw' ? o.eps : 1e-8, type === 'adamw' ? o.weightDecay : 0, o.clipGradNorm)));
-    this._optimizer = Object.freeze(type === 'adamw'
-      ? { type, lr: o.lr, betas: Object.freeze(betas), eps: o.eps, weightDecay: o.weightDecay, clipGradNorm: o.clipGradNorm }
-      : { type, lr: o.lr, clipGradNorm: o.clipGradNorm });
+    this._check(callCore(() => handle.setOptimizer(o)));
+    this._optimizer = Object.freeze({ ...o, ...(o.betas ? { betas: Object.freeze(o.betas) } : {}) });
   }
 
   /** The options of the optimizer setOptimizer set, defaults filled in (frozen), or null. */
@@ -1641,7 +1626,7 @@ class Transformer {
     this._handle();
     const { t, y } = trainingRows(tokens, targets);
     const handle = this._handle();
-    this._write([t, null, y]);
+    this._write({ tokens: t, targets: y });
     return handle;
   }
 
@@ -1664,85 +1649,4 @@ class Transformer {
     return Transformer.check(this, 'disposed')._state.disposed;
   }
 
-  _handle() {
-    return liveHandle(this._hs, this._state, 'Transformer');
-  }
-
-  _check(code, hint = '') {
-    const grown = this._arenaGrown;
-    this._arenaGrown = false;
-    if (code !== 0 && grown) this._releaseInputs();
-    checkCode(this._state.handle, code, hint);
-  }
-
-  // After a refused call whose inputs grew the arena: the arena goes too (the core frees what the
-  // call grew), so nothing more is held than before the call (the (2^20, 16) tokens of a refused
-  // forward are 64 MiB); the next call reserves again.
-  _releaseInputs() {
-    const handle = this._state.handle;
-    callCore(() => handle.releaseArena());
-    this._arenaBase = 0;
-    this._arenaBytes = 0;
-  }
-
-  // Copies snapshots (null: an empty slot) into the arena and describes them in the call block.
-  _write(slots) {
-    const P = this._hs._protocol;
-    let bytes = 0;
-    const offsets = slots.map((t) => {
-      if (t === null) return 0;
-      checkIntact(t);
-      const at = bytes;
-      bytes += Math.ceil((t.count * 4) / 16) * 16;
-      return at;
-    });
-    const handle = this._state.handle;
-    if (bytes > this._arenaBytes) {
-      this._arenaGrown = true;  // (freed again if the call is refused: _check)
-      const base = callCore(() => handle.reserve(bytes));
-      if (base === 0 && bytes > 0) fail('RESOURCE_EXHAUSTED', `inputs: could not allocate ${bytes} bytes of WebAssembly memory`);
-      this._arenaBase = base;
-      this._arenaBytes = bytes;
-    }
-    const heap = this._hs._heap();
-    const u32 = heap._u32;
-    for (let i = 0; i < 3; i++) {  // the call block's slots (embind.cc's TransformerHandle)
-      const w = this._callBlock + i * P.wordsPerTensor;
-      const t = i < slots.length ? slots[i] : null;
-      if (t === null) {
-        for (let j = 0; j < P.wordsPerTensor; j++) u32[w + j] = 0;
-        continue;
-      }
-      const at = this._arenaBase + offsets[i];
-      // (int32 into the Uint32 view: the conversion keeps every bit, negatives included.)
-      if (t.type === 'int32') typedArraySet(u32, t.data, at >>> 2);
-      else typedArraySet(heap._f32, t.data, at >>> 2);
-      u32[w + P.address] = at;
-      u32[w + P.type] = t.type === 'int32' ? P.int32 : P.float;
-      u32[w + P.rank] = t.shape.length;
-      for (let d = 0; d < 4; d++) u32[w + P.dims + d] = d < t.shape.length ? t.shape[d] : 0;
-      u32[w + P.count] = t.count;
-    }
-  }
-
-  // Copies `count` result tensors out; `unbatched` drops their leading axis of 1.
-  _readResults(count, unbatched) {
-    const P = this._hs._protocol;
-    const handle = this._state.handle;
-    const block = callCore(() => handle.resultBlock()) >>> 2;
-    const heap = this._hs._heap();
-    const u32 = heap._u32;
-    const out = [];
-    for (let i = 0; i < count; i++) {
-      const w = block + i * P.wordsPerTensor;
-      const rank = u32[w + P.rank];
-      const shape = [];
-      for (let d = 0; d < rank; d++) shape.push(u32[w + P.dims + d]);
-      const start = u32[w + P.address] >>> 2;
-      const view = u32[w + P.type] === P.int32 ? heap._i32 : heap._f32;  // token ids: int32
-      const data = view.slice(start, start + u32[w + P.count]);
-      out.push(new Tensor(data, unbatched && shape.length > 1 && shape[0] === 1 ? shape.slice(1) : shape));
-    }
-    return out;
-  }
 }

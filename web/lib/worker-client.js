@@ -114,7 +114,7 @@ export async function initWorker(worker, options = {}) {
     clearTimeout(timer);
   }
   channel.idle();
-  return new RemoteHeadscope(channel, ready);
+  return RemoteHeadscope.forWorker(channel, ready);
 }
 
 // Requests and their replies, matched by id, over one worker.
@@ -179,7 +179,7 @@ class Channel {
       if (ready === null) return;
       this.readyPending = null;
       if (data.error) ready.reject(errorIn(data.error));
-      else ready.resolve({ kernelTarget: data.kernelTarget, simd: data.simd });
+      else ready.resolve({ kernelTarget: data.kernelTarget, simd: data.simd, methods: data.methods ?? {} });
       return;
     }
     if (data.type === 'train-progress' || data.type === 'train-done') {
@@ -415,20 +415,6 @@ function resultIn(value) {
   return out;
 }
 
-// The fields checkCase reads of a result of either case kind ({ output, weights } or { logits,
-// hooks, loss }), each read once; the rest (headStats, a caller's own additions) stays behind.
-const CASE_RESULT_FIELDS = ['output', 'weights', 'logits', 'hooks', 'loss'];
-function caseResult(result) {
-  if (result === null || typeof result !== 'object') return result;
-  return readArgument('result', () => {
-    const fields = {};
-    for (const name of CASE_RESULT_FIELDS) {
-      const value = result[name];
-      if (value !== undefined) fields[name] = value;
-    }
-    return fields;
-  });
-}
 
 // `this` of a method called detached (`const f = model.forward; f()`) or on a look-alike object:
 // index.js's error, as the calling thread's objects give it.
@@ -474,13 +460,47 @@ function cancelledError(signal) {
     `aborted${reason instanceof Error && reason.message ? `: ${quoteInput(reason.message)}` : ''})`, { cause: reason });
 }
 
-/** init()'s API, asynchronous, in a worker. */
+// ---- The engine's methods, offered generically ----
+// The worker tells which methods the engine and each kind of object serve ({ name: [parameter
+// names] }: the ready message, a create's reply; worker.js methodTable, read from index.js's
+// classes), and each becomes an async method of the remote class here on first sight: a method
+// added to index.js is available through initWorker() with no code in either file. The methods
+// defined below by hand are the ones that differ in a worker: forward's `out`, a chunked
+// generate with its signal, train, dispose, and the constants answered without a round trip.
+
+// Defines the methods of `table` that `Class` does not define itself, each a 'call' request for
+// the object's id (`idOf(self)`: 0 for the engine), brand-checked by `check`. `Class` is one
+// engine's own subclass (RemoteHeadscope's constructor makes them), so two workers serving
+// different methods never share what they offer.
+function offerMethods(Class, table, check, idOf) {
+  for (const [name, params] of Object.entries(table)) {
+    if (name in Class.prototype) continue;
+    const method = {
+      async [name](...args) {
+        const self = check(this, name);
+        return resultIn(await self._channel.request('call', [idOf(self), name, ...args],
+          [null, null, ...params, ...args.slice(params.length).map((_, i) => `arguments[${params.length + i}]`)]));
+      },
+    }[name];
+    Object.defineProperty(Class.prototype, name, { value: method, writable: true, configurable: true });
+  }
+}
+
+/** init()'s API, asynchronous, in a worker; the engine's methods come from the worker (offerMethods). */
 class RemoteHeadscope {
   #brand = true;
 
   static check(self, method) {
     if (self === null || typeof self !== 'object' || !(#brand in self)) throw wrongThis('Headscope', method, self);
     return self;
+  }
+
+  // The engine of a worker that serves `methods`: an instance of this engine's own subclass,
+  // which offers them (offerMethods), with its own subclasses for the objects it creates.
+  static forWorker(channel, ready) {
+    const Engine = class RemoteEngine extends RemoteHeadscope {};
+    offerMethods(Engine, ready.methods, (self, name) => RemoteHeadscope.check(self, name), () => 0);
+    return new Engine(channel, ready);
   }
 
   constructor(channel, { kernelTarget, simd }) {
@@ -491,6 +511,11 @@ class RemoteHeadscope {
     this.kernelTarget = kernelTarget;
     /** The worker's WebAssembly build: 'relaxed' or 'simd128' (init()'s hs.simd). */
     this.simd = simd;
+    // This engine's classes of remote objects (their methods are the worker's).
+    this._classes = {
+      MultiheadAttention: class extends RemoteMultiheadAttention {},
+      Transformer: class extends RemoteTransformer {},
+    };
   }
 
   /** The Worker (browser) or worker_threads Worker serving this API. */
@@ -501,36 +526,24 @@ class RemoteHeadscope {
   /** @param {object} config torch.nn.MultiheadAttention's constructor arguments, camelCase. */
   async createMultiheadAttention(config) {
     const channel = RemoteHeadscope.check(this, 'createMultiheadAttention')._channel;
-    return new RemoteMultiheadAttention(this, await channel.request('create', [config], ['config']));
+    return new this._classes.MultiheadAttention(this,
+      await channel.request('create', ['MultiheadAttention', config], [null, 'config']));
   }
 
   /** @param {object} config createTransformer's config (index.js), in the worker. */
   async createTransformer(config) {
     const channel = RemoteHeadscope.check(this, 'createTransformer')._channel;
-    return new RemoteTransformer(this, await channel.request('createTransformer', [config], ['config']));
+    return new this._classes.Transformer(this, await channel.request('create', ['Transformer', config], [null, 'config']));
   }
 
-  /** Runs one case document (docs/case-format.md) in the worker: init()'s runCase result. */
-  async runCase(caseDocument) {
-    const channel = RemoteHeadscope.check(this, 'runCase')._channel;
-    return resultIn(await channel.request('runCase', [caseDocument], ['caseDocument']));
-  }
-
-  /** init()'s checkCase, run in the worker: { ok, maxRelativeError, detail } (and more, per kind). */
+  /**
+   * init()'s checkCase, in the worker: only the result's fields the comparison reads are sent
+   * (its tensors and loss), so a caller's own additions (a callback, headStats) stay behind.
+   */
   async checkCase(caseDocument, result, options) {
     const channel = RemoteHeadscope.check(this, 'checkCase')._channel;
-    return channel.request('checkCase', [caseDocument, caseResult(result), options],
-      ['caseDocument', 'result', 'options']);
-  }
-
-  /** Objects created in the worker and not yet disposed. */
-  async liveHandles() {
-    return RemoteHeadscope.check(this, 'liveHandles')._channel.request('liveHandles', [], []);
-  }
-
-  /** The worker's { wasmBytes, heapInUse }. */
-  async memory() {
-    return RemoteHeadscope.check(this, 'memory')._channel.request('memory', [], []);
+    return channel.request('call', [0, 'checkCase', caseDocument, caseResult(result), options],
+      [null, null, 'caseDocument', 'result', 'options']);
   }
 
   /**
@@ -541,6 +554,21 @@ class RemoteHeadscope {
   async terminate() {
     return RemoteHeadscope.check(this, 'terminate')._channel.terminate();
   }
+}
+
+// The fields checkCase reads of a result of either case kind ({ output, weights } or { logits,
+// hooks, loss }), each read once.
+const CASE_RESULT_FIELDS = ['output', 'weights', 'logits', 'hooks', 'loss'];
+function caseResult(result) {
+  if (result === null || typeof result !== 'object') return result;
+  return readArgument('result', () => {
+    const fields = {};
+    for (const name of CASE_RESULT_FIELDS) {
+      const value = result[name];
+      if (value !== undefined) fields[name] = value;
+    }
+    return fields;
+  });
 }
 
 /** What the worker's objects share: an id in the worker, its requests, dispose(), disposed. */
@@ -555,20 +583,23 @@ class RemoteObject {
     return self;
   }
 
-  constructor(owner, kind, { id, config, parameterShapes }) {
+  constructor(owner, kind, { id, config, methods, constants }) {
     this.#kind = kind;
     this._owner = owner;
     this._channel = owner._channel;
     this._id = id;
     this._disposed = false;
-    this._parameterShapes = parameterShapes;
+    this._constants = constants;
     /** The config with the defaults filled in (PyTorch's, for a MultiheadAttention). */
     this.config = Object.freeze(config);
     owner._finalizer.register(this, id, this);
+    const Class = this.constructor;  // (this engine's own subclass)
+    offerMethods(Class, methods, (self, name) => Class.check(self, name), (self) => self._id);
   }
 
-  _shapes() {
-    return Object.fromEntries(Object.entries(this._parameterShapes).map(([k, s]) => [k, s.slice()]));
+  // A constant's value as the worker sent it at creation, copied (parameterShapes, hookNames).
+  _constant(name) {
+    return structuredClone(this._constants[name]);
   }
 
   // A request for this object: [id, ...args], the arguments named by `names`.
@@ -602,13 +633,7 @@ class RemoteMultiheadAttention extends RemoteObject {
 
   /** state_dict keys this config has, with their shapes, in PyTorch's order. */
   parameterShapes() {
-    return RemoteMultiheadAttention.check(this, 'parameterShapes')._shapes();
-  }
-
-  /** @returns {Promise<void>} */
-  async loadStateDict(stateDict, options) {
-    await RemoteMultiheadAttention.check(this, 'loadStateDict')
-      ._request('loadStateDict', [stateDict, options], ['stateDict', 'options']);
+    return RemoteMultiheadAttention.check(this, 'parameterShapes')._constant('parameterShapes');
   }
 
   /** @returns {Promise<{ output: Tensor, weights: Tensor | null }>} */
@@ -621,14 +646,8 @@ class RemoteMultiheadAttention extends RemoteObject {
       throw new HeadscopeError('INVALID_ARGUMENT', 'options.out: not available through ' +
         'initWorker() (results arrive as arrays transferred from the worker); omit it');
     }
-    return resultIn(await this._request('forward', [query, key, value, options],
-      ['query', 'key', 'value', 'options']));
-  }
-
-  /** @returns {Promise<{ q, k, v, scores, weights, headOutputs, concat, output }>} of Tensors */
-  async trace(query, key, value, options) {
-    return resultIn(await RemoteMultiheadAttention.check(this, 'trace')
-      ._request('trace', [query, key, value, options], ['query', 'key', 'value', 'options']));
+    return resultIn(await this._request('call', ['forward', query, key, value, options],
+      [null, 'query', 'key', 'value', 'options']));
   }
 
   /**
@@ -690,7 +709,7 @@ class TrainingRun {
   }
 
   async _control(action) {
-    const r = await this._model._request('Transformer.trainControl', [this._job, action], [null, null]);
+    const r = await this._model._request('trainControl', [this._job, action], [null, null]);
     if (r.status === 'paused' || r.status === 'running') this.status = r.status;
     if (r.step !== null) this.step = r.step;
     return r;
@@ -708,7 +727,6 @@ class TrainingRun {
 class RemoteTransformer extends RemoteObject {
   constructor(owner, created) {
     super(owner, 'Transformer', created);
-    this._hookNames = created.hookNames;
   }
 
   static check(self, method) {
@@ -717,30 +735,16 @@ class RemoteTransformer extends RemoteObject {
 
   /** state_dict keys and shapes of this config, in the reference module's order. */
   parameterShapes() {
-    return RemoteTransformer.check(this, 'parameterShapes')._shapes();
+    return RemoteTransformer.check(this, 'parameterShapes')._constant('parameterShapes');
   }
 
   /** The hook names forward({ hooks }) accepts for this config. */
   hookNames() {
-    return RemoteTransformer.check(this, 'hookNames')._hookNames.slice();
+    return RemoteTransformer.check(this, 'hookNames')._constant('hookNames');
   }
 
-  /** All or nothing, as in the calling thread. @returns {Promise<void>} */
-  async loadStateDict(stateDict, options) {
-    await RemoteTransformer.check(this, 'loadStateDict')
-      ._request('Transformer.loadStateDict', [stateDict, options], ['stateDict', 'options']);
-  }
 
-  /** @returns {Promise<Record<string, Tensor>>} every weight, as copies */
-  async stateDict() {
-    return resultIn(await RemoteTransformer.check(this, 'stateDict')._request('Transformer.stateDict', [], []));
-  }
 
-  /** @returns {Promise<{ logits: Tensor, hooks?: Record<string, Tensor> }>} */
-  async forward(tokens, options) {
-    return resultIn(await RemoteTransformer.check(this, 'forward')
-      ._request('Transformer.forward', [tokens, options], ['tokens', 'options']));
-  }
 
   /**
    * The calling thread's generate(prompt, options), in the worker: its tensors, the same bits.
@@ -755,7 +759,7 @@ class RemoteTransformer extends RemoteObject {
     RemoteTransformer.check(this, 'generate');
     const { signal, sent } = withoutSignal(options);
     if (signal !== undefined && signal.aborted) throw cancelledError(signal);
-    const { generation } = await this._request('Transformer.generate', [prompt, sent], ['prompt', 'options']);
+    const { generation } = await this._request('generate', [prompt, sent], ['prompt', 'options']);
     const channel = this._channel;
     return new Promise((resolve, reject) => {
       let onAbort = null;
@@ -769,7 +773,7 @@ class RemoteTransformer extends RemoteObject {
           onAbort = null;
           channel.abandonGeneration(generation);
           // Nothing to wait for: the worker answers it between chunks, and its end is dropped.
-          this._request('Transformer.generateCancel', [generation], [null]).catch(() => {});
+          this._request('generateCancel', [generation], [null]).catch(() => {});
           reject(cancelledError(signal));
         };
         if (signal.aborted) {  // during the request's round trip
@@ -782,23 +786,8 @@ class RemoteTransformer extends RemoteObject {
     });
   }
 
-  /** The calling thread's backward(tokens, targets, options), in the worker. */
-  async backward(tokens, targets, options) {
-    return resultIn(await RemoteTransformer.check(this, 'backward')
-      ._request('Transformer.backward', [tokens, targets, options], ['tokens', 'targets', 'options']));
-  }
 
-  /** The calling thread's setOptimizer(options), in the worker. @returns {Promise<void>} */
-  async setOptimizer(options) {
-    await RemoteTransformer.check(this, 'setOptimizer')
-      ._request('Transformer.setOptimizer', [options], ['options']);
-  }
 
-  /** The calling thread's trainStep(tokens, targets), in the worker. */
-  async trainStep(tokens, targets) {
-    return RemoteTransformer.check(this, 'trainStep')
-      ._request('Transformer.trainStep', [tokens, targets], ['tokens', 'targets']);
-  }
 
   /**
    * Trains in the worker without a request per step: spec.steps trainStep calls (with the
@@ -817,7 +806,7 @@ class RemoteTransformer extends RemoteObject {
     if (onProgress !== undefined && typeof onProgress !== 'function') {
       throw new HeadscopeError('INVALID_ARGUMENT', `options.onProgress: expected a function, got ${typeof onProgress}`);
     }
-    const { job } = await this._request('Transformer.train', [spec], ['spec']);
+    const { job } = await this._request('train', [spec], ['spec']);
     return new TrainingRun(this, job, onProgress);
   }
 

@@ -9,14 +9,16 @@
 //   caller -> worker, first: { type: 'init', options: { simd } }  init()'s options (initWorker's
 //                            simd); the worker loads its module when this arrives (a first
 //                            message of another kind loads it with init()'s defaults)
-//   worker -> caller, once:  { type: 'ready', kernelTarget, simd } or { type: 'ready', error: { code, message } }
-//   caller -> worker:        { id, op, args }   op: create | createTransformer | dispose | runCase
-//                                                   | checkCase | liveHandles | memory, or a method
-//                                                   of a created object (args [objectId, ...]):
-//                                                   loadStateDict | forward | trace (MultiheadAttention)
-//                                                   | Transformer.<loadStateDict | stateDict | forward
-//                                                   | generate | generateCancel | backward
-//                                                   | setOptimizer | trainStep | train | trainControl>
+//   worker -> caller, once:  { type: 'ready', kernelTarget, simd, methods } (methods: the engine's,
+//                            { name: [parameter names] }) or { type: 'ready', error: { code, message } }
+//   caller -> worker:        { id, op, args }, op one of
+//     call          [objectId, method, ...arguments]: any public method of the engine (objectId 0)
+//                   or of an object it created, read from their classes (publicMethods)
+//     create        [kind, config] -> { id, config, methods, constants }: kind 'MultiheadAttention'
+//                   or 'Transformer'; methods as the ready message's, constants the values of
+//                   the class's constant methods (parameterShapes, hookNames)
+//     dispose       [objectId]
+//     generate, generateCancel, train, trainControl: the jobs below
 //   worker -> caller:        { id, ok: true, result } or { id, ok: false, error: { code, message, argument? } }
 // Training runs (Transformer.train): the reply is { job } at once; the steps then run in chunks of
 // about spec.chunkMs (default 30 ms) between which other requests are served (a forward for the
@@ -60,9 +62,14 @@ export const MAX_TRAIN_BATCHES = 65536;
 const objects = new Map();
 let nextObjectId = 1;
 
+// object id -> its class name, kept after dispose (a few bytes per object) so that a late call
+// names what was disposed.
+const kindOf = new Map();
+
 function register(kind, object) {
   const id = nextObjectId++;
   objects.set(id, { kind, object });
+  kindOf.set(id, kind);
   return id;
 }
 
@@ -89,21 +96,6 @@ function resultOut(value, transfer) {
   const out = {};
   for (const [name, v] of Object.entries(value)) out[name] = resultOut(v, transfer);
   return out;
-}
-
-// index.js's Transformer.forward copies options.hooks by iterating it, which walks the array's
-// whole length: a sparse array of length 2^32 - 1 (which crosses to the worker in a few bytes)
-// exhausts the JS heap, and a worker that runs out of heap takes its whole process down with it.
-// An array longer than hookNames() holds a name twice or one the model does not have, which
-// forward refuses anyway: refused here before the walk, as INVALID_ARGUMENT naming it.
-function checkHooksLength(model, options) {
-  const hooks = options !== null && typeof options === 'object' ? options.hooks : undefined;
-  if (!Array.isArray(hooks)) return;
-  const most = model.hookNames().length;
-  if (hooks.length > most) {
-    throw new HeadscopeError('INVALID_ARGUMENT', `options.hooks: expected at most ${most} hook ` +
-      `names (this model's hookNames(), each once), got an array of length ${hooks.length}`);
-  }
 }
 
 // ---- Training runs ----
@@ -377,41 +369,80 @@ function runGenerationChunk(post, g) {
   scheduleGeneration(post, g);
 }
 
-// The request of a method of `kind`: args [objectId, ...arguments] -> its result, tensors
-// transferred.
-function method(kind, name) {
-  return (hs, [id, ...args], transfer) => {
-    const object = lookup(id, kind);
-    // (generate is the Transformer's in builds that have it.)
-    if (typeof object[name] !== 'function') {
-      throw new HeadscopeError('INVALID_ARGUMENT', `${kind}.${name}: not available in this build ` +
-        'of headscope');
+// ---- The engine's methods, served generically ----
+// A request is a method of the engine (object id 0) or of an object it created, with its
+// arguments: { op: 'call', args: [objectId, methodName, ...arguments] }. Which methods exist is
+// read from the objects' own classes, so a method added to index.js is served here (and offered
+// by the client, worker-client.js) without code in either; only what the worker runs as a job
+// (train, a chunked generate), creation and disposal have ops of their own.
+const NOT_CALLED = new Set(['dispose', 'close', 'generate', 'createMultiheadAttention', 'createTransformer']);
+
+/** The public methods of an object's class chain (no `_private` ones, no constructor). */
+export function publicMethods(object) {
+  const names = [];
+  for (let p = Object.getPrototypeOf(object); p !== null && p !== Object.prototype; p = Object.getPrototypeOf(p)) {
+    for (const name of Object.getOwnPropertyNames(p)) {
+      const d = Object.getOwnPropertyDescriptor(p, name);
+      if (name === 'constructor' || name.startsWith('_') || typeof d.value !== 'function') continue;
+      if (!NOT_CALLED.has(name) && !names.includes(name)) names.push(name);
     }
-    if (kind === 'Transformer' && name === 'forward') checkHooksLength(object, args[1]);
-    return resultOut(object[name](...args), transfer) ?? null;
-  };
+  }
+  return names;
 }
 
+// A method's parameter names, from its own source (index.js writes them plainly: `forward(tokens,
+// options = {})`), so that the client names an argument that cannot be sent as the calling thread
+// would ("tokens: cannot be sent to the worker ...").
+function parameterNames(fn) {
+  const m = /^[^(]*\(([^)]*)\)/.exec(Function.prototype.toString.call(fn));
+  if (m === null) return [];
+  return m[1].split(',').map((p) => p.trim().replace(/\s*=[\s\S]*$/, '').replace(/^\.\.\./, '')).filter(Boolean);
+}
+
+/** { name: [parameter names] } of an object's served methods. */
+function methodTable(object) {
+  return Object.fromEntries(publicMethods(object).map((name) => [name, parameterNames(object[name])]));
+}
+
+// The values of an object's constant methods (the class says which: `constants`, answers fixed
+// for the object's life), which the client then answers without a round trip.
+function constantsOf(object) {
+  const names = object.constructor.constants ?? [];
+  return Object.fromEntries(names.map((name) => [name, object[name]()]));
+}
+
+// The kinds of object the engine creates, by class name: hs['create' + kind](config).
+const KINDS = ['MultiheadAttention', 'Transformer'];
+
 const OPS = {
-  create(hs, [config]) {
-    const mha = hs.createMultiheadAttention(config);
-    return { id: register('MultiheadAttention', mha), config: mha.config,
-      parameterShapes: mha.parameterShapes() };
+  // [kind, config] -> { id, config, methods, constants }: the object's id here, its config with
+  // the defaults filled in, the methods it serves (methodTable) and its constants' values.
+  create(hs, [kind, config]) {
+    if (!KINDS.includes(kind)) {
+      throw new HeadscopeError('INVALID_ARGUMENT', `headscope worker: create: expected one of ${KINDS.join(', ')}, ` +
+        `got ${describe(kind)}`);
+    }
+    const object = hs[`create${kind}`](config);
+    return { id: register(kind, object), config: object.config, methods: methodTable(object),
+      constants: constantsOf(object) };
   },
-  createTransformer(hs, [config]) {
-    const model = hs.createTransformer(config);
-    return { id: register('Transformer', model), config: model.config,
-      parameterShapes: model.parameterShapes(), hookNames: model.hookNames() };
+  // [objectId (0: the engine), method, ...arguments] -> its result, tensors transferred.
+  call(hs, [id, name, ...args], transfer) {
+    const object = id === 0 ? hs : objects.get(id)?.object;
+    if (object === undefined) {
+      // (index.js's words for a disposed object, naming its class.)
+      throw new HeadscopeError('DISPOSED', `${kindOf.get(id) ?? 'object'}: this object was disposed; create a new one`);
+    }
+    if (typeof name !== 'string' || !publicMethods(object).includes(name)) {
+      throw new HeadscopeError('INVALID_ARGUMENT', `headscope worker: ${describe(name)} is not a method ` +
+        `this object serves (${publicMethods(object).join(', ')})`);
+    }
+    // (undefined stays undefined: a method that returns nothing resolves to nothing.)
+    return resultOut(object[name](...args), transfer);
   },
-  loadStateDict: method('MultiheadAttention', 'loadStateDict'),
-  forward: method('MultiheadAttention', 'forward'),
-  trace: method('MultiheadAttention', 'trace'),
-  'Transformer.loadStateDict': method('Transformer', 'loadStateDict'),
-  'Transformer.stateDict': method('Transformer', 'stateDict'),
-  'Transformer.forward': method('Transformer', 'forward'),
   // [id, prompt, options] -> { generation } once the prompt has run (or queued behind the model's
   // generation in progress); the tokens follow in a generate-done event (the protocol above).
-  'Transformer.generate'(hs, [id, prompt, options], transfer, post) {
+  generate(hs, [id, prompt, options], transfer, post) {
     const model = lookup(id, 'Transformer');
     const g = { id: nextGenerationId++, modelId: id, model, prompt, options, started: false,
       scheduled: false, steps: 1 };
@@ -424,7 +455,7 @@ const OPS = {
   },
   // [id, generation] -> { status: 'cancelled' | 'finished' }: served between chunks, so the
   // generation ends here (its caches freed) and its generate-done, CANCELLED, follows this reply.
-  'Transformer.generateCancel'(hs, [id, generationId], transfer, post) {
+  generateCancel(hs, [id, generationId], transfer, post) {
     const g = generations.get(generationId);
     if (g === undefined || g.modelId !== id) return { status: 'finished' };
     generations.delete(g.id);  // a chunk already scheduled finds it gone
@@ -436,11 +467,8 @@ const OPS = {
     });
     return { status: 'cancelled' };
   },
-  'Transformer.backward': method('Transformer', 'backward'),
-  'Transformer.setOptimizer': method('Transformer', 'setOptimizer'),
-  'Transformer.trainStep': method('Transformer', 'trainStep'),
   // A training run in chunks (the protocol above); the model needs an optimizer already.
-  'Transformer.train'(hs, [id, spec], transfer, post) {
+  train(hs, [id, spec], transfer, post) {
     const model = lookup(id, 'Transformer');
     const settings = readTrainSpec(spec, model);
     if (model.optimizer === null) {
@@ -462,7 +490,7 @@ const OPS = {
   },
   // [id, job, 'pause' | 'resume' | 'cancel'] -> { status: 'running' | 'paused' | 'cancelled' |
   // 'finished', step }: served between chunks, so a paused run's step stays as returned.
-  'Transformer.trainControl'(hs, [id, jobId, action], transfer, post) {
+  trainControl(hs, [id, jobId, action], transfer, post) {
     lookup(id, 'Transformer');
     if (!['pause', 'resume', 'cancel'].includes(action)) {
       throw new HeadscopeError('INVALID_ARGUMENT', `action: expected 'pause', 'resume' or 'cancel', got ${String(action)}`);
@@ -495,19 +523,6 @@ const OPS = {
       entry.object.dispose();
     }
     return null;
-  },
-  runCase(hs, [caseDocument], transfer) {
-    return resultOut(hs.runCase(caseDocument), transfer);
-  },
-  checkCase(hs, [caseDocument, result, options]) {
-    // Tensors arrive as plain { data, shape } objects, which is all the comparison reads.
-    return hs.checkCase(caseDocument, result, options);
-  },
-  liveHandles(hs) {
-    return hs.liveHandles();
-  },
-  memory(hs) {
-    return hs.memory();
   },
 };
 
@@ -615,7 +630,7 @@ function start(post) {
   const begin = (options) => {
     const hsPromise = init(options);
     hsPromise.then(
-      (hs) => post({ type: 'ready', kernelTarget: hs.kernelTarget, simd: hs.simd }, []),
+      (hs) => post({ type: 'ready', kernelTarget: hs.kernelTarget, simd: hs.simd, methods: methodTable(hs) }, []),
       (e) => post({ type: 'ready', error: errorOut(e) }, []));
     handle = serve(post, hsPromise);
   };
