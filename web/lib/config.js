@@ -24,6 +24,19 @@ export function field(schema, name) {
   return schema.fields.find((f) => f.js === name || f.torch === name);
 }
 
+/**
+ * Whether `values` ({ jsName: number }) keep the schema's divisibility rules ("d_model must be
+ * divisible by n_heads"); a rule whose fields are not both given holds. For the views, which
+ * offer and check settings before any engine sees them.
+ */
+export function divisible(schema, values) {
+  return schema.divisible.every(([a, b]) => {
+    const x = values[field(schema, a).js];
+    const y = values[field(schema, b).js];
+    return x === undefined || y === undefined || x % y === 0;
+  });
+}
+
 /** The choices of a choice field, by its JS name: choices(TRANSFORMER_SCHEMA, 'norm'). */
 export function choices(schema, name) {
   return field(schema, name).choices;

@@ -4,6 +4,7 @@ import { designLength, featureLayout, PRESET_LENGTH } from './features.js';
 import { seededRandom, gaussian } from './random.js';
 import { HeadWriter } from './channels.js';
 import { ALL_PRESETS, defaultPresets, PRESET_WRITERS } from './presets.js';
+import { MHA_SCHEMA, divisible } from '../../lib/config.js';
 
 /**
  * An orthogonal E x E matrix (rows orthonormal), from Gram-Schmidt on Gaussian rows.
@@ -34,7 +35,7 @@ function randomOrthogonal(E, random) {
 }
 
 function checkHeads(embedDim, numHeads) {
-  if (!Number.isInteger(numHeads) || numHeads < 1 || embedDim % numHeads !== 0) {
+  if (!Number.isInteger(numHeads) || numHeads < 1 || !divisible(MHA_SCHEMA, { embedDim, numHeads })) {
     throw new RangeError(`numHeads must be a positive divisor of embedDim (${embedDim}), got ${numHeads}`);
   }
 }

@@ -3,7 +3,7 @@
 // (Play, Step, Reset, the log scale, the step counter, Export model, Load model). Built once;
 // sync() shows the state in them, readSetup() reads the form as a patch.
 import { button, checkbox, el, labelled, setText } from '../common/dom.js';
-import { D_MODELS, TASK_NAMES } from './state.js';
+import { D_MODELS, NORMS, POSITIONS, TASK_NAMES } from './state.js';
 
 const FIELDS = ['task', 'layers', 'heads', 'dModel', 'norm', 'positions', 'lr', 'weightDecay', 'batch', 'clip', 'seed'];
 const TEXT_FIELDS = ['task', 'norm', 'positions'];
@@ -35,8 +35,8 @@ export function buildControls(hidden) {
     layers: select('layers', [1, 2, 3, 4], 'Layers'),
     heads: select('heads', [1, 2, 4, 8, 16, 32, 64], 'Heads'),
     dModel: select('dModel', D_MODELS, 'dModel'),
-    norm: select('norm', ['pre', 'post', 'none'], 'LayerNorm'),
-    positions: select('positions', ['learned', 'sinusoidal', 'none'], 'Positions'),
+    norm: select('norm', NORMS, 'LayerNorm'),
+    positions: select('positions', POSITIONS, 'Positions'),
     lr: number('lr', 'Learning rate', { min: 0.00001, max: 1, step: 0.0005 }),
     weightDecay: number('weightDecay', 'Weight decay', { min: 0, max: 1, step: 0.01 }),
     batch: number('batch', 'Batch', { min: 1, max: 256, step: 1 }),

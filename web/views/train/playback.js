@@ -2,7 +2,7 @@
 // step is refused), Pause, Step, Reset (a new model at step 0), training to a step (a link's, or
 // update()'s), and a new setup from the form or update() (a new model from step 0).
 import { HeadscopeError } from '../../lib/errors.js';
-import { applyTrainState, sameSetup } from './state.js';
+import { applyTrainState, headsDivide, sameSetup } from './state.js';
 
 /** Steps per chunk between two evaluations while playing. */
 const CHUNK_STEPS = 25;
@@ -93,7 +93,7 @@ export function createPlayback(t, { session, sync, fail, changed, say }) {
 
   /** The form's setup (controls.js's readSetup): a change is a new model from step 0. */
   function setup(patch) {
-    if (patch.dModel % patch.heads !== 0) patch.heads = Math.min(patch.dModel, t.state.heads) > 0 ? gcdHeads(patch.dModel, patch.heads) : 1;
+    if (!headsDivide(patch)) patch.heads = Math.min(patch.dModel, t.state.heads) > 0 ? gcdHeads(patch.dModel, patch.heads) : 1;
     let next;
     try {
       next = applyTrainState(patch, t.state, 'Train');

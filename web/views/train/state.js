@@ -13,11 +13,15 @@
 import { HeadscopeError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/tensor.js';
 import { TASKS } from '../../lib/tasks.js';
+import { TRANSFORMER_SCHEMA, choices, divisible } from '../../lib/config.js';
 
 export const TASK_NAMES = TASKS.map((t) => t.name);
 export const D_MODELS = [16, 32, 64, 128];
-const NORMS = ['pre', 'post', 'none'];
-const POSITIONS = ['learned', 'sinusoidal', 'none'];
+// The model's choices are the transformer schema's (web/lib/schema.js).
+export const NORMS = choices(TRANSFORMER_SCHEMA, 'norm');
+export const POSITIONS = choices(TRANSFORMER_SCHEMA, 'positions');
+/** Whether a setting's heads divide its dModel (the schema's rule, in the view's names). */
+export const headsDivide = (s) => divisible(TRANSFORMER_SCHEMA, { dModel: s.dModel, nHeads: s.heads });
 /** The state's fields, in the order of a link's parameters. */
 export const TRAIN_KEYS = ['task', 'layers', 'heads', 'dModel', 'mlp', 'norm', 'positions', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps'];
 export const MAX_STEPS = 100_000;
@@ -56,7 +60,7 @@ export function applyTrainState(patch, current, where = 'setState: state') {
   int('layers', 1, 4);
   oneOf('dModel', D_MODELS);
   int('heads', 1, next.dModel);
-  if (next.dModel % next.heads !== 0) fail(`${where}.heads`, `expected a divisor of dModel ${next.dModel}, got ${next.heads}`);
+  if (!headsDivide(next)) fail(`${where}.heads`, `expected a divisor of dModel ${next.dModel}, got ${next.heads}`);
   if (typeof next.mlp !== 'boolean') fail(`${where}.mlp`, `expected true or false, got ${describe(next.mlp)}`);
   oneOf('norm', NORMS);
   oneOf('positions', POSITIONS);
