@@ -111,17 +111,24 @@ constexpr const char* kAttnHooks[] = {"attn.hook_q", "attn.hook_k", "attn.hook_v
 
 // Calls f(layer, suffix) for every hook of `c` in the order the reference computes them (layer
 // -1: a model-level hook). The one list behind TransformerHookNames and Forward's checks.
+// A LayerNorm's hook (ln1, ln2) comes where it runs: before its sub-block with "pre", after the
+// residual add with "post".
 template <class F>
 void ForEachHook(const TransformerConfig& c, const F& f) {
+  const bool pre = c.norm == NormPlacement::kPre, post = c.norm == NormPlacement::kPost;
   f(int64_t{-1}, "hook_embed");
   if (c.positions != PositionKind::kNone) f(int64_t{-1}, "hook_pos_embed");
   for (int64_t l = 0; l < c.n_layers; ++l) {
     f(l, "hook_resid_pre");
+    if (pre) f(l, "ln1.hook_normalized");
     for (const char* a : kAttnHooks) f(l, a);
     f(l, "hook_attn_out");
+    if (post) f(l, "ln1.hook_normalized");
     if (c.d_mlp > 0) {
       f(l, "hook_resid_mid");
+      if (pre) f(l, "ln2.hook_normalized");
       f(l, "hook_mlp_out");
+      if (post) f(l, "ln2.hook_normalized");
     }
     f(l, "hook_resid_post");
   }
@@ -718,6 +725,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       LayerNorm(x_.data(), M, Dz, store_.data(layer.ln1_w), store_.data(layer.ln1_b), c.ln_eps,
                 normed_.data());
       a_in = normed_.data();
+      keep(l, "ln1.hook_normalized", a_in, btd);
     }
     ForwardOptions o;
     o.is_causal = c.causal;
@@ -791,6 +799,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     if (post) {
       LayerNorm(x_.data(), M, Dz, store_.data(layer.ln1_w), store_.data(layer.ln1_b), c.ln_eps,
                 x_.data());
+      keep(l, "ln1.hook_normalized", x_.data(), btd);
     }
     if (c.d_mlp > 0) {
       keep(l, "hook_resid_mid", x_.data(), btd);
@@ -800,6 +809,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
         LayerNorm(x_.data(), M, Dz, store_.data(layer.ln2_w), store_.data(layer.ln2_b), c.ln_eps,
                   normed_.data());
         m_in = normed_.data();
+        keep(l, "ln2.hook_normalized", m_in, btd);
       }
       const size_t Mlp = static_cast<size_t>(c.d_mlp);
       const float* fc_in_b = layer.fc_in_b >= 0 ? store_.data(layer.fc_in_b) : nullptr;
@@ -816,6 +826,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       if (post) {
         LayerNorm(x_.data(), M, Dz, store_.data(layer.ln2_w), store_.data(layer.ln2_b), c.ln_eps,
                   x_.data());
+        keep(l, "ln2.hook_normalized", x_.data(), btd);
       }
     }
     keep(l, "hook_resid_post", x_.data(), btd);
