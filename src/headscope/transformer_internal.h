@@ -62,8 +62,8 @@ struct Transformer::Saved {
   AlignedBuffer final_in;  // the last block's output: ln_final's input under pre-norm
   AlignedBuffer logits;    // [M, V]
   // The backward's buffers: gradients flowing through the residual stream and the stages, the
-  // packed right-hand operand of each product, the recomputed projections, a head's scratch
-  // (kernels/attention.h HeadBackward).
+  // packed right-hand operand of each product, the recomputed projections, the attention
+  // backward's scratch (kernels/attention.h AttentionBackward).
   AlignedBuffer dx, dtmp, dnorm, dwide, dlogits, pack, qkv, head;
 };
 

@@ -14,8 +14,9 @@
 //     dV = g P^T dZ,  dS = P * (dP - rowsum(P * dP)),  dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd)
 //     dWin = dqkv^T a_in, da_in = dqkv Win
 //   embeddings                     scatter-add of dx's rows into the token and position rows
-// (The per-head part is kernels/attention.h HeadBackward, one call per (n, h), on the forward's
-// q, k, v when they were kept, Saved::keep_qkv.)
+// (The per-head part is kernels/attention.h AttentionBackward, every (n, h) addressed through
+// the forward's AttentionShape and visibility rule, on the forward's q, k, v when they were kept,
+// Saved::keep_qkv, else on the same products computed again.)
 // Every product is MatMulPacked (the forward's kernel: its bits do not depend on the thread
 // count), with the right-hand operand packed by PackB through strides (a transposed operand costs
 // no copy), or MatMulPackedTransA where the left-hand operand is a transpose (dY^T, P^T, dS^T:
@@ -217,8 +218,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     need(in, rows);  // dW = dy^T x: x packed as (in, M)
   }
   need(D, 3 * D);   // da_in = dqkv Win
-  need(3 * D, D);   // qkv = a_in Win^T, recomputed
-  need(D, D);       // dconcat = dout Wo
+  need(D, D);       // dconcat = dout Wo; q, k or v = a_in W^T + b, recomputed
   need(D, V);       // dxf = dlogits Wu
   need(D, Mlp);     // dm_in = dh Wfc_in
   need(Mlp, D);     // dh = dm Wfc_out
@@ -226,7 +226,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   sv.keep_qkv = SaturatingProduct({rows, 3 * static_cast<uint64_t>(D), L, sizeof(float)}) <=
                 Saved::kKeepQkvBytes;
   trans = sv.keep_qkv ? 0 : SaturatingProduct({rows, 3 * static_cast<uint64_t>(D)});
-  const uint64_t tile = HeadBackwardFloats(Tz, hd);  // kernels/attention.h, per head
+  const uint64_t tile = AttentionBackwardFloats(Tz, hd);  // kernels/attention.h
   if (!Grow(&sv.dx, MD, &bytes, limit) || !Grow(&sv.dtmp, MD, &bytes, limit) ||
       !Grow(&sv.dnorm, MD, &bytes, limit) ||
       !Grow(&sv.dwide, SaturatingProduct({rows, wide}), &bytes, limit) ||
@@ -345,66 +345,49 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
            c.bias ? grad(b + "attn.out_proj.bias") : nullptr, dconcat);
     // The attention's input and its projections again rather than kept ([M, D] and [M, 3D] a
     // layer: what keeps the 1M model's training within 64 MB): a_in = ln1(resid_pre) under
-    // pre-norm, and qkv [M, 3D] = a_in Win^T + bin, the products the forward's projections
-    // compute (the same kernel and operands, so the same bits, in trans, free until in_proj's
-    // backward below).
-    // (Kept: sl.qkv holds q, k and v [M, D] each, the forward's own.)
+    // pre-norm, and q | k | v [M, D] each = a_in W^T + b, the products the forward's projections
+    // compute (ProjectQkv: one per row block of in_proj_weight, the same kernel and operands, so
+    // the same bits), in trans, free until in_proj's backward below.
+    // (Kept: sl.qkv holds the forward's own q, k and v, [M, D] each.)
     const float* a_in = sl.resid_pre.data();
     if (pre) {
       LayerNormRows(sl.resid_pre.data(), M, D, store_.data(layer.ln1_w), store_.data(layer.ln1_b),
                     eps, sv.dnorm.data());
       a_in = sv.dnorm.data();
     }
-    // q, k, v of row r at qkv + r * ld, + kv_off, + 2 * kv_off.
-    const float* qkv;
-    size_t ld, kv_off;
-    if (sv.keep_qkv) {
-      qkv = sl.qkv.data();
-      ld = D;
-      kv_off = M * D;
-    } else {
-      PackB(w.Get(Param::kInProjWeight), 3 * D, D, D, 1, sv.pack.data());
-      MatMulPacked(a_in, D, sv.pack.data(), c.bias ? w.Get(Param::kInProjBias) : nullptr, M,
-                   3 * D, D, 1.0f, sv.qkv.data(), 3 * D, threads);
-      qkv = sv.qkv.data();
-      ld = 3 * D;
-      kv_off = D;
-    }
-    float* dqkv = sv.dwide.data();  // [M, 3D]: dq | dk | dv per row
-    const float sqrt_hd = std::sqrt(static_cast<float>(hd));
-    const float* gates = options.head_gates.present()
-                             ? options.head_gates.data + li * H
-                             : nullptr;
-    for (size_t n = 0; n < static_cast<size_t>(B); ++n) {
-      for (size_t hh = 0; hh < H; ++hh) {
-        const size_t row0 = n * Tz * D + hh * hd;  // (n, 0, head hh) in [B, T, D]
-        const float* P = sl.pattern.data() + (n * H + hh) * Tz * Tz;
-        const float* dZ = dconcat + row0;
-        const size_t out0 = n * Tz * 3 * D + hh * hd;  // (n, 0, head hh) in [B, T, 3D]
-        const float* q = qkv + n * Tz * ld + hh * hd;
-        const float* k = q + kv_off;
-        const float* v = q + 2 * kv_off;
-        HeadBackwardArgs ha;
-        ha.len = Tz;
-        ha.head_dim = hd;
-        ha.causal = c.causal;
-        ha.gate = gates != nullptr ? gates[hh] : 1.0f;
-        ha.scale = 1.0f / sqrt_hd;
-        ha.p = P;
-        ha.dz = dZ;
-        ha.ld_dz = D;
-        ha.q = q;
-        ha.k = k;
-        ha.v = v;
-        ha.ld_qkv = ld;
-        ha.dq = dqkv + out0;
-        ha.dk = dqkv + out0 + D;
-        ha.dv = dqkv + out0 + 2 * D;
-        ha.ld_out = 3 * D;
-        ha.gate_grad = options.head_gate_grads ? &result->head_gate_grads[li * H + hh] : nullptr;
-        HeadBackward(ha, sv.head.data());  // kernels/attention.h
+    const float* qkv = sl.qkv.data();  // [3][M, D]: the activations' layout
+    if (!sv.keep_qkv) {
+      const float* win = w.Get(Param::kInProjWeight);
+      const float* bin = c.bias ? w.Get(Param::kInProjBias) : nullptr;
+      for (size_t part = 0; part < 3; ++part) {
+        PackB(win + part * D * D, D, D, D, 1, sv.pack.data());
+        MatMulPacked(a_in, D, sv.pack.data(), bin != nullptr ? bin + part * D : nullptr, M, D, D,
+                     1.0f, sv.qkv.data() + part * M * D, D, threads);
       }
+      qkv = sv.qkv.data();
     }
+    // The heads' backward over the forward's activations ([B, T, D] each, as its AttentionShape
+    // describes them) and the rule of which keys each row saw; the gradients dq | dk | dv go to
+    // the rows of dqkv [M, 3D], in_proj's dy.
+    float* dqkv = sv.dwide.data();
+    AttentionBackwardArgs ab;
+    ab.shape = AttentionShape::Dense(static_cast<size_t>(B), H, Tz, Tz, Tz, hd);
+    ab.modifiers.causal = c.causal;
+    ab.sqrt_head_dim = std::sqrt(static_cast<float>(hd));
+    ab.q = qkv;
+    ab.k = qkv + M * D;
+    ab.v = qkv + 2 * M * D;
+    ab.weights = sl.pattern.data();
+    ab.head_gates = options.head_gates.present() ? options.head_gates.data + li * H : nullptr;
+    ab.dz = dconcat;
+    ab.grads = ab.shape;
+    ab.grads.q_row_stride = ab.grads.kv_row_stride = 3 * D;
+    ab.grads.q_batch_stride = ab.grads.kv_batch_stride = Tz * 3 * D;
+    ab.dq = dqkv;
+    ab.dk = dqkv + D;
+    ab.dv = dqkv + 2 * D;
+    ab.gate_grads = options.head_gate_grads ? &result->head_gate_grads[li * H] : nullptr;
+    AttentionBackward(ab, sv.head.data());
     // in_proj: dWin = dqkv^T a_in, da_in = dqkv Win (dconcat's room is free again).
     float* da_in = sv.dtmp.data();
     linear(a_in, w.Get(Param::kInProjWeight), dqkv, D, 3 * D, grad(b + "attn.in_proj_weight"),
