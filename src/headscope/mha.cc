@@ -345,12 +345,24 @@ void FillTrace(const CallPlan& p, const AttentionActivations& a, AttentionTrace*
 MultiheadAttention::MultiheadAttention(const MhaConfig& config)
     : weights_(config), packed_(new (std::nothrow) PackedWeights) {}
 
+MultiheadAttention::MultiheadAttention(const MhaConfig& config, ParameterStore* shared,
+                                       std::string_view prefix)
+    : weights_(config, shared, prefix), packed_(new (std::nothrow) PackedWeights) {}
+
 MultiheadAttention::~MultiheadAttention() = default;
 
 Status MultiheadAttention::Create(const MhaConfig& config,
                                   std::unique_ptr<MultiheadAttention>* out) {
+  return Create(config, nullptr, "", out);
+}
+
+Status MultiheadAttention::Create(const MhaConfig& config, ParameterStore* shared,
+                                  std::string_view prefix,
+                                  std::unique_ptr<MultiheadAttention>* out) {
   HEADSCOPE_RETURN_IF_ERROR(ValidateConfig(config));
-  std::unique_ptr<MultiheadAttention> mha(new (std::nothrow) MultiheadAttention(config));
+  std::unique_ptr<MultiheadAttention> mha(
+      shared != nullptr ? new (std::nothrow) MultiheadAttention(config, shared, prefix)
+                        : new (std::nothrow) MultiheadAttention(config));
   if (mha == nullptr || mha->packed_ == nullptr) {
     return OutOfMemory("MultiheadAttention", sizeof(MultiheadAttention) + sizeof(PackedWeights));
   }

@@ -86,6 +86,11 @@ struct KvCache {
 class MultiheadAttention {
  public:
   static Status Create(const MhaConfig& config, std::unique_ptr<MultiheadAttention>* out);
+  // A module whose weights are entries of a model's store (`shared`, which must outlive it),
+  // named `prefix` + torch's key: a Transformer's layers ("blocks.{l}.attn."). The model loads
+  // and writes them through its store; the module reads them from there.
+  static Status Create(const MhaConfig& config, ParameterStore* shared, std::string_view prefix,
+                       std::unique_ptr<MultiheadAttention>* out);
   ~MultiheadAttention();
 
   const MhaConfig& config() const { return weights_.config(); }
@@ -137,6 +142,7 @@ class MultiheadAttention {
 
  private:
   explicit MultiheadAttention(const MhaConfig& config);
+  MultiheadAttention(const MhaConfig& config, ParameterStore* shared, std::string_view prefix);
   // Where a pass writes: Forward's result buffers, or the trace's (which also keeps the stages).
   struct PassOutputs {
     float* output = nullptr;   // query's layout
