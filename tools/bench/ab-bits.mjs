@@ -7,7 +7,7 @@
 // over configs that cover the norm placements, positions, MLP or not, bias, causal or not, and
 // both sides of the backward's keep-q/k/v bound.
 //
-//   node tools/bench/ab-bits.mjs --a /path/to/old/web/lib --b web/lib [--simd simd128|relaxed]
+//   node tools/bench/ab-bits.mjs --a /path/to/old/web/lib --b web/lib [--simd simd128|relaxed] [--threads N]
 //
 // Build A is typically a checkout of the previous commit (`git worktree add` or `git archive`,
 // then `npm ci && npm run build` there). relaxed needs node --experimental-wasm-relaxed-simd.
@@ -15,7 +15,7 @@
 import { floats, loadBuilds, random } from './ab-builds.mjs';
 
 const { A, B, simd } = await loadBuilds(
-  'node tools/bench/ab-bits.mjs --a <build A web/lib> [--b <build B web/lib>] [--simd simd128|relaxed]');
+  'node tools/bench/ab-bits.mjs --a <build A web/lib> [--b <build B web/lib>] [--simd simd128|relaxed] [--threads N]');
 
 let calls = 0;
 let tensors = 0;

@@ -12,19 +12,21 @@ export function option(name, fallback) {
 
 /**
  * Builds A (--a, required) and B (--b, default web/lib): each directory's index.js imported as
- * its own module and initialised with --simd (default simd128). Exits with `usage` without --a.
+ * its own module and initialised with --simd (default simd128) and --threads (default 1: the
+ * single-threaded module; more: the threaded one). Exits with `usage` without --a.
  */
 export async function loadBuilds(usage) {
   const dirA = option('a');
   const dirB = option('b', 'web/lib');
   const simd = option('simd', 'simd128');
+  const threads = Number(option('threads', '1'));
   if (!dirA) {
     console.error(`usage: ${usage}`);
     process.exit(2);
   }
-  const load = async (dir) => (await import(pathToFileURL(path.resolve(dir, 'index.js')).href)).init({ simd });
+  const load = async (dir) => (await import(pathToFileURL(path.resolve(dir, 'index.js')).href)).init({ simd, threads });
   const [A, B] = await Promise.all([load(dirA), load(dirB)]);
-  return { A, B, dirA: path.resolve(dirA), dirB: path.resolve(dirB), simd };
+  return { A, B, dirA: path.resolve(dirA), dirB: path.resolve(dirB), simd: threads > 1 ? `${simd}, ${threads} threads` : simd };
 }
 
 /** A seeded uniform [0, 1) generator (mulberry32). */

@@ -5,7 +5,7 @@
 // the median of the pairs' ratios B / A.
 //
 //   node tools/bench/ab-time.mjs --a /path/to/old/web/lib [--b web/lib] [--pairs 101] [--sample-ms 10]
-//        [--shapes tiny-3,tiny-8,small-32,bert-128,train-small,gen-64] [--simd simd128|relaxed]
+//        [--shapes tiny-3,tiny-8,small-32,bert-128,train-small,gen-64] [--simd simd128|relaxed] [--threads N]
 //
 // Shapes: any of tools/bench/engines.js's MultiheadAttention, train and generate shapes, each
 // timed with the benchmark's own runner: by default L=3 E=4 H=2, L=8 E=16 H=2, L=32 E=64 H=4 and
