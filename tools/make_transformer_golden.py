@@ -562,24 +562,10 @@ def write_readme(out, rows):
 
 # ----------------------------------------------------------------------------------------------
 
-def check_copy_of_reference():
-    """Warns when tools/tiny_transformer.py no longer ends with the shared spec's text."""
-    shared = os.path.join(os.path.dirname(REPO), "shared", "spec", "tiny_transformer.py")
-    if not os.path.exists(shared):
-        return
-    with open(shared, encoding="utf-8") as f:
-        spec_text = f.read()
-    with open(os.path.join(HERE, "tiny_transformer.py"), encoding="utf-8") as f:
-        copy_text = f.read()
-    if not copy_text.endswith(spec_text):
-        print(f"warning: tools/tiny_transformer.py differs from {shared}", file=sys.stderr)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "golden", "transformer"))
     args = ap.parse_args()
-    check_copy_of_reference()
     torch.set_num_threads(1)  # one summation order, whatever the machine
     os.makedirs(args.out, exist_ok=True)
     names = [s["name"] for s in CASES]

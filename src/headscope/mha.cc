@@ -34,7 +34,15 @@ Status OutOfMemory(const std::string& what, size_t bytes) {
                 what + ": could not allocate " + std::to_string(bytes) + " bytes");
 }
 
-Status TooLarge(const CallPlan& p, size_t limit) {
+// A call over the limit; with a KV cache, counting the keys before it (ForwardCached's query).
+Status TooLarge(const CallPlan& p, size_t limit, const KvCache* cache = nullptr) {
+  if (cache != nullptr) {
+    return Status(StatusCode::kResourceExhausted, Arg::kQuery,
+                  std::string(ArgPath(Arg::kQuery)) + ": buffers for (" +
+                      std::to_string(p.batch) + ", " + std::to_string(p.q_len) +
+                      ") new positions over " + std::to_string(cache->length + p.kv_len) +
+                      " keys would exceed the limit of " + std::to_string(limit) + " bytes");
+  }
   return Status(StatusCode::kResourceExhausted,
                 "query/key/value: buffers for this call (N=" + std::to_string(p.batch) +
                     ", L=" + std::to_string(p.q_len) + ", S=" + std::to_string(p.kv_len) +
@@ -85,13 +93,42 @@ bool Allocate(TraceTensor* t, Shape shape) {
 }
 
 // ---- The stages of one pass. Each reads and writes the call's activations; none allocates. ----
+//
+// Keys and values live in one of two places: the context's activations (k and v [N, S', E], the
+// call's own rows only), or a KV cache (KvCache: [N, capacity, E], rows 0 .. length - 1 from
+// earlier calls of the sequence, this call's S rows appended after them: generation). Every stage
+// takes that place as a parameter rather than knowing which it is.
+
+// Where this call's keys and values go, and where the attention stage reads them from.
+struct KeyValueRows {
+  float* k = nullptr;
+  float* v = nullptr;
+  size_t batch_stride = 0;  // floats from a batch element's row 0 to the next element's
+  size_t first = 0;         // the row the call's first key goes to (the cache's length, or 0)
+};
+
+// The rows the attention stage was described with (DescribeAttention's kv geometry).
+KeyValueRows KeysAndValues(const AttentionArgs& args, const AttentionActivations& a,
+                           KvCache* cache) {
+  if (cache != nullptr) {
+    return {cache->k.data(), cache->v.data(), args.shape.kv_batch_stride, cache->length};
+  }
+  return {a.k, a.v, args.shape.kv_batch_stride, 0};
+}
 
 // The attention stage's geometry and scale for this call, before any buffer exists (its scratch
 // size depends on them): MultiheadAttention's activations are dense [N, T, E] with one K/V head
-// per query head.
-AttentionArgs DescribeAttention(const CallPlan& p, const CallContext& context) {
+// per query head. With a cache, the stage reads the cached keys and the call's own, and the
+// queries are the positions after the cached ones (ScoreModifiers::q_offset: the causal rule and
+// the distances count from there).
+AttentionArgs DescribeAttention(const CallPlan& p, const CallContext& context,
+                                const KvCache* cache) {
   AttentionArgs args;
-  args.shape = AttentionShape::Dense(p.batch, p.heads, p.q_len, p.kv_len, p.kv_total, p.head_dim);
+  const size_t before = cache != nullptr ? cache->length : 0;
+  args.shape = AttentionShape::Dense(p.batch, p.heads, p.q_len, before + p.kv_len,
+                                     before + p.kv_total, p.head_dim);
+  if (cache != nullptr) args.shape.kv_batch_stride = cache->capacity * p.embed;
+  args.modifiers.q_offset = before;
   args.sqrt_head_dim = std::sqrt(static_cast<float>(p.head_dim));
   args.workers = static_cast<size_t>(context.pool.threads);  // a scratch slice per thread
   return args;
@@ -99,9 +136,10 @@ AttentionArgs DescribeAttention(const CallPlan& p, const CallContext& context) {
 
 // Sizes the context's activations for this call (AttentionActivations' buffers), refusing calls
 // over the context's byte limit before allocating, counting from `counted` (the bytes of the
-// call's results). Keeps the storage's capacity across calls.
+// call's results). Keeps the storage's capacity across calls. With a cache, k and v are the
+// cache's and take no room here.
 Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallContext* context,
-                          size_t counted) {
+                          size_t counted, const KvCache* cache) {
   const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
   const uint64_t attn_floats =
       p.attn_mask_type == MaskType::kBool
@@ -110,7 +148,7 @@ Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallCont
   const uint64_t kpm_floats =
       p.key_padding_type == MaskType::kBool ? SaturatingProduct({N, S}) : 0;
   const uint64_t qfloats = SaturatingProduct({N, L, E});
-  const uint64_t kvfloats = SaturatingProduct({N, Sp, E});
+  const uint64_t kvfloats = cache != nullptr ? 0 : SaturatingProduct({N, Sp, E});
   const uint64_t row_floats = p.head_stats ? SaturatingProduct({N, p.heads, L}) : 0;
   // In AttentionActivations' order: q, k, v, concat, the two converted masks, the scratch, the
   // three row statistics.
@@ -125,7 +163,7 @@ Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallCont
     offsets[i] = total;
     // Each part starts on a 64-byte boundary (16 floats) so kernels see aligned rows.
     if (!AddBytes(&bytes, parts[i] + 16, context->max_call_bytes)) {
-      return TooLarge(p, context->max_call_bytes);
+      return TooLarge(p, context->max_call_bytes, cache);
     }
     total += static_cast<size_t>((parts[i] + 15) / 16 * 16);
   }
@@ -133,8 +171,8 @@ Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallCont
   if (!a.storage.Resize(total + 16)) return OutOfMemory("workspace", bytes);
   float* base = a.storage.data();
   a.q = base + offsets[0];
-  a.k = base + offsets[1];
-  a.v = base + offsets[2];
+  a.k = cache != nullptr ? nullptr : base + offsets[1];
+  a.v = cache != nullptr ? nullptr : base + offsets[2];
   a.concat = base + offsets[3];
   a.attn_mask = base + offsets[4];
   a.key_padding_mask = base + offsets[5];
@@ -146,18 +184,20 @@ Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallCont
 }
 
 // q = query W_q^T + b_q, k and v likewise: one matmul per batch element (rows of an element are
-// strided in the (L, N, E) layout), into rows 0..S-1 of k and v. The loop runs over N only where
-// an element has rows, so an empty sequence with a huge batch returns at once.
+// strided in the (L, N, E) layout), into rows first..first+S-1 of k and v. The loop runs over N
+// only where an element has rows, so an empty sequence with a huge batch returns at once.
 // (A layout whose batch elements follow one another, batch = len * seq: one product over all
 // N * len rows instead of one per element, the same bits, each row's chain being the same.)
 bool Contiguous(const RowLayout& r, size_t len) { return r.batch == len * r.seq; }
 
-void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView& query, const TensorView& key, const TensorView& value,
-                int threads, AttentionActivations* a) {
-  const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
-  // k and v are written with row stride E and batch stride Sp * E: whole only without extra keys.
-  const bool whole = N > 1 && L > 0 && S > 0 && Sp == S && Contiguous(p.query, L) &&
-                     Contiguous(p.key, S) && Contiguous(p.value, S);
+void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView& query,
+                const TensorView& key, const TensorView& value, int threads,
+                AttentionActivations* a, const KeyValueRows& kv) {
+  const size_t N = p.batch, L = p.q_len, S = p.kv_len, E = p.embed;
+  // k and v are written with row stride E and batch stride kv.batch_stride: whole only where
+  // the elements' rows follow one another (no extra keys, no cache room after them).
+  const bool whole = N > 1 && L > 0 && S > 0 && kv.batch_stride == S * E &&
+                     Contiguous(p.query, L) && Contiguous(p.key, S) && Contiguous(p.value, S);
   const size_t calls = whole ? 1 : N, q_rows = whole ? N * L : L, kv_rows = whole ? N * S : S;
   for (size_t n = 0; n < calls && (L > 0 || S > 0); ++n) {
     // (Empty sequences skip the call: their data pointer may be null, even offset by 0.)
@@ -166,10 +206,11 @@ void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView
                    q_rows, E, E, 1.0f, a->q + n * L * E, E, threads);
     }
     if (S > 0) {
+      const size_t at = n * kv.batch_stride + kv.first * E;
       MatMulPacked(key.data + p.key.Row(n, 0), p.key.seq, packed.wk.panels.data(), packed.bk,
-                   kv_rows, E, p.kdim, 1.0f, a->k + n * Sp * E, E, threads);
+                   kv_rows, E, p.kdim, 1.0f, kv.k + at, E, threads);
       MatMulPacked(value.data + p.value.Row(n, 0), p.value.seq, packed.wv.panels.data(), packed.bv,
-                   kv_rows, E, p.vdim, 1.0f, a->v + n * Sp * E, E, threads);
+                   kv_rows, E, p.vdim, 1.0f, kv.v + at, E, threads);
     }
   }
 }
@@ -178,18 +219,18 @@ void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView
 // bias_v (add_bias_kv) at row S, then a zero key and value (add_zero_attn). They have no
 // position, which is why a positional stage runs on rows 0..S-1 only.
 void AppendExtraKeys(const CallPlan& p, const MhaConfig& config, const PackedWeights& packed,
-                     AttentionActivations* a) {
+                     const KeyValueRows& kv) {
   const size_t N = p.batch, S = p.kv_len, Sp = p.kv_total, E = p.embed;
   for (size_t n = 0; n < N && Sp > S; ++n) {
-    size_t row = S;
+    size_t at = n * kv.batch_stride + (kv.first + S) * E;
     if (config.add_bias_kv) {
-      std::memcpy(a->k + (n * Sp + row) * E, packed.bias_k, E * sizeof(float));
-      std::memcpy(a->v + (n * Sp + row) * E, packed.bias_v, E * sizeof(float));
-      ++row;
+      std::memcpy(kv.k + at, packed.bias_k, E * sizeof(float));
+      std::memcpy(kv.v + at, packed.bias_v, E * sizeof(float));
+      at += E;
     }
     if (config.add_zero_attn) {
-      std::memset(a->k + (n * Sp + row) * E, 0, E * sizeof(float));
-      std::memset(a->v + (n * Sp + row) * E, 0, E * sizeof(float));
+      std::memset(kv.k + at, 0, E * sizeof(float));
+      std::memset(kv.v + at, 0, E * sizeof(float));
     }
   }
 }
@@ -222,11 +263,11 @@ void PrepareMasks(const CallPlan& p, const ForwardOptions& options, AttentionAct
 // Every head's scores, softmax and weights x V into the concatenation (kernels/attention.h),
 // times the head's gate when gates were given; per-head or averaged weights and the trace's
 // scores where asked for.
-void AttendHeads(const CallPlan& p, const AttentionActivations& a, float* weights,
-                 bool average_weights, float* trace_scores, AttentionArgs* args) {
+void AttendHeads(const CallPlan& p, const AttentionActivations& a, const KeyValueRows& kv,
+                 float* weights, bool average_weights, float* trace_scores, AttentionArgs* args) {
   args->q = a.q;
-  args->k = a.k;
-  args->v = a.v;
+  args->k = kv.k;
+  args->v = kv.v;
   args->out.concat = a.concat;
   args->out.weights = weights;
   args->out.average_weights = average_weights;
@@ -304,12 +345,24 @@ void FillTrace(const CallPlan& p, const AttentionActivations& a, AttentionTrace*
 MultiheadAttention::MultiheadAttention(const MhaConfig& config)
     : weights_(config), packed_(new (std::nothrow) PackedWeights) {}
 
+MultiheadAttention::MultiheadAttention(const MhaConfig& config, ParameterStore* shared,
+                                       std::string_view prefix)
+    : weights_(config, shared, prefix), packed_(new (std::nothrow) PackedWeights) {}
+
 MultiheadAttention::~MultiheadAttention() = default;
 
 Status MultiheadAttention::Create(const MhaConfig& config,
                                   std::unique_ptr<MultiheadAttention>* out) {
+  return Create(config, nullptr, "", out);
+}
+
+Status MultiheadAttention::Create(const MhaConfig& config, ParameterStore* shared,
+                                  std::string_view prefix,
+                                  std::unique_ptr<MultiheadAttention>* out) {
   HEADSCOPE_RETURN_IF_ERROR(ValidateConfig(config));
-  std::unique_ptr<MultiheadAttention> mha(new (std::nothrow) MultiheadAttention(config));
+  std::unique_ptr<MultiheadAttention> mha(
+      shared != nullptr ? new (std::nothrow) MultiheadAttention(config, shared, prefix)
+                        : new (std::nothrow) MultiheadAttention(config));
   if (mha == nullptr || mha->packed_ == nullptr) {
     return OutOfMemory("MultiheadAttention", sizeof(MultiheadAttention) + sizeof(PackedWeights));
   }
@@ -385,6 +438,13 @@ Status MultiheadAttention::Forward(const TensorView& query, const TensorView& ke
 Status MultiheadAttention::Forward(const TensorView& query, const TensorView& key,
                                    const TensorView& value, const ForwardOptions& options,
                                    ForwardResult* result, CallContext* context) {
+  return ForwardPass(query, key, value, options, result, context, nullptr);
+}
+
+Status MultiheadAttention::ForwardPass(const TensorView& query, const TensorView& key,
+                                       const TensorView& value, const ForwardOptions& options,
+                                       ForwardResult* result, CallContext* context,
+                                       KvCache* cache) {
   CallPlan plan;
   HEADSCOPE_RETURN_IF_ERROR(PlanCall(config(), query, key, value, options, &plan));
   const size_t limit = context->max_call_bytes;
@@ -393,7 +453,7 @@ Status MultiheadAttention::Forward(const TensorView& query, const TensorView& ke
   const uint64_t weights_floats =
       options.need_weights ? plan.weights_floats(options.average_attn_weights) : 0;
   if (!AddBytes(&bytes, output_floats, limit) || !AddBytes(&bytes, weights_floats, limit)) {
-    return TooLarge(plan, limit);
+    return TooLarge(plan, limit, cache);
   }
   // Both counts are now known to fit the limit, hence size_t.
   if (!result->output.Resize(static_cast<size_t>(output_floats)) ||
@@ -409,7 +469,7 @@ Status MultiheadAttention::Forward(const TensorView& query, const TensorView& ke
   out.weights = options.need_weights ? result->weights.data() : nullptr;
   out.average_weights = options.average_attn_weights;
   out.counted = bytes;
-  return Run(plan, query, key, value, options, out, context);
+  return Run(plan, query, key, value, options, out, context, cache);
 }
 
 Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
@@ -479,7 +539,6 @@ Status MultiheadAttention::ForwardCached(const TensorView& x, const ForwardOptio
                   "embed_dim, no add_bias_kv or add_zero_attn)");
   }
   const size_t E = static_cast<size_t>(c.embed_dim), H = static_cast<size_t>(c.num_heads);
-  const size_t hd = E / H;
   if (x.shape.rank != 3 || x.shape[2] != c.embed_dim || x.shape[0] < 1 || x.shape[1] < 1 ||
       x.data == nullptr || x.size != static_cast<size_t>(x.shape.NumElements())) {
     return ArgError(StatusCode::kShapeMismatch, Arg::kQuery,
@@ -501,101 +560,43 @@ Status MultiheadAttention::ForwardCached(const TensorView& x, const ForwardOptio
                     "expected " + std::to_string(H) + " numbers (one per head), got shape " +
                         gates.shape.ToString());
   }
-  if (prepared_version_ == 0 || prepared_version_ != weights_.version()) {
-    HEADSCOPE_RETURN_IF_ERROR(Prepare());
-  }
-  const size_t S = cache->length + T, cap = cache->capacity;
-  AttentionArgs args;
-  args.shape = AttentionShape::Dense(N, H, T, S, S, hd);
-  args.shape.kv_batch_stride = cap * E;  // the cache's rows: [N, capacity, E]
-  args.sqrt_head_dim = std::sqrt(static_cast<float>(hd));
-  args.workers = static_cast<size_t>(context->pool.threads);
-  // The one query of a step sees every key; a longer run of new positions is causal from its
-  // offset (the rows before it are all visible).
-  args.modifiers.causal = T > 1;
-  args.modifiers.q_offset = cache->length;
-
-  // Queries, the concatenation and the stage's scratch in the context's activations; keys and
-  // values go straight into the cache.
-  const size_t limit = context->max_call_bytes;
-  const uint64_t qfloats = SaturatingProduct({N, T, E});
-  const uint64_t parts[] = {qfloats, qfloats, AttentionWorkspaceFloats(args), qfloats};
-  size_t bytes = 0, total = 0, offsets[3] = {};
-  for (int i = 0; i < 4; ++i) {
-    if (!AddBytes(&bytes, parts[i] + 16, limit)) {
-      return Status(StatusCode::kResourceExhausted, Arg::kQuery,
-                    std::string(ArgPath(Arg::kQuery)) + ": buffers for (" + std::to_string(N) +
-                        ", " + std::to_string(T) + ") new positions over " + std::to_string(S) +
-                        " keys would exceed the limit of " + std::to_string(limit) + " bytes");
-    }
-    if (i < 3) {
-      offsets[i] = total;
-      total += static_cast<size_t>((parts[i] + 15) / 16 * 16);
-    }
-  }
-  AttentionActivations& a = context->activations;
-  if (!a.storage.Resize(total + 16) || !result->output.Resize(static_cast<size_t>(qfloats))) {
-    return OutOfMemory("workspace", bytes);
-  }
-  a.q = a.storage.data() + offsets[0];
-  a.concat = a.storage.data() + offsets[1];
-  a.attention_scratch = a.storage.data() + offsets[2];
-  a.k = a.v = a.attn_mask = a.key_padding_mask = nullptr;
-  a.row_max_weight = a.row_entropy = a.row_distance = nullptr;
-  result->output_shape = Shape{static_cast<int64_t>(N), static_cast<int64_t>(T),
-                               static_cast<int64_t>(E)};
-  result->weights_shape = Shape{};
-  result->head_stats.shape = Shape{};
-
-  // The stages of Run, on these rows: the same kernels, so the same bits per row.
-  const int threads = context->pool.threads;
-  for (size_t n = 0; n < N; ++n) {
-    const float* rows = x.data + n * T * E;
-    const size_t at = (n * cap + cache->length) * E;
-    MatMulPacked(rows, E, packed_->wq.panels.data(), packed_->bq, T, E, E, 1.0f, a.q + n * T * E,
-                 E, threads);
-    MatMulPacked(rows, E, packed_->wk.panels.data(), packed_->bk, T, E, E, 1.0f,
-                 cache->k.data() + at, E, threads);
-    MatMulPacked(rows, E, packed_->wv.panels.data(), packed_->bv, T, E, E, 1.0f,
-                 cache->v.data() + at, E, threads);
-  }
-  args.q = a.q;
-  args.k = cache->k.data();
-  args.v = cache->v.data();
-  args.out.concat = a.concat;
-  args.out.head_gates = gates.present() ? gates.data : nullptr;
-  Attention(args, a.attention_scratch);
-  for (size_t n = 0; n < N; ++n) {
-    MatMulPacked(a.concat + n * T * E, E, packed_->wo.panels.data(), packed_->bo, T, E, E, 1.0f,
-                 result->output.data() + n * T * E, E, threads);
-  }
-  cache->length += T;
-  return Status::Ok();
+  // Forward's stages (Run), with the cache as where the keys and values go and come from. The
+  // one query of a step sees every key: no causal rule to apply (LimitsKeys() would have the
+  // packed path look for V rows that stop it skipping keys, for nothing); a longer run of new
+  // positions is causal from its offset (the rows before it are all visible).
+  ForwardOptions o;
+  o.need_weights = false;
+  o.is_causal = T > 1;
+  o.head_gates = gates;
+  return ForwardPass(x, x, x, o, result, context, cache);
 }
 
 // One pass: the same stages for Forward and Trace, fast and small-head paths, one thread or many
 // (the kernels choose; every choice gives the same bits).
 Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const TensorView& key,
                                const TensorView& value, const ForwardOptions& options,
-                               const PassOutputs& out, CallContext* context) {
+                               const PassOutputs& out, CallContext* context, KvCache* cache) {
   // Complete, and the packed panels current (Prepare itself; skipped while nothing changed).
   if (prepared_version_ == 0 || prepared_version_ != weights_.version()) {
     HEADSCOPE_RETURN_IF_ERROR(Prepare());
   }
-  AttentionArgs args = DescribeAttention(p, *context);
-  HEADSCOPE_RETURN_IF_ERROR(ReserveActivations(p, args, context, out.counted));
+  AttentionArgs args = DescribeAttention(p, *context, cache);
+  HEADSCOPE_RETURN_IF_ERROR(ReserveActivations(p, args, context, out.counted, cache));
   AttentionActivations& a = context->activations;
+  const KeyValueRows kv = KeysAndValues(args, a, cache);
 
-  ProjectQkv(p, *packed_, query, key, value, context->pool.threads, &a);
-  // Positional stage (not built): rotary embeddings would rotate rows 0..L-1 of a.q and 0..S-1 of
-  // a.k here, per head, by position; additive position biases (ALiBi) belong in ScoreModifiers.
-  AppendExtraKeys(p, config(), *packed_, &a);
+  ProjectQkv(p, *packed_, query, key, value, context->pool.threads, &a, kv);
+  // Positional stage (not built): rotary embeddings would rotate rows 0..L-1 of a.q and the new
+  // key rows first..first+S-1 of kv.k here, per head, by position (args.modifiers.q_offset + i
+  // for query i, first + j for key j); additive position biases (ALiBi) belong in ScoreModifiers.
+  AppendExtraKeys(p, config(), *packed_, kv);
   PrepareMasks(p, options, &a, &args.modifiers);
-  AttendHeads(p, a, out.weights, out.average_weights,
+  AttendHeads(p, a, kv, out.weights, out.average_weights,
               out.trace != nullptr ? out.trace->scores.data.data() : nullptr, &args);
   ProjectOutput(p, *packed_, a, context->pool.threads, out.output);
   if (out.head_stats != nullptr) SummarizeHeads(p, a, out.head_stats);
   if (out.trace != nullptr) FillTrace(p, a, out.trace);
+  if (cache != nullptr) cache->length += p.kv_len;  // the call's keys and values are kept
   return Status::Ok();
 }
 

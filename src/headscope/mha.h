@@ -86,6 +86,11 @@ struct KvCache {
 class MultiheadAttention {
  public:
   static Status Create(const MhaConfig& config, std::unique_ptr<MultiheadAttention>* out);
+  // A module whose weights are entries of a model's store (`shared`, which must outlive it),
+  // named `prefix` + torch's key: a Transformer's layers ("blocks.{l}.attn."). The model loads
+  // and writes them through its store; the module reads them from there.
+  static Status Create(const MhaConfig& config, ParameterStore* shared, std::string_view prefix,
+                       std::unique_ptr<MultiheadAttention>* out);
   ~MultiheadAttention();
 
   const MhaConfig& config() const { return weights_.config(); }
@@ -126,7 +131,8 @@ class MultiheadAttention {
   // neither on the keys after it nor on the kernel path, kernels/attention.h), and the same with
   // any thread count. For batch_first self-attention layers (kdim = vdim = embed_dim, no
   // add_bias_kv / add_zero_attn); options: only head_gates ([H]) is read. result->output is
-  // [N, T, E]; no weights, no statistics.
+  // [N, T, E]; no weights, no statistics. It runs Forward's stages (mha.cc Run), the cache being
+  // where the keys and values go and come from.
   Status ForwardCached(const TensorView& x, const ForwardOptions& options, KvCache* cache,
                        ForwardResult* result, CallContext* context);
 
@@ -136,6 +142,7 @@ class MultiheadAttention {
 
  private:
   explicit MultiheadAttention(const MhaConfig& config);
+  MultiheadAttention(const MhaConfig& config, ParameterStore* shared, std::string_view prefix);
   // Where a pass writes: Forward's result buffers, or the trace's (which also keeps the stages).
   struct PassOutputs {
     float* output = nullptr;   // query's layout
@@ -147,10 +154,16 @@ class MultiheadAttention {
     // to them, so a call's result and workspace together stay within max_call_bytes.
     size_t counted = 0;
   };
-  // The stages of one pass, in order (mha.cc).
+  // Forward's body: the result sized and counted, then Run. With a cache (ForwardCached), the
+  // keys and values go to and come from it.
+  Status ForwardPass(const TensorView& query, const TensorView& key, const TensorView& value,
+                     const ForwardOptions& options, ForwardResult* result, CallContext* context,
+                     KvCache* cache);
+  // The stages of one pass, in order (mha.cc); `cache` null: keys and values in the context's
+  // activations.
   Status Run(const CallPlan& plan, const TensorView& query, const TensorView& key,
              const TensorView& value, const ForwardOptions& options, const PassOutputs& out,
-             CallContext* context);
+             CallContext* context, KvCache* cache = nullptr);
 
   MhaWeights weights_;
   std::unique_ptr<PackedWeights> packed_;

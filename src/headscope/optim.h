@@ -17,22 +17,20 @@
 // torch creates its state lazily) and kept until Reset() or the Optimizer is destroyed. The
 // parameters and their gradients stay wherever their owner keeps them; Step reads and writes them
 // through the list. Why not in ParameterStore, beside the weights:
-//   - A Transformer's parameters span several stores (the model's own and one per attention
-//     layer's MultiheadAttention), while the global gradient norm and torch's named_parameters()
-//     order run across all of them. A model builds the list once (named_parameters order, each
-//     slot one owned store entry: in_proj_weight, not its q/k/v_proj_weight aliases) and passes it
-//     every step; the optimizer's state follows that list, not a store.
 //   - Lifetime is the optimizer's, as in torch: setOptimizer() makes a new optimizer, whose state
 //     starts at zero whatever the old one held (torch.optim.AdamW(model.parameters()) again);
 //     SGD has no state; a model that only runs forward (every page but the training one) carries
 //     none; loading a state_dict changes weights and keeps the moments (torch keeps
 //     optimizer.state across model.load_state_dict too). The store's staged loads
 //     (CopyLoadedFrom) copy weights only and need not know about moments.
+//   - The slot list is the model's to make: a Transformer passes one slot per owned entry of its
+//     one store, in torch's named_parameters() order (in_proj_weight, not its q/k/v_proj_weight
+//     aliases), and the global gradient norm runs across them in that order.
 //   - Writes to a store's weights must bump its versions (packed panels are stamped with them):
 //     a model takes each slot's `param` from ParameterStore::MutableData, which does that.
-// Gradients are the backward pass's (not built yet); Step only reads them, from wherever they
-// live (a gradient buffer per owned store entry, viewed by its aliases as the data is, fits the
-// backward of q/k/v_proj_weight). Slots must not overlap.
+// Gradients are the backward pass's; Step only reads them, from wherever they live (a
+// Transformer's: one buffer laid out as its store, each slot's gradient at its entry's offset).
+// Slots must not overlap.
 //
 // Arithmetic, per element, exactly torch 1.13's _single_tensor_adamw / _single_tensor_sgd on
 // float32 tensors as its AVX2 CPU kernels compute them (what Debian's torch runs on an x86 CPU

@@ -11,11 +11,18 @@
 // Every change bumps the store's version and the changed entry's: derived data (the packed
 // matmul panels of MultiheadAttention) is stamped with the version it was built from and rebuilt
 // when it differs, so no path can read panels older than the weights.
+//
+// The entries are laid out in one buffer: each owned entry at a fixed offset (64-byte aligned),
+// each alias inside its target. The buffer is allocated whole (zeros) by the first write, so a
+// model declared but never loaded holds no weights. A buffer of floats() floats indexed by the
+// same offsets is a parallel store of the same layout: a Transformer's gradients are one, entry
+// i's gradient at offset(i), found by index, never by name.
 #ifndef HEADSCOPE_PARAMETERS_H_
 #define HEADSCOPE_PARAMETERS_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -33,7 +40,8 @@ class ParameterStore {
   ParameterStore(ParameterStore&&) = default;
   ParameterStore& operator=(ParameterStore&&) = default;
 
-  // Declares an owned entry (absent until set); returns its index. Names are unique.
+  // Declares an owned entry (absent until set) at the layout's next 64-byte boundary; returns its
+  // index. Names are unique. Entries are declared before anything is set.
   int Add(std::string_view name, const Shape& shape);
   // Declares `name` as the `shape`-sized run of floats of entry `target` (an owned entry)
   // starting at float `offset`.
@@ -45,17 +53,22 @@ class ParameterStore {
   const std::string& name(int i) const { return entries_[i].name; }
   const Shape& shape(int i) const { return entries_[i].shape; }
   bool is_alias(int i) const { return entries_[i].target >= 0; }
+  // Where entry i's floats start in the layout (an alias: within its target's), and the
+  // layout's size in floats (padding included).
+  size_t offset(int i) const { return static_cast<size_t>(entries_[i].start); }
+  uint64_t floats() const { return floats_; }
 
   // Copies `value` into entry i. `arg` names it in errors ("state_dict['in_proj_weight']"):
-  // shape mismatch, data that does not hold the shape, or an allocation that failed (the
-  // entry keeps its previous values then).
+  // shape mismatch, data that does not hold the shape, or the store's first allocation that
+  // failed (nothing changes then).
   Status Set(int i, const TensorView& value, const std::string& arg);
   // Copies every loaded entry of `other` (a store declared the same way) into this one.
   Status CopyLoadedFrom(const ParameterStore& other);
 
   // Loaded: set whole, or (an owned entry with aliases) every alias set.
   bool loaded(int i) const;
-  // The entry's floats (an alias: its part of the target's), null while nothing of it is loaded.
+  // The entry's floats (an alias: its part of the target's), null while nothing of the store is
+  // loaded (entries not loaded yet read as 0).
   const float* data(int i) const;
   // The same floats for writing in place (an optimizer step): bumps the store's version and the
   // entry's (an alias: its target's) before returning, so data derived from the old values is
@@ -73,15 +86,20 @@ class ParameterStore {
     std::string name;
     Shape shape;
     int target = -1;      // alias: the owned entry it views; -1 for an owned entry
-    size_t offset = 0;    // alias: first float within the target
-    AlignedBuffer data;   // owned entries only
+    uint64_t start = 0;   // first float in the layout (an alias: inside its target's)
     bool set = false;     // set whole (an owned entry), or this alias set
     uint64_t version = 0; // owned entries only
     std::vector<int> aliases;  // owned entries: the aliases that view it
   };
-  Status Allocate(Entry* owned, const std::string& arg);
+  // The whole layout, zeros, at the first write; `arg` names the write in the error.
+  Status Allocate(const std::string& arg);
+  // Set whole or in part: what a copy of the store carries.
+  bool touched(const Entry& owned) const;
 
   std::vector<Entry> entries_;
+  std::map<std::string, int, std::less<>> by_name_;  // Find without a string copy
+  uint64_t floats_ = 0;  // the layout's size
+  AlignedBuffer data_;   // every entry's floats at its start; empty until the first write
   uint64_t version_ = 0;
 };
 

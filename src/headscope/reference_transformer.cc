@@ -296,14 +296,19 @@ Matrix SequenceForward(const TransformerConfig& c, const Params& p, const int32_
     const std::string b = Block(l);
     hooks->Add(b + "hook_resid_pre", x);
     const Matrix a_in = pre ? LayerNormForward(bp.ln1, c.ln_eps, x, &bs.ln1) : x;
+    if (pre) hooks->Add(b + "ln1.hook_normalized", a_in);
     const double* gates = head_gates != nullptr ? head_gates + l * c.n_heads : nullptr;
     const Matrix a = AttentionForward(c, bp, a_in, gates, b + "attn.", &bs.attn, hooks);
     hooks->Add(b + "hook_attn_out", a);
     x += a;
-    if (post) x = LayerNormForward(bp.ln1, c.ln_eps, x, &bs.ln1);
+    if (post) {
+      x = LayerNormForward(bp.ln1, c.ln_eps, x, &bs.ln1);
+      hooks->Add(b + "ln1.hook_normalized", x);
+    }
     if (c.d_mlp > 0) {
       hooks->Add(b + "hook_resid_mid", x);
       bs.mlp_in = pre ? LayerNormForward(bp.ln2, c.ln_eps, x, &bs.ln2) : x;
+      if (pre) hooks->Add(b + "ln2.hook_normalized", bs.mlp_in);
       bs.pre_act = LinearForward(bp.fc_in, bs.mlp_in);
       if (c.act == Activation::kGelu) {
         bs.act = bs.pre_act.unaryExpr([](double z) { return Gelu(z); });
@@ -313,7 +318,10 @@ Matrix SequenceForward(const TransformerConfig& c, const Params& p, const int32_
       const Matrix m = LinearForward(bp.fc_out, bs.act);
       hooks->Add(b + "hook_mlp_out", m);
       x += m;
-      if (post) x = LayerNormForward(bp.ln2, c.ln_eps, x, &bs.ln2);
+      if (post) {
+        x = LayerNormForward(bp.ln2, c.ln_eps, x, &bs.ln2);
+        hooks->Add(b + "ln2.hook_normalized", x);
+      }
     }
     hooks->Add(b + "hook_resid_post", x);
   }

@@ -113,17 +113,24 @@ constexpr const char* kAttnHooks[] = {"attn.hook_q", "attn.hook_k", "attn.hook_v
 
 // Calls f(layer, suffix) for every hook of `c` in the order the reference computes them (layer
 // -1: a model-level hook). The one list behind TransformerHookNames and Forward's checks.
+// A LayerNorm's hook (ln1, ln2) comes where it runs: before its sub-block with "pre", after the
+// residual add with "post".
 template <class F>
 void ForEachHook(const TransformerConfig& c, const F& f) {
+  const bool pre = c.norm == NormPlacement::kPre, post = c.norm == NormPlacement::kPost;
   f(int64_t{-1}, "hook_embed");
   if (c.positions != PositionKind::kNone) f(int64_t{-1}, "hook_pos_embed");
   for (int64_t l = 0; l < c.n_layers; ++l) {
     f(l, "hook_resid_pre");
+    if (pre) f(l, "ln1.hook_normalized");
     for (const char* a : kAttnHooks) f(l, a);
     f(l, "hook_attn_out");
+    if (post) f(l, "ln1.hook_normalized");
     if (c.d_mlp > 0) {
       f(l, "hook_resid_mid");
+      if (pre) f(l, "ln2.hook_normalized");
       f(l, "hook_mlp_out");
+      if (post) f(l, "ln2.hook_normalized");
     }
     f(l, "hook_resid_post");
   }
@@ -280,7 +287,6 @@ std::vector<std::string> TransformerHookNames(const TransformerConfig& c) {
   return h;
 }
 
-// One block: its attention module and the store entries of its LayerNorms and MLP (-1: absent).
 Transformer::Transformer(const TransformerConfig& config) : config_(config) {}
 Transformer::~Transformer() = default;
 
@@ -290,29 +296,51 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
   if (t == nullptr) return Status(StatusCode::kResourceExhausted, "Transformer: out of memory");
   t->packed_.reset(new (std::nothrow) Packed);
   if (t->packed_ == nullptr) return Status(StatusCode::kResourceExhausted, "Transformer: out of memory");
-  // Every entry but the attention layers' own, which their MultiheadAttention holds.
-  for (const TransformerParamSpec& p : TransformerParams(config)) {
-    if (p.name.find(".attn.") == std::string::npos) t->store_.Add(p.name, p.shape);
+  for (int64_t l = 0; l < config.n_layers; ++l) {
+    std::unique_ptr<Layer> layer(new (std::nothrow) Layer);
+    if (layer == nullptr) return Status(StatusCode::kResourceExhausted, "Transformer: out of memory");
+    t->layers_.push_back(std::move(layer));
   }
   MhaConfig mc;
   mc.embed_dim = config.d_model;
   mc.num_heads = config.n_heads;
   mc.bias = config.bias;
   mc.batch_first = true;
+  // One store, its owned entries in TransformerParams' order. A layer's attention entries are
+  // declared by its MultiheadAttention (torch's order, which is TransformerParams', then the
+  // q/k/v_proj_weight aliases of in_proj_weight) when the first of them comes.
+  for (const TransformerParamSpec& p : TransformerParams(config)) {
+    size_t l = 0;
+    std::string_view key;
+    if (SplitAttnKey(p.name, config.n_layers, &l, &key)) {
+      Layer& layer = *t->layers_[l];
+      if (layer.attn != nullptr) continue;
+      HEADSCOPE_RETURN_IF_ERROR(
+          MultiheadAttention::Create(mc, &t->store_, Block(static_cast<int64_t>(l)) + "attn.",
+                                     &layer.attn));
+      const MhaWeights& w = layer.attn->weights();
+      layer.in_proj_w = w.entry(Param::kInProjWeight);
+      layer.in_proj_b = w.entry(Param::kInProjBias);
+      layer.out_proj_w = w.entry(Param::kOutProjWeight);
+      layer.out_proj_b = w.entry(Param::kOutProjBias);
+      continue;
+    }
+    t->store_.Add(p.name, p.shape);
+  }
+  for (int i = 0; i < static_cast<int>(t->store_.size()); ++i) {
+    if (!t->store_.is_alias(i)) t->param_entries_.push_back(i);
+  }
   for (int64_t l = 0; l < config.n_layers; ++l) {
-    std::unique_ptr<Layer> layer(new (std::nothrow) Layer);
-    if (layer == nullptr) return Status(StatusCode::kResourceExhausted, "Transformer: out of memory");
-    HEADSCOPE_RETURN_IF_ERROR(MultiheadAttention::Create(mc, &layer->attn));
+    Layer& layer = *t->layers_[static_cast<size_t>(l)];
     const std::string b = Block(l);
-    layer->ln1_w = t->store_.Find(b + "ln1.weight");
-    layer->ln1_b = t->store_.Find(b + "ln1.bias");
-    layer->ln2_w = t->store_.Find(b + "ln2.weight");
-    layer->ln2_b = t->store_.Find(b + "ln2.bias");
-    layer->fc_in_w = t->store_.Find(b + "mlp.fc_in.weight");
-    layer->fc_in_b = t->store_.Find(b + "mlp.fc_in.bias");
-    layer->fc_out_w = t->store_.Find(b + "mlp.fc_out.weight");
-    layer->fc_out_b = t->store_.Find(b + "mlp.fc_out.bias");
-    t->layers_.push_back(std::move(layer));
+    layer.ln1_w = t->store_.Find(b + "ln1.weight");
+    layer.ln1_b = t->store_.Find(b + "ln1.bias");
+    layer.ln2_w = t->store_.Find(b + "ln2.weight");
+    layer.ln2_b = t->store_.Find(b + "ln2.bias");
+    layer.fc_in_w = t->store_.Find(b + "mlp.fc_in.weight");
+    layer.fc_in_b = t->store_.Find(b + "mlp.fc_in.bias");
+    layer.fc_out_w = t->store_.Find(b + "mlp.fc_out.weight");
+    layer.fc_out_b = t->store_.Find(b + "mlp.fc_out.bias");
   }
   t->tok_embed_ = t->store_.Find("tok_embed.weight");
   t->pos_embed_ = t->store_.Find("pos_embed.weight");
@@ -320,7 +348,6 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
   t->ln_final_b_ = t->store_.Find("ln_final.bias");
   t->unembed_w_ = t->store_.Find("unembed.weight");
   t->unembed_b_ = t->store_.Find("unembed.bias");
-  t->params_ = TransformerParams(config);
   t->packed_->fc_in.resize(static_cast<size_t>(config.n_layers));
   t->packed_->fc_out.resize(static_cast<size_t>(config.n_layers));
   *out = std::move(t);
@@ -329,21 +356,6 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
 
 Status Transformer::SetParameter(std::string_view name, const TensorView& value) {
   const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + QuoteInput(name) + "']";
-  // "blocks.<l>.attn.<key>": the layer's MultiheadAttention, by torch's MHA key.
-  size_t l = 0;
-  std::string_view key;
-  if (SplitAttnKey(name, config_.n_layers, &l, &key)) {
-    const Status s = layers_[l]->attn->SetParameter(key, value);
-    if (s.ok()) return s;
-    if (s.code() != StatusCode::kUnknownParameter) {
-      // The layer names the entry by its own key: name it by the model's.
-      const std::string inner = "['" + QuoteInput(key) + "']";
-      std::string m = s.message();
-      const size_t at = m.find(inner);
-      if (at != std::string::npos) m = arg + m.substr(at + inner.size());
-      return Status(s.code(), Arg::kStateDict, m);
-    }
-  }
   const int i = store_.Find(name);
   if (i < 0) return UnknownKey(config_, arg);
   const Status s = store_.Set(i, value, arg);
@@ -352,29 +364,16 @@ Status Transformer::SetParameter(std::string_view name, const TensorView& value)
 
 Status Transformer::GetParameter(std::string_view name, TensorView* out) const {
   const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + QuoteInput(name) + "']";
-  // The attention entries live in their layer's MhaWeights (with its q/k/v_proj_weight aliases),
-  // the others in the model's store: the same two places SetParameter writes.
-  const ParameterStore* store = &store_;
-  size_t l = 0;
-  std::string_view key = name;
-  if (SplitAttnKey(name, config_.n_layers, &l, &key)) store = &layers_[l]->attn->weights().store();
-  const int i = store->Find(key);
-  if (i < 0) return UnknownKey(config_, arg);
-  if (!store->loaded(i)) {
-    return Status(StatusCode::kMissingParameter, Arg::kStateDict,
-                  arg + ": not loaded yet (expected shape " + store->shape(i).ToString() + ")");
-  }
-  const Shape& shape = store->shape(i);
-  *out = TensorView(store->data(i), shape, static_cast<size_t>(shape.NumElements()));
-  return Status::Ok();
-}
-
-float* Transformer::MutableEntry(std::string_view name) {
-  size_t l = 0;
-  std::string_view key;
-  if (SplitAttnKey(name, config_.n_layers, &l, &key)) return layers_[l]->attn->MutableParameter(key);
+  // Every key and an attention layer's q/k/v_proj_weight (aliases of its in_proj_weight's rows).
   const int i = store_.Find(name);
-  return i >= 0 ? store_.MutableData(i) : nullptr;
+  if (i < 0) return UnknownKey(config_, arg);
+  if (!store_.loaded(i)) {
+    return Status(StatusCode::kMissingParameter, Arg::kStateDict,
+                  arg + ": not loaded yet (expected shape " + store_.shape(i).ToString() + ")");
+  }
+  const Shape& shape = store_.shape(i);
+  *out = TensorView(store_.data(i), shape, static_cast<size_t>(shape.NumElements()));
+  return Status::Ok();
 }
 
 Status Transformer::InitializeFromSeed(uint64_t seed) {
@@ -396,21 +395,10 @@ Status Transformer::InitializeFromSeed(uint64_t seed) {
 
 Status Transformer::CheckComplete() const {
   std::string missing;
-  for (const TransformerParamSpec& p : TransformerParams(config_)) {
-    bool have;
-    const size_t attn = p.name.find(".attn.");
-    if (attn != std::string::npos) {
-      const int64_t l = std::stoll(p.name.substr(7, attn - 7));
-      const std::string key = p.name.substr(attn + 6);
-      const MhaWeights& w = layers_[static_cast<size_t>(l)]->attn->weights();
-      have = (key == "in_proj_weight" && w.Has(Param::kInProjWeight)) ||
-             (key == "in_proj_bias" && w.Has(Param::kInProjBias)) ||
-             (key == "out_proj.weight" && w.Has(Param::kOutProjWeight)) ||
-             (key == "out_proj.bias" && w.Has(Param::kOutProjBias));
-    } else {
-      have = store_.loaded(store_.Find(p.name));
+  for (const int i : param_entries_) {
+    if (!store_.loaded(i)) {
+      missing += (missing.empty() ? "" : ", ") + store_.name(i) + " " + store_.shape(i).ToString();
     }
-    if (!have) missing += (missing.empty() ? "" : ", ") + p.name + " " + p.shape.ToString();
   }
   if (missing.empty()) return Status::Ok();
   return Status(StatusCode::kMissingParameter, Arg::kStateDict,
@@ -520,7 +508,7 @@ void Transformer::ReleaseWorkspace() {
   sinusoid_.Release();
   sinusoid_rows_ = 0;
   saved_.reset();
-  if (!have_grads_) std::vector<AlignedBuffer>().swap(grads_);
+  if (!have_grads_) grads_.Release();
 }
 
 Status Transformer::ForwardPass(const TokenView& tokens, const TransformerOptions& options,
@@ -696,6 +684,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       LayerNorm(x_.data(), M, Dz, store_.data(layer.ln1_w), store_.data(layer.ln1_b), c.ln_eps,
                 normed_.data());
       a_in = normed_.data();
+      keep(l, "ln1.hook_normalized", a_in, btd);
     }
     ForwardOptions o;
     o.is_causal = c.causal;
@@ -769,6 +758,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     if (post) {
       LayerNorm(x_.data(), M, Dz, store_.data(layer.ln1_w), store_.data(layer.ln1_b), c.ln_eps,
                 x_.data());
+      keep(l, "ln1.hook_normalized", x_.data(), btd);
     }
     if (c.d_mlp > 0) {
       keep(l, "hook_resid_mid", x_.data(), btd);
@@ -778,6 +768,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
         LayerNorm(x_.data(), M, Dz, store_.data(layer.ln2_w), store_.data(layer.ln2_b), c.ln_eps,
                   normed_.data());
         m_in = normed_.data();
+        keep(l, "ln2.hook_normalized", m_in, btd);
       }
       const size_t Mlp = static_cast<size_t>(c.d_mlp);
       const float* fc_in_b = layer.fc_in_b >= 0 ? store_.data(layer.fc_in_b) : nullptr;
@@ -794,6 +785,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       if (post) {
         LayerNorm(x_.data(), M, Dz, store_.data(layer.ln2_w), store_.data(layer.ln2_b), c.ln_eps,
                   x_.data());
+        keep(l, "ln2.hook_normalized", x_.data(), btd);
       }
     }
     keep(l, "hook_resid_post", x_.data(), btd);
@@ -921,11 +913,8 @@ Status Transformer::Generate(const TokenView& prompt, const GenerateOptions& o,
 }
 
 uint64_t Transformer::WeightsVersion() const {
-  // Every store's version only grows, and every change of an entry bumps its store's: the sum
-  // changes whenever any weight does.
-  uint64_t v = store_.version();
-  for (const auto& layer : layers_) v += layer->attn->weights().version();
-  return v;
+  // The store's version only grows, and every change of an entry bumps it.
+  return store_.version();
 }
 
 Status Transformer::GenerateBegin(const TokenView& prompt, const GenerateOptions& o,

@@ -14,6 +14,8 @@
 // Each block's attention is a MultiheadAttention (batch_first, causal through is_causal, no
 // weights returned), run in the model's one CallContext, so the layers share one set of
 // activation buffers; a hooked layer runs its Trace instead (the same kernels, the same bits).
+// Every weight, the attention layers' included, is an entry of the model's one ParameterStore;
+// the gradients are a parallel buffer of the same layout.
 #ifndef HEADSCOPE_TRANSFORMER_H_
 #define HEADSCOPE_TRANSFORMER_H_
 
@@ -305,9 +307,6 @@ class Transformer {
   explicit Transformer(const TransformerConfig& config);
   struct Layer;
   struct Saved;  // what a training forward keeps for the backward (transformer_internal.h)
-  // The floats of a TransformerParams key for writing in place, from the store GetParameter
-  // reads (bumping its versions); null for a key this config does not have or not loaded.
-  float* MutableEntry(std::string_view name);
   Status Prepare();
   Status PackLinears();
   Status ForwardPass(const TokenView& tokens, const TransformerOptions& options,
@@ -337,7 +336,11 @@ class Transformer {
                       const BackwardOptions& options, BackwardResult* result);
 
   TransformerConfig config_;
-  ParameterStore store_;  // everything but the attention layers' own weights
+  // The model's one store: every state_dict entry, the attention layers' too (their
+  // MultiheadAttention reads them from here, with in_proj_weight's q/k/v_proj_weight aliases).
+  ParameterStore store_;
+  // Its owned entries in TransformerParams (named_parameters) order: the optimizer's slots.
+  std::vector<int> param_entries_;
   // The model-level entries' indices in store_, found once at Create as Layer's are (-1: absent).
   int tok_embed_ = -1, pos_embed_ = -1, ln_final_w_ = -1, ln_final_b_ = -1;
   int unembed_w_ = -1, unembed_b_ = -1;
@@ -372,13 +375,14 @@ class Transformer {
     uint64_t stream = 0, weights_version = 0;
     size_t bytes = 0;
   } gen_;
-  // Training: the saved activations and scratch, one gradient buffer per TransformerParams entry
-  // (in its order), the optimizer.
+  // Training: the saved activations and scratch; the gradients, a parallel store of store_'s
+  // layout (entry i's gradient at store_.offset(i)); the optimizer and its slots (one per
+  // param_entries_ entry, kept across steps).
   std::unique_ptr<Saved> saved_;
-  std::vector<TransformerParamSpec> params_;
-  std::vector<AlignedBuffer> grads_;
+  AlignedBuffer grads_;
   bool have_grads_ = false;
   std::unique_ptr<Optimizer> optimizer_;
+  std::vector<OptimizerParam> slots_;
 };
 
 }  // namespace headscope

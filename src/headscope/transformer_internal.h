@@ -15,10 +15,13 @@ namespace headscope {
 // order>)", kUnknownParameter naming the state_dict: the message of a key the model does not have.
 Status UnknownKey(const TransformerConfig& c, const std::string& arg);
 
+// A block: its attention module (whose weights are entries of the model's store) and the indices
+// of its entries in that store (-1: absent in this config).
 struct Transformer::Layer {
   std::unique_ptr<MultiheadAttention> attn;
   KvCache cache;  // Generate's keys and values of this layer (causal models)
   int ln1_w = -1, ln1_b = -1, ln2_w = -1, ln2_b = -1;
+  int in_proj_w = -1, in_proj_b = -1, out_proj_w = -1, out_proj_b = -1;
   int fc_in_w = -1, fc_in_b = -1, fc_out_w = -1, fc_out_b = -1;
 };
 
@@ -62,8 +65,8 @@ struct Transformer::Saved {
   AlignedBuffer final_in;  // the last block's output: ln_final's input under pre-norm
   AlignedBuffer logits;    // [M, V]
   // The backward's buffers: gradients flowing through the residual stream and the stages, the
-  // packed right-hand operand of each product, the recomputed projections, a head's scratch
-  // (kernels/attention.h HeadBackward).
+  // packed right-hand operand of each product, the recomputed projections, the attention
+  // backward's scratch (kernels/attention.h AttentionBackward).
   AlignedBuffer dx, dtmp, dnorm, dwide, dlogits, pack, qkv, head;
 };
 

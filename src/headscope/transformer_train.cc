@@ -14,8 +14,9 @@
 //     dV = g P^T dZ,  dS = P * (dP - rowsum(P * dP)),  dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd)
 //     dWin = dqkv^T a_in, da_in = dqkv Win
 //   embeddings                     scatter-add of dx's rows into the token and position rows
-// (The per-head part is kernels/attention.h HeadBackward, one call per (n, h), on the forward's
-// q, k, v when they were kept, Saved::keep_qkv.)
+// (The per-head part is kernels/attention.h AttentionBackward, every (n, h) addressed through
+// the forward's AttentionShape and visibility rule, on the forward's q, k, v when they were kept,
+// Saved::keep_qkv, else on the same products computed again.)
 // Every product is MatMulPacked (the forward's kernel: its bits do not depend on the thread
 // count), with the right-hand operand packed by PackB through strides (a transposed operand costs
 // no copy), or MatMulPackedTransA where the left-hand operand is a transpose (dY^T, P^T, dS^T:
@@ -141,17 +142,17 @@ Status Transformer::SetOptimizer(const OptimizerConfig& config) {
 }
 
 Status Transformer::Gradient(std::string_view name, TensorView* out) const {
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (params_[i].name != name) continue;
-    if (!have_grads_) {
-      return Status(StatusCode::kInvalidArgument, Arg::kStateDict,
-                    "grads['" + QuoteInput(name) + "']: no gradients yet (run backward first)");
-    }
-    const size_t n = static_cast<size_t>(params_[i].shape.NumElements());
-    *out = TensorView(grads_[i].data(), params_[i].shape, n);
-    return Status::Ok();
+  // A TransformerParams key: an owned entry (not an alias) of the store.
+  const int i = store_.Find(name);
+  if (i < 0 || store_.is_alias(i)) return UnknownKey(config_, "grads['" + QuoteInput(name) + "']");
+  if (!have_grads_) {
+    return Status(StatusCode::kInvalidArgument, Arg::kStateDict,
+                  "grads['" + QuoteInput(name) + "']: no gradients yet (run backward first)");
   }
-  return UnknownKey(config_, "grads['" + QuoteInput(name) + "']");
+  const Shape& shape = store_.shape(i);
+  *out = TensorView(grads_.data() + store_.offset(i), shape,
+                    static_cast<size_t>(shape.NumElements()));
+  return Status::Ok();
 }
 
 Status Transformer::Backward(const TokenView& tokens, const int32_t* targets,
@@ -217,8 +218,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     need(in, rows);  // dW = dy^T x: x packed as (in, M)
   }
   need(D, 3 * D);   // da_in = dqkv Win
-  need(3 * D, D);   // qkv = a_in Win^T, recomputed
-  need(D, D);       // dconcat = dout Wo
+  need(D, D);       // dconcat = dout Wo; q, k or v = a_in W^T + b, recomputed
   need(D, V);       // dxf = dlogits Wu
   need(D, Mlp);     // dm_in = dh Wfc_in
   need(Mlp, D);     // dh = dm Wfc_out
@@ -226,7 +226,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   sv.keep_qkv = SaturatingProduct({rows, 3 * static_cast<uint64_t>(D), L, sizeof(float)}) <=
                 Saved::kKeepQkvBytes;
   trans = sv.keep_qkv ? 0 : SaturatingProduct({rows, 3 * static_cast<uint64_t>(D)});
-  const uint64_t tile = HeadBackwardFloats(Tz, hd);  // kernels/attention.h, per head
+  const uint64_t tile = AttentionBackwardFloats(Tz, hd);  // kernels/attention.h
   if (!Grow(&sv.dx, MD, &bytes, limit) || !Grow(&sv.dtmp, MD, &bytes, limit) ||
       !Grow(&sv.dnorm, MD, &bytes, limit) ||
       !Grow(&sv.dwide, SaturatingProduct({rows, wide}), &bytes, limit) ||
@@ -239,15 +239,8 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   if (c.norm == NormPlacement::kPre && !Grow(&sv.final_in, MD, &bytes, limit)) {
     return TooLarge(B, T, limit);  // ln_final's input, kept
   }
-  if (grads_.size() != params_.size()) {
-    grads_.clear();
-    grads_.resize(params_.size());
-  }
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (!Grow(&grads_[i], static_cast<uint64_t>(params_[i].shape.NumElements()), &bytes, limit)) {
-      return TooLarge(B, T, limit);
-    }
-  }
+  // The gradients: one buffer laid out as the store (entry i's at store_.offset(i)).
+  if (!Grow(&grads_, store_.floats(), &bytes, limit)) return TooLarge(B, T, limit);
   HEADSCOPE_RETURN_IF_ERROR(RunBlocks(tokens, 0, options.head_gates, /*cached=*/false, bytes,
                                       nullptr, nullptr, &sv));
   const bool pre = c.norm == NormPlacement::kPre, post = c.norm == NormPlacement::kPost;
@@ -261,12 +254,10 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
 
   // ---- Backward ----
   const int threads = context_.pool.threads;
-  // The gradient buffer of a TransformerParams key (the names are the reference's).
-  const auto grad = [&](const std::string& name) -> float* {
-    for (size_t i = 0; i < params_.size(); ++i) {
-      if (params_[i].name == name) return grads_[i].data();
-    }
-    return nullptr;
+  // A store entry's weights and its gradient, by index (null for an entry the config lacks, -1).
+  const auto weight = [&](int entry) { return entry >= 0 ? store_.data(entry) : nullptr; };
+  const auto grad = [&](int entry) {
+    return entry >= 0 ? grads_.data() + store_.offset(entry) : nullptr;
   };
   // dW [out, in] = dy^T x, db = colsum(dy), and (dx != null) dx [M, in] = dy W: the backward
   // of y = x W^T + b over M rows.
@@ -283,11 +274,10 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   float* dlogits = sv.dlogits.data();
   result->loss = CrossEntropyRows(sv.logits.data(), M, Vz, targets, counted, dlogits);
   float* dx = sv.dx.data();
-  linear(x_.data(), store_.data(unembed_w_), dlogits, D, Vz, grad("unembed.weight"),
-         unembed_b_ >= 0 ? grad("unembed.bias") : nullptr, dx);
+  linear(x_.data(), weight(unembed_w_), dlogits, D, Vz, grad(unembed_w_), grad(unembed_b_), dx);
   if (pre) {
-    LayerNormBackwardRows(sv.final_in.data(), dx, M, D, store_.data(ln_final_w_), eps,
-                      sv.dtmp.data(), false, grad("ln_final.weight"), grad("ln_final.bias"));
+    LayerNormBackwardRows(sv.final_in.data(), dx, M, D, weight(ln_final_w_), eps, sv.dtmp.data(),
+                          false, grad(ln_final_w_), grad(ln_final_b_));
     std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
   }
 
@@ -295,135 +285,116 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   for (size_t li = L; li-- > 0;) {
     const Layer& layer = *layers_[li];
     const SavedLayer& sl = sv.layers[li];
-    const std::string b = "blocks." + std::to_string(li) + ".";
     // dx: the gradient of the block's output.
     if (c.d_mlp > 0) {
       if (post) {  // x_out = ln2(sum2)
-        LayerNormBackwardRows(sl.sum2.data(), dx, M, D, store_.data(layer.ln2_w), eps,
-                          sv.dtmp.data(), false, grad(b + "ln2.weight"), grad(b + "ln2.bias"));
+        LayerNormBackwardRows(sl.sum2.data(), dx, M, D, weight(layer.ln2_w), eps, sv.dtmp.data(),
+                              false, grad(layer.ln2_w), grad(layer.ln2_b));
         std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
       }
       // sum2 = resid_mid + mlp(m_in): dx is d mlp_out and (the residual) part of d resid_mid.
       // Pre-norm: m_in = ln2(resid_mid) again, the forward's bits (kept would cost [M, D]).
       const float* m_in = sl.resid_mid.data();
       if (pre) {
-        LayerNormRows(sl.resid_mid.data(), M, D, store_.data(layer.ln2_w),
-                      store_.data(layer.ln2_b), eps, sv.dnorm.data());
+        LayerNormRows(sl.resid_mid.data(), M, D, weight(layer.ln2_w), weight(layer.ln2_b), eps,
+                      sv.dnorm.data());
         m_in = sv.dnorm.data();
       }
       float* h = sv.dwide.data();  // h = act(h_pre), recomputed rather than kept
       Activated(c.act, sl.h_pre.data(), h, M * Mlp);
       // fc_out: dW = dm^T h (after which dwide, h's room, is free again), dh = dm Wfc_out.
-      WeightGradient(dx, D, h, Mlp, M, grad(b + "mlp.fc_out.weight"), sv.pack.data(), threads);
-      if (layer.fc_out_b >= 0) ColumnSums(dx, M, D, D, grad(b + "mlp.fc_out.bias"));
+      WeightGradient(dx, D, h, Mlp, M, grad(layer.fc_out_w), sv.pack.data(), threads);
+      if (layer.fc_out_b >= 0) ColumnSums(dx, M, D, D, grad(layer.fc_out_b));
       float* dhid = sv.dwide.data();
-      Product(dx, D, store_.data(layer.fc_out_w), 1, Mlp, M, Mlp, D, 1.0f, dhid, Mlp,
-              sv.pack.data(), threads);
+      Product(dx, D, weight(layer.fc_out_w), 1, Mlp, M, Mlp, D, 1.0f, dhid, Mlp, sv.pack.data(),
+              threads);
       ActivationBackward(c.act, sl.h_pre.data(), dhid, M * Mlp);
       // fc_in: dW = dh^T m_in, dm_in = dh Wfc_in.
       float* dm_in = sv.dtmp.data();
-      linear(m_in, store_.data(layer.fc_in_w), dhid, D, Mlp, grad(b + "mlp.fc_in.weight"),
-             layer.fc_in_b >= 0 ? grad(b + "mlp.fc_in.bias") : nullptr, dm_in);
+      linear(m_in, weight(layer.fc_in_w), dhid, D, Mlp, grad(layer.fc_in_w), grad(layer.fc_in_b),
+             dm_in);
       if (pre) {  // m_in = ln2(resid_mid)
-        LayerNormBackwardRows(sl.resid_mid.data(), dm_in, M, D, store_.data(layer.ln2_w), eps,
-                          dx, /*add=*/true, grad(b + "ln2.weight"), grad(b + "ln2.bias"));
+        LayerNormBackwardRows(sl.resid_mid.data(), dm_in, M, D, weight(layer.ln2_w), eps, dx,
+                              /*add=*/true, grad(layer.ln2_w), grad(layer.ln2_b));
       } else {
         AddInPlace(dx, dm_in, M * D);
       }
     }
     // dx: the gradient of resid_mid (post-norm: of ln1's output).
     if (post) {  // resid_mid = ln1(sum1)
-      LayerNormBackwardRows(sl.sum1.data(), dx, M, D, store_.data(layer.ln1_w), eps,
-                        sv.dtmp.data(), false, grad(b + "ln1.weight"), grad(b + "ln1.bias"));
+      LayerNormBackwardRows(sl.sum1.data(), dx, M, D, weight(layer.ln1_w), eps, sv.dtmp.data(),
+                            false, grad(layer.ln1_w), grad(layer.ln1_b));
       std::memcpy(dx, sv.dtmp.data(), M * D * sizeof(float));
     }
     // sum1 = resid_pre + attn(a_in): dx is d attn_out and part of d resid_pre.
-    const MhaWeights& w = layer.attn->weights();
     // out_proj: dWo = dout^T concat, dconcat = dout Wo.
     float* dconcat = sv.dtmp.data();
-    linear(sl.concat.data(), w.out_weight(), dx, D, D, grad(b + "attn.out_proj.weight"),
-           c.bias ? grad(b + "attn.out_proj.bias") : nullptr, dconcat);
+    linear(sl.concat.data(), weight(layer.out_proj_w), dx, D, D, grad(layer.out_proj_w),
+           grad(layer.out_proj_b), dconcat);
     // The attention's input and its projections again rather than kept ([M, D] and [M, 3D] a
     // layer: what keeps the 1M model's training within 64 MB): a_in = ln1(resid_pre) under
-    // pre-norm, and qkv [M, 3D] = a_in Win^T + bin, the products the forward's projections
-    // compute (the same kernel and operands, so the same bits, in trans, free until in_proj's
-    // backward below).
-    // (Kept: sl.qkv holds q, k and v [M, D] each, the forward's own.)
+    // pre-norm, and q | k | v [M, D] each = a_in W^T + b, the products the forward's projections
+    // compute (ProjectQkv: one per row block of in_proj_weight, the same kernel and operands, so
+    // the same bits), in trans, free until in_proj's backward below.
+    // (Kept: sl.qkv holds the forward's own q, k and v, [M, D] each.)
     const float* a_in = sl.resid_pre.data();
     if (pre) {
-      LayerNormRows(sl.resid_pre.data(), M, D, store_.data(layer.ln1_w), store_.data(layer.ln1_b),
-                    eps, sv.dnorm.data());
+      LayerNormRows(sl.resid_pre.data(), M, D, weight(layer.ln1_w), weight(layer.ln1_b), eps,
+                    sv.dnorm.data());
       a_in = sv.dnorm.data();
     }
-    // q, k, v of row r at qkv + r * ld, + kv_off, + 2 * kv_off.
-    const float* qkv;
-    size_t ld, kv_off;
-    if (sv.keep_qkv) {
-      qkv = sl.qkv.data();
-      ld = D;
-      kv_off = M * D;
-    } else {
-      PackB(w.Get(Param::kInProjWeight), 3 * D, D, D, 1, sv.pack.data());
-      MatMulPacked(a_in, D, sv.pack.data(), c.bias ? w.Get(Param::kInProjBias) : nullptr, M,
-                   3 * D, D, 1.0f, sv.qkv.data(), 3 * D, threads);
-      qkv = sv.qkv.data();
-      ld = 3 * D;
-      kv_off = D;
-    }
-    float* dqkv = sv.dwide.data();  // [M, 3D]: dq | dk | dv per row
-    const float sqrt_hd = std::sqrt(static_cast<float>(hd));
-    const float* gates = options.head_gates.present()
-                             ? options.head_gates.data + li * H
-                             : nullptr;
-    for (size_t n = 0; n < static_cast<size_t>(B); ++n) {
-      for (size_t hh = 0; hh < H; ++hh) {
-        const size_t row0 = n * Tz * D + hh * hd;  // (n, 0, head hh) in [B, T, D]
-        const float* P = sl.pattern.data() + (n * H + hh) * Tz * Tz;
-        const float* dZ = dconcat + row0;
-        const size_t out0 = n * Tz * 3 * D + hh * hd;  // (n, 0, head hh) in [B, T, 3D]
-        const float* q = qkv + n * Tz * ld + hh * hd;
-        const float* k = q + kv_off;
-        const float* v = q + 2 * kv_off;
-        HeadBackwardArgs ha;
-        ha.len = Tz;
-        ha.head_dim = hd;
-        ha.causal = c.causal;
-        ha.gate = gates != nullptr ? gates[hh] : 1.0f;
-        ha.scale = 1.0f / sqrt_hd;
-        ha.p = P;
-        ha.dz = dZ;
-        ha.ld_dz = D;
-        ha.q = q;
-        ha.k = k;
-        ha.v = v;
-        ha.ld_qkv = ld;
-        ha.dq = dqkv + out0;
-        ha.dk = dqkv + out0 + D;
-        ha.dv = dqkv + out0 + 2 * D;
-        ha.ld_out = 3 * D;
-        ha.gate_grad = options.head_gate_grads ? &result->head_gate_grads[li * H + hh] : nullptr;
-        HeadBackward(ha, sv.head.data());  // kernels/attention.h
+    const float* qkv = sl.qkv.data();  // [3][M, D]: the activations' layout
+    if (!sv.keep_qkv) {
+      const float* win = weight(layer.in_proj_w);
+      const float* bin = weight(layer.in_proj_b);
+      for (size_t part = 0; part < 3; ++part) {
+        PackB(win + part * D * D, D, D, D, 1, sv.pack.data());
+        MatMulPacked(a_in, D, sv.pack.data(), bin != nullptr ? bin + part * D : nullptr, M, D, D,
+                     1.0f, sv.qkv.data() + part * M * D, D, threads);
       }
+      qkv = sv.qkv.data();
     }
+    // The heads' backward over the forward's activations ([B, T, D] each, as its AttentionShape
+    // describes them) and the rule of which keys each row saw; the gradients dq | dk | dv go to
+    // the rows of dqkv [M, 3D], in_proj's dy.
+    float* dqkv = sv.dwide.data();
+    AttentionBackwardArgs ab;
+    ab.shape = AttentionShape::Dense(static_cast<size_t>(B), H, Tz, Tz, Tz, hd);
+    ab.modifiers.causal = c.causal;
+    ab.sqrt_head_dim = std::sqrt(static_cast<float>(hd));
+    ab.q = qkv;
+    ab.k = qkv + M * D;
+    ab.v = qkv + 2 * M * D;
+    ab.weights = sl.pattern.data();
+    ab.head_gates = options.head_gates.present() ? options.head_gates.data + li * H : nullptr;
+    ab.dz = dconcat;
+    ab.grads = ab.shape;
+    ab.grads.q_row_stride = ab.grads.kv_row_stride = 3 * D;
+    ab.grads.q_batch_stride = ab.grads.kv_batch_stride = Tz * 3 * D;
+    ab.dq = dqkv;
+    ab.dk = dqkv + D;
+    ab.dv = dqkv + 2 * D;
+    ab.gate_grads = options.head_gate_grads ? &result->head_gate_grads[li * H] : nullptr;
+    AttentionBackward(ab, sv.head.data());
     // in_proj: dWin = dqkv^T a_in, da_in = dqkv Win (dconcat's room is free again).
     float* da_in = sv.dtmp.data();
-    linear(a_in, w.Get(Param::kInProjWeight), dqkv, D, 3 * D, grad(b + "attn.in_proj_weight"),
-           c.bias ? grad(b + "attn.in_proj_bias") : nullptr, da_in);
+    linear(a_in, weight(layer.in_proj_w), dqkv, D, 3 * D, grad(layer.in_proj_w),
+           grad(layer.in_proj_b), da_in);
     if (pre) {  // a_in = ln1(resid_pre)
-      LayerNormBackwardRows(sl.resid_pre.data(), da_in, M, D, store_.data(layer.ln1_w), eps, dx,
-                        /*add=*/true, grad(b + "ln1.weight"), grad(b + "ln1.bias"));
+      LayerNormBackwardRows(sl.resid_pre.data(), da_in, M, D, weight(layer.ln1_w), eps, dx,
+                            /*add=*/true, grad(layer.ln1_w), grad(layer.ln1_b));
     } else {
       AddInPlace(dx, da_in, M * D);
     }
   }
   // Embeddings: x0 = tok_embed[tokens] (+ pos_embed[t]).
-  float* dtok = grad("tok_embed.weight");
+  float* dtok = grad(tok_embed_);
   std::memset(dtok, 0, Vz * D * sizeof(float));
   for (size_t r = 0; r < M; ++r) {
     AddInPlace(dtok + static_cast<size_t>(tokens.data[r]) * D, dx + r * D, D);
   }
   if (c.positions == PositionKind::kLearned) {
-    float* dpos = grad("pos_embed.weight");
+    float* dpos = grad(pos_embed_);
     std::memset(dpos, 0, static_cast<size_t>(c.max_len) * D * sizeof(float));
     for (size_t r = 0; r < M; ++r) AddInPlace(dpos + (r % Tz) * D, dx + r * D, D);
   }
@@ -449,16 +420,17 @@ Status Transformer::TrainStepPass(const TokenView& tokens, const int32_t* target
   }
   BackwardResult br;
   HEADSCOPE_RETURN_IF_ERROR(Backward(tokens, targets, BackwardOptions{}, &br));
-  // The slots in named_parameters order, each the owned entry (in_proj_weight, not its
-  // q/k/v_proj_weight aliases). MutableData bumps the versions, so the next pass repacks.
-  std::vector<OptimizerParam> slots;
-  slots.reserve(params_.size());
-  for (size_t i = 0; i < params_.size(); ++i) {
-    slots.push_back({MutableEntry(params_[i].name), grads_[i].data(),
-                     static_cast<size_t>(params_[i].shape.NumElements()), params_[i].name});
+  // The slots in named_parameters order, each an owned entry of the store (in_proj_weight, not
+  // its q/k/v_proj_weight aliases) and its gradient at the same offset. MutableData bumps the
+  // versions, so the next pass repacks.
+  slots_.resize(param_entries_.size());
+  for (size_t k = 0; k < param_entries_.size(); ++k) {
+    const int i = param_entries_[k];
+    slots_[k] = {store_.MutableData(i), grads_.data() + store_.offset(i),
+                 static_cast<size_t>(store_.shape(i).NumElements()), store_.name(i)};
   }
   OptimizerStepResult step;
-  const Status s = optimizer_->Step(slots, &step);
+  const Status s = optimizer_->Step(slots_, &step);
   result->loss = br.loss;
   result->grad_norm = step.grad_norm;
   result->clipped = step.clip_coef < 1.0f;

@@ -55,26 +55,37 @@ std::vector<ParamSpec> AliasParams(const MhaConfig& c) {
           {Param::kVProjWeight, ParamName(Param::kVProjWeight), {E, E}}};
 }
 
-MhaWeights::MhaWeights(const MhaConfig& config) : config_(config) {
+MhaWeights::MhaWeights(const MhaConfig& config) : config_(config), store_(&own_) { Declare(); }
+
+MhaWeights::MhaWeights(const MhaConfig& config, ParameterStore* shared, std::string_view prefix)
+    : config_(config), store_(shared), prefix_(prefix) {
+  Declare();
+}
+
+void MhaWeights::Declare() {
   for (int& i : index_) i = -1;
   // An invalid config (which Create refuses; the reference and tests may still hold one) has no
   // entries: its sizes need not even be representable.
   if (!ValidateConfig(config_).ok()) return;
   for (const ParamSpec& p : ExpectedParams(config_)) {
-    index_[static_cast<int>(p.param)] = store_.Add(p.name, p.shape);
+    index_[static_cast<int>(p.param)] = store_->Add(prefix_ + p.name, p.shape);
   }
   // The three row blocks of in_proj_weight, in the order [Wq; Wk; Wv].
   const int packed = index_[static_cast<int>(Param::kInProjWeight)];
   size_t offset = 0;
   for (const ParamSpec& p : AliasParams(config_)) {
-    index_[static_cast<int>(p.param)] = store_.AddAlias(p.name, packed, offset, p.shape);
+    index_[static_cast<int>(p.param)] = store_->AddAlias(prefix_ + p.name, packed, offset, p.shape);
     offset += static_cast<size_t>(p.shape.NumElements());
   }
 }
 
+int MhaWeights::Find(std::string_view name) const {
+  return prefix_.empty() ? store_->Find(name) : store_->Find(prefix_ + std::string(name));
+}
+
 Status MhaWeights::Set(std::string_view name, const TensorView& value) {
   const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + QuoteInput(name) + "']";
-  const int i = store_.Find(name);
+  const int i = Find(name);
   if (i < 0) {
     const std::vector<ParamSpec> aliases = AliasParams(config_);
     return Status(StatusCode::kUnknownParameter, Arg::kStateDict,
@@ -83,14 +94,14 @@ Status MhaWeights::Set(std::string_view name, const TensorView& value) {
                       (aliases.empty() ? "" : "; or, for in_proj_weight, " + KeyList(aliases)) +
                       ")");
   }
-  const Status s = store_.Set(i, value, arg);
+  const Status s = store_->Set(i, value, arg);
   return s.ok() ? s : Status(s.code(), Arg::kStateDict, s.message());
 }
 
 // Called by every forward: no allocation, a pass over the entries of the config.
 bool MhaWeights::complete() const {
   for (const int i : index_) {
-    if (i >= 0 && !store_.is_alias(i) && !store_.loaded(i)) return false;
+    if (i >= 0 && !store_->is_alias(i) && !store_->loaded(i)) return false;
   }
   return true;
 }

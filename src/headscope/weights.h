@@ -5,6 +5,9 @@
 // answers to q_proj_weight / k_proj_weight / v_proj_weight there, as aliases of its three row
 // blocks, so a state_dict with split projections (as many exported models have) loads too, and
 // the computation reads the three projections by the same names under every config.
+//
+// The store is the module's own (a standalone MultiheadAttention), or a model's: a Transformer's
+// layers declare their entries in the model's one store, as "blocks.{l}.attn." + torch's key.
 #ifndef HEADSCOPE_WEIGHTS_H_
 #define HEADSCOPE_WEIGHTS_H_
 
@@ -49,17 +52,22 @@ std::vector<ParamSpec> AliasParams(const MhaConfig& config);
 
 class MhaWeights {
  public:
+  // Its entries in a store of its own.
   explicit MhaWeights(const MhaConfig& config);
+  // Its entries declared in `shared` (which must outlive it), each named `prefix` + torch's key.
+  MhaWeights(const MhaConfig& config, ParameterStore* shared, std::string_view prefix);
+  MhaWeights(const MhaWeights&) = delete;
+  MhaWeights& operator=(const MhaWeights&) = delete;
 
   // Copies one state_dict entry (or an alias of one). Rejects unknown keys, keys this config does
   // not use and wrong shapes. NaN and infinity inside weights are accepted: they propagate as in
   // PyTorch.
   Status Set(std::string_view name, const TensorView& value);
-  // Copies every entry `other` (same config) has loaded.
-  Status CopyLoadedFrom(const MhaWeights& other) { return store_.CopyLoadedFrom(other.store_); }
+  // Copies every entry `other` (same config) has loaded (standalone: both stores their own).
+  Status CopyLoadedFrom(const MhaWeights& other) { return store_->CopyLoadedFrom(*other.store_); }
   bool Has(Param p) const {
     const int i = index_[static_cast<int>(p)];
-    return i >= 0 && store_.loaded(i);
+    return i >= 0 && store_->loaded(i);
   }
   // kMissingParameter naming every key still missing. Cheap once complete (called per forward).
   Status CheckComplete() const;
@@ -79,29 +87,38 @@ class MhaWeights {
   const float* bias_v() const { return config_.add_bias_kv ? Get(Param::kBiasV) : nullptr; }
   const float* Get(Param p) const {
     const int i = index_[static_cast<int>(p)];
-    return i >= 0 ? store_.data(i) : nullptr;
+    return i >= 0 ? store_->data(i) : nullptr;
   }
+  // The store entry of parameter p (-1 if the config has none).
+  int entry(Param p) const { return index_[static_cast<int>(p)]; }
   const MhaConfig& config() const { return config_; }
   // The floats of entry `name` (a key or an alias, as Set takes them) for writing in place (an
   // optimizer step): ParameterStore::MutableData, which bumps the versions so the packed panels
   // are rebuilt before the next pass reads them. Null for an unknown or unloaded entry.
   float* MutableData(std::string_view name) {
-    const int i = store_.Find(name);
-    return i >= 0 ? store_.MutableData(i) : nullptr;
+    const int i = Find(name);
+    return i >= 0 ? store_->MutableData(i) : nullptr;
   }
 
   // The store's version, and the version of the tensor behind parameter p (packed caches are
   // stamped with it; an alias reports its target's).
-  uint64_t version() const { return store_.version(); }
+  uint64_t version() const { return store_->version(); }
   uint64_t version(Param p) const {
     const int i = index_[static_cast<int>(p)];
-    return i >= 0 ? store_.version(i) : 0;
+    return i >= 0 ? store_->version(i) : 0;
   }
-  const ParameterStore& store() const { return store_; }
+  const ParameterStore& store() const { return *store_; }
 
  private:
+  // Declares the config's entries (and aliases) in *store_.
+  void Declare();
+  // The entry of torch's key `name` (with the prefix), -1 if none.
+  int Find(std::string_view name) const;
+
   MhaConfig config_;
-  ParameterStore store_;
+  ParameterStore own_;     // the standalone module's store (empty when shared)
+  ParameterStore* store_;  // &own_, or the model's
+  std::string prefix_;     // "" standalone; "blocks.{l}.attn." in a model's store
   int index_[static_cast<int>(Param::kCount)];  // store entry per Param; -1 if not in the config
 };
 

@@ -592,5 +592,169 @@ TEST(AttentionStage, FullyMaskedAndNaNRows) {
   }
 }
 
+// The attention backward (AttentionBackward) on raw arguments: its gradients against a scalar
+// double backward written from the definitions, with the operands in two layouts, planar
+// ([N, T, H * hd] each, as MultiheadAttention's activations) and interleaved (q | k | v per row,
+// the gradients likewise), padded with NaN (a kernel that ignores a stride reads NaN). The two
+// layouts give the same bits: every (n, h) is addressed through AttentionShape alone.
+struct BackwardCall {
+  AttentionShape shape;  // q_len = kv_len = kv_total = T
+  bool causal = false;
+  std::vector<float> p, dz, gates;
+  std::vector<float> q, k, v;  // planar, [N, T, E] each
+};
+
+// dq, dk, dv [N, T, E] each and the gate gradients [H] (with the sums of their terms' sizes), in
+// double.
+void ScalarBackward(const BackwardCall& c, std::vector<double>* dq, std::vector<double>* dk,
+                    std::vector<double>* dv, std::vector<double>* dgate,
+                    std::vector<double>* dgate_size) {
+  const AttentionShape& s = c.shape;
+  const size_t T = s.q_len, hd = s.head_dim, E = s.heads * hd;
+  const double scale = 1.0 / static_cast<double>(std::sqrt(static_cast<float>(hd)));
+  dq->assign(s.batch * T * E, 0.0);
+  dk->assign(s.batch * T * E, 0.0);
+  dv->assign(s.batch * T * E, 0.0);
+  dgate->assign(s.heads, 0.0);
+  dgate_size->assign(s.heads, 0.0);
+  for (size_t n = 0; n < s.batch; ++n) {
+    for (size_t h = 0; h < s.heads; ++h) {
+      const double g = c.gates.empty() ? 1.0 : c.gates[h];
+      const auto at = [&](size_t i, size_t x) { return (n * T + i) * E + h * hd + x; };
+      const float* P = c.p.data() + s.WeightsOffset(n, h);
+      std::vector<double> ds(T * T, 0.0);
+      for (size_t i = 0; i < T; ++i) {
+        const size_t end = c.causal ? i + 1 : T;
+        std::vector<double> m(T, 0.0);
+        double dot = 0.0;
+        for (size_t j = 0; j < end; ++j) {
+          for (size_t x = 0; x < hd; ++x)
+            m[j] += static_cast<double>(c.dz[at(i, x)]) * c.v[at(j, x)];
+          (*dgate)[h] += P[i * T + j] * m[j];
+          (*dgate_size)[h] += std::fabs(P[i * T + j] * m[j]);
+          dot += P[i * T + j] * g * m[j];
+        }
+        for (size_t j = 0; j < end; ++j) ds[i * T + j] = P[i * T + j] * (g * m[j] - dot);
+      }
+      for (size_t i = 0; i < T; ++i) {
+        for (size_t j = 0; j < T; ++j) {
+          for (size_t x = 0; x < hd; ++x) {
+            (*dv)[at(j, x)] += g * P[i * T + j] * c.dz[at(i, x)];
+            (*dq)[at(i, x)] += scale * ds[i * T + j] * c.k[at(j, x)];
+            (*dk)[at(j, x)] += scale * ds[i * T + j] * c.q[at(i, x)];
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AttentionBackward, MatchesScalarBackwardInEveryLayout) {
+  test::ForEachTarget([](const char* target) {
+    SCOPED_TRACE(target);
+    std::mt19937 rng(29);
+    const auto pick = [&](int lo, int hi) {
+      return static_cast<size_t>(std::uniform_int_distribution<int>(lo, hi)(rng));
+    };
+    for (int trial = 0; trial < 60; ++trial) {
+      BackwardCall c;
+      const size_t N = pick(1, 3), H = pick(1, 4),
+                   hd = std::vector<size_t>{1, 3, 8, 16, 32}[pick(0, 4)];
+      const size_t T = trial % 3 == 0 ? pick(60, 140) : pick(1, 40), E = H * hd;
+      c.shape = AttentionShape::Dense(N, H, T, T, T, hd);
+      c.causal = pick(0, 1) == 1;
+      c.q = test::RandomVector(&rng, N * T * E);
+      c.k = test::RandomVector(&rng, N * T * E);
+      c.v = test::RandomVector(&rng, N * T * E);
+      c.dz = test::RandomVector(&rng, N * T * E);
+      if (pick(0, 2) == 0) c.gates = test::RandomVector(&rng, H, 2.0f);
+      // Softmax rows over the visible keys, 0 past them (as the forward leaves them).
+      c.p.assign(N * H * T * T, 0.0f);
+      for (size_t r = 0; r < N * H * T; ++r) {
+        const size_t i = r % T, end = c.causal ? i + 1 : T;
+        float sum = 0.0f;
+        for (size_t j = 0; j < end; ++j)
+          sum += c.p[r * T + j] = std::exp(test::RandomVector(&rng, 1)[0]);
+        for (size_t j = 0; j < end; ++j) c.p[r * T + j] /= sum;
+      }
+      SCOPED_TRACE("N=" + std::to_string(N) + " H=" + std::to_string(H) + " hd=" +
+                   std::to_string(hd) + " T=" + std::to_string(T) + (c.causal ? " causal" : ""));
+      std::vector<double> dq, dk, dv, dgate, dgate_size;
+      ScalarBackward(c, &dq, &dk, &dv, &dgate, &dgate_size);
+
+      // Runs the kernel with q, k, v and the gradients at `stride` floats a row (each block of E
+      // at offsets 0, E, 2 E of a row in the interleaved layout); returns dq | dk | dv planar.
+      const auto run = [&](bool interleaved, std::vector<double>* gate_grads) {
+        const size_t stride = interleaved ? 3 * E + 5 : E;  // + padding that must not be read
+        const size_t part = interleaved ? E : N * T * stride;
+        std::vector<float> in(N * T * stride * (interleaved ? 1 : 3), kNaN);
+        std::vector<float> grads(in.size(), kSentinel);
+        for (size_t r = 0; r < N * T; ++r) {
+          for (size_t x = 0; x < E; ++x) {
+            in[r * stride + x] = c.q[r * E + x];
+            in[part + r * stride + x] = c.k[r * E + x];
+            in[2 * part + r * stride + x] = c.v[r * E + x];
+          }
+        }
+        AttentionBackwardArgs a;
+        a.shape = c.shape;
+        a.shape.q_row_stride = a.shape.kv_row_stride = stride;
+        a.shape.q_batch_stride = a.shape.kv_batch_stride = T * stride;
+        a.modifiers.causal = c.causal;
+        a.sqrt_head_dim = std::sqrt(static_cast<float>(hd));
+        a.q = in.data();
+        a.k = in.data() + part;
+        a.v = in.data() + 2 * part;
+        a.weights = c.p.data();
+        a.head_gates = c.gates.empty() ? nullptr : c.gates.data();
+        // dz keeps the concatenation's own layout here: the q geometry of a dense shape of its
+        // own would be its strides; the kernel takes the shape's, so it moves with q.
+        std::vector<float> dz(in.size(), kNaN);
+        for (size_t r = 0; r < N * T; ++r) {
+          for (size_t x = 0; x < E; ++x) dz[r * stride + x] = c.dz[r * E + x];
+        }
+        a.dz = dz.data();
+        a.grads = a.shape;
+        a.dq = grads.data();
+        a.dk = grads.data() + part;
+        a.dv = grads.data() + 2 * part;
+        gate_grads->assign(H, 0.0);
+        a.gate_grads = gate_grads->data();
+        AlignedBuffer scratch;
+        EXPECT_TRUE(scratch.Resize(AttentionBackwardFloats(T, hd)));
+        AttentionBackward(a, scratch.data());
+        std::vector<float> out(3 * N * T * E);
+        for (size_t r = 0; r < N * T; ++r) {
+          for (size_t x = 0; x < E; ++x) {
+            for (size_t b = 0; b < 3; ++b)
+              out[(b * N * T + r) * E + x] = grads[b * part + r * stride + x];
+          }
+          if (interleaved) {  // the padding after each row's three blocks is left alone
+            for (size_t x = 3 * E; x < stride; ++x) EXPECT_EQ(grads[r * stride + x], kSentinel);
+          }
+        }
+        return out;
+      };
+      std::vector<double> gates_planar, gates_interleaved;
+      const std::vector<float> planar = run(false, &gates_planar);
+      const std::vector<float> interleaved = run(true, &gates_interleaved);
+      EXPECT_EQ(std::memcmp(planar.data(), interleaved.data(), planar.size() * sizeof(float)), 0);
+      EXPECT_EQ(gates_planar, gates_interleaved);
+      double scale = 1e-30, worst = 0.0;
+      for (size_t b = 0; b < 3; ++b) {
+        const std::vector<double>& want = b == 0 ? dq : b == 1 ? dk : dv;
+        for (size_t i = 0; i < want.size(); ++i) {
+          scale = std::max(scale, std::fabs(want[i]));
+          worst = std::max(worst, std::fabs(planar[b * want.size() + i] - want[i]));
+        }
+      }
+      EXPECT_LE(worst / scale, 1e-5);
+      for (size_t h = 0; h < H; ++h) {
+        EXPECT_NEAR(gates_planar[h], dgate[h], 1e-5 * (1e-30 + dgate_size[h]));  // M is float
+      }
+    }
+  });
+}
+
 }  // namespace
 }  // namespace headscope

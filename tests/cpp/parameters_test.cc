@@ -97,6 +97,35 @@ TEST(ParameterStore, MutableDataBumpsTheVersions) {
   EXPECT_TRUE(store.loaded(whole));
 }
 
+// One buffer, fixed offsets: owned entries on 64-byte boundaries, aliases inside their target,
+// the whole layout allocated (zeros) by the first write, so a parallel buffer of floats() floats
+// indexed by offset(i) (a model's gradients) has a slot for every entry.
+TEST(ParameterStore, EntriesLieAtFixedOffsetsOfOneBuffer) {
+  ParameterStore store;
+  const int a = store.Add("a", {3});
+  const int b = store.Add("b", {2, 8});
+  const int c = store.Add("c", {17});
+  const int c_tail = store.AddAlias("c_tail", c, 9, {8});
+  EXPECT_EQ(store.offset(a), 0u);
+  EXPECT_EQ(store.offset(b), 16u);
+  EXPECT_EQ(store.offset(c), 32u);
+  EXPECT_EQ(store.offset(c_tail), 41u);
+  EXPECT_EQ(store.floats(), 64u);
+  EXPECT_EQ(store.data(b), nullptr);  // nothing written: nothing allocated
+
+  const float v[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  ASSERT_TRUE(store.Set(b, {v, {2, 8}, 16}, "b").ok());
+  ASSERT_NE(store.data(a), nullptr);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(store.data(a)) % 64, 0u);
+  for (int i : {b, c, c_tail}) EXPECT_EQ(store.data(i), store.data(a) + store.offset(i));
+  EXPECT_EQ(std::memcmp(store.data(b), v, sizeof(v)), 0);
+  for (size_t i = 0; i < 17; ++i) EXPECT_EQ(store.data(c)[i], 0.0f);  // not loaded: zeros
+  EXPECT_FALSE(store.loaded(a));
+  EXPECT_FALSE(store.loaded(c));
+  ASSERT_TRUE(store.Set(c_tail, {v, {8}, 8}, "c_tail").ok());
+  EXPECT_EQ(store.data(c)[9], 1.0f);
+}
+
 std::unique_ptr<MultiheadAttention> Module(const MhaConfig& c) {
   std::unique_ptr<MultiheadAttention> mha;
   EXPECT_TRUE(MultiheadAttention::Create(c, &mha).ok());

@@ -514,6 +514,38 @@ TEST(TransformerTrain, TheBackwardsForwardIsForwardsBitsAndGradientsDependOnNoth
   }
 }
 
+// One store per model, the attention layers' entries in it, and the gradients a parallel store of
+// the same layout: every key's gradient lies at the offset its weights lie at (in_proj_weight's
+// q/k/v_proj_weight aliases among the weights, inside it).
+TEST(TransformerTrain, GradientsLieAsTheWeightsDo) {
+  for (NormPlacement norm : {NormPlacement::kPre, NormPlacement::kPost, NormPlacement::kNone}) {
+    std::unique_ptr<Transformer> model = SeededModel(norm, norm == NormPlacement::kPost ? 0 : 20);
+    const Batch b = SeededBatch(2, 5, 11, 9);
+    BackwardResult r;
+    ASSERT_TRUE(model->Backward(b.view(), b.targets.data(), {}, &r).ok());
+    TensorView w0, g0;
+    ASSERT_TRUE(model->GetParameter("tok_embed.weight", &w0).ok());
+    ASSERT_TRUE(model->Gradient("tok_embed.weight", &g0).ok());
+    const float* last = nullptr;
+    for (const TransformerParamSpec& p : TransformerParams(model->config())) {
+      TensorView w, g;
+      ASSERT_TRUE(model->GetParameter(p.name, &w).ok());
+      ASSERT_TRUE(model->Gradient(p.name, &g).ok());
+      EXPECT_EQ(w.data - w0.data, g.data - g0.data) << p.name;
+      EXPECT_EQ(g.shape, p.shape);
+      EXPECT_TRUE(last == nullptr || w.data > last) << p.name << ": in named_parameters order";
+      last = w.data;
+    }
+    TensorView in_proj, v_proj;
+    ASSERT_TRUE(model->GetParameter("blocks.1.attn.in_proj_weight", &in_proj).ok());
+    ASSERT_TRUE(model->GetParameter("blocks.1.attn.v_proj_weight", &v_proj).ok());
+    EXPECT_EQ(v_proj.data, in_proj.data + 2 * 12 * 12);
+    TensorView none;
+    EXPECT_EQ(model->Gradient("blocks.1.attn.v_proj_weight", &none).code(),
+              StatusCode::kUnknownParameter);  // gradients by state_dict key only
+  }
+}
+
 TEST(TransformerTrain, TrainingLowersTheLossAndForwardSeesTheNewWeights) {
   std::unique_ptr<Transformer> model = SeededModel(NormPlacement::kPre, 16);
   OptimizerConfig oc;

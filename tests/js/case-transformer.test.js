@@ -354,7 +354,7 @@ test('both CLIs run transformer cases: the result as the expected section, --che
     }
     const r = runCli(cmd, ['run', join(dir, SMALL), '--max-output-bytes', '1000']);
     assert.equal(r.status, 2);
-    assert.match(r.stderr, /RESOURCE_EXHAUSTED: result: its JSON text could take \d+ bytes \(logits \[2, 5, 7\], 13 hooks\), more than the limit of 1000 bytes \(--max-output-bytes raises it\)\n$/, which);
+    assert.match(r.stderr, /RESOURCE_EXHAUSTED: result: its JSON text could take \d+ bytes \(logits \[2, 5, 7\], 14 hooks\), more than the limit of 1000 bytes \(--max-output-bytes raises it\)\n$/, which);
   }
   // The two CLIs print the same structure and numbers (not byte for byte: float formatting).
   for (const [f, outs] of Object.entries(printed)) {

@@ -327,8 +327,8 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
   bool* fully_masked = reinterpret_cast<bool*>(q_tile + tile * hd);  // [tile]
   float* const weights = a.out.weights;
   const bool per_head_weights = weights != nullptr && !a.out.average_weights;
-  const float* k_head = a.k + n * s.kv_batch_stride + s.KvHead(h) * hd;  // [S', hd], rows strided
-  const float* v_head = a.v + n * s.kv_batch_stride + s.KvHead(h) * hd;
+  const float* k_head = a.k + s.KvOffset(n, h);  // [S', hd], rows strided
+  const float* v_head = a.v + s.KvOffset(n, h);
   PackB(k_head, S, hd, s.kv_row_stride, 1, packed_k);
   PackB(v_head, hd, S, 1, s.kv_row_stride, packed_vt);
   // Tiles skip the keys no row of theirs sees (past the last row's VisibleKeys end), which is
@@ -347,7 +347,7 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
     const size_t keys =
         range_skip ? std::min(S, std::max(VisibleKeys(s, a.modifiers, i0 + rows - 1).end, v_keys))
                    : S;
-    ScaleQueries(a, a.q + n * s.q_batch_stride + i0 * s.q_row_stride + h * hd, rows, q_tile);
+    ScaleQueries(a, a.q + s.QOffset(n, h) + i0 * s.q_row_stride, rows, q_tile);
     QDotK(a, q_tile, packed_k, rows, keys, scores, S);
     for (size_t r = 0; r < rows; ++r) {
       float* row = scores + r * S;
@@ -376,7 +376,7 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
       std::fill(row + visible, row + (weights != nullptr ? S : keys), fill);
       WriteRowSinks(a, n, h, i0 + r, row, keys);
     }
-    float* head_out = a.out.concat + n * s.q_batch_stride + i0 * s.q_row_stride + h * hd;
+    float* head_out = a.out.concat + s.QOffset(n, h) + i0 * s.q_row_stride;
     WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked, head_out);
     GateHeadRows(a, h, rows, head_out);
     if (weights != nullptr && a.out.average_weights) AccumulateAverage(a, n, h, i0, rows, scores);
@@ -416,21 +416,51 @@ HWY_INLINE void ParallelAttention(const AttentionArgs& a, float* workspace) {
   }
 }
 
-// HeadBackward (attention.h), in row chunks of kPanel: a causal chunk of rows [r0, r1) sees the
-// keys below r1 only (M, dQ), and the keys [j0, j1) are seen by the queries from j0 on (dV, dK).
-HWY_INLINE void HeadBackwardImpl(const HeadBackwardArgs& a, float* HWY_RESTRICT scratch) {
+// One (batch element, head) of AttentionBackward: where its operands start (AttentionShape's
+// QOffset / KvOffset and WeightsOffset), its gate and its gate gradient's sum.
+struct HeadBackwardOperands {
+  const float* p;   // [T, T], row stride T
+  const float* dz;  // rows of the shape's q_row_stride
+  const float* q;
+  const float* k;  // k and v: rows of the shape's kv_row_stride
+  const float* v;
+  float* dq;  // rows of grads' q_row_stride
+  float* dk;  // dk and dv: rows of grads' kv_row_stride
+  float* dv;
+  float gate;
+  double* gate_grad;  // null, or += the head's sum of P M
+};
+
+// One head of AttentionBackward (attention.h), in row chunks of kPanel. Which keys a row saw is
+// VisibleKeys' [begin, end), the forward's rule. Both ends move forward with the row (causal: end
+// = i + 1; a window would move begin too), so a chunk of rows [r0, r1) sees no key at or past
+// VisibleKeys(r1 - 1).end (M, dQ) and the keys [j0, j1) are seen by the rows from the first whose
+// end passes j0 to the last whose begin is below j1 (dV, dK).
+HWY_INLINE void HeadBackwardImpl(const AttentionBackwardArgs& a, const HeadBackwardOperands& o,
+                                 float* HWY_RESTRICT scratch) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  const size_t T = a.len, hd = a.head_dim;
+  const AttentionShape& s = a.shape;
+  const size_t T = s.q_len, hd = s.head_dim;
+  const size_t ld_dz = s.q_row_stride, ld_q = s.q_row_stride, ld_kv = s.kv_row_stride;
+  const size_t ld_dq = a.grads.q_row_stride, ld_dkv = a.grads.kv_row_stride;
+  const float scale = 1.0f / a.sqrt_head_dim;
   float* HWY_RESTRICT pack = scratch;
   float* HWY_RESTRICT ds = scratch + HeadBackwardPackFloats(T, hd);  // [T, T]: M, then dS
-  const float g = a.gate;
+  const float g = o.gate;
   const auto chunk_end = [&](size_t r0) { return std::min(T, r0 + kPanel); };
-  // M [T, T] = dZ V^T (rows i: the keys j <= i under causal).
-  PackB(a.v, T, hd, a.ld_qkv, 1, pack);
+  const auto visible = [&](size_t i) { return VisibleKeys(s, a.modifiers, i); };
+  // The rows [i0, i1) that see any of the keys [j0, j1), moved on from the previous chunk's.
+  const auto rows_seeing = [&](size_t j0, size_t j1, size_t* i0, size_t* i1) {
+    while (*i0 < T && visible(*i0).end <= j0) ++*i0;
+    if (*i1 < *i0) *i1 = *i0;
+    while (*i1 < T && visible(*i1).begin < j1) ++*i1;
+  };
+  // M [T, T] = dZ V^T (rows i: the keys below their chunk's last end).
+  PackB(o.v, T, hd, ld_kv, 1, pack);
   for (size_t r0 = 0; r0 < T; r0 += kPanel) {
     const size_t r1 = chunk_end(r0);
-    MatMulPackedImpl(a.dz + r0 * a.ld_dz, a.ld_dz, pack, nullptr, r1 - r0, a.causal ? r1 : T, hd,
+    MatMulPackedImpl(o.dz + r0 * ld_dz, ld_dz, pack, nullptr, r1 - r0, visible(r1 - 1).end, hd,
                      1.0f, ds + r0 * T, T);
   }
   // The other three products' B is dZ, K or Q itself (rows of hd floats, stride ld): read in
@@ -444,64 +474,91 @@ HWY_INLINE void HeadBackwardImpl(const HeadBackwardArgs& a, float* HWY_RESTRICT 
     if (!in_place) PackB(rows, hd, T, 1, ld, pack);
   };
   const auto product = [&](auto trans_a, const float* a_block, const float* rows, size_t ld,
-                           size_t p0, size_t m, size_t k, float alpha, float* c) HWY_ATTR {
+                           size_t p0, size_t m, size_t k, float alpha, float* c,
+                           size_t ldc) HWY_ATTR {
     constexpr bool kTransA = decltype(trans_a)::value;
     if (in_place) {
-      MatMulRowMajorBImpl<kTransA>(a_block, T, rows + p0 * ld, ld, m, hd, k, alpha, c, a.ld_out);
+      MatMulRowMajorBImpl<kTransA>(a_block, T, rows + p0 * ld, ld, m, hd, k, alpha, c, ldc);
     } else {
-      MatMulPackedImpl<kTransA>(a_block, T, pack + p0 * kPanel, nullptr, m, hd, k, alpha, c,
-                                a.ld_out, T);
+      MatMulPackedImpl<kTransA>(a_block, T, pack + p0 * kPanel, nullptr, m, hd, k, alpha, c, ldc,
+                                T);
     }
   };
   using Plain = std::false_type;
   using Transposed = std::true_type;
-  // dV [T, hd] = g P^T dZ: keys [j0, j1) from the queries i >= j0 under causal.
-  pack_rows(a.dz, a.ld_dz);
-  for (size_t j0 = 0; j0 < T; j0 += kPanel) {
-    const size_t i0 = a.causal ? j0 : 0;
-    product(Transposed(), a.p + i0 * T + j0, a.dz, a.ld_dz, i0, chunk_end(j0) - j0, T - i0, g,
-            a.dv + j0 * a.ld_out);
+  // dV [T, hd] = g P^T dZ: keys [j0, j1) from the rows that see them.
+  pack_rows(o.dz, ld_dz);
+  for (size_t j0 = 0, i0 = 0, i1 = 0; j0 < T; j0 += kPanel) {
+    const size_t j1 = chunk_end(j0);
+    rows_seeing(j0, j1, &i0, &i1);
+    product(Transposed(), o.p + i0 * T + j0, o.dz, ld_dz, i0, j1 - j0, i1 - i0, g,
+            o.dv + j0 * ld_dkv, ld_dkv);
   }
-  // dS = P * (g M - rowsum(P * g M)), row by row over the visible keys, 0 past them.
+  // dS = P * (g M - rowsum(P * g M)), row by row over the visible keys, 0 outside them.
   const auto vg = hn::Set(d, g);
   for (size_t i = 0; i < T; ++i) {
-    const float* HWY_RESTRICT pr = a.p + i * T;
+    const float* HWY_RESTRICT pr = o.p + i * T;
     float* HWY_RESTRICT mr = ds + i * T;
-    const size_t keys = a.causal ? i + 1 : T;
-    if (a.gate_grad != nullptr) {
+    const KeyRange keys = visible(i);
+    if (o.gate_grad != nullptr) {
       double sum = 0;
-      for (size_t j = 0; j < keys; ++j) sum += static_cast<double>(pr[j]) * mr[j];
-      *a.gate_grad += sum;
+      for (size_t j = keys.begin; j < keys.end; ++j) sum += static_cast<double>(pr[j]) * mr[j];
+      *o.gate_grad += sum;
     }
     auto acc = hn::Zero(d);
-    size_t j = 0;
-    for (; j + N <= keys; j += N) {
+    size_t j = keys.begin;
+    for (; j + N <= keys.end; j += N) {
       acc = hn::MulAdd(hn::LoadU(d, pr + j), hn::Mul(vg, hn::LoadU(d, mr + j)), acc);
     }
     float dot = hn::GetLane(hn::SumOfLanes(d, acc));
-    for (size_t t = j; t < keys; ++t) dot += pr[t] * (g * mr[t]);
+    for (size_t t = j; t < keys.end; ++t) dot += pr[t] * (g * mr[t]);
     const auto vdot = hn::Set(d, dot);
-    j = 0;
-    for (; j + N <= keys; j += N) {
+    for (j = 0; j < keys.begin; ++j) mr[j] = 0.0f;
+    for (; j + N <= keys.end; j += N) {
       const auto dp = hn::Sub(hn::Mul(vg, hn::LoadU(d, mr + j)), vdot);
       hn::StoreU(hn::Mul(hn::LoadU(d, pr + j), dp), d, mr + j);
     }
-    for (; j < keys; ++j) mr[j] = pr[j] * (g * mr[j] - dot);
+    for (; j < keys.end; ++j) mr[j] = pr[j] * (g * mr[j] - dot);
     for (; j < T; ++j) mr[j] = 0.0f;
   }
-  // dQ [T, hd] = scale dS K: rows [r0, r1) over the keys below r1 under causal.
-  pack_rows(a.k, a.ld_qkv);
+  // dQ [T, hd] = scale dS K: rows [r0, r1) over the keys from their first begin to their last
+  // end.
+  pack_rows(o.k, ld_kv);
   for (size_t r0 = 0; r0 < T; r0 += kPanel) {
     const size_t r1 = chunk_end(r0);
-    product(Plain(), ds + r0 * T, a.k, a.ld_qkv, 0, r1 - r0, a.causal ? r1 : T, a.scale,
-            a.dq + r0 * a.ld_out);
+    const size_t k0 = visible(r0).begin, k1 = visible(r1 - 1).end;
+    product(Plain(), ds + r0 * T + k0, o.k, ld_kv, k0, r1 - r0, k1 - k0, scale, o.dq + r0 * ld_dq,
+            ld_dq);
   }
-  // dK [T, hd] = scale dS^T Q: keys [j0, j1) from the queries i >= j0 under causal.
-  pack_rows(a.q, a.ld_qkv);
-  for (size_t j0 = 0; j0 < T; j0 += kPanel) {
-    const size_t i0 = a.causal ? j0 : 0;
-    product(Transposed(), ds + i0 * T + j0, a.q, a.ld_qkv, i0, chunk_end(j0) - j0, T - i0,
-            a.scale, a.dk + j0 * a.ld_out);
+  // dK [T, hd] = scale dS^T Q: keys [j0, j1) from the rows that see them.
+  pack_rows(o.q, ld_q);
+  for (size_t j0 = 0, i0 = 0, i1 = 0; j0 < T; j0 += kPanel) {
+    const size_t j1 = chunk_end(j0);
+    rows_seeing(j0, j1, &i0, &i1);
+    product(Transposed(), ds + i0 * T + j0, o.q, ld_q, i0, j1 - j0, i1 - i0, scale,
+            o.dk + j0 * ld_dkv, ld_dkv);
+  }
+}
+
+// AttentionBackward (attention.h): every (batch element, head) in order, each with its operands
+// where the forward's stage finds them, one head's scratch reused.
+HWY_INLINE void AttentionBackwardImpl(const AttentionBackwardArgs& a, float* scratch) {
+  const AttentionShape& s = a.shape;
+  for (size_t n = 0; n < s.batch; ++n) {
+    for (size_t h = 0; h < s.heads; ++h) {
+      HeadBackwardOperands o;
+      o.p = a.weights + s.WeightsOffset(n, h);
+      o.dz = a.dz + s.QOffset(n, h);
+      o.q = a.q + s.QOffset(n, h);
+      o.k = a.k + s.KvOffset(n, h);
+      o.v = a.v + s.KvOffset(n, h);
+      o.dq = a.dq + a.grads.QOffset(n, h);
+      o.dk = a.dk + a.grads.KvOffset(n, h);
+      o.dv = a.dv + a.grads.KvOffset(n, h);
+      o.gate = a.head_gates != nullptr ? a.head_gates[h] : 1.0f;
+      o.gate_grad = a.gate_grads != nullptr ? a.gate_grads + h : nullptr;
+      HeadBackwardImpl(a, o, scratch);
+    }
   }
 }
 

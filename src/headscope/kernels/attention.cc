@@ -19,8 +19,8 @@ void AttentionTarget(const AttentionArgs& args, float* workspace) {
   AttentionImpl(args, workspace);
 }
 const char* TargetNameTarget() { return hwy::TargetName(HWY_TARGET); }
-void HeadBackwardTarget(const HeadBackwardArgs& args, float* scratch) {
-  HeadBackwardImpl(args, scratch);
+void AttentionBackwardTarget(const AttentionBackwardArgs& args, float* scratch) {
+  AttentionBackwardImpl(args, scratch);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -32,10 +32,10 @@ namespace headscope {
 
 HEADSCOPE_EXPORT(AttentionTarget);
 HEADSCOPE_EXPORT(TargetNameTarget);
-HEADSCOPE_EXPORT(HeadBackwardTarget);
+HEADSCOPE_EXPORT(AttentionBackwardTarget);
 
-void HeadBackward(const HeadBackwardArgs& args, float* scratch) {
-  HEADSCOPE_DISPATCH(HeadBackwardTarget)(args, scratch);
+void AttentionBackward(const AttentionBackwardArgs& args, float* scratch) {
+  HEADSCOPE_DISPATCH(AttentionBackwardTarget)(args, scratch);
 }
 
 // One worker's scratch.

@@ -40,6 +40,12 @@ struct AttentionShape {
   // The one head-to-K/V-head mapping every path uses: consecutive query heads share a K/V head,
   // as in grouped-query attention (heads / kv_heads query heads per group).
   size_t KvHead(size_t h) const { return h / (heads / kv_heads); }
+  // Where query head h of batch element n starts (its row 0) in q and the concatenation, and
+  // where its K/V head starts in k and v: the per-head offsets of the forward and the backward.
+  size_t QOffset(size_t n, size_t h) const { return n * q_batch_stride + h * head_dim; }
+  size_t KvOffset(size_t n, size_t h) const { return n * kv_batch_stride + KvHead(h) * head_dim; }
+  // Where (n, h)'s rows start in per-head weights or scores, dense [N, H, L, S'].
+  size_t WeightsOffset(size_t n, size_t h) const { return (n * heads + h) * q_len * kv_total; }
 
   // Contiguous [N, T, H * hd] activations with H_kv = H: how MultiheadAttention lays them out.
   static AttentionShape Dense(size_t batch, size_t heads, size_t q_len, size_t kv_len,
@@ -179,46 +185,53 @@ uint64_t AttentionWorkspaceFloats(const AttentionArgs& args);
 // Runs the stage; `workspace` holds AttentionWorkspaceFloats(args) floats, 64-byte aligned.
 void Attention(const AttentionArgs& args, float* workspace);
 
-// The backward of one head of self-attention (the training's, transformer_train.cc), L = S = T
-// queries and keys, no masks but the causal one: with P the softmax weights, g the head's gate,
-// dZ the gradient of the head's (gated) output and M = dZ V^T,
+// The attention stage's backward (the training's, transformer_train.cc), over the forward's own
+// operands and addressed as the forward addresses them: per-head offsets through AttentionShape
+// (QOffset, KvOffset: its KvHead mapping) and the keys each query row saw through VisibleKeys.
+// For every batch element n and head h, with P the softmax weights, g the head's gate, dZ the
+// gradient of the head's (gated) output and M = dZ V^T:
 //   dV = g P^T dZ,  dS = P * (g M - rowsum(P * g M)),  dQ = scale dS K,  dK = scale dS^T Q
 // (scale = 1 / sqrt(hd): scores = (Q / sqrt(hd)) K^T). The products are the packed matmul's
-// (matmul-inl.h), causal ones over the visible keys only: P and dS are 0 past the diagonal, so
-// what is skipped are zero terms at a chain's end (dQ) or start (dV, dK), which change no bits.
-// Where hd is whole column groups and T < 128 (RowMajorBTakes), dV, dQ and dK read dZ, K and Q
-// in place (MatMulRowMajorBImpl) instead of packing them: the same chains, the same bits.
-struct HeadBackwardArgs {
-  size_t len = 0;        // T
-  size_t head_dim = 0;   // hd
-  bool causal = false;
-  float gate = 1.0f;
-  float scale = 1.0f;
-  const float* p = nullptr;   // [T, T], row stride T
-  const float* dz = nullptr;  // [T, hd] rows of stride ld_dz
-  size_t ld_dz = 0;
-  const float* q = nullptr;   // [T, hd] rows of stride ld_qkv each (the projections, unscaled)
+// (matmul-inl.h), over the visible keys only: P and dS are 0 outside them, so what is skipped
+// are zero terms at a chain's end (dQ) or start (dV, dK), which change no bits. Where hd is whole
+// column groups and T < 128 (RowMajorBTakes), dV, dQ and dK read dZ, K and Q in place
+// (MatMulRowMajorBImpl) instead of packing them: the same chains, the same bits.
+// Self-attention over the call's own keys: L = S = S' (no extra keys, no cache), masks other
+// than the visibility rule (causal) not supported, and one query head per K/V head (H_kv = H:
+// each K/V head's gradient is written by its one head; grouped heads would add theirs).
+struct AttentionBackwardArgs {
+  // The forward's geometry and rule: q, k, v (the projections, unscaled) in the shape's q and kv
+  // geometry, dz (the concatenation's gradient) in its q geometry; the visibility (VisibleKeys);
+  // AttentionArgs' sqrt_head_dim.
+  AttentionShape shape;
+  ScoreModifiers modifiers;
+  float sqrt_head_dim = 1.0f;
+  const float* q = nullptr;
   const float* k = nullptr;
   const float* v = nullptr;
-  size_t ld_qkv = 0;
-  float* dq = nullptr;        // [T, hd] rows of stride ld_out each, overwritten
+  const float* weights = nullptr;     // [N, H, L, S']: the forward's per-head softmax weights
+  const float* head_gates = nullptr;  // [H], or null (all 1): AttentionOutputs::head_gates
+  const float* dz = nullptr;
+  // The gradients, overwritten: dq in grads' q geometry, dk and dv in its kv geometry (grads has
+  // the shape's sizes).
+  AttentionShape grads;
+  float* dq = nullptr;
   float* dk = nullptr;
   float* dv = nullptr;
-  size_t ld_out = 0;
-  double* gate_grad = nullptr;  // null, or += sum over i, j of P[i, j] M[i, j], in double
+  double* gate_grads = nullptr;  // null, or [H]: += sum over n, i, j of P[i, j] M[i, j], in double
 };
-// HeadBackward's scratch: the packed operand of each product (the larger of K/V and their
+// A head's scratch: the packed operand of each product (the larger of K/V and their
 // transposes), rounded to 64 bytes, then the [T, T] tile of M and dS. The one definition of that
-// layout, for HeadBackwardImpl and HeadBackwardFloats.
+// layout, for the kernel and AttentionBackwardFloats.
 inline size_t HeadBackwardPackFloats(size_t len, size_t head_dim) {
   const size_t a = PackedFloats(len, head_dim), b = PackedFloats(head_dim, len);
   return ((a > b ? a : b) + 15) / 16 * 16;
 }
-// Floats of scratch HeadBackward needs (64-byte aligned).
-inline size_t HeadBackwardFloats(size_t len, size_t head_dim) {
+// Floats of scratch AttentionBackward needs (64-byte aligned): one head's, reused by every head.
+inline size_t AttentionBackwardFloats(size_t len, size_t head_dim) {
   return HeadBackwardPackFloats(len, head_dim) + len * len;
 }
-void HeadBackward(const HeadBackwardArgs& args, float* scratch);
+void AttentionBackward(const AttentionBackwardArgs& args, float* scratch);
 
 }  // namespace headscope
 

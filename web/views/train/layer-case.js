@@ -4,25 +4,16 @@ import { nested } from '../common/export-data.js';
 /**
  * Layer l's attention on the probe row as a case document of nn.MultiheadAttention (the
  * Heads view's and the Walkthrough's kind): the trained in_proj and out_proj weights, and the
- * layer's input, which is blocks.l.hook_resid_pre, through ln1 for a pre-LayerNorm model (ln1
- * computed here in float64 from the model's own weights, as PyTorch's layer_norm: the case's
- * weights then equal hook_pattern's to float32 rounding), with the causal mask.
+ * layer's input as the engine computed it (blocks.l.ln1.hook_normalized for a pre-LayerNorm
+ * model, blocks.l.hook_resid_pre otherwise), with the causal mask.
  */
 export async function layerCase({ model, probe, state }, l) {
-  const hook = `blocks.${l}.hook_resid_pre`;
+  const hook = state.norm === 'pre' ? `blocks.${l}.ln1.hook_normalized` : `blocks.${l}.hook_resid_pre`;
   const { hooks } = await model.forward(probe.tokens, { hooks: [hook] });
   const sd = await model.stateDict();
   const x = hooks[hook];
   const [, T, D] = x.shape;
-  const rows = Array.from({ length: T }, (_, i) => Array.from(x.data.subarray(i * D, (i + 1) * D)));
-  const query = state.norm !== 'pre' ? rows : rows.map((r) => {
-    const w = sd[`blocks.${l}.ln1.weight`].data;
-    const b = sd[`blocks.${l}.ln1.bias`].data;
-    const mean = r.reduce((a, v) => a + v, 0) / D;
-    const variance = r.reduce((a, v) => a + (v - mean) ** 2, 0) / D;
-    const inv = 1 / Math.sqrt(variance + 1e-5);
-    return r.map((v, k) => Math.fround((v - mean) * inv * w[k] + b[k]));
-  });
+  const query = Array.from({ length: T }, (_, i) => Array.from(x.data.subarray(i * D, (i + 1) * D)));
   const key = (name) => nested(sd[`blocks.${l}.attn.${name}`]);
   return {
     name: `${state.task} layer ${l} at step ${state.steps}`,
