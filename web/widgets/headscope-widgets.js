@@ -25,7 +25,7 @@ import {
   heads, train, walkthrough, HEAD_COUNTS, HEADS_CONTROLS, HEADS_PARTS, PRESET_NAMES, TRAIN_CONTROLS, WALKTHROUGH_CONTROLS,
   WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES,
 } from '../views/index.js';
-import { D_MODELS, TASK_NAMES } from '../views/train/state.js';
+import { D_MODELS, NORMS, POSITIONS, TASK_NAMES } from '../views/train/state.js';
 
 const STYLESHEET = new URL('../views/headscope.css', import.meta.url).href;
 let engine = null;
@@ -128,8 +128,8 @@ const TRAIN_ATTRIBUTES = {
   heads: { parse: integer(1, 128), field: 'heads' },
   dmodel: { parse: numberOneOf(D_MODELS), field: 'dModel' },
   mlp: { parse: boolean, field: 'mlp' },
-  norm: { parse: oneOf(['pre', 'post', 'none']), field: 'norm' },
-  positions: { parse: oneOf(['learned', 'sinusoidal', 'none']), field: 'positions' },
+  norm: { parse: oneOf(NORMS), field: 'norm' },
+  positions: { parse: oneOf(POSITIONS), field: 'positions' },
   lr: { parse: (t) => { const v = Number(t.trim()); return t.trim() !== '' && v > 0 && v <= 1 ? v : bad('a number in (0, 1]', t); }, field: 'lr' },
   'weight-decay': { parse: number01(1), field: 'weightDecay' },
   batch: { parse: integer(1, 256), field: 'batch' },
