@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "json_config.h"
 #include "nlohmann/json.hpp"
 #include "test_util.h"
 
@@ -60,27 +61,9 @@ void Flatten(const json& j, std::vector<float>* out, std::vector<int64_t>* shape
   }
 }
 
+// (Through the schema: tests/cpp/json_config.h.)
 TransformerConfig ConfigOf(const json& j) {
-  TransformerConfig c;
-  c.vocab_size = j.at("vocab_size").get<int64_t>();
-  c.max_len = j.at("max_len").get<int64_t>();
-  c.d_model = j.at("d_model").get<int64_t>();
-  c.n_layers = j.value("n_layers", int64_t{1});
-  c.n_heads = j.value("n_heads", int64_t{1});
-  c.d_mlp = j.value("d_mlp", int64_t{0});
-  const std::string norm = j.value("norm", std::string("pre"));
-  c.norm = norm == "pre" ? NormPlacement::kPre
-           : norm == "post" ? NormPlacement::kPost
-                            : NormPlacement::kNone;
-  const std::string pos = j.value("positions", std::string("learned"));
-  c.positions = pos == "learned" ? PositionKind::kLearned
-                : pos == "sinusoidal" ? PositionKind::kSinusoidal
-                                      : PositionKind::kNone;
-  c.causal = j.value("causal", true);
-  c.act = j.value("act", std::string("gelu")) == "gelu" ? Activation::kGelu : Activation::kRelu;
-  c.bias = j.value("bias", true);
-  c.ln_eps = j.value("ln_eps", 1e-5);
-  return c;
+  return test::ConfigFromJson<TransformerConfig>(TransformerConfigSchema(), j);
 }
 
 struct GoldenCase {
