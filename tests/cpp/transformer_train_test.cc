@@ -129,6 +129,7 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
   ASSERT_GE(files.size(), 30u) << GoldenDir() << " (tools/make_train_golden.py)";
   bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
   bool gates = false, adamw = false, adamw_clip = false, sgd = false, sgd_clip = false;
+  bool tied_decay = false;  // tie_embeddings under AdamW with weight decay
   for (const std::string& f : files) {
     const json doc = ReadJson(f);
     const TransformerConfig c = ConfigOf(doc.at("config"));
@@ -139,11 +140,14 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
       const json& o = run.at("optimizer");
       const bool clip = o.at("clip_grad_norm").get<double>() > 0;
       (o.at("type") == "adamw" ? (clip ? adamw_clip : adamw) : (clip ? sgd_clip : sgd)) = true;
+      tied_decay = tied_decay || (c.tie_embeddings && o.at("type") == "adamw" &&
+                                  o.at("weight_decay").get<double>() > 0);
     }
   }
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(norm[i] && pos[i]) << i;
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(causal[i] && act[i] && bias[i] && mlp[i]) << i;
   EXPECT_TRUE(gates && adamw && adamw_clip && sgd && sgd_clip);
+  EXPECT_TRUE(tied_decay) << "a tie_embeddings case with AdamW weight decay";
 }
 
 TEST(TransformerTrainGolden, LossGradientsAndGateGradientsMatchPyTorch) {
