@@ -69,7 +69,8 @@ sys.path.insert(0, HERE)
 import tiny_transformer as tt  # noqa: E402
 # The helpers the forward goldens' generator has already: case names, seeds, the seeded float32
 # module, number formatting.
-from make_transformer_golden import build_model32, config_name, dumps, seed_of  # noqa: E402
+from make_transformer_golden import (build_model32, config_keys, config_name, dumps,  # noqa: E402
+                                     seed_of)
 
 STEPS = 5
 IGNORE = -100
@@ -124,12 +125,14 @@ SGD_CLIP_ALWAYS = sgd(5e-2, clip=ALWAYS)
 
 
 def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bias=True,
-         eps=1e-5, B, T, targets, gates=None, runs, prefix="", suffix="", covers=""):
+         eps=1e-5, tie=False, B, T, targets, gates=None, runs, prefix="", suffix="", covers=""):
     """targets: "next" (next token, last position -100) | "some" (random, about a quarter -100,
     at least one counted and, with B*T > 1, one ignored) | "all" (random, none ignored) | "one"
     (all -100 but one position) | "induction" (a random half, then its repeat; next token)."""
     config = dict(vocab_size=V, max_len=L, d_model=D, n_layers=layers, n_heads=heads, d_mlp=mlp,
                   norm=norm, positions=pos, causal=causal, act=act, bias=bias, ln_eps=eps)
+    if tie:
+        config["tie_embeddings"] = True
     name = "-".join(p for p in (prefix, config_name(config), suffix, f"b{B}-t{T}") if p)
     return dict(name=name, config=config, B=B, T=T, targets=targets, gates=gates,
                 runs=[dict(r) for r in runs], covers=covers)
@@ -250,6 +253,14 @@ CASES = [
          targets="induction", runs=[ADAMW_CLIP_SOME, SGD], prefix="induction-lab",
          covers="the induction lab: vocab 28, max_len 32 = T, d_model 32, 2 layers, 2 heads, "
          "attention only; a random half then its repeat, next-token targets"),
+    # Tied embeddings: one Parameter for tok_embed.weight and unembed.weight, its gradient the sum
+    # of both uses, stepped (and decayed) once.
+    case(V=10, L=8, D=8, layers=2, heads=2, mlp=8, norm="pre", pos="learned", tie=True, B=2,
+         T=6, targets="next", runs=[ADAMW_WD_98, SGD], covers="tie_embeddings, pre-norm with "
+         "MLP: AdamW with weight decay 0.1 and SGD on the one tied tensor"),
+    case(V=9, L=7, D=6, layers=1, heads=2, mlp=0, norm="post", pos="sinusoidal", bias=False,
+         tie=True, B=3, T=5, targets="some", runs=[ADAMW_CLIP_SOME], covers="tie_embeddings, "
+         "post-norm attention only, no bias; AdamW (weight decay 0.05) clipping at some steps"),
 ]
 
 
@@ -315,7 +326,12 @@ def model_from(c, sd, dtype):
         assert m.pe.dtype == torch.float64 and torch.equal(m.pe, tt.sinusoidal(c["max_len"],
                                                                               c["d_model"]))
     names = [n for n, _ in m.named_parameters()]
-    assert list(m.state_dict()) == names, "state_dict holds more than the parameters"
+    # Tied, the state_dict also holds unembed.weight: the same Parameter as tok_embed.weight, which
+    # named_parameters() lists once.
+    tied = c.get("tie_embeddings", False)
+    assert (m.unembed.weight is m.tok_embed.weight) == tied
+    assert [k for k in m.state_dict() if not (tied and k == "unembed.weight")] == names, \
+        "state_dict holds more than the parameters"
     for p in m.parameters():
         assert p.dtype == dtype
     return m
@@ -502,7 +518,7 @@ def build_doc(spec):
                      "losses": losses, "grad_norms": norms, "clipped": clipped,
                      "state_dict_after": {k: nested(v) for k, v in after.items()}})
 
-    doc = {"name": spec["name"], "config": {k: c[k] for k in CONFIG_KEYS},
+    doc = {"name": spec["name"], "config": {k: c[k] for k in config_keys(c)},
            "state_dict": {k: nested(v) for k, v in sd32.items()},
            "tokens": tokens.tolist(), "targets": targets.tolist(),
            "head_gates": None if gates is None else [[float(g) for g in row] for row in gates],
@@ -567,13 +583,17 @@ def check_file(path, spec):
     assert render(doc) == text, f"{path}: reading and rewriting the file changes it"
     assert doc["name"] == spec["name"] == os.path.basename(path)[:-5]
     c = doc["config"]
-    assert list(c) == CONFIG_KEYS and c == spec["config"], c
+    assert list(c) == config_keys(c) and c == spec["config"], c
     name = spec["name"]
 
-    # The state_dict: the module's parameters in named_parameters() order, float32 values.
+    # The state_dict: the module's state_dict() keys in order (its parameters, in
+    # named_parameters() order, and a tied unembed.weight), float32 values.
     ref = tt.TinyTransformer(**c)
-    names = [n for n, _ in ref.named_parameters()]
+    names = list(ref.state_dict())
     assert list(doc["state_dict"]) == names, (list(doc["state_dict"]), names)
+    if c.get("tie_embeddings"):
+        assert doc["state_dict"]["unembed.weight"] == doc["state_dict"]["tok_embed.weight"]
+        assert "unembed.weight" not in doc["grads"]
     sd = {}
     for k, v in doc["state_dict"].items():
         a = as_array(v)
@@ -843,6 +863,8 @@ def config_summary(c):
     parts.append("bias" if c["bias"] else "no bias")
     if c["ln_eps"] != 1e-5:
         parts.append(f"ln_eps={c['ln_eps']:g}")
+    if c.get("tie_embeddings"):
+        parts.append("tied embeddings")
     return " ".join(parts)
 
 
@@ -890,13 +912,13 @@ One JSON object per file, named `<name>.json`, with exactly these keys in this o
 | key | value |
 | --- | --- |
 | `name` | the case name (the file name without `.json`) |
-| `config` | `vocab_size`, `max_len`, `d_model`, `n_layers`, `n_heads`, `d_mlp`, `norm`, `positions`, `causal`, `act`, `bias`, `ln_eps`: every key explicit, names as in `tests/golden/transformer` |
-| `state_dict` | the initial weights: `{{key: nested lists}}`, keys in `named_parameters()` order (= `state_dict()` order: the sinusoidal table is a non-persistent buffer and is not in it), shapes as PyTorch's; every value exactly a float32 |
+| `config` | `vocab_size`, `max_len`, `d_model`, `n_layers`, `n_heads`, `d_mlp`, `norm`, `positions`, `causal`, `act`, `bias`, `ln_eps`: every key explicit, names as in `tests/golden/transformer`; then `tie_embeddings`, written only where it is true |
+| `state_dict` | the initial weights: `{{key: nested lists}}`, keys in `state_dict()` order: `named_parameters()` order (the sinusoidal table is a non-persistent buffer and is not in it), and with `tie_embeddings` also `unembed.weight` (the same Parameter as `tok_embed.weight`: the same values, listed where torch's `state_dict()` lists it); shapes as PyTorch's; every value exactly a float32 |
 | `tokens` | `[[int]]`, shape (B, T) |
 | `targets` | `[[int]]`, shape (B, T); `-100` is ignore_index; never all `-100` |
 | `head_gates` | `[[float]]` (n_layers, n_heads), or `null` for no gates |
 | `loss` | the mean cross-entropy of `tokens`/`targets` under `state_dict` (with `head_gates`) |
-| `grads` | d loss / d parameter for every parameter: same keys, order and shapes as `state_dict` |
+| `grads` | d loss / d parameter for every parameter of `named_parameters()`: the keys, order and shapes of `state_dict` but a tied `unembed.weight`, whose Parameter is `tok_embed.weight` (its gradient, the sum over both uses, is listed once, there) |
 | `head_gate_grads` | d loss / d head_gates, (n_layers, n_heads); with `head_gates` null, taken at gates all ones (whose forward is identical to no gates) |
 | `runs` | a list of 1 or more optimizer runs, each from the initial `state_dict` (below) |
 
@@ -909,7 +931,7 @@ Each run has exactly these keys in this order:
 | `losses` | 5 floats: the loss of each step's batch before its update |
 | `grad_norms` | 5 floats: the global L2 norm of all gradients before clipping (torch 1.13's `clip_grad_norm_` total norm: the norm of the per-tensor norms) |
 | `clipped` | 5 bools: whether `clip_grad_norm_` scaled that step (`max_norm / (norm + 1e-6) < 1`); always present, all false when `clip_grad_norm` is 0 |
-| `state_dict_after` | the parameters after the 5 steps: same keys, order and shapes as `state_dict` |
+| `state_dict_after` | the parameters after the 5 steps: same keys, order and shapes as `state_dict` (a tied tensor is stepped once, as `model.parameters()` lists it once) |
 
 Runs train without head gates. A step is `zero_grad`, forward, `loss_fn`, `backward`,
 `clip_grad_norm_(model.parameters(), max_norm)` when `clip_grad_norm` > 0, `optimizer.step()`;
@@ -1001,6 +1023,9 @@ def check_coverage(rows):
     assert {1, 2, 3} <= {c["n_layers"] for c in cs} and {1, 2, 4} <= {c["n_heads"] for c in cs}
     assert any(c["n_heads"] == c["d_model"] for c in cs)
     assert any(c["ln_eps"] != 1e-5 for c in cs)
+    tied = [(s, i) for s, i in rows if s["config"].get("tie_embeddings")]
+    assert any(r["optimizer"]["type"] == "adamw" and r["optimizer"]["weight_decay"] > 0
+               for _, i in tied for r in i["runs"]), "a tied case with AdamW weight decay"
     assert have(lambda s, i: s["T"] == 1) and have(lambda s, i: s["T"] == s["config"]["max_len"])
     assert have(lambda s, i: s["B"] == 1)
     assert have(lambda s, i: s["gates"] is not None and min(map(min, s["gates"])) == 0

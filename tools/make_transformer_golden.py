@@ -57,6 +57,15 @@ IGNORE = -100
 
 CONFIG_KEYS = ["vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_mlp", "norm",
                "positions", "causal", "act", "bias", "ln_eps"]
+# Keys written only when they are not the default (so the files of the configs before them did not
+# change when they were added).
+OPTIONAL_KEYS = {"tie_embeddings": False}
+
+
+def config_keys(c):
+    """The config's keys as a file writes them: CONFIG_KEYS, then each optional key not at its
+    default."""
+    return CONFIG_KEYS + [k for k, d in OPTIONAL_KEYS.items() if c.get(k, d) != d]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -64,12 +73,15 @@ CONFIG_KEYS = ["vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_mlp
 # ----------------------------------------------------------------------------------------------
 
 def config_name(c):
-    """norm-positions[-act]-[no]bias-mlp|attn-only[-noncausal]-lL-hH (act only with an MLP)."""
+    """norm-positions[-act][-nobias][-tied]-mlp|attn-only[-noncausal]-lL-hH (act only with an
+    MLP)."""
     parts = [c["norm"], c["positions"]]
     if c["d_mlp"] > 0:
         parts.append(c["act"])
     if not c["bias"]:
         parts.append("nobias")
+    if c.get("tie_embeddings"):
+        parts.append("tied")
     parts.append("mlp" if c["d_mlp"] > 0 else "attn-only")
     if not c["causal"]:
         parts.append("noncausal")
@@ -78,12 +90,14 @@ def config_name(c):
 
 
 def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bias=True,
-         eps=1e-5, B, T, targets=None, gates=None, prefix="", suffix="", covers=""):
+         eps=1e-5, tie=False, B, T, targets=None, gates=None, prefix="", suffix="", covers=""):
     """B None: unbatched tokens (T). targets: None | "next" (next token, last -100) | "some"
     (random, about a quarter -100) | "all" (random, none ignored) | "most" (all -100 but two) |
     "induction" (first half random, second half repeats it; next-token targets)."""
     config = dict(vocab_size=V, max_len=L, d_model=D, n_layers=layers, n_heads=heads, d_mlp=mlp,
                   norm=norm, positions=pos, causal=causal, act=act, bias=bias, ln_eps=eps)
+    if tie:
+        config["tie_embeddings"] = True
     shape = "unbatched" if B is None else f"b{B}"
     name = "-".join(p for p in (prefix, config_name(config), suffix, shape) if p)
     return dict(name=name, config=config, B=B, T=T, targets=targets, gates=gates, covers=covers)
@@ -184,6 +198,13 @@ CASES = [
          targets="induction", prefix="induction-lab",
          covers="the induction lab: vocab 28, max_len 32 = T, d_model 32, 2 layers, 2 heads, "
          "attention only; a random half then its repeat, next-token targets"),
+    # Tied embeddings: unembed.weight is tok_embed.weight (the state_dict holds it under both).
+    case(V=11, L=8, D=8, layers=2, heads=2, mlp=16, norm="pre", pos="learned", tie=True, B=2,
+         T=7, targets="some", covers="tie_embeddings, pre-norm with MLP: logits = x "
+         "tok_embed.weight^T + unembed.bias"),
+    case(V=9, L=7, D=6, layers=2, heads=3, mlp=0, norm="post", pos="sinusoidal", bias=False,
+         tie=True, B=None, T=7, targets="next", covers="tie_embeddings, post-norm attention only, "
+         "no bias (logits = x tok_embed.weight^T), unbatched, T = max_len"),
 ]
 
 
@@ -217,6 +238,8 @@ def build_model32(spec):
                     uniform(p, -0.25, 0.25)
     for p in model.parameters():
         assert p.dtype == torch.float32
+    assert (model.unembed.weight is model.tok_embed.weight) == spec["config"].get("tie_embeddings",
+                                                                                   False)
     return model.eval(), gen
 
 
@@ -326,6 +349,8 @@ def build_doc(spec):
     model64 = model64.double().eval()
     for k, v in model64.state_dict().items():  # float32 -> float64 is exact
         assert torch.equal(v, sd32[k].double()), k
+    # .double() keeps a tied Parameter one tensor (it converts each Parameter in place).
+    assert (model64.unembed.weight is model64.tok_embed.weight) == c.get("tie_embeddings", False)
     logits, hooks, loss = run(model64, tokens, targets, gates, torch.float64)
 
     unbatched = spec["B"] is None
@@ -340,7 +365,7 @@ def build_doc(spec):
         assert math.isfinite(float(loss))
         expected["loss"] = float(loss)
     expected["hooks"] = {k: nested(drop(v)) for k, v in hooks.items()}
-    doc = {"kind": "transformer", "name": spec["name"], "config": {k: c[k] for k in CONFIG_KEYS},
+    doc = {"kind": "transformer", "name": spec["name"], "config": {k: c[k] for k in config_keys(c)},
            "state_dict": {k: nested(v) for k, v in sd32.items()},
            "inputs": inputs, "expected": expected}
     return doc
@@ -389,7 +414,7 @@ def check_file(path, spec):
     assert list(doc) == ["kind", "name", "config", "state_dict", "inputs", "expected"]
     assert doc["kind"] == "transformer" and doc["name"] == spec["name"]
     c = doc["config"]
-    assert list(c) == CONFIG_KEYS and c == spec["config"], c
+    assert list(c) == config_keys(c) and c == spec["config"], c
     V, T_max, H = c["vocab_size"], c["max_len"], c["n_heads"]
 
     # The state_dict: exactly the module's keys in its order, shapes, float32 values.
@@ -402,6 +427,8 @@ def check_file(path, spec):
         assert a.shape == tuple(ref_sd[k].shape), (k, a.shape, tuple(ref_sd[k].shape))
         assert np.isfinite(a).all() and np.array_equal(a.astype(np.float32).astype(np.float64), a), k
         sd[k] = torch.tensor(a, dtype=torch.float64)
+    if c.get("tie_embeddings"):  # one tensor under two keys: the same values
+        assert torch.equal(sd["unembed.weight"], sd["tok_embed.weight"])
     fresh.load_state_dict(sd)
 
     # Inputs.
@@ -496,6 +523,8 @@ def config_summary(c):
     parts.append("bias" if c["bias"] else "no bias")
     if c["ln_eps"] != 1e-5:
         parts.append(f"ln_eps={c['ln_eps']}")
+    if c.get("tie_embeddings"):
+        parts.append("tied embeddings")
     return " ".join(parts)
 
 
@@ -537,6 +566,10 @@ rewrites byte-identical files.
   float64 value). The masked entries of `hook_attn_scores` are the string `"-inf"`; there is
   no other non-finite number.
 - Unbatched cases ran with B = 1; the file drops the batch axis of `logits` and of every hook.
+- `config` has every key but `tie_embeddings`, which is written only where it is true (so the
+  files of the configs before it did not change when it was added). With it, `unembed.weight` is
+  `tok_embed.weight` (one Parameter) and the `state_dict` holds that tensor under both keys, as
+  torch's `state_dict()` does: the same values twice.
 - Every hook the reference returns is in `expected.hooks`, `logits` included (equal to
   `expected.logits`).
 - The script checks every file it writes: read back as JSON, its `state_dict` loaded into a

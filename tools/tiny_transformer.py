@@ -3,7 +3,9 @@
 # extends it without changing any of its numbers: the LayerNorm hooks blocks.{l}.ln1.hook_normalized
 # and blocks.{l}.ln2.hook_normalized (TransformerLens's names) are added. State_dict names, hooks,
 # forward numbers, loss and training rules here are what headscope's Transformer is tested
-# against (tools/make_transformer_golden.py imports this file).
+# against (tools/make_transformer_golden.py imports this file). Also added: the config key
+# tie_embeddings (default False, so every other config's numbers are the spec's): the unembedding
+# shares tok_embed.weight, as GPT-2 does.
 
 """The reference model for headscope's trainable transformer: a small decoder/encoder stack built
 from torch.nn.MultiheadAttention, written so that every name in its state_dict, every hook and
@@ -18,7 +20,12 @@ Config (JSON/JS names in brackets; defaults after '='):
   n_heads [nHeads] = 1, d_mlp [dMlp] = 0 (0: attention-only, no MLP and no ln2),
   norm [norm] = "pre" ("pre" | "post" | "none"), positions [positions] = "learned"
   ("learned" | "sinusoidal" | "none"), causal [causal] = True, act [act] = "gelu" ("gelu" exact
-  erf form | "relu"), bias [bias] = True, ln_eps [lnEps] = 1e-5.
+  erf form | "relu"), bias [bias] = True, ln_eps [lnEps] = 1e-5,
+  tie_embeddings [tieEmbeddings] = False (True: unembed.weight IS tok_embed.weight, one
+  Parameter: logits = x @ tok_embed.weight.T (+ unembed.bias). As in torch for any tied module,
+  state_dict() holds the tensor under both keys, named_parameters() / parameters() list it once,
+  as tok_embed.weight (so AdamW steps and decays it once), and its .grad is the sum of the
+  gradients of both uses. Its initial values are tok_embed's, N(0, 1).)
 
 Hooks (TransformerLens names; B batch, T tokens, H heads, dh = d_model / n_heads, D d_model):
   hook_embed [B,T,D], hook_pos_embed [B,T,D] (absent when positions == "none"),
@@ -147,7 +154,7 @@ def sinusoidal(max_len, d_model):
 
 class TinyTransformer(nn.Module):
     DEFAULTS = dict(n_layers=1, n_heads=1, d_mlp=0, norm="pre", positions="learned",
-                    causal=True, act="gelu", bias=True, ln_eps=1e-5)
+                    causal=True, act="gelu", bias=True, ln_eps=1e-5, tie_embeddings=False)
 
     def __init__(self, **config):
         super().__init__()
@@ -162,6 +169,8 @@ class TinyTransformer(nn.Module):
         self.blocks = nn.ModuleList(Block(c) for _ in range(c["n_layers"]))
         self.ln_final = nn.LayerNorm(c["d_model"], eps=c["ln_eps"]) if c["norm"] == "pre" else None
         self.unembed = nn.Linear(c["d_model"], c["vocab_size"], bias=c["bias"])
+        if c["tie_embeddings"]:
+            self.unembed.weight = self.tok_embed.weight  # one Parameter, (V, D) as both need
 
     def forward(self, tokens, head_gates=None):
         """tokens: LongTensor [B, T] with T <= max_len. head_gates: optional [n_layers, n_heads].

@@ -10,6 +10,7 @@
 #include <emscripten/val.h>
 #include <malloc.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -535,7 +536,9 @@ class TransformerHandle {
     return Report(Transformer::Create(c, &model_));
   }
 
-  // '[["tok_embed.weight",[28,32]],...]', in the reference module's order.
+  // '[["tok_embed.weight",[28,32]],...]', in the reference module's order; a key naming an
+  // earlier key's tensor (tie_embeddings) has that key third: ["unembed.weight",[28,32],
+  // "tok_embed.weight"].
   std::string expectedParameters() const {
     if (model_ == nullptr) return "[]";
     std::string out = "[";
@@ -543,7 +546,7 @@ class TransformerHandle {
       if (out.size() > 1) out += ",";
       out += "[\"" + p.name + "\",[";
       for (int i = 0; i < p.shape.rank; ++i) out += (i ? "," : "") + std::to_string(p.shape.dims[i]);
-      out += "]]";
+      out += p.tied_to.empty() ? "]]" : "],\"" + p.tied_to + "\"]";
     }
     return out + "]";
   }
@@ -578,13 +581,10 @@ class TransformerHandle {
     std::unique_ptr<Transformer> stage;
     int code = Report(Transformer::Create(model_->config(), &stage));
     if (code != 0) return code;
+    // (A copy of the store, not a state_dict: the caller's entries are the load's.)
     if (keep_loaded) {
-      for (const TransformerParamSpec& p : TransformerParams(model_->config())) {
-        TensorView v;
-        if (!model_->GetParameter(p.name, &v).ok()) continue;  // not loaded
-        code = Report(stage->SetParameter(p.name, v));
-        if (code != 0) return code;
-      }
+      code = Report(stage->CopyLoadedFrom(*model_));
+      if (code != 0) return code;
     }
     staging_ = std::move(stage);
     return 0;
@@ -786,7 +786,9 @@ class TransformerHandle {
 
   // Training. Tokens in slot 0 (int32 (B, T)), optional gates in slot 1, targets in slot 2
   // (int32, the tokens' shape). Result slots 0 .. P-1: the gradients (views of the model's
-  // buffers) in TransformerParams order; slot P: the gate gradients (nLayers, nHeads) when asked.
+  // buffers) of the P parameters (named_parameters: TransformerParams but a tied key, whose
+  // tensor is an earlier key's), in that order; slot P: the gate gradients (nLayers, nHeads)
+  // when asked.
   int backward(bool gate_grads) {
     if (model_ == nullptr) return NotInitialized();
     TokenView tokens;
@@ -801,7 +803,10 @@ class TransformerHandle {
     code = Report(model_->Backward(tokens, targets, o, &r));
     if (code != 0) return code;
     last_loss_ = r.loss;
-    const std::vector<TransformerParamSpec> params = TransformerParams(model_->config());
+    std::vector<TransformerParamSpec> params = TransformerParams(model_->config());
+    params.erase(std::remove_if(params.begin(), params.end(),
+                                [](const TransformerParamSpec& p) { return !p.tied_to.empty(); }),
+                 params.end());
     if (!GrowResult(params.size() + 1)) return OutOfMemory();
     for (size_t i = 0; i < params.size(); ++i) {
       TensorView v;

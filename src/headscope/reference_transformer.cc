@@ -559,6 +559,7 @@ Status Run(const TransformerConfig& c,
   }
   p.unembed.out = V;
   p.unembed.in = D;
+  std::vector<std::pair<size_t, size_t>> tied;  // (key, the earlier key whose tensor it names)
   for (size_t i = 0; i < specs.size(); ++i) {
     Entry* e = Slot(c, &p, specs[i].name);
     if (e == nullptr) {
@@ -567,6 +568,20 @@ Status Run(const TransformerConfig& c,
     }
     e->value = values[i];
     if (targets != nullptr) e->grad = result->grads[i].second.data();
+    if (specs[i].tied_to.empty()) continue;
+    // tie_embeddings: one tensor under two keys. Their values must be the same; both uses read
+    // the earlier key's and add to its gradient, which the later key's then copies.
+    size_t j = 0;
+    while (specs[j].name != specs[i].tied_to) ++j;
+    const size_t n = static_cast<size_t>(specs[i].shape.NumElements());
+    if (!std::equal(values[i], values[i] + n, values[j])) {
+      return Status(StatusCode::kInvalidArgument, Arg::kStateDict,
+                    std::string(ArgName(Arg::kStateDict)) + "['" + specs[i].name +
+                        "']: differs from " + ArgName(Arg::kStateDict) + "['" + specs[j].name +
+                        "'], the tensor it names (" + ArgName(Arg::kTieEmbeddings) + ")");
+    }
+    *e = *Slot(c, &p, specs[j].name);
+    tied.emplace_back(i, j);
   }
 
   HookSink hooks(&result->hooks);
@@ -587,7 +602,10 @@ Status Run(const TransformerConfig& c,
     d_logits /= static_cast<double>(counted);
     SequenceBackward(c, p, seq, T, head_gates, saved, d_logits, result->head_gate_grads.data());
   }
-  if (targets != nullptr) result->loss = total / static_cast<double>(counted);
+  if (targets != nullptr) {
+    result->loss = total / static_cast<double>(counted);
+    for (const auto& [i, j] : tied) result->grads[i].second = result->grads[j].second;
+  }
   return Status::Ok();
 }
 

@@ -23,7 +23,8 @@ struct ReferenceTransformerResult {
   // Mean cross-entropy over the targets that are not -100, when targets are given (else NaN).
   double loss = std::numeric_limits<double>::quiet_NaN();
   // d loss / d entry for every entry of TransformerParams(config), in that order and with those
-  // names, row-major; when targets are given (else empty).
+  // names, row-major; when targets are given (else empty). Both keys of a tied tensor
+  // (tie_embeddings) hold its one gradient, the sum over both uses.
   std::vector<std::pair<std::string, std::vector<double>>> grads;
   // [n_layers * n_heads]: d loss / d head_gates[l * n_heads + h] at the given gates (all 1 when
   // none are given); when targets are given (else empty).
@@ -35,7 +36,8 @@ struct ReferenceTransformerResult {
 
 // One pass of the reference module in float64.
 //   state_dict: every TransformerParams(config) entry by name (any order), row-major values;
-//               unknown or repeated keys are refused.
+//               unknown or repeated keys are refused, and so are the two keys of a tied tensor
+//               (tie_embeddings) holding different values.
 //   tokens:     [batch, length] row-major, each in [0, vocab_size), 1 <= length <= max_len.
 //   targets:    [batch, length] or null (forward only): each in [0, vocab_size) or -100
 //               (ignored), at least one not ignored.

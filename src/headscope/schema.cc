@@ -169,6 +169,11 @@ const FieldSpec kTransformerFields[] = {
                             "the LayerNorms' epsilon"),
                         0, true, kInf, true),
               Get<T, double, &T::ln_eps>, Set<T, double, &T::ln_eps>),
+    Access<T>(Row("tie_embeddings", "tieEmbeddings", FieldType::kBool, Arg::kTieEmbeddings,
+                  "false",
+                  "unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x "
+                  "tok_embed.weight^T (+ unembed.bias)"),
+              Get<T, bool, &T::tie_embeddings>, Set<T, bool, &T::tie_embeddings>),
 };
 const DivisibleRule kTransformerRules[] = {{"d_model", "n_heads"}};
 

@@ -75,8 +75,9 @@ constexpr ArgNames kArgNames[] = {
     {"causal", "causal", "config.causal"},
     {"act", "act", "config.act"},
     {"bias", "bias", "config.bias"},
+    {"tie_embeddings", "tieEmbeddings", "config.tieEmbeddings"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kBias) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kTieEmbeddings) + 1);
 
 }  // namespace
 

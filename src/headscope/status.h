@@ -44,7 +44,7 @@ enum class Arg {
   kOptimizer, kLr, kBetas, kEps, kWeightDecay, kClipGradNorm,  // its optimizer's options
   kGrads,  // the gradients an optimizer step applies
   kConfig,  // a whole config (its weights' size)
-  kNorm, kPositions, kCausal, kAct, kBias,  // the rest of the Transformer's config
+  kNorm, kPositions, kCausal, kAct, kBias, kTieEmbeddings,  // the rest of the Transformer's config
 };
 enum class Naming { kTorch, kJs };
 void SetNaming(Naming naming);

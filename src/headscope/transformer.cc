@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -232,7 +233,7 @@ Status ValidateTransformerConfig(const TransformerConfig& c) {
   // counted in 64 bits, must fit half of it (the Linear weights have packed copies too).
   uint64_t floats = 0;  // (each entry is at most 2^48 floats, and there are a few thousand)
   for (const TransformerParamSpec& p : TransformerParams(c)) {
-    floats += static_cast<uint64_t>(p.shape.NumElements());
+    if (p.tied_to.empty()) floats += static_cast<uint64_t>(p.shape.NumElements());
   }
   const uint64_t limit = std::numeric_limits<size_t>::max() / sizeof(float) / 2;
   if (floats > limit) {
@@ -247,35 +248,38 @@ Status ValidateTransformerConfig(const TransformerConfig& c) {
 std::vector<TransformerParamSpec> TransformerParams(const TransformerConfig& c) {
   const int64_t V = c.vocab_size, D = c.d_model, M = c.d_mlp;
   std::vector<TransformerParamSpec> p;
-  p.push_back({"tok_embed.weight", {V, D}});
-  if (c.positions == PositionKind::kLearned) p.push_back({"pos_embed.weight", {c.max_len, D}});
+  const auto add = [&](std::string name, const Shape& shape, const char* tied_to = "") {
+    p.push_back({std::move(name), shape, tied_to});
+  };
+  add("tok_embed.weight", {V, D});
+  if (c.positions == PositionKind::kLearned) add("pos_embed.weight", {c.max_len, D});
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const std::string b = Block(l);
     if (HasLn1(c)) {
-      p.push_back({b + "ln1.weight", {D}});
-      p.push_back({b + "ln1.bias", {D}});
+      add(b + "ln1.weight", {D});
+      add(b + "ln1.bias", {D});
     }
-    p.push_back({b + "attn.in_proj_weight", {3 * D, D}});
-    if (c.bias) p.push_back({b + "attn.in_proj_bias", {3 * D}});
-    p.push_back({b + "attn.out_proj.weight", {D, D}});
-    if (c.bias) p.push_back({b + "attn.out_proj.bias", {D}});
+    add(b + "attn.in_proj_weight", {3 * D, D});
+    if (c.bias) add(b + "attn.in_proj_bias", {3 * D});
+    add(b + "attn.out_proj.weight", {D, D});
+    if (c.bias) add(b + "attn.out_proj.bias", {D});
     if (HasLn2(c)) {
-      p.push_back({b + "ln2.weight", {D}});
-      p.push_back({b + "ln2.bias", {D}});
+      add(b + "ln2.weight", {D});
+      add(b + "ln2.bias", {D});
     }
     if (M > 0) {
-      p.push_back({b + "mlp.fc_in.weight", {M, D}});
-      if (c.bias) p.push_back({b + "mlp.fc_in.bias", {M}});
-      p.push_back({b + "mlp.fc_out.weight", {D, M}});
-      if (c.bias) p.push_back({b + "mlp.fc_out.bias", {D}});
+      add(b + "mlp.fc_in.weight", {M, D});
+      if (c.bias) add(b + "mlp.fc_in.bias", {M});
+      add(b + "mlp.fc_out.weight", {D, M});
+      if (c.bias) add(b + "mlp.fc_out.bias", {D});
     }
   }
   if (c.norm == NormPlacement::kPre) {
-    p.push_back({"ln_final.weight", {D}});
-    p.push_back({"ln_final.bias", {D}});
+    add("ln_final.weight", {D});
+    add("ln_final.bias", {D});
   }
-  p.push_back({"unembed.weight", {V, D}});
-  if (c.bias) p.push_back({"unembed.bias", {V}});
+  add("unembed.weight", {V, D}, c.tie_embeddings ? "tok_embed.weight" : "");
+  if (c.bias) add("unembed.bias", {V});
   return p;
 }
 
@@ -325,6 +329,10 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
       layer.out_proj_b = w.entry(Param::kOutProjBias);
       continue;
     }
+    if (!p.tied_to.empty()) {  // tie_embeddings: a name for the whole of an earlier entry
+      t->store_.AddAlias(p.name, t->store_.Find(p.tied_to), 0, p.shape);
+      continue;
+    }
     t->store_.Add(p.name, p.shape);
   }
   for (int i = 0; i < static_cast<int>(t->store_.size()); ++i) {
@@ -358,8 +366,44 @@ Status Transformer::SetParameter(std::string_view name, const TensorView& value)
   const std::string arg = std::string(ArgName(Arg::kStateDict)) + "['" + QuoteInput(name) + "']";
   const int i = store_.Find(name);
   if (i < 0) return UnknownKey(config_, arg);
+  if (config_.tie_embeddings) HEADSCOPE_RETURN_IF_ERROR(CheckTiedKey(i, value, arg));
   const Status s = store_.Set(i, value, arg);
-  return s.ok() ? s : Status(s.code(), Arg::kStateDict, s.message());
+  if (!s.ok()) return Status(s.code(), Arg::kStateDict, s.message());
+  if (config_.tie_embeddings && (i == tok_embed_ || i == unembed_w_)) {
+    tied_keys_set_ |= i == tok_embed_ ? 1u : 2u;
+  }
+  return s;
+}
+
+// SetParameter's tied check: `value` for tok_embed.weight or unembed.weight (entry), when the
+// other key was set since the weights were last used, must be the tensor's values bit for bit
+// (one state_dict holds one tensor under both keys). Values the store would refuse anyway (a
+// shape or size that does not fit) are left to its message.
+Status Transformer::CheckTiedKey(int entry, const TensorView& value, const std::string& arg) {
+  if (entry != tok_embed_ && entry != unembed_w_) return Status::Ok();
+  const unsigned other = entry == tok_embed_ ? 2u : 1u;
+  const Shape& shape = store_.shape(entry);
+  const size_t n = static_cast<size_t>(shape.NumElements());
+  if ((tied_keys_set_ & other) == 0 || value.shape != shape || value.size != n ||
+      value.data == nullptr) {
+    return Status::Ok();
+  }
+  const float* have = store_.data(entry);
+  for (size_t k = 0; k < n; ++k) {
+    if (std::memcmp(value.data + k, have + k, sizeof(float)) == 0) continue;
+    const int other_entry = entry == tok_embed_ ? unembed_w_ : tok_embed_;
+    char values[64];
+    std::snprintf(values, sizeof(values), "%.9g against %.9g", static_cast<double>(value.data[k]),
+                  static_cast<double>(have[k]));
+    const int64_t D = shape[1];
+    return Status(StatusCode::kInvalidArgument, Arg::kStateDict,
+                  arg + ": differs from " + ArgName(Arg::kStateDict) + "['" +
+                      store_.name(other_entry) + "'] at [" + Str(static_cast<int64_t>(k) / D) +
+                      ", " + Str(static_cast<int64_t>(k) % D) + "]: " + values + "; with " +
+                      ArgName(Arg::kTieEmbeddings) + " the two keys name one tensor and must "
+                      "hold the same values");
+  }
+  return Status::Ok();
 }
 
 Status Transformer::GetParameter(std::string_view name, TensorView* out) const {
@@ -378,7 +422,9 @@ Status Transformer::GetParameter(std::string_view name, TensorView* out) const {
 
 Status Transformer::InitializeFromSeed(uint64_t seed) {
   // Through SetParameter, so the attention layers' and the packed panels' versions move on and
-  // the next Forward repacks: one temporary buffer, grown to the largest entry.
+  // the next Forward repacks: one temporary buffer, grown to the largest entry. (Not a state_dict
+  // after the keys set before: no tied check against them.)
+  tied_keys_set_ = 0;
   AlignedBuffer values;
   for (const TransformerParamSpec& p : TransformerParams(config_)) {
     const size_t n = static_cast<size_t>(p.shape.NumElements());
@@ -387,9 +433,11 @@ Status Transformer::InitializeFromSeed(uint64_t seed) {
                       "out of memory initialising " + std::string(ArgName(Arg::kStateDict)) +
                           "['" + p.name + "'] (" + std::to_string(n) + " floats)");
     }
+    if (!p.tied_to.empty()) continue;  // (the tensor of an earlier key: tok_embed's values)
     FillInitial(seed, p.name, InitRuleOf(config_, p.name), values.data(), n);
     HEADSCOPE_RETURN_IF_ERROR(SetParameter(p.name, {values.data(), p.shape, n}));
   }
+  tied_keys_set_ = 0;  // a state_dict set after this is a new one
   return Status::Ok();
 }
 
@@ -409,6 +457,7 @@ Status Transformer::CheckComplete() const {
 // for a panel) frees the panels, so the refused call leaves none it packed (the next call packs
 // them all again).
 Status Transformer::Prepare() {
+  tied_keys_set_ = 0;  // the weights are used: a state_dict set after this is a new one
   if (packed_->version == store_.version() && packed_->version != 0) return Status::Ok();
   HEADSCOPE_RETURN_IF_ERROR(CheckComplete());
   const Status s = PackLinears();
@@ -597,7 +646,8 @@ void Transformer::KeepHook(int64_t l, const char* suffix, const float* data, con
   }
 }
 
-// logits[M, V] = rows[M, D] unembed.weight^T + unembed.bias.
+// logits[M, V] = rows[M, D] unembed.weight^T + unembed.bias (tied: tok_embed.weight's panels,
+// packed from the alias, which has the tensor's data and version).
 void Transformer::Unembed(const float* rows, size_t M, float* logits) {
   const size_t D = static_cast<size_t>(config_.d_model), V = static_cast<size_t>(config_.vocab_size);
   MatMulPacked(rows, D, packed_->unembed.panels.data(),

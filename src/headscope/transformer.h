@@ -51,6 +51,10 @@ struct TransformerConfig {
   Activation act = Activation::kGelu;  // GELU: the exact erf form
   bool bias = true;                    // Linear and attention biases (LayerNorm keeps its own)
   double ln_eps = 1e-5;
+  // unembed.weight is tok_embed.weight: one tensor, as the reference module's
+  // `self.unembed.weight = self.tok_embed.weight` (GPT-2's tied embeddings). See "Tied embeddings"
+  // at Transformer.
+  bool tie_embeddings = false;
 };
 
 // Positive sizes within kMaxDim, d_model divisible by n_heads, ln_eps finite and > 0.
@@ -59,8 +63,13 @@ Status ValidateTransformerConfig(const TransformerConfig& config);
 struct TransformerParamSpec {
   std::string name;
   Shape shape;
+  // Non-empty: this key names the same tensor as that earlier key (tie_embeddings:
+  // "unembed.weight" -> "tok_embed.weight"). torch's state_dict() lists such a tensor under both
+  // keys, its named_parameters() once, under the first.
+  std::string tied_to;
 };
-// The reference module's state_dict keys and shapes for `config`, in its order.
+// The reference module's state_dict keys and shapes for `config`, in its order (a tied tensor
+// under both its keys: the entries with an empty tied_to are its named_parameters()).
 std::vector<TransformerParamSpec> TransformerParams(const TransformerConfig& config);
 
 // The hook names the reference module produces for `config` (TransformerLens names), in the
@@ -182,12 +191,25 @@ struct TrainStepResult {
 //              u1 = (2 (word(2p) >> 12) + 1) / 2^53, in (0, 1); u2 = (word(2p + 1) >> 11) / 2^53,
 //              in [0, 1); r = sqrt(-2 log(u1)); theta = 6.283185307179586 * u2;
 //              value = float(r * cos(theta)) for even i, float(r * sin(theta)) for odd i
+//   tie_embeddings: unembed.weight has no values of its own; the tensor is tok_embed.weight's,
+//   N(0, 1), as the reference module's tying after construction leaves it.
 //   float(x): IEEE round to nearest even. Every step is an exactly rounded IEEE operation (no
 //   step adds a product, so FMA contraction cannot change it) except log, cos and sin, which
 //   come from the C library: glibc and Emscripten's musl agree on them to within an ulp of the
 //   double, and a one-ulp difference changes the float only when the double lies within an ulp
 //   of a float rounding boundary (odds about 2^-29 per value). The tests pin values and a hash
 //   of whole models natively and in WebAssembly so that such a difference would show.
+//
+// Tied embeddings (TransformerConfig::tie_embeddings), as torch ties modules: unembed.weight is an
+// alias of tok_embed.weight in the store (the whole tensor, as q/k/v_proj_weight are parts of
+// in_proj_weight), so the logits are x tok_embed.weight^T (+ unembed.bias). TransformerParams
+// (the state_dict) lists both keys, as torch's state_dict does; setting either sets the one
+// tensor, and GetParameter of either reads it. It is one parameter: the optimizer steps it once
+// (weight decay once), in tok_embed.weight's place of named_parameters(), and its gradient is
+// the sum of the unembedding's and the embedding's (torch's autograd accumulates both uses into
+// the one .grad). A state_dict whose two keys hold different values is refused: see
+// SetParameter. Loading either key alone loads the tensor (where torch's strict load would also
+// ask for the other key), as either spelling of in_proj_weight does.
 class Transformer {
  public:
   static Status Create(const TransformerConfig& config, std::unique_ptr<Transformer>* out);
@@ -196,7 +218,16 @@ class Transformer {
   const TransformerConfig& config() const { return config_; }
 
   // One state_dict entry by the reference module's key ("blocks.0.attn.in_proj_weight", ...).
+  // Tied keys (tie_embeddings): one state_dict holds the tensor under both, so setting one of
+  // them with values that differ from the other's, when the other was set since the weights were
+  // last used or initialised (Forward, Backward, TrainStep, GenerateBegin, InitializeFromSeed,
+  // Create), is kInvalidArgument naming the key and the first element that differs (torch's
+  // load_state_dict copies both into the one tensor, so the later key would silently win).
+  // Setting one key alone, or both with the same values, is a load of the tensor.
   Status SetParameter(std::string_view name, const TensorView& value);
+  // Copies every loaded entry of `other`, a model of the same config, into this one: not a
+  // state_dict (no tied check); how the binding's staging model starts from the live weights.
+  Status CopyLoadedFrom(const Transformer& other) { return store_.CopyLoadedFrom(other.store_); }
   // A view of one loaded entry by the same keys (an attention layer's q/k/v_proj_weight, the row
   // blocks of its in_proj_weight, too): kUnknownParameter for a key this config does not have,
   // kMissingParameter for one not loaded yet. The view reads the model's own storage: valid
@@ -289,7 +320,8 @@ class Transformer {
   Status CheckBatch(const TokenView& tokens, const int32_t* targets) const;
   // The last Backward's (or TrainStep's) gradient of a TransformerParams key, [shape of the key]:
   // kUnknownParameter for another key, kInvalidArgument before any Backward. The view reads
-  // the model's buffer, overwritten by the next Backward.
+  // the model's buffer, overwritten by the next Backward. Both keys of a tied tensor read its one
+  // gradient (the sum over both uses), as torch's .grad of the shared Parameter.
   Status Gradient(std::string_view name, TensorView* out) const;
 
   // A new optimizer for the model's parameters (its state starts empty, as a new torch optimizer
@@ -322,6 +354,7 @@ class Transformer {
   Status CheckTokens(const TokenView& tokens, Arg arg, int64_t max_positions,
                      const char* limit) const;
   Status CheckGates(const TensorView& gates) const;
+  Status CheckTiedKey(int entry, const TensorView& value, const std::string& arg);
   Status TooLarge(int64_t B, int64_t T, size_t limit) const;
   static void KeepHook(int64_t l, const char* suffix, const float* data, const Shape& shape,
                        std::vector<std::pair<std::string, TraceTensor>>* hooks, bool* failed);
@@ -341,9 +374,12 @@ class Transformer {
   ParameterStore store_;
   // Its owned entries in TransformerParams (named_parameters) order: the optimizer's slots.
   std::vector<int> param_entries_;
+  // tie_embeddings: which of tok_embed.weight (1) and unembed.weight (2) SetParameter set since
+  // the weights were last used or initialised (SetParameter's tied check).
+  unsigned tied_keys_set_ = 0;
   // The model-level entries' indices in store_, found once at Create as Layer's are (-1: absent).
   int tok_embed_ = -1, pos_embed_ = -1, ln_final_w_ = -1, ln_final_b_ = -1;
-  int unembed_w_ = -1, unembed_b_ = -1;
+  int unembed_w_ = -1, unembed_b_ = -1;  // (tie_embeddings: unembed_w_ an alias of tok_embed_)
   std::vector<std::unique_ptr<Layer>> layers_;
   // Sinusoidal positions: rows 0..sinusoid_rows_-1 of the table, computed on the first call that
   // reaches them rather than on every call (pow, sin and cos per element); GrowSinusoids.

@@ -64,6 +64,7 @@ struct Transformer::Saved {
   bool keep_qkv = false;
   AlignedBuffer final_in;  // the last block's output: ln_final's input under pre-norm
   AlignedBuffer logits;    // [M, V]
+  AlignedBuffer dembed;    // tie_embeddings: the embedding's part of tok_embed's gradient [V, D]
   // The backward's buffers: gradients flowing through the residual stream and the stages, the
   // packed right-hand operand of each product, the recomputed projections, the attention
   // backward's scratch (kernels/attention.h AttentionBackward).

@@ -14,6 +14,8 @@
 //     dV = g P^T dZ,  dS = P * (dP - rowsum(P * dP)),  dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd)
 //     dWin = dqkv^T a_in, da_in = dqkv Win
 //   embeddings                     scatter-add of dx's rows into the token and position rows
+//   tied (tie_embeddings: Wu is tok_embed.weight)   d tok_embed = dWu + the scatter-add, summed
+//                                  once per element as torch's autograd sums the two uses
 // (The per-head part is kernels/attention.h AttentionBackward, every (n, h) addressed through
 // the forward's AttentionShape and visibility rule, on the forward's q, k, v when they were kept,
 // Saved::keep_qkv, else on the same products computed again.)
@@ -142,9 +144,12 @@ Status Transformer::SetOptimizer(const OptimizerConfig& config) {
 }
 
 Status Transformer::Gradient(std::string_view name, TensorView* out) const {
-  // A TransformerParams key: an owned entry (not an alias) of the store.
+  // A TransformerParams key: an owned entry of the store, or the tied unembed.weight (an alias
+  // of the whole of tok_embed.weight, whose gradient it reads); not q/k/v_proj_weight.
   const int i = store_.Find(name);
-  if (i < 0 || store_.is_alias(i)) return UnknownKey(config_, "grads['" + QuoteInput(name) + "']");
+  if (i < 0 || (store_.is_alias(i) && i != unembed_w_)) {
+    return UnknownKey(config_, "grads['" + QuoteInput(name) + "']");
+  }
   if (!have_grads_) {
     return Status(StatusCode::kInvalidArgument, Arg::kStateDict,
                   "grads['" + QuoteInput(name) + "']: no gradients yet (run backward first)");
@@ -238,6 +243,10 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   }
   if (c.norm == NormPlacement::kPre && !Grow(&sv.final_in, MD, &bytes, limit)) {
     return TooLarge(B, T, limit);  // ln_final's input, kept
+  }
+  if (c.tie_embeddings && !Grow(&sv.dembed, SaturatingProduct({static_cast<uint64_t>(V), D}),
+                                &bytes, limit)) {
+    return TooLarge(B, T, limit);  // the embedding's share of the tied gradient
   }
   // The gradients: one buffer laid out as the store (entry i's at store_.offset(i)).
   if (!Grow(&grads_, store_.floats(), &bytes, limit)) return TooLarge(B, T, limit);
@@ -387,12 +396,15 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
       AddInPlace(dx, da_in, M * D);
     }
   }
-  // Embeddings: x0 = tok_embed[tokens] (+ pos_embed[t]).
-  float* dtok = grad(tok_embed_);
+  // Embeddings: x0 = tok_embed[tokens] (+ pos_embed[t]). Tied, tok_embed's gradient holds the
+  // unembedding's dWu already (unembed_w_ is its alias): the embedding's part is summed apart and
+  // added once, dWu + dE per element, as torch's autograd adds the two uses' gradients.
+  float* dtok = c.tie_embeddings ? sv.dembed.data() : grad(tok_embed_);
   std::memset(dtok, 0, Vz * D * sizeof(float));
   for (size_t r = 0; r < M; ++r) {
     AddInPlace(dtok + static_cast<size_t>(tokens.data[r]) * D, dx + r * D, D);
   }
+  if (c.tie_embeddings) AddInPlace(grad(tok_embed_), dtok, Vz * D);
   if (c.positions == PositionKind::kLearned) {
     float* dpos = grad(pos_embed_);
     std::memset(dpos, 0, static_cast<size_t>(c.max_len) * D * sizeof(float));

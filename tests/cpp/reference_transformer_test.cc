@@ -50,7 +50,7 @@ constexpr size_t kElementStride = 16;
 //   pre|post|none  learned|sinusoidal|nopos  causal|bidir  gelu|relu  bias|nobias
 //   mlp=<d_mlp> L=<n_layers> H=<n_heads> D=<d_model> V=<vocab> max=<max_len> B=<batch> T=<len>
 //   gates (head gates with a 0 and a value > 1; else none, all 1)  ignore (some targets -100)
-//   eps=<ln_eps>
+//   eps=<ln_eps>  tied (tie_embeddings)
 struct Case {
   std::string spec;
   TransformerConfig config;
@@ -94,6 +94,8 @@ Case Parse(const std::string& spec) {
       c.bias = w == "bias";
     } else if (w == "gates" || w == "ignore") {
       (w == "gates" ? k.gates : k.ignore) = true;
+    } else if (w == "tied") {
+      c.tie_embeddings = true;
     } else {
       ADD_FAILURE() << "unknown word '" << w << "' in '" << spec << "'";
     }
@@ -131,6 +133,8 @@ const char* const kFdCases[] = {
     "pre learned bidir gelu bias mlp=8 L=2 H=4 D=8 V=6 max=5 B=3 T=4 gates ignore",
     "post sinusoidal causal relu bias mlp=8 L=2 H=8 D=8 V=5 max=3 B=1 T=1",
     "none nopos causal gelu nobias mlp=8 L=3 H=2 D=8 V=4 max=4 B=2 T=4 gates",
+    "pre learned causal gelu bias mlp=6 L=2 H=2 D=4 V=6 max=5 B=2 T=4 tied ignore",
+    "post sinusoidal causal relu nobias mlp=0 L=1 H=2 D=6 V=5 max=4 B=2 T=4 tied gates",
 };
 
 // Larger models, for the forward against the fast path only (its SIMD tiles and loops beyond a
@@ -140,6 +144,7 @@ const char* const kForwardOnlyCases[] = {
     "post sinusoidal bidir relu nobias mlp=48 L=2 H=2 D=24 V=31 max=16 B=2 T=16",
     "none nopos causal gelu bias mlp=0 L=3 H=8 D=64 V=40 max=12 B=2 T=9 gates",
     "pre sinusoidal bidir relu bias mlp=20 L=1 H=5 D=20 V=13 max=33 B=1 T=33",
+    "pre learned causal gelu bias mlp=64 L=2 H=4 D=32 V=50 max=20 B=2 T=20 tied",
 };
 
 // Inputs of a case, all drawn from one seed. Weights are floats widened to double, so the fast
@@ -172,6 +177,11 @@ Inputs Draw(const Case& k, uint32_t seed) {
         x = bias ? uniform(0.2) : 1.0 + uniform(0.3);
       } else {
         x = uniform(embed ? 1.0 : bias ? 0.2 : linear);
+      }
+    }
+    if (!p.tied_to.empty()) {  // tie_embeddings: the same tensor, so the same values
+      for (const auto& [name, values] : in.state_dict) {
+        if (name == p.tied_to) v = values;
       }
     }
     in.state_dict.push_back({p.name, std::move(v)});
@@ -245,6 +255,7 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
   bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
   bool heads[4] = {};  // 1, 2, 4, n_heads == d_model
   bool layers[4] = {}, batch[4] = {}, t1 = false, t_max = false, gates = false, ignore = false;
+  bool tied[2] = {};  // tie_embeddings with and without bias
   size_t n = 0;
   for (const char* spec : kFdCases) {
     const Case k = Parse(spec);
@@ -264,6 +275,7 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
     t_max |= k.length == c.max_len;
     gates |= k.gates;
     ignore |= k.ignore;
+    if (c.tie_embeddings) tied[c.bias] = true;
     ++n;
   }
   EXPECT_GE(n, 24u);
@@ -277,6 +289,7 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
   EXPECT_TRUE(layers[1] && layers[2] && layers[3]) << "1 to 3 layers";
   EXPECT_TRUE(batch[1] && batch[2] && batch[3]) << "B = 1 to 3";
   EXPECT_TRUE(t1 && t_max && gates && ignore);
+  EXPECT_TRUE(tied[0] && tied[1]) << "tie_embeddings with and without unembed.bias";
 }
 
 // Every element of every entry and every head gate, by central differences of the reference's
@@ -300,19 +313,25 @@ TEST(ReferenceTransformer, GradientsMatchFiniteDifferences) {
     const std::vector<TransformerParamSpec> specs = TransformerParams(k.config);
     ASSERT_EQ(r.grads.size(), specs.size());
 
+    // `mirror`: the same values under a tied key (tie_embeddings), moved with them (one tensor).
     const auto check = [&](const std::string& what, const std::vector<double>& all,
-                           std::vector<double>* values, const auto& loss, size_t stride) {
+                           std::vector<double>* values, const auto& loss, size_t stride,
+                           std::vector<double>* mirror = nullptr) {
       std::vector<double> analytic, fd;
+      const auto put = [&](size_t j, double x) {
+        (*values)[j] = x;
+        if (mirror != nullptr) (*mirror)[j] = x;
+      };
       for (size_t j = 0; j < values->size(); ++j) {
         if (j % stride != 0 && j + 1 != values->size()) continue;
         const double v = (*values)[j];
-        (*values)[j] = v + kStep;
+        put(j, v + kStep);
         const double up = (*values)[j];
         const double loss_up = loss();
-        (*values)[j] = v - kStep;
+        put(j, v - kStep);
         const double down = (*values)[j];
         const double loss_down = loss();
-        (*values)[j] = v;
+        put(j, v);
         fd.push_back((loss_up - loss_down) / (up - down));  // the step as it was represented
         analytic.push_back(all[j]);
       }
@@ -331,9 +350,23 @@ TEST(ReferenceTransformer, GradientsMatchFiniteDifferences) {
     for (size_t i = 0; i < specs.size(); ++i) {
       ASSERT_EQ(r.grads[i].first, specs[i].name);
       ASSERT_EQ(r.grads[i].second.size(), in.state_dict[i].second.size());
+      // A tied key (tie_embeddings) names an earlier key's tensor: its gradient is that one's
+      // (the sum over both uses), shown below by moving the tensor under both keys at once.
+      std::vector<double>* mirror = nullptr;
+      for (size_t t = 0; t < specs.size(); ++t) {
+        if (specs[t].tied_to == specs[i].name) mirror = &in.state_dict[t].second;
+      }
+      if (!specs[i].tied_to.empty()) {
+        for (size_t t = 0; t < i; ++t) {
+          if (specs[t].name == specs[i].tied_to) {
+            EXPECT_EQ(r.grads[i].second, r.grads[t].second);
+          }
+        }
+        continue;
+      }
       check(
           specs[i].name, r.grads[i].second, &in.state_dict[i].second,
-          [&] { return Loss(k, in, in.state_dict, gates); }, kElementStride);
+          [&] { return Loss(k, in, in.state_dict, gates); }, kElementStride, mirror);
     }
     // The gates: around the case's gates, or around all 1 for a case without (the reference
     // gives d loss / d gate there too, and gates of 1 change no number).
@@ -554,6 +587,19 @@ TEST(ReferenceTransformer, BadInputIsRefusedNamingTheArgument) {
     c.n_heads = 3;
     expect(ReferenceTransformer(c, in.state_dict, in.tokens.data(), 2, 3, nullptr, nullptr, &r),
            Arg::kNHeads, "n_heads");
+  }
+  {
+    // tie_embeddings: the two keys of the one tensor must hold the same values.
+    const Case tied = Parse("pre learned causal gelu bias mlp=4 L=1 H=2 D=4 V=5 max=4 B=2 T=3 tied");
+    Inputs t = Draw(tied, 9);
+    ASSERT_TRUE(RunCase(tied, t, t.state_dict, nullptr, &r).ok());
+    for (auto& [name, values] : t.state_dict) {
+      if (name == "unembed.weight") values[3] += 0.5;
+    }
+    const Status s = RunCase(tied, t, t.state_dict, nullptr, &r);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+    expect(s, Arg::kStateDict,
+           "state_dict['unembed.weight']: differs from state_dict['tok_embed.weight']");
   }
   // And a good call still works.
   EXPECT_TRUE(RunCase(k, in, in.state_dict, nullptr, &r).ok());

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "json_config.h"
 #include "nlohmann/json.hpp"
 #include "test_util.h"
 
@@ -60,27 +61,9 @@ void Flatten(const json& j, std::vector<float>* out, std::vector<int64_t>* shape
   }
 }
 
+// (Through the schema: tests/cpp/json_config.h.)
 TransformerConfig ConfigOf(const json& j) {
-  TransformerConfig c;
-  c.vocab_size = j.at("vocab_size").get<int64_t>();
-  c.max_len = j.at("max_len").get<int64_t>();
-  c.d_model = j.at("d_model").get<int64_t>();
-  c.n_layers = j.value("n_layers", int64_t{1});
-  c.n_heads = j.value("n_heads", int64_t{1});
-  c.d_mlp = j.value("d_mlp", int64_t{0});
-  const std::string norm = j.value("norm", std::string("pre"));
-  c.norm = norm == "pre" ? NormPlacement::kPre
-           : norm == "post" ? NormPlacement::kPost
-                            : NormPlacement::kNone;
-  const std::string pos = j.value("positions", std::string("learned"));
-  c.positions = pos == "learned" ? PositionKind::kLearned
-                : pos == "sinusoidal" ? PositionKind::kSinusoidal
-                                      : PositionKind::kNone;
-  c.causal = j.value("causal", true);
-  c.act = j.value("act", std::string("gelu")) == "gelu" ? Activation::kGelu : Activation::kRelu;
-  c.bias = j.value("bias", true);
-  c.ln_eps = j.value("ln_eps", 1e-5);
-  return c;
+  return test::ConfigFromJson<TransformerConfig>(TransformerConfigSchema(), j);
 }
 
 struct GoldenCase {
@@ -127,6 +110,7 @@ TEST(TransformerGolden, TheSetCoversEveryOption) {
   const std::vector<std::string> files = TransformerGoldenFiles();
   ASSERT_GE(files.size(), 30u) << "tests/golden/transformer/ (tools/make_transformer_golden.py)";
   bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool tied[2] = {};  // tie_embeddings with and without an MLP
   bool gates = false, targets = false, t1 = false, t_max = false;
   int64_t max_layers = 0, max_heads = 0;
   for (const std::string& f : files) {
@@ -134,6 +118,7 @@ TEST(TransformerGolden, TheSetCoversEveryOption) {
     const TransformerConfig c = ConfigOf(doc.at("config"));
     norm[static_cast<int>(c.norm)] = pos[static_cast<int>(c.positions)] = true;
     causal[c.causal] = act[static_cast<int>(c.act)] = bias[c.bias] = mlp[c.d_mlp > 0] = true;
+    if (c.tie_embeddings) tied[c.d_mlp > 0] = true;
     max_layers = std::max(max_layers, c.n_layers);
     max_heads = std::max(max_heads, c.n_heads);
     const json& in = doc.at("inputs");
@@ -150,6 +135,7 @@ TEST(TransformerGolden, TheSetCoversEveryOption) {
   for (bool b : act) EXPECT_TRUE(b) << "gelu / relu";
   for (bool b : bias) EXPECT_TRUE(b) << "bias";
   for (bool b : mlp) EXPECT_TRUE(b) << "d_mlp 0 and > 0";
+  for (bool b : tied) EXPECT_TRUE(b) << "tie_embeddings with d_mlp 0 and > 0";
   EXPECT_TRUE(gates && targets && t1 && t_max);
   EXPECT_GE(max_layers, 4);
   EXPECT_GE(max_heads, 8);

@@ -24,6 +24,7 @@
 #include "headscope/kernels/rowwise.h"
 #include "headscope/reference_transformer.h"
 #include "headscope/transformer.h"
+#include "json_config.h"
 #include "nlohmann/json.hpp"
 
 namespace headscope {
@@ -65,27 +66,9 @@ void Flatten(const json& j, std::vector<T>* out, std::vector<int64_t>* shape = n
   }
 }
 
+// (Through the schema: tests/cpp/json_config.h.)
 TransformerConfig ConfigOf(const json& j) {
-  TransformerConfig c;
-  c.vocab_size = j.at("vocab_size").get<int64_t>();
-  c.max_len = j.at("max_len").get<int64_t>();
-  c.d_model = j.at("d_model").get<int64_t>();
-  c.n_layers = j.at("n_layers").get<int64_t>();
-  c.n_heads = j.at("n_heads").get<int64_t>();
-  c.d_mlp = j.at("d_mlp").get<int64_t>();
-  const std::string norm = j.at("norm");
-  c.norm = norm == "pre" ? NormPlacement::kPre
-           : norm == "post" ? NormPlacement::kPost
-                            : NormPlacement::kNone;
-  const std::string pos = j.at("positions");
-  c.positions = pos == "learned" ? PositionKind::kLearned
-                : pos == "sinusoidal" ? PositionKind::kSinusoidal
-                                      : PositionKind::kNone;
-  c.causal = j.at("causal");
-  c.act = j.at("act") == "gelu" ? Activation::kGelu : Activation::kRelu;
-  c.bias = j.at("bias");
-  c.ln_eps = j.at("ln_eps");
-  return c;
+  return test::ConfigFromJson<TransformerConfig>(TransformerConfigSchema(), j);
 }
 
 struct Batch {
@@ -146,6 +129,7 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
   ASSERT_GE(files.size(), 30u) << GoldenDir() << " (tools/make_train_golden.py)";
   bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
   bool gates = false, adamw = false, adamw_clip = false, sgd = false, sgd_clip = false;
+  bool tied_decay = false;  // tie_embeddings under AdamW with weight decay
   for (const std::string& f : files) {
     const json doc = ReadJson(f);
     const TransformerConfig c = ConfigOf(doc.at("config"));
@@ -156,11 +140,14 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
       const json& o = run.at("optimizer");
       const bool clip = o.at("clip_grad_norm").get<double>() > 0;
       (o.at("type") == "adamw" ? (clip ? adamw_clip : adamw) : (clip ? sgd_clip : sgd)) = true;
+      tied_decay = tied_decay || (c.tie_embeddings && o.at("type") == "adamw" &&
+                                  o.at("weight_decay").get<double>() > 0);
     }
   }
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(norm[i] && pos[i]) << i;
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(causal[i] && act[i] && bias[i] && mlp[i]) << i;
   EXPECT_TRUE(gates && adamw && adamw_clip && sgd && sgd_clip);
+  EXPECT_TRUE(tied_decay) << "a tie_embeddings case with AdamW weight decay";
 }
 
 TEST(TransformerTrainGolden, LossGradientsAndGateGradientsMatchPyTorch) {
@@ -368,6 +355,7 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
     c.act = static_cast<Activation>(pick(2));
     c.bias = pick(3) != 0;
     c.ln_eps = pick(2) == 0 ? 1e-5 : 1e-3;
+    c.tie_embeddings = trial % 4 == 3;  // (drawing nothing: the other trials are as they were)
     const int64_t B = 1 + pick(3), T = 1 + pick(static_cast<int>(c.max_len));
     std::unique_ptr<Transformer> model;
     ASSERT_TRUE(Transformer::Create(c, &model).ok());
@@ -418,7 +406,8 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
                              std::to_string(static_cast<int>(c.positions)) + " causal " +
                              std::to_string(c.causal) + " act " +
                              std::to_string(static_cast<int>(c.act)) + " bias " +
-                             std::to_string(c.bias) + " L" + std::to_string(c.n_layers) + " H" +
+                             std::to_string(c.bias) + (c.tie_embeddings ? " tied" : "") + " L" +
+                             std::to_string(c.n_layers) + " H" +
                              std::to_string(c.n_heads) + " D" + std::to_string(c.d_model) + " mlp" +
                              std::to_string(c.d_mlp) + " B" + std::to_string(B) + " T" +
                              std::to_string(T) + (gated ? " gated" : "") + "; logits " +

@@ -28,7 +28,7 @@ export function describeTransformerConfig(config) {
   return `vocab ${vocabSize}, max_len ${maxLen}, d_model ${dModel}, ${nLayers} layer${nLayers === 1 ? '' : 's'} x ` +
     `${nHeads} head${nHeads === 1 ? '' : 's'}, ${dMlp === 0 ? 'attention only' : `MLP ${dMlp} (${config.act})`}, ` +
     `norm ${config.norm}, positions ${config.positions}, ${config.causal ? 'causal' : 'not causal'}` +
-    `${config.bias ? '' : ', no bias'}`;
+    `${config.bias ? '' : ', no bias'}${config.tieEmbeddings ? ', tied embeddings' : ''}`;
 }
 
 /** The pass/fail sentence of a check (compareWithExpected's result for a transformer case). */

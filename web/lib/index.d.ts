@@ -232,6 +232,13 @@ export interface TransformerConfig {
   /** = 1e-5 */
   lnEps?: number;
   /**
+   * = false. true: unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x
+   * tok_embed.weight^T (+ unembed.bias). stateDict() lists it under both keys (as torch's
+   * state_dict()), loadStateDict() refuses the two with different values, backward() gives its
+   * one gradient as grads['tok_embed.weight'] and the optimizer steps it once.
+   */
+  tieEmbeddings?: boolean;
+  /**
    * = 0: deterministic initial weights (PyTorch's default initialisation) from this seed. null: no
    * weights at all (nothing allocated for them) until loadStateDict; every other call refuses with
    * MISSING_PARAMETER until then.
@@ -286,7 +293,10 @@ export interface BackwardOptions {
 export interface BackwardResult {
   /** Mean cross-entropy over the targets that are not -100 (the loss of forward's logits). */
   loss: number;
-  /** d loss / d weight for every stateDict() key; headGates with options.headGateGrads. */
+  /**
+   * d loss / d weight for every stateDict() key but a tied unembed.weight (tieEmbeddings: its
+   * tensor's gradient is tok_embed.weight's); headGates with options.headGateGrads.
+   */
   grads: Record<string, Tensor> & { headGates?: number[][] };
 }
 

@@ -1349,7 +1349,12 @@ class Transformer extends EngineObject {
       throw e;
     }
     super(hs, handle, 'Transformer', hs._protocol.transformer);
-    this._parameters = new Map(JSON.parse(parameters));
+    // [key, shape] per state_dict key; [key, shape, earlier key] for a key naming an earlier
+    // key's tensor (tieEmbeddings: unembed.weight is tok_embed.weight), which has no gradient of
+    // its own in backward() (named_parameters() lists the tensor once).
+    const entries = JSON.parse(parameters);
+    this._parameters = new Map(entries.map(([key, shape]) => [key, shape]));
+    this._gradientNames = entries.filter((e) => e.length === 2).map(([key]) => key);
     this._hookNames = Object.freeze(JSON.parse(hooks));
     /** The config with the defaults filled in. */
     this.config = Object.freeze({ ...config });
@@ -1526,7 +1531,9 @@ class Transformer extends EngineObject {
   /**
    * The gradient of the mean cross-entropy of forward(tokens)'s logits against targets (the
    * tokens' shape; -100 where nothing is predicted) with respect to every weight, without
-   * changing any: { loss, grads: { name: Tensor } } in stateDict()'s keys and order; with
+   * changing any: { loss, grads: { name: Tensor } } in stateDict()'s keys and order but a tied
+   * unembed.weight (tieEmbeddings: one tensor, whose gradient, the sum of both uses, is
+   * grads['tok_embed.weight'], as torch's named_parameters() lists it once); with
    * options.headGateGrads also grads.headGates, d loss / d gate as nested arrays (nLayers,
    * nHeads) of numbers (at options.headGates, or at gates of 1).
    */
@@ -1540,7 +1547,7 @@ class Transformer extends EngineObject {
     const handle = this._handle();  // a getter may have disposed this object
     this._write({ tokens: t, headGates: gates, targets: y });
     this._check(callCore(() => handle.backward(o.headGateGrads)));
-    const names = [...this._parameters.keys()];
+    const names = this._gradientNames;
     const results = this._readResults(names.length + (o.headGateGrads ? 1 : 0));
     const grads = {};
     names.forEach((n, i) => { grads[n] = results[i]; });

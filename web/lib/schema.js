@@ -235,6 +235,15 @@ export const SCHEMA = deepFreeze({
             "value": 0.00001
           },
           "doc": "the LayerNorms' epsilon"
+        },
+        {
+          "torch": "tie_embeddings",
+          "js": "tieEmbeddings",
+          "type": "bool",
+          "default": {
+            "value": false
+          },
+          "doc": "unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x tok_embed.weight^T (+ unembed.bias)"
         }
       ],
       "divisible": [

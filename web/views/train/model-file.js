@@ -59,8 +59,8 @@ export function createModelFile(t, { session, loaded }) {
         positions: cfg.positions, steps: named[3] ? Number(named[3]) : 0,
         ...(named[1] ? { task: named[1], seed: Number(named[2]) } : {}) };
       if (cfg.dMlp !== 0 && cfg.dMlp !== 4 * cfg.dModel) throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.d_mlp: the Train view takes 0 or 4 d_model (${4 * cfg.dModel}), got ${cfg.dMlp}`);
-      for (const [key, want] of [['causal', true], ['act', 'gelu'], ['bias', true]]) {
-        if (cfg[key] !== want) throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.${key}: the Train view takes ${want}, got ${cfg[key]}`);
+      for (const [key, want, name = key] of [['causal', true], ['act', 'gelu'], ['bias', true], ['tieEmbeddings', false, 'tie_embeddings']]) {
+        if (cfg[key] !== want) throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.${name}: the Train view takes ${want}, got ${cfg[key]}`);
       }
       const next = applyTrainState(patch, t.state, 'loadModel: config');
       const nextTask = makeTask(next.task, { seed: next.seed });
