@@ -665,13 +665,16 @@ test('through the worker: getters that throw, dispose, re-enter or end the worke
       'Transformer: this object was disposed');
     await rejectsWith(() => d.stateDict(), 'DISPOSED');
     await unchanged('disposed by a getter');
-    // Stale ids: a request for an object of another kind is no object of it.
+    // Ids of another kind and stale ids (the worker's one generic 'call' op): a method of the
+    // other kind is not served, a disposed object's id is DISPOSED naming its class.
     const mha = await remote.createMultiheadAttention({ embedDim: 8, numHeads: 2 });
-    await rejectsWith(() => remote._channel.request('Transformer.forward', [mha._id, TOKENS], [null, 'tokens']), 'DISPOSED',
-      'Transformer: this object was disposed');
-    await rejectsWith(() => remote._channel.request('forward', [r._id, TOKENS, TOKENS, TOKENS], [null, 'q', 'k', 'v']),
-      'DISPOSED', 'MultiheadAttention: this object was disposed');
+    await rejectsWith(() => remote._channel.request('call', [mha._id, 'hookNames'], [null, null]), 'INVALID_ARGUMENT',
+      'headscope worker: string "hookNames" is not a method this object serves');
+    await rejectsWith(() => remote._channel.request('call', [r._id, 'trace', TOKENS, TOKENS, TOKENS], [null, null, 'q', 'k', 'v']),
+      'INVALID_ARGUMENT', 'headscope worker: string "trace" is not a method this object serves');
     await mha.dispose();
+    await rejectsWith(() => remote._channel.request('call', [mha._id, 'forward', TOKENS, TOKENS, TOKENS], [null, null, 'q', 'k', 'v']),
+      'DISPOSED', 'MultiheadAttention: this object was disposed');
     await unchanged('stale ids');
     // A getter that ends the worker: DISPOSED, and everything after.
     await rejectsWith(() => r.forward({ get data() { remote.terminate(); return Int32Array.of(1); }, shape: [1] }), 'DISPOSED', 'terminated');
