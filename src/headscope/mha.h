@@ -104,6 +104,9 @@ class MultiheadAttention {
   Status SetParameter(std::string_view name, const TensorView& value);
   // Copies every entry `other` (same config) has loaded.
   Status CopyLoadedFrom(const MultiheadAttention& other);
+  // OK once every parameter is loaded, else kMissingParameter naming the missing entries (as
+  // Transformer::CheckComplete).
+  Status CheckComplete() const { return weights_.CheckComplete(); }
   // Checks that every parameter is loaded and brings the packed panels up to date with the store
   // (each repacked only if its tensor changed since). Every pass calls it; call it after loading
   // to get allocation failures there rather than at the first forward.
