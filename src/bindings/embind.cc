@@ -14,9 +14,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "headscope/kernels/dispatch.h"
 #include "headscope/mha.h"
@@ -108,39 +112,36 @@ template <size_t n>
 void JsonNames(std::string* out, const char* key, const char* const (&names)[n]) {
   JsonNames(out, key, names, n);
 }
+// `"key":{"name":value,...}`: an object of numbers.
+struct JsonField {
+  const char* name;
+  int value;
+};
+[[gnu::noinline]] void JsonNumbers(std::string* out, const char* key,
+                                   std::initializer_list<JsonField> fields) {
+  JsonKey(out, key);
+  *out += '{';
+  for (const JsonField& f : fields) JsonNumber(out, f.name, f.value);
+  *out += '}';
+}
 
 // The layout above as JSON, for index.js.
 std::string protocol() {
   std::string out = "{";
   JsonNumber(&out, "version", 1);
   JsonNumber(&out, "wordsPerTensor", kWordsPerTensor);
-  JsonKey(&out, "tensorWords");
-  out += '{';
-  JsonNumber(&out, "address", kAddressWord);
-  JsonNumber(&out, "type", kTypeWord);
-  JsonNumber(&out, "rank", kRankWord);
-  JsonNumber(&out, "dims", kDimsWord);
-  JsonNumber(&out, "count", kCountWord);
-  out += '}';
+  JsonNumbers(&out, "tensorWords",
+              {{"address", kAddressWord}, {"type", kTypeWord}, {"rank", kRankWord},
+               {"dims", kDimsWord}, {"count", kCountWord}});
   JsonNumber(&out, "maxRank", Shape::kMaxRank);
-  JsonKey(&out, "types");
-  out += '{';
-  JsonNumber(&out, "none", kNone);
-  JsonNumber(&out, "bool", kBool);
-  JsonNumber(&out, "float", kFloat);
-  JsonNumber(&out, "int32", kInt32);
-  out += '}';
+  JsonNumbers(&out, "types", {{"none", kNone}, {"bool", kBool}, {"float", kFloat}, {"int32", kInt32}});
   JsonNames(&out, "callSlots", kCallSlots);
   JsonKey(&out, "parameterSlot");
   out += std::string("\"") + kCallSlots[kParameterSlot] + "\"";
   JsonNumber(&out, "flagsWord", kFlagsWord);
-  JsonKey(&out, "flags");
-  out += '{';
-  JsonNumber(&out, "needWeights", kNeedWeights);
-  JsonNumber(&out, "averageWeights", kAverageWeights);
-  JsonNumber(&out, "isCausal", kIsCausal);
-  JsonNumber(&out, "headStats", kHeadStats);
-  out += '}';
+  JsonNumbers(&out, "flags",
+              {{"needWeights", kNeedWeights}, {"averageWeights", kAverageWeights},
+               {"isCausal", kIsCausal}, {"headStats", kHeadStats}});
   JsonNames(&out, "forwardResults", kForwardResults);
   JsonNames(&out, "traceResults", kTraceResults);
   JsonNames(&out, "headStatsResults", kHeadStatsResults);
@@ -302,89 +303,160 @@ struct LastStatus {
   }
 };
 
-// A buffer of at least `bytes` bytes in wasm memory for the caller's inputs, reused across calls;
-// 0 if it cannot be allocated. May grow memory: JS re-reads its heap views after it.
-uintptr_t ReserveArena(AlignedBuffer* arena, double bytes) {
-  if (!(bytes >= 0) || bytes > static_cast<double>(MaxCallBytes())) return 0;
-  if (!arena->Resize((static_cast<size_t>(bytes) + 3) / 4)) return 0;
-  return reinterpret_cast<uintptr_t>(arena->data());
+// The key whose tensor a state_dict key names too (tie_embeddings' unembed.weight), or "".
+inline const std::string& TiedTo(const TransformerParamSpec& p) { return p.tied_to; }
+template <class Spec>
+const std::string& TiedTo(const Spec&) {
+  static const std::string kNone;
+  return kNone;
 }
 
-class Handle {
+// '[["name",[d0,d1]],...]': state_dict keys and shapes (ParamSpec, TransformerParamSpec), for JS;
+// a key naming an earlier key's tensor (tie_embeddings) has that key third:
+// ["unembed.weight",[28,32],"tok_embed.weight"].
+template <class Spec>
+std::string ParametersJson(const std::vector<Spec>& params) {
+  std::string out = "[";
+  for (const Spec& p : params) {
+    if (out.size() > 1) out += ",";
+    out += "[\"" + std::string(p.name) + "\",[";
+    for (int i = 0; i < p.shape.rank; ++i) out += (i ? "," : "") + std::to_string(p.shape.dims[i]);
+    const std::string& tied = TiedTo(p);
+    out += tied.empty() ? "]]" : "],\"" + tied + "\"]";
+  }
+  return out + "]";
+}
+
+// Protocol test (tests/js/protocol.test.js): the call block's first `tensors` tensors, as a handle
+// reads them, described in the result block in slot order, so JS can check that both sides agree
+// on every slot.
+void EchoCall(const uint32_t* call, int tensors, uint32_t* result) {
+  for (int i = 0; i < tensors; ++i) {
+    const uint32_t* t = call + i * kWordsPerTensor;
+    const TensorView v = ReadTensor(t);
+    WriteTensor(result + i * kWordsPerTensor, v.data, v.shape, v.size, t[kTypeWord]);
+  }
+}
+
+// What both handles are (issue 29: one base for the handle, its disposal and the staging load):
+// the live model, created from a JS config, and the all-or-nothing load into a staging model; the
+// call block of `kCallBlockWords` words and the arena holding a call's inputs; the last call's
+// status. JS disposes of a handle by deleting it (embind's delete()), which frees all of these.
+// setParameter reads the state_dict entry from slot 0, both protocols' parameter slot:
+static_assert(kParameterSlot == 0 && kModelParameterSlot == 0);
+template <class Model, int kCallBlockWords>
+class ModelHandle {
  public:
+  virtual ~ModelHandle() = default;
+
   // Returns 0 or a StatusCode; the message is in lastStatus(). `config`: createMultiheadAttention's
-  // config by its JS names (MhaConfigSchema; kdim / vdim null mean embed_dim).
+  // or createTransformer's config by its JS names (MhaConfigSchema: kdim / vdim null mean
+  // embed_dim; TransformerConfigSchema); its fields' numbers are checked as numbers here, the
+  // rest is the config's Validate, in Create.
   int init(const emscripten::val& config) {
-    MhaConfig c;
-    const int code = Report(ReadConfig(MhaConfigSchema(), config, &c));
+    std::decay_t<decltype(std::declval<const Model&>().config())> c;
+    const int code = Report(ReadConfig(schema_, config, &c));
     if (code != 0) return code;
-    return Report(MultiheadAttention::Create(c, &mha_));
+    return Report(Model::Create(c, &model_));
   }
 
-  uintptr_t reserve(double bytes) { return ReserveArena(&arena_, bytes); }
-
   uintptr_t callBlock() { return reinterpret_cast<uintptr_t>(call_); }
-  // This object's address, for headscope_forward below.
-  uintptr_t address() { return reinterpret_cast<uintptr_t>(this); }
-  uintptr_t resultBlock() { return reinterpret_cast<uintptr_t>(result_); }
+  // A buffer of at least `bytes` bytes in wasm memory for the caller's inputs, reused across
+  // calls; 0 if it cannot be allocated. May grow memory: JS re-reads its heap views after it.
+  uintptr_t reserve(double bytes) {
+    if (!(bytes >= 0) || bytes > static_cast<double>(MaxCallBytes())) return 0;
+    if (!arena_.Resize((static_cast<size_t>(bytes) + 3) / 4)) return 0;
+    return reinterpret_cast<uintptr_t>(arena_.data());
+  }
+  // Frees the arena holding the last call's inputs; JS calls it after a refused call (and then
+  // reserves again), so that a refused call keeps no copy of its inputs.
+  void releaseArena() { arena_.Release(); }
 
-  // loadStateDict is all or nothing. loadBegin() makes a staging module (with the entries the
-  // live one has loaded when `keep_loaded`); setParameter() fills it; loadCommit() makes it the
-  // live module, loadAbort() drops it. Whatever fails in between (an allocation, a refused
-  // entry) leaves the live module exactly as it was.
+  // loadStateDict is all or nothing. loadBegin() makes a staging model (with the entries the live
+  // one has loaded when `keep_loaded`); setParameter() fills it; loadCommit() makes it the live
+  // model, loadAbort() drops it. Whatever fails in between (an allocation, a refused entry)
+  // leaves the live model exactly as it was.
   int loadBegin(bool keep_loaded) {
-    if (mha_ == nullptr) return NotInitialized();
+    if (model_ == nullptr) return NotInitialized();
     staging_.reset();
-    std::unique_ptr<MultiheadAttention> stage;
-    int code = Report(MultiheadAttention::Create(mha_->config(), &stage));
+    std::unique_ptr<Model> stage;
+    int code = Report(Model::Create(model_->config(), &stage));
     if (code != 0) return code;
     if (keep_loaded) {
-      code = Report(stage->CopyLoadedFrom(*mha_));
+      code = Report(stage->CopyLoadedFrom(*model_));
       if (code != 0) return code;
     }
     staging_ = std::move(stage);
     return 0;
   }
 
-  // state_dict entry from the arena: data at byte address `ptr`, shape in call block slot 0; into
-  // the staging module between loadBegin() and loadCommit().
+  // A state_dict entry from the arena (its descriptor in call block slot 0): into the staging
+  // model between loadBegin() and loadCommit(), else into the live one.
   int setParameter(const std::string& name) {
-    MultiheadAttention* target = staging_ != nullptr ? staging_.get() : mha_.get();
+    Model* target = staging_ != nullptr ? staging_.get() : model_.get();
     if (target == nullptr) return NotInitialized();
-    return Report(target->SetParameter(name, ReadTensor(Slot(kParameterSlot))));
+    return Report(target->SetParameter(name, ReadTensor(Slot(0))));
   }
 
   // strict: every key of the config must be loaded (as torch's load_state_dict(strict=True)).
+  // Then the handle's Adopt (which may still refuse), then the staging model is the live one.
   int loadCommit(bool strict) {
     if (staging_ == nullptr) {
       return Report(Status(StatusCode::kInvalidArgument, "loadCommit: no load in progress"));
     }
-    if (strict && !staging_->weights().complete()) {
-      const int code = Report(staging_->weights().CheckComplete());
+    int code = strict ? Report(staging_->CheckComplete()) : 0;
+    if (code == 0) code = Report(Adopt(staging_.get()));
+    if (code != 0) {
       staging_.reset();
       return code;
     }
-    // A complete module packs its weights here, so an allocation failure refuses the load (the
-    // live module stays) instead of surfacing at the next forward.
-    if (staging_->weights().complete()) {
-      const int code = Report(staging_->Prepare());
-      if (code != 0) {
-        staging_.reset();
-        return code;
-      }
-    }
-    mha_ = std::move(staging_);
+    model_ = std::move(staging_);
     return Report(Status::Ok());
   }
 
   void loadAbort() { staging_.reset(); }
 
+  // All of the last call's status in one call: "CODE\nargument\nmessage", the argument as the JS
+  // API names it (ArgPath; empty when the failure is not one argument's).
+  std::string lastStatus() const { return status_.Text(); }
+
+ protected:
+  // `schema`: the config's, which init() reads; `not_created`: the message of a call before it.
+  ModelHandle(const ObjectSchema& schema, const char* not_created)
+      : schema_(schema), not_created_(not_created) {}
+
+  // What the handle's model does differently: loadCommit's last step, before the staging model
+  // replaces the live one, is Adopt (an error refuses the load: the live model stays).
+  virtual Status Adopt(Model* staging) = 0;
+
+  int Report(const Status& s) { return status_.Report(s); }
+  int NotInitialized() { return Report(Status(StatusCode::kInvalidArgument, not_created_)); }
+  const uint32_t* Slot(int i) const { return call_ + i * kWordsPerTensor; }
+
+  const ObjectSchema& schema_;
+  const char* not_created_;
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Model> staging_;  // between loadBegin() and loadCommit()
+  AlignedBuffer arena_;
+  uint32_t call_[kCallBlockWords] = {};
+  LastStatus status_;
+};
+
+// torch.nn.MultiheadAttention for JS (createMultiheadAttention).
+class Handle : public ModelHandle<MultiheadAttention, kCallWords> {
+ public:
+  Handle() : ModelHandle(MhaConfigSchema(), "the module was not created") {}
+
+  // This object's address, for headscope_forward below.
+  uintptr_t address() { return reinterpret_cast<uintptr_t>(this); }
+  uintptr_t resultBlock() { return reinterpret_cast<uintptr_t>(result_); }
+
   int forward() {
-    if (mha_ == nullptr) return NotInitialized();
+    if (model_ == nullptr) return NotInitialized();
     ForwardOptions o = Options();
     const int code =
-        Report(mha_->Forward(ReadTensor(Slot(kQuery)), ReadTensor(Slot(kKey)),
-                             ReadTensor(Slot(kValue)), o, &result_store_));
+        Report(model_->Forward(ReadTensor(Slot(kQuery)), ReadTensor(Slot(kKey)),
+                               ReadTensor(Slot(kValue)), o, &result_store_));
     // forward() returns two tensors, and three more with head statistics: only their slots
     // are written (and read by the wrapper).
     // (A constant-size clear: inline stores, not a call to memset, on every forward.)
@@ -406,10 +478,10 @@ class Handle {
   }
 
   int trace() {
-    if (mha_ == nullptr) return NotInitialized();
+    if (model_ == nullptr) return NotInitialized();
     const int code =
-        Report(mha_->Trace(ReadTensor(Slot(kQuery)), ReadTensor(Slot(kKey)),
-                           ReadTensor(Slot(kValue)), Options(), &trace_));
+        Report(model_->Trace(ReadTensor(Slot(kQuery)), ReadTensor(Slot(kKey)),
+                             ReadTensor(Slot(kValue)), Options(), &trace_));
     std::memset(result_, 0, sizeof(result_));
     if (code == 0) {
       TraceTensor* stages[kTraceTensors] = {&trace_.q,       &trace_.k,
@@ -432,63 +504,41 @@ class Handle {
     std::memset(result_, 0, sizeof(result_));
   }
 
-  // Protocol test (tests/js/protocol.test.js): describes the call block's tensors in the result
-  // block as this file reads them, and returns the flags word, so JS can check that both sides
-  // agree on every slot.
+  // Protocol test: the call block's tensors in the result block (EchoCall), and the flags word.
   uint32_t echoCall() {
     std::memset(result_, 0, sizeof(result_));
-    for (int i = 0; i < kCallTensors; ++i) {
-      const uint32_t* t = Slot(i);
-      const TensorView v = ReadTensor(t);
-      WriteTensor(result_ + i * kWordsPerTensor, v.data, v.shape, v.size, t[kTypeWord]);
-    }
+    EchoCall(call_, kCallTensors, result_);
     return call_[kFlagsWord];
   }
 
-  // Frees the arena holding the last call's inputs (JS calls it after a refused call).
-  void releaseArena() { arena_.Release(); }
-
   // Frees what the last calls kept (workspace, arena, results, trace); they regrow on demand.
   void trim() {
-    if (mha_ != nullptr) mha_->ReleaseWorkspace();
+    if (model_ != nullptr) model_->ReleaseWorkspace();
     arena_.Release();
     result_store_ = ForwardResult();
     trace_ = AttentionTrace();
   }
 
-  // '[["in_proj_weight",[12,4]],...]': the state_dict keys and shapes of this config, in
-  // PyTorch's order, so the wrapper can check a whole state_dict before loading any of it.
-  std::string expectedParameters() const {
-    if (mha_ == nullptr) return "[]";
-    std::string out = "[";
-    for (const ParamSpec& p : ExpectedParams(mha_->config())) {
-      if (out.size() > 1) out += ",";
-      out += "[\"" + std::string(p.name) + "\",[";
-      for (int i = 0; i < p.shape.rank; ++i) {
-        out += (i ? "," : "") + std::to_string(p.shape.dims[i]);
-      }
-      out += "]]";
-    }
-    return out + "]";
-  }
-
   int checkParameters() {
-    if (mha_ == nullptr) return NotInitialized();
-    return Report(mha_->weights().CheckComplete());
+    if (model_ == nullptr) return NotInitialized();
+    return Report(model_->CheckComplete());
   }
 
   std::string lastError() const { return status_.message; }
   std::string lastErrorCode() const { return StatusCodeName(status_.code); }
-  // All of it in one call: "CODE\nargument\nmessage", the argument as the JS API names it
-  // (ArgPath; empty when the failure is not one argument's).
-  std::string lastStatus() const { return status_.Text(); }
+
+  // '[["in_proj_weight",[12,4]],...]': the state_dict keys and shapes of this config, in
+  // PyTorch's order, so the wrapper can check a whole state_dict before loading any of it.
+  std::string expectedParameters() const {
+    return model_ == nullptr ? "[]" : ParametersJson(ExpectedParams(model_->config()));
+  }
 
  private:
-  int Report(const Status& s) { return status_.Report(s); }
-  int NotInitialized() {
-    return Report(Status(StatusCode::kInvalidArgument, "the module was not created"));
+  // A complete module packs its weights here, so an allocation failure refuses the load (the
+  // live module stays) instead of surfacing at the next forward.
+  Status Adopt(MultiheadAttention* staging) override {
+    return staging->weights().complete() ? staging->Prepare() : Status::Ok();
   }
-  const uint32_t* Slot(int i) const { return call_ + i * kWordsPerTensor; }
   // The three HeadStats tensors into consecutive result slots (left empty when not asked for).
   static void WriteHeadStats(const HeadStats& s, uint32_t* slots) {
     if (!s.present()) return;
@@ -511,44 +561,24 @@ class Handle {
     return o;
   }
 
-  std::unique_ptr<MultiheadAttention> mha_;
-  std::unique_ptr<MultiheadAttention> staging_;  // between loadBegin() and loadCommit()
-  AlignedBuffer arena_;
   ForwardResult result_store_;
   AttentionTrace trace_;
-  uint32_t call_[kCallWords] = {};
   uint32_t result_[kResultWords] = {};
-  LastStatus status_;
 };
 
 // The Transformer for JS (createTransformer). The same tensor descriptors as Handle's: a call
 // block of two slots (0: a state_dict entry or the tokens, int32 (B, T); 1: head gates
 // (n_layers, n_heads)), data in an arena the handle owns; results in a result block that grows
 // with the number of hooks (slot 0 the logits, then one slot per hook asked for).
-class TransformerHandle {
+class TransformerHandle : public ModelHandle<Transformer, kModelCallTensors * kWordsPerTensor> {
  public:
-  // `config`: createTransformer's config by its JS names (TransformerConfigSchema); its fields'
-  // numbers are checked as numbers here, the rest is ValidateTransformerConfig's, in Create.
-  int init(const emscripten::val& config) {
-    TransformerConfig c;
-    const int code = Report(ReadConfig(TransformerConfigSchema(), config, &c));
-    if (code != 0) return code;
-    return Report(Transformer::Create(c, &model_));
-  }
+  TransformerHandle() : ModelHandle(TransformerConfigSchema(), "the model was not created") {}
 
   // '[["tok_embed.weight",[28,32]],...]', in the reference module's order; a key naming an
   // earlier key's tensor (tie_embeddings) has that key third: ["unembed.weight",[28,32],
   // "tok_embed.weight"].
   std::string expectedParameters() const {
-    if (model_ == nullptr) return "[]";
-    std::string out = "[";
-    for (const TransformerParamSpec& p : TransformerParams(model_->config())) {
-      if (out.size() > 1) out += ",";
-      out += "[\"" + p.name + "\",[";
-      for (int i = 0; i < p.shape.rank; ++i) out += (i ? "," : "") + std::to_string(p.shape.dims[i]);
-      out += p.tied_to.empty() ? "]]" : "],\"" + p.tied_to + "\"]";
-    }
-    return out + "]";
+    return model_ == nullptr ? "[]" : ParametersJson(TransformerParams(model_->config()));
   }
   // '["hook_embed",...]': the hook names of this config.
   std::string hookNames() const {
@@ -560,9 +590,7 @@ class TransformerHandle {
     return out + "]";
   }
 
-  uintptr_t callBlock() { return reinterpret_cast<uintptr_t>(call_); }
   uintptr_t resultBlock() { return reinterpret_cast<uintptr_t>(result_.data()); }
-  uintptr_t reserve(double bytes) { return ReserveArena(&arena_, bytes); }
 
   int initFromSeed(double seed) {
     if (model_ == nullptr) return NotInitialized();
@@ -573,59 +601,11 @@ class TransformerHandle {
     return Report(model_->InitializeFromSeed(static_cast<uint64_t>(seed)));
   }
 
-  // All or nothing, as Handle's: a staging model (a copy of the live one's entries when
-  // keep_loaded) takes the entries; loadCommit(strict) swaps it in once every entry was accepted.
-  int loadBegin(bool keep_loaded) {
-    if (model_ == nullptr) return NotInitialized();
-    staging_.reset();
-    std::unique_ptr<Transformer> stage;
-    int code = Report(Transformer::Create(model_->config(), &stage));
-    if (code != 0) return code;
-    // (A copy of the store, not a state_dict: the caller's entries are the load's.)
-    if (keep_loaded) {
-      code = Report(stage->CopyLoadedFrom(*model_));
-      if (code != 0) return code;
-    }
-    staging_ = std::move(stage);
-    return 0;
-  }
-  int setParameter(const std::string& name) {
-    Transformer* target = staging_ != nullptr ? staging_.get() : model_.get();
-    if (target == nullptr) return NotInitialized();
-    const uint32_t* t = call_ + kModelParameterSlot * kWordsPerTensor;
-    return Report(target->SetParameter(name, ReadTensor(t)));
-  }
-
-  // Protocol test (tests/js/protocol.test.js): the call block's tensors, as the handle reads
-  // them, described in the result block in slot order.
+  // Protocol test: the call block's tensors in the result block (EchoCall).
   void echoCall() {
     GrowResult(kModelCallTensors);
-    for (int i = 0; i < kModelCallTensors; ++i) {
-      const uint32_t* t = call_ + i * kWordsPerTensor;
-      const TensorView v = ReadTensor(t);
-      WriteTensor(result_.data() + i * kWordsPerTensor, v.data, v.shape, v.size, t[kTypeWord]);
-    }
+    EchoCall(call_, kModelCallTensors, result_.data());
   }
-  int loadCommit(bool strict) {
-    if (staging_ == nullptr) {
-      return Report(Status(StatusCode::kInvalidArgument, "loadCommit: no load in progress"));
-    }
-    if (strict) {
-      const int code = Report(staging_->CheckComplete());
-      if (code != 0) {
-        staging_.reset();
-        return code;
-      }
-    }
-    // The optimizer (its moments and step count) stays with the model, as torch's optimizer
-    // state survives model.load_state_dict. A generation in progress ends with the old model
-    // (its caches hold the old weights' keys): generateContinue says so.
-    staging_->TakeOptimizerFrom(model_.get());
-    generation_replaced_ = generation_replaced_ || model_->generating();
-    model_ = std::move(staging_);
-    return Report(Status::Ok());
-  }
-  void loadAbort() { staging_.reset(); }
 
   // One entry into result slot 0 (a view of the model's copy), for stateDict().
   int parameter(const std::string& name) {
@@ -656,8 +636,7 @@ class TransformerHandle {
       if (end == hooks.size()) break;
       start = end + 1;
     }
-    const uint32_t* g = call_ + kGatesSlot * kWordsPerTensor;
-    options_.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
+    options_.head_gates = Gates();
     const int code = Report(model_->Forward(tokens, options_, &result_store_));
     if (code != 0) return code;
     if (!GrowResult(1 + result_store_.hooks.size())) return OutOfMemory();
@@ -728,10 +707,6 @@ class TransformerHandle {
     generation_replaced_ = generation_done_ = false;
     generated_ = GenerateResult();
   }
-  // Frees the arena holding the last call's inputs; JS calls it after a refused call (and then
-  // reserves again), so that a refused call keeps no copy of its inputs.
-  void releaseArena() { arena_.Release(); }
-
  private:
   // generate()'s and generateBegin()'s arguments: the prompt from slot 0, the options from the
   // numbers and slot 1.
@@ -768,8 +743,7 @@ class TransformerHandle {
     o.temperature = temperature;
     o.top_p = top_p;
     o.keep_logits = keep_logits;
-    const uint32_t* g = call_ + kGatesSlot * kWordsPerTensor;
-    o.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
+    o.head_gates = Gates();
     return 0;
   }
   // The finished generation's tokens and logits into result slots 0 and 1.
@@ -797,8 +771,7 @@ class TransformerHandle {
     if (code != 0) return code;
     BackwardOptions o;
     o.head_gate_grads = gate_grads;
-    const uint32_t* g = call_ + kGatesSlot * kWordsPerTensor;
-    o.head_gates = g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
+    o.head_gates = Gates();
     BackwardResult r;
     code = Report(model_->Backward(tokens, targets, o, &r));
     if (code != 0) return code;
@@ -872,12 +845,23 @@ class TransformerHandle {
     if (model_ != nullptr) model_->ReleaseWorkspace();
   }
 
-  std::string lastStatus() const { return status_.Text(); }
-
  private:
+  // The optimizer (its moments and step count) stays with the model, as torch's optimizer state
+  // survives model.load_state_dict. A generation in progress ends with the old model (its caches
+  // hold the old weights' keys): generateContinue says so.
+  Status Adopt(Transformer* staging) override {
+    staging->TakeOptimizerFrom(model_.get());
+    generation_replaced_ = generation_replaced_ || model_->generating();
+    return Status::Ok();
+  }
+  // The head gates of call slot 1: an empty view when the slot is empty (no gates, no multiply).
+  TensorView Gates() const {
+    const uint32_t* g = Slot(kGatesSlot);
+    return g[kTypeWord] != kNone ? ReadTensor(g) : TensorView();
+  }
   // Call slot 0 as int32 token ids (B, T); false if it holds something else.
   bool CallTokens(TokenView* out) const {
-    const uint32_t* t = call_ + kTokensSlot * kWordsPerTensor;
+    const uint32_t* t = Slot(kTokensSlot);
     if (t[kTypeWord] != kInt32 || t[kRankWord] != 2) return false;
     *out = {reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(t[kAddressWord])),
             static_cast<int64_t>(t[kDimsWord]), static_cast<int64_t>(t[kDimsWord + 1])};
@@ -888,7 +872,7 @@ class TransformerHandle {
     if (!CallTokens(tokens)) {
       return Report(ArgError(StatusCode::kInvalidArgument, Arg::kTokens, "expected int32 (B, T)"));
     }
-    const uint32_t* t = call_ + kTargetsSlot * kWordsPerTensor;
+    const uint32_t* t = Slot(kTargetsSlot);
     if (t[kTypeWord] != kInt32 || t[kRankWord] != 2 ||
         t[kDimsWord] != static_cast<uint32_t>(tokens->batch) ||
         t[kDimsWord + 1] != static_cast<uint32_t>(tokens->length)) {
@@ -908,12 +892,7 @@ class TransformerHandle {
   int OutOfMemory() {
     return Report(Status(StatusCode::kResourceExhausted, "result: out of memory"));
   }
-  int Report(const Status& s) { return status_.Report(s); }
-  int NotInitialized() {
-    return Report(Status(StatusCode::kInvalidArgument, "the model was not created"));
-  }
 
-  std::unique_ptr<Transformer> model_, staging_;
   TransformerOptions options_;
   TransformerResult result_store_;
   GenerateResult generated_;
@@ -922,10 +901,7 @@ class TransformerHandle {
   TrainStepResult step_;
   double last_loss_ = 0;
   std::vector<float> gate_grads_;
-  AlignedBuffer arena_;
-  uint32_t call_[kModelCallTensors * kWordsPerTensor] = {};
   std::vector<uint32_t> result_ = std::vector<uint32_t>(kModelCallTensors * kWordsPerTensor);
-  LastStatus status_;
 };
 
 // Bytes of the wasm heap in use by malloc: lets tests show that dispose() returns memory.
@@ -938,6 +914,22 @@ void setMaxCallBytes(double bytes) { SetMaxCallBytes(static_cast<size_t>(bytes))
 // Threads of the multi-threaded module (HEADSCOPE_THREADS); the single-threaded module stays at 1.
 int threadCount() { return ThreadCount(); }
 void setThreadCount(int threads) { SetThreadCount(threads); }
+
+// Registers a handle's base class (ModelHandle<...>) under `name` with its methods; each handle
+// (class_<H, base<...>>) has them as its own.
+template <class Base>
+void BindModelHandle(const char* name) {
+  emscripten::class_<Base>(name)
+      .function("init", &Base::init)
+      .function("callBlock", &Base::callBlock)
+      .function("reserve", &Base::reserve)
+      .function("releaseArena", &Base::releaseArena)
+      .function("loadBegin", &Base::loadBegin)
+      .function("setParameter", &Base::setParameter)
+      .function("loadCommit", &Base::loadCommit)
+      .function("loadAbort", &Base::loadAbort)
+      .function("lastStatus", &Base::lastStatus);
+}
 
 }  // namespace
 }  // namespace headscope
@@ -954,19 +946,16 @@ EMSCRIPTEN_BINDINGS(headscope) {
   // This module serves the JS API: every message names arguments as that API does.
   headscope::SetNaming(headscope::Naming::kJs);
   using headscope::TransformerHandle;
-  emscripten::class_<TransformerHandle>("TransformerHandle")
+  headscope::BindModelHandle<TransformerHandle::ModelHandle>("TransformerModelHandle");
+  emscripten::class_<TransformerHandle, emscripten::base<TransformerHandle::ModelHandle>>(
+      "TransformerHandle")
       .constructor<>()
-      .function("init", &TransformerHandle::init)
       .function("expectedParameters", &TransformerHandle::expectedParameters)
-      .function("hookNames", &TransformerHandle::hookNames)
-      .function("callBlock", &TransformerHandle::callBlock)
       .function("resultBlock", &TransformerHandle::resultBlock)
-      .function("reserve", &TransformerHandle::reserve)
+      .function("echoCall", &TransformerHandle::echoCall)
+      .function("trim", &TransformerHandle::trim)
+      .function("hookNames", &TransformerHandle::hookNames)
       .function("initFromSeed", &TransformerHandle::initFromSeed)
-      .function("loadBegin", &TransformerHandle::loadBegin)
-      .function("setParameter", &TransformerHandle::setParameter)
-      .function("loadCommit", &TransformerHandle::loadCommit)
-      .function("loadAbort", &TransformerHandle::loadAbort)
       .function("parameter", &TransformerHandle::parameter)
       .function("forward", &TransformerHandle::forward)
       .function("generate", &TransformerHandle::generate)
@@ -974,39 +963,27 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("generateContinue", &TransformerHandle::generateContinue)
       .function("generateDone", &TransformerHandle::generateDone)
       .function("generateCancel", &TransformerHandle::generateCancel)
-      .function("releaseArena", &TransformerHandle::releaseArena)
       .function("backward", &TransformerHandle::backward)
       .function("setOptimizer", &TransformerHandle::setOptimizer)
       .function("trainStep", &TransformerHandle::trainStep)
       .function("checkBatch", &TransformerHandle::checkBatch)
-      .function("echoCall", &TransformerHandle::echoCall)
       .function("lastLoss", &TransformerHandle::lastLoss)
       .function("lastGradNorm", &TransformerHandle::lastGradNorm)
       .function("lastClipped", &TransformerHandle::lastClipped)
       .function("lastStepped", &TransformerHandle::lastStepped)
       .function("lastRefused", &TransformerHandle::lastRefused)
-      .function("optimizerSteps", &TransformerHandle::optimizerSteps)
-      .function("trim", &TransformerHandle::trim)
-      .function("lastStatus", &TransformerHandle::lastStatus);
-  emscripten::class_<Handle>("Handle")
+      .function("optimizerSteps", &TransformerHandle::optimizerSteps);
+  headscope::BindModelHandle<Handle::ModelHandle>("MultiheadAttentionModelHandle");
+  emscripten::class_<Handle, emscripten::base<Handle::ModelHandle>>("Handle")
       .constructor<>()
-      .function("init", &Handle::init)
-      .function("reserve", &Handle::reserve)
-      .function("callBlock", &Handle::callBlock)
-      .function("address", &Handle::address)
+      .function("expectedParameters", &Handle::expectedParameters)
       .function("resultBlock", &Handle::resultBlock)
-      .function("loadBegin", &Handle::loadBegin)
-      .function("setParameter", &Handle::setParameter)
-      .function("loadCommit", &Handle::loadCommit)
-      .function("loadAbort", &Handle::loadAbort)
+      .function("echoCall", &Handle::echoCall)
+      .function("trim", &Handle::trim)
+      .function("address", &Handle::address)
       .function("forward", &Handle::forward)
       .function("trace", &Handle::trace)
-      .function("trim", &Handle::trim)
-      .function("releaseArena", &Handle::releaseArena)
       .function("releaseTrace", &Handle::releaseTrace)
-      .function("echoCall", &Handle::echoCall)
-      .function("lastStatus", &Handle::lastStatus)
-      .function("expectedParameters", &Handle::expectedParameters)
       .function("checkParameters", &Handle::checkParameters)
       .function("lastError", &Handle::lastError)
       .function("lastErrorCode", &Handle::lastErrorCode);

@@ -423,14 +423,15 @@ size_t MultiheadAttention::workspace_bytes() const { return own_context_.activat
 // may have grown before failing (an output that fit the limit, then activations that did not),
 // so it holds nothing more than before it. (Calls on a caller's context leave that to the
 // caller: the Transformer releases its own.)
-Status MultiheadAttention::Forward(const TensorView& query, const TensorView& key,
-                                   const TensorView& value, const ForwardOptions& options,
-                                   ForwardResult* result) {
+template <class Pass, class Result>
+Status MultiheadAttention::InOwnContext(Pass pass, const TensorView& query, const TensorView& key,
+                                        const TensorView& value, const ForwardOptions& options,
+                                        Result* result) {
   own_context_.UseProcessDefaults();
-  const Status s = Forward(query, key, value, options, result, &own_context_);
+  const Status s = (this->*pass)(query, key, value, options, result, &own_context_);
   if (!s.ok()) {
     ReleaseWorkspace();
-    *result = ForwardResult();
+    *result = Result();
   }
   return s;
 }
@@ -438,6 +439,9 @@ Status MultiheadAttention::Forward(const TensorView& query, const TensorView& ke
 Status MultiheadAttention::Forward(const TensorView& query, const TensorView& key,
                                    const TensorView& value, const ForwardOptions& options,
                                    ForwardResult* result, CallContext* context) {
+  if (context == nullptr) {
+    return InOwnContext(&MultiheadAttention::Forward, query, key, value, options, result);
+  }
   return ForwardPass(query, key, value, options, result, context, nullptr);
 }
 
@@ -474,19 +478,10 @@ Status MultiheadAttention::ForwardPass(const TensorView& query, const TensorView
 
 Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
                                  const TensorView& value, const ForwardOptions& options,
-                                 AttentionTrace* trace) {
-  own_context_.UseProcessDefaults();
-  const Status s = Trace(query, key, value, options, trace, &own_context_);
-  if (!s.ok()) {
-    ReleaseWorkspace();
-    *trace = AttentionTrace();
-  }
-  return s;
-}
-
-Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
-                                 const TensorView& value, const ForwardOptions& options,
                                  AttentionTrace* trace, CallContext* context) {
+  if (context == nullptr) {
+    return InOwnContext(&MultiheadAttention::Trace, query, key, value, options, trace);
+  }
   CallPlan plan;
   HEADSCOPE_RETURN_IF_ERROR(PlanCall(config(), query, key, value, options, &plan));
   const int64_t H = static_cast<int64_t>(plan.heads), hd = static_cast<int64_t>(plan.head_dim);

@@ -104,25 +104,26 @@ class MultiheadAttention {
   Status SetParameter(std::string_view name, const TensorView& value);
   // Copies every entry `other` (same config) has loaded.
   Status CopyLoadedFrom(const MultiheadAttention& other);
+  // OK once every parameter is loaded, else kMissingParameter naming the missing entries (as
+  // Transformer::CheckComplete).
+  Status CheckComplete() const { return weights_.CheckComplete(); }
   // Checks that every parameter is loaded and brings the packed panels up to date with the store
   // (each repacked only if its tensor changed since). Every pass calls it; call it after loading
   // to get allocation failures there rather than at the first forward.
   Status Prepare();
 
-  // Runs in this object's own CallContext, with the process's thread count and byte limit.
+  // Runs in a caller's context: its activations, thread pool and byte limit (e.g. one context
+  // shared by the layers of a model); without one, in this object's own CallContext, with the
+  // process's thread count and byte limit. Results are the same bits either way.
   Status Forward(const TensorView& query, const TensorView& key, const TensorView& value,
-                 const ForwardOptions& options, ForwardResult* result);
-  // The same in a caller's context: its activations, thread pool and byte limit (e.g. one
-  // context shared by the layers of a model). Results are the same bits either way.
-  Status Forward(const TensorView& query, const TensorView& key, const TensorView& value,
-                 const ForwardOptions& options, ForwardResult* result, CallContext* context);
+                 const ForwardOptions& options, ForwardResult* result,
+                 CallContext* context = nullptr);
 
   // Same semantics as Forward; fills every stage. The returned output and per-head weights are
   // the ones Forward computes (the trace shares its kernels and only keeps what they produce).
   Status Trace(const TensorView& query, const TensorView& key, const TensorView& value,
-               const ForwardOptions& options, AttentionTrace* trace);
-  Status Trace(const TensorView& query, const TensorView& key, const TensorView& value,
-               const ForwardOptions& options, AttentionTrace* trace, CallContext* context);
+               const ForwardOptions& options, AttentionTrace* trace,
+               CallContext* context = nullptr);
 
   // Causal self-attention of x ([N, T, E], the positions cache->length .. + T - 1 of N sequences)
   // over the cached keys and x's own, appending x's keys and values to the cache: generation's
@@ -159,6 +160,11 @@ class MultiheadAttention {
   Status ForwardPass(const TensorView& query, const TensorView& key, const TensorView& value,
                      const ForwardOptions& options, ForwardResult* result, CallContext* context,
                      KvCache* cache);
+  // Forward's or Trace's call (`pass`) without a context of the caller's: in own_context_, with
+  // the process's thread count and byte limit; a refused one leaves *result empty (mha.cc).
+  template <class Pass, class Result>
+  Status InOwnContext(Pass pass, const TensorView& query, const TensorView& key,
+                      const TensorView& value, const ForwardOptions& options, Result* result);
   // The stages of one pass, in order (mha.cc); `cache` null: keys and values in the context's
   // activations.
   Status Run(const CallPlan& plan, const TensorView& query, const TensorView& key,

@@ -695,6 +695,13 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     }
     std::memcpy(dst->data(), src, static_cast<size_t>(n) * sizeof(float));
   };
+  // LayerNorm (w, b) of the residual stream into `out`, kept as block l's hook `hook`: into
+  // normed_ before a sublayer (pre-norm), in place after it (post-norm).
+  const auto layer_norm = [&](int64_t l, int w, int b, float* out, const char* hook) {
+    LayerNorm(x_.data(), M, Dz, store_.data(w), store_.data(b), c.ln_eps, out);
+    keep(l, hook, out, btd);
+    return out;
+  };
   if (saved != nullptr && saved->layers.size() != static_cast<size_t>(L)) {
     saved->layers.clear();
     saved->layers.resize(static_cast<size_t>(L));
@@ -731,10 +738,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     if (sl != nullptr) save(&sl->resid_pre, x_.data(), MD);
     const float* a_in = x_.data();
     if (pre) {
-      LayerNorm(x_.data(), M, Dz, store_.data(layer.ln1_w), store_.data(layer.ln1_b), c.ln_eps,
-                normed_.data());
-      a_in = normed_.data();
-      keep(l, "ln1.hook_normalized", a_in, btd);
+      a_in = layer_norm(l, layer.ln1_w, layer.ln1_b, normed_.data(), "ln1.hook_normalized");
     }
     ForwardOptions o;
     o.is_causal = c.causal;
@@ -805,20 +809,13 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     keep(l, "hook_attn_out", attn_out, btd);
     AddInPlace(x_.data(), attn_out, M * Dz);
     if (post && sl != nullptr) save(&sl->sum1, x_.data(), MD);
-    if (post) {
-      LayerNorm(x_.data(), M, Dz, store_.data(layer.ln1_w), store_.data(layer.ln1_b), c.ln_eps,
-                x_.data());
-      keep(l, "ln1.hook_normalized", x_.data(), btd);
-    }
+    if (post) layer_norm(l, layer.ln1_w, layer.ln1_b, x_.data(), "ln1.hook_normalized");
     if (c.d_mlp > 0) {
       keep(l, "hook_resid_mid", x_.data(), btd);
       if (sl != nullptr) save(&sl->resid_mid, x_.data(), MD);
       const float* m_in = x_.data();
       if (pre) {
-        LayerNorm(x_.data(), M, Dz, store_.data(layer.ln2_w), store_.data(layer.ln2_b), c.ln_eps,
-                  normed_.data());
-        m_in = normed_.data();
-        keep(l, "ln2.hook_normalized", m_in, btd);
+        m_in = layer_norm(l, layer.ln2_w, layer.ln2_b, normed_.data(), "ln2.hook_normalized");
       }
       const size_t Mlp = static_cast<size_t>(c.d_mlp);
       const float* fc_in_b = layer.fc_in_b >= 0 ? store_.data(layer.fc_in_b) : nullptr;
@@ -832,11 +829,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       keep(l, "hook_mlp_out", mlp_out_.data(), btd);
       AddInPlace(x_.data(), mlp_out_.data(), M * Dz);
       if (post && sl != nullptr) save(&sl->sum2, x_.data(), MD);
-      if (post) {
-        LayerNorm(x_.data(), M, Dz, store_.data(layer.ln2_w), store_.data(layer.ln2_b), c.ln_eps,
-                  x_.data());
-        keep(l, "ln2.hook_normalized", x_.data(), btd);
-      }
+      if (post) layer_norm(l, layer.ln2_w, layer.ln2_b, x_.data(), "ln2.hook_normalized");
     }
     keep(l, "hook_resid_post", x_.data(), btd);
   }

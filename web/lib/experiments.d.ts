@@ -7,18 +7,15 @@ export declare const EXPERIMENTS: Readonly<Record<'log-line' | 'induction', Read
 /** The rows in words: one head against the best, the narrowest heads against the best. */
 export declare function describeResult(result: { rows: readonly ExperimentRow[] }): string;
 
-export interface ExperimentOptions {
+/** The model of every run: these fields of createTransformer's config (the head count is each run's). */
+export interface ExperimentOptions
+  extends Partial<Pick<TransformerConfig, 'dModel' | 'nLayers' | 'dMlp' | 'norm' | 'positions'>> {
   /** A built-in task and its options (headscope/tasks); the run's seed replaces task.seed. */
   task: { name: string; [option: string]: unknown };
   /** Head counts, each dividing dModel (default HEAD_COUNTS). */
   heads?: readonly number[];
   /** One run per seed and head count: the model's initial weights and the task's rows (default [1, 2, 3]). */
   seeds?: readonly number[];
-  dModel?: number;
-  nLayers?: number;
-  dMlp?: number;
-  norm?: 'pre' | 'post' | 'none';
-  positions?: 'learned' | 'sinusoidal' | 'none';
   steps?: number;
   batchSize?: number;
   /** Held-out evaluation every this many steps (and at step 0 and the end). */

@@ -163,8 +163,23 @@ function withTimeout(load, ms, cleanup) {
   return Promise.race([load, timeout]).finally(() => clearTimeout(timer));
 }
 
-// Validates init()'s options, reading each once: { threads, simd, wasmUrl (string), wasmBinary
-// (a private copy of the bytes), timeoutMs }.
+// init()'s options: each one's reader, from a caller's value other than undefined to what init()
+// uses (threads, simd, wasmUrl as a string, wasmBinary as a private copy of the bytes, timeoutMs).
+const INIT_OPTIONS = Object.freeze(Object.assign(Object.create(null), {
+  threads: (v) => {
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_THREADS) {
+      fail('INVALID_ARGUMENT', `init: options.threads: expected an integer in [1, ${MAX_THREADS}] ` +
+        `(1: the single-threaded module), got ${describe(v)}`);
+    }
+    return v;
+  },
+  simd: (v) => checkSimdOption(v, 'init: options.simd'),
+  wasmUrl: (v) => urlString(v),
+  wasmBinary: (v) => bytesCopy(v, 'init: options.wasmBinary'),
+  timeoutMs: (v) => checkTimeoutMs(v, 'init: options.timeoutMs'),
+}));
+
+// Validates init()'s options, reading each once (INIT_OPTIONS; undefined is the default).
 function checkInitOptions(options) {
   return readArgument('init: options', () => {
     if (options === null || typeof options !== 'object' || Array.isArray(options)) {
@@ -175,35 +190,12 @@ function checkInitOptions(options) {
     };
     for (const name of Object.keys(options)) {
       const v = options[name];
-      switch (name) {
-        case 'threads':
-          if (v === undefined) break;
-          if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > MAX_THREADS) {
-            fail('INVALID_ARGUMENT', `init: options.threads: expected an integer in [1, ${MAX_THREADS}] ` +
-              `(1: the single-threaded module), got ${describe(v)}`);
-          }
-          o.threads = v;
-          break;
-        case 'simd':
-          if (v === undefined) break;
-          o.simd = checkSimdOption(v, 'init: options.simd');
-          break;
-        case 'wasmUrl':
-          if (v === undefined) break;
-          o.wasmUrl = urlString(v);
-          break;
-        case 'wasmBinary':
-          if (v === undefined) break;
-          o.wasmBinary = bytesCopy(v, 'init: options.wasmBinary');
-          break;
-        case 'timeoutMs':
-          if (v === undefined) break;
-          o.timeoutMs = checkTimeoutMs(v, 'init: options.timeoutMs');
-          break;
-        default:
-          fail('INVALID_ARGUMENT', `init: options.${quoteInput(name)}: unknown option (expected one of ` +
-            'wasmBinary, wasmUrl, threads, simd, timeoutMs)');
+      const read = INIT_OPTIONS[name];
+      if (read === undefined) {
+        fail('INVALID_ARGUMENT', `init: options.${quoteInput(name)}: unknown option (expected one of ` +
+          'wasmBinary, wasmUrl, threads, simd, timeoutMs)');
       }
+      if (v !== undefined) o[name] = read(v);
     }
     return o;
   });

@@ -14,6 +14,24 @@ const deepFreeze = (v) => {
   return v;
 };
 
-export const SCHEMA = deepFreeze(${JSON.stringify(schema, null, 2)});
+export const SCHEMA = deepFreeze(${layout(schema, '')});
 `;
+}
+
+// JSON laid out as a table: one line per field (a row of the schema), so that a field reads as
+// its row does in schema.cc and a change of one field is a change of one line. A value holding
+// rows (an array of objects, or an object with such an array inside) is opened, a key or an
+// element a line; everything else is written on one line.
+const isRecord = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+const holdsRows = (v) => (Array.isArray(v) ? v.length > 0 && v.every(isRecord)
+  : isRecord(v) && Object.values(v).some(holdsRows));
+
+function layout(value, indent) {
+  if (!holdsRows(value)) return JSON.stringify(value);
+  const inner = `${indent}  `;
+  const lines = Array.isArray(value)
+    ? value.map((x) => inner + layout(x, inner))
+    : Object.entries(value).map(([k, x]) => `${inner}${JSON.stringify(k)}: ${layout(x, inner)}`);
+  const [open, close] = Array.isArray(value) ? ['[', ']'] : ['{', '}'];
+  return `${open}\n${lines.join(',\n')}\n${indent}${close}`;
 }

@@ -14,350 +14,49 @@ export const SCHEMA = deepFreeze({
     {
       "name": "mha",
       "fields": [
-        {
-          "torch": "embed_dim",
-          "js": "embedDim",
-          "type": "size",
-          "min": 1,
-          "max": 16777216,
-          "default": "required",
-          "doc": "E, the model width (query's last dimension)"
-        },
-        {
-          "torch": "num_heads",
-          "js": "numHeads",
-          "type": "size",
-          "min": 1,
-          "max": 16777216,
-          "default": "required",
-          "doc": "H; embed_dim must be divisible by it"
-        },
-        {
-          "torch": "bias",
-          "js": "bias",
-          "type": "bool",
-          "default": {
-            "value": true
-          },
-          "doc": "in_proj_bias and out_proj.bias"
-        },
-        {
-          "torch": "add_bias_kv",
-          "js": "addBiasKV",
-          "type": "bool",
-          "default": {
-            "value": false
-          },
-          "doc": "a learned key and value row (bias_k, bias_v) after the keys"
-        },
-        {
-          "torch": "add_zero_attn",
-          "js": "addZeroAttn",
-          "type": "bool",
-          "default": {
-            "value": false
-          },
-          "doc": "a zero key and value row after the keys"
-        },
-        {
-          "torch": "kdim",
-          "js": "kdim",
-          "type": "size",
-          "min": 1,
-          "max": 16777216,
-          "nullMeans": "embed_dim",
-          "default": {
-            "value": null
-          },
-          "doc": "the key's last dimension (null: embed_dim)"
-        },
-        {
-          "torch": "vdim",
-          "js": "vdim",
-          "type": "size",
-          "min": 1,
-          "max": 16777216,
-          "nullMeans": "embed_dim",
-          "default": {
-            "value": null
-          },
-          "doc": "the value's last dimension (null: embed_dim)"
-        },
-        {
-          "torch": "batch_first",
-          "js": "batchFirst",
-          "type": "bool",
-          "default": {
-            "value": false
-          },
-          "doc": "inputs (N, L, E) instead of (L, N, E)"
-        }
+        {"torch":"embed_dim","js":"embedDim","type":"size","min":1,"max":16777216,"default":"required","doc":"E, the model width (query's last dimension)"},
+        {"torch":"num_heads","js":"numHeads","type":"size","min":1,"max":16777216,"default":"required","doc":"H; embed_dim must be divisible by it"},
+        {"torch":"bias","js":"bias","type":"bool","default":{"value":true},"doc":"in_proj_bias and out_proj.bias"},
+        {"torch":"add_bias_kv","js":"addBiasKV","type":"bool","default":{"value":false},"doc":"a learned key and value row (bias_k, bias_v) after the keys"},
+        {"torch":"add_zero_attn","js":"addZeroAttn","type":"bool","default":{"value":false},"doc":"a zero key and value row after the keys"},
+        {"torch":"kdim","js":"kdim","type":"size","min":1,"max":16777216,"nullMeans":"embed_dim","default":{"value":null},"doc":"the key's last dimension (null: embed_dim)"},
+        {"torch":"vdim","js":"vdim","type":"size","min":1,"max":16777216,"nullMeans":"embed_dim","default":{"value":null},"doc":"the value's last dimension (null: embed_dim)"},
+        {"torch":"batch_first","js":"batchFirst","type":"bool","default":{"value":false},"doc":"inputs (N, L, E) instead of (L, N, E)"}
       ],
-      "divisible": [
-        [
-          "embed_dim",
-          "num_heads"
-        ]
-      ]
+      "divisible": [["embed_dim","num_heads"]]
     },
     {
       "name": "transformer",
       "fields": [
-        {
-          "torch": "vocab_size",
-          "js": "vocabSize",
-          "type": "size",
-          "min": 1,
-          "max": 16777216,
-          "default": "required",
-          "doc": "V, the number of token ids"
-        },
-        {
-          "torch": "max_len",
-          "js": "maxLen",
-          "type": "size",
-          "min": 1,
-          "max": 16777216,
-          "default": "required",
-          "doc": "the longest sequence; rows of the position tables"
-        },
-        {
-          "torch": "d_model",
-          "js": "dModel",
-          "type": "size",
-          "min": 1,
-          "max": 16777216,
-          "default": "required",
-          "doc": "D, the residual stream's width"
-        },
-        {
-          "torch": "n_layers",
-          "js": "nLayers",
-          "type": "size",
-          "min": 1,
-          "max": 256,
-          "default": {
-            "value": 1
-          },
-          "doc": "the number of blocks"
-        },
-        {
-          "torch": "n_heads",
-          "js": "nHeads",
-          "type": "size",
-          "min": 1,
-          "max": 16777216,
-          "default": {
-            "value": 1
-          },
-          "doc": "H; d_model must be divisible by it (head dim D / H)"
-        },
-        {
-          "torch": "d_mlp",
-          "js": "dMlp",
-          "type": "size",
-          "min": 0,
-          "max": 16777216,
-          "zero": "no MLP",
-          "default": {
-            "value": 0
-          },
-          "doc": "the MLP's hidden width; 0: attention only (no MLP, no ln2)"
-        },
-        {
-          "torch": "norm",
-          "js": "norm",
-          "type": "choice",
-          "choices": [
-            "pre",
-            "post",
-            "none"
-          ],
-          "default": {
-            "value": "pre"
-          },
-          "doc": "where the LayerNorms sit: pre, post or none"
-        },
-        {
-          "torch": "positions",
-          "js": "positions",
-          "type": "choice",
-          "choices": [
-            "learned",
-            "sinusoidal",
-            "none"
-          ],
-          "default": {
-            "value": "learned"
-          },
-          "doc": "the position embedding"
-        },
-        {
-          "torch": "causal",
-          "js": "causal",
-          "type": "bool",
-          "default": {
-            "value": true
-          },
-          "doc": "token t attends only to tokens <= t"
-        },
-        {
-          "torch": "act",
-          "js": "act",
-          "type": "choice",
-          "choices": [
-            "gelu",
-            "relu"
-          ],
-          "default": {
-            "value": "gelu"
-          },
-          "doc": "the MLP's activation (GELU: the exact erf form)"
-        },
-        {
-          "torch": "bias",
-          "js": "bias",
-          "type": "bool",
-          "default": {
-            "value": true
-          },
-          "doc": "the Linear and attention biases (LayerNorms keep theirs)"
-        },
-        {
-          "torch": "ln_eps",
-          "js": "lnEps",
-          "type": "number",
-          "lo": 0,
-          "loOpen": true,
-          "hi": null,
-          "hiOpen": true,
-          "default": {
-            "value": 0.00001
-          },
-          "doc": "the LayerNorms' epsilon"
-        },
-        {
-          "torch": "tie_embeddings",
-          "js": "tieEmbeddings",
-          "type": "bool",
-          "default": {
-            "value": false
-          },
-          "doc": "unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x tok_embed.weight^T (+ unembed.bias)"
-        }
+        {"torch":"vocab_size","js":"vocabSize","type":"size","min":1,"max":16777216,"default":"required","doc":"V, the number of token ids"},
+        {"torch":"max_len","js":"maxLen","type":"size","min":1,"max":16777216,"default":"required","doc":"the longest sequence; rows of the position tables"},
+        {"torch":"d_model","js":"dModel","type":"size","min":1,"max":16777216,"default":"required","doc":"D, the residual stream's width"},
+        {"torch":"n_layers","js":"nLayers","type":"size","min":1,"max":256,"default":{"value":1},"doc":"the number of blocks"},
+        {"torch":"n_heads","js":"nHeads","type":"size","min":1,"max":16777216,"default":{"value":1},"doc":"H; d_model must be divisible by it (head dim D / H)"},
+        {"torch":"d_mlp","js":"dMlp","type":"size","min":0,"max":16777216,"zero":"no MLP","default":{"value":0},"doc":"the MLP's hidden width; 0: attention only (no MLP, no ln2)"},
+        {"torch":"norm","js":"norm","type":"choice","choices":["pre","post","none"],"default":{"value":"pre"},"doc":"where the LayerNorms sit: pre, post or none"},
+        {"torch":"positions","js":"positions","type":"choice","choices":["learned","sinusoidal","none"],"default":{"value":"learned"},"doc":"the position embedding"},
+        {"torch":"causal","js":"causal","type":"bool","default":{"value":true},"doc":"token t attends only to tokens <= t"},
+        {"torch":"act","js":"act","type":"choice","choices":["gelu","relu"],"default":{"value":"gelu"},"doc":"the MLP's activation (GELU: the exact erf form)"},
+        {"torch":"bias","js":"bias","type":"bool","default":{"value":true},"doc":"the Linear and attention biases (LayerNorms keep theirs)"},
+        {"torch":"ln_eps","js":"lnEps","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":0.00001},"doc":"the LayerNorms' epsilon"},
+        {"torch":"tie_embeddings","js":"tieEmbeddings","type":"bool","default":{"value":false},"doc":"unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x tok_embed.weight^T (+ unembed.bias)"}
       ],
-      "divisible": [
-        [
-          "d_model",
-          "n_heads"
-        ]
-      ]
+      "divisible": [["d_model","n_heads"]]
     },
     {
       "name": "optimizer",
       "fields": [
-        {
-          "torch": "type",
-          "js": "type",
-          "type": "choice",
-          "choices": [
-            "adamw",
-            "sgd"
-          ],
-          "default": "required",
-          "doc": "adamw (torch.optim.AdamW) or sgd (torch.optim.SGD, momentum 0)"
-        },
-        {
-          "torch": "lr",
-          "js": "lr",
-          "type": "number",
-          "lo": 0,
-          "loOpen": false,
-          "hi": null,
-          "hiOpen": true,
-          "default": {
-            "value": 0.001
-          },
-          "doc": "the learning rate"
-        },
-        {
-          "torch": "betas",
-          "js": "betas",
-          "type": "pair",
-          "lo": 0,
-          "loOpen": false,
-          "hi": 1,
-          "hiOpen": true,
-          "default": {
-            "value": [
-              0.9,
-              0.999
-            ]
-          },
-          "variants": [
-            "adamw"
-          ],
-          "doc": "AdamW's moment decays (beta1, beta2)"
-        },
-        {
-          "torch": "eps",
-          "js": "eps",
-          "type": "number",
-          "lo": 0,
-          "loOpen": true,
-          "hi": null,
-          "hiOpen": true,
-          "default": {
-            "value": 1e-8
-          },
-          "variants": [
-            "adamw"
-          ],
-          "doc": "AdamW's denominator term (and > 0 in float32)"
-        },
-        {
-          "torch": "weight_decay",
-          "js": "weightDecay",
-          "type": "number",
-          "lo": 0,
-          "loOpen": false,
-          "hi": null,
-          "hiOpen": true,
-          "default": {
-            "value": 0.01
-          },
-          "variants": [
-            "adamw"
-          ],
-          "doc": "AdamW's decoupled weight decay"
-        },
-        {
-          "torch": "max_norm",
-          "js": "clipGradNorm",
-          "type": "number",
-          "lo": 0,
-          "loOpen": false,
-          "hi": null,
-          "hiOpen": true,
-          "zero": "no clipping",
-          "default": {
-            "value": 0
-          },
-          "doc": "clip_grad_norm_'s max_norm before each step; 0: no clipping"
-        }
+        {"torch":"type","js":"type","type":"choice","choices":["adamw","sgd"],"default":"required","doc":"adamw (torch.optim.AdamW) or sgd (torch.optim.SGD, momentum 0)"},
+        {"torch":"lr","js":"lr","type":"number","lo":0,"loOpen":false,"hi":null,"hiOpen":true,"default":{"value":0.001},"doc":"the learning rate"},
+        {"torch":"betas","js":"betas","type":"pair","lo":0,"loOpen":false,"hi":1,"hiOpen":true,"default":{"value":[0.9,0.999]},"variants":["adamw"],"doc":"AdamW's moment decays (beta1, beta2)"},
+        {"torch":"eps","js":"eps","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":1e-8},"variants":["adamw"],"doc":"AdamW's denominator term (and > 0 in float32)"},
+        {"torch":"weight_decay","js":"weightDecay","type":"number","lo":0,"loOpen":false,"hi":null,"hiOpen":true,"default":{"value":0.01},"variants":["adamw"],"doc":"AdamW's decoupled weight decay"},
+        {"torch":"max_norm","js":"clipGradNorm","type":"number","lo":0,"loOpen":false,"hi":null,"hiOpen":true,"zero":"no clipping","default":{"value":0},"doc":"clip_grad_norm_'s max_norm before each step; 0: no clipping"}
       ],
       "divisible": []
     }
   ],
-  "errorCodes": [
-    "INVALID_ARGUMENT",
-    "SHAPE_MISMATCH",
-    "MISSING_PARAMETER",
-    "UNKNOWN_PARAMETER",
-    "RESOURCE_EXHAUSTED",
-    "PARSE_ERROR",
-    "IO_ERROR",
-    "CANCELLED"
-  ],
+  "errorCodes": ["INVALID_ARGUMENT","SHAPE_MISMATCH","MISSING_PARAMETER","UNKNOWN_PARAMETER","RESOURCE_EXHAUSTED","PARSE_ERROR","IO_ERROR","CANCELLED"],
   "maxDim": 16777216
 });

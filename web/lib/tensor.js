@@ -332,9 +332,15 @@ function tensorObject(value, name, kinds, help) {
  * `nonFiniteStrings` accepts "inf", "-inf", "nan" leaves (the case format's spelling).
  */
 export function toFloatTensor(value, name, options) {
-  // try/catch here rather than readArgument(): this runs on every forward() (no closure).
+  return readTensor(floatTensor, value, name, options);
+}
+
+// Reads a caller's tensor with `reader` (floatTensor, mask, tokenIds), options.nonFiniteStrings as
+// its third argument; what the caller's code throws names the argument. A try/catch here rather
+// than readArgument(): this runs on every forward(), and a reader passed by name is no closure.
+function readTensor(reader, value, name, options) {
   try {
-    return floatTensor(value, name, options !== undefined && options.nonFiniteStrings === true);
+    return reader(value, name, options !== undefined && options.nonFiniteStrings === true);
   } catch (e) {
     throw argumentError(e, name);
   }
@@ -375,11 +381,7 @@ const NON_FINITE = Object.freeze(Object.assign(Object.create(null), {
  */
 export function toMask(value, name, options) {
   if (value === null || value === undefined) return null;
-  try {
-    return mask(value, name, options !== undefined && options.nonFiniteStrings === true);
-  } catch (e) {
-    throw argumentError(e, name);
-  }
+  return readTensor(mask, value, name, options);
 }
 
 function mask(value, name, nonFiniteStrings) {
@@ -421,25 +423,25 @@ const INT32_MAX = 2 ** 31 - 1;
  * and the sequence lengths it takes are the core's rules.
  */
 export function toTokens(value, name) {
-  try {
-    if (isArrayUnsafe(value)) {
-      const { shape, leaves } = flatten(value, name, (v, path) => {
-        if (typeof v !== 'number' || !Number.isInteger(v) || v < INT32_MIN || v > INT32_MAX) {
-          fail('INVALID_ARGUMENT', `${path}: expected an integer token id, got ${describe(v)}`);
-        }
-        return v;
-      });
-      return { data: Int32Array.from(leaves), shape, count: leaves.length, type: 'int32' };
-    }
-    if (value !== null && typeof value === 'object' && typedArrayName(value) === undefined &&
-        'data' in value) {
-      const t = tensorObject(value, name, ['Int32Array'], 'an Int32Array of token ids');
-      t.type = 'int32';
-      return t;
-    }
-    fail('INVALID_ARGUMENT', `${name}: expected token ids (nested arrays of integers, (T) or ` +
-      `(B, T), or { data: Int32Array, shape }), got ${describe(value)}`);
-  } catch (e) {
-    throw argumentError(e, name);
+  return readTensor(tokenIds, value, name, undefined);
+}
+
+function tokenIds(value, name) {
+  if (isArrayUnsafe(value)) {
+    const { shape, leaves } = flatten(value, name, (v, path) => {
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < INT32_MIN || v > INT32_MAX) {
+        fail('INVALID_ARGUMENT', `${path}: expected an integer token id, got ${describe(v)}`);
+      }
+      return v;
+    });
+    return { data: Int32Array.from(leaves), shape, count: leaves.length, type: 'int32' };
   }
+  if (value !== null && typeof value === 'object' && typedArrayName(value) === undefined &&
+      'data' in value) {
+    const t = tensorObject(value, name, ['Int32Array'], 'an Int32Array of token ids');
+    t.type = 'int32';
+    return t;
+  }
+  fail('INVALID_ARGUMENT', `${name}: expected token ids (nested arrays of integers, (T) or ` +
+    `(B, T), or { data: Int32Array, shape }), got ${describe(value)}`);
 }

@@ -141,24 +141,17 @@ class Channel {
     const onEvent = (event) => onMessage(event.data);
     if (typeof worker.on === 'function') {
       // node:worker_threads: listeners get the data itself.
-      worker.on('message', onMessage);
-      worker.on('error', onError);
-      worker.on('messageerror', onMessageError);
-      worker.on('exit', onExit);
+      const listeners = [['message', onMessage], ['error', onError], ['messageerror', onMessageError],
+        ['exit', onExit]];
+      for (const [type, listener] of listeners) worker.on(type, listener);
       this.detach = () => {
-        worker.off?.('message', onMessage);
-        worker.off?.('error', onError);
-        worker.off?.('messageerror', onMessageError);
-        worker.off?.('exit', onExit);
+        for (const [type, listener] of listeners) worker.off?.(type, listener);
       };
     } else if (typeof worker.addEventListener === 'function') {
-      worker.addEventListener('message', onEvent);
-      worker.addEventListener('error', onError);
-      worker.addEventListener('messageerror', onMessageError);
+      const listeners = [['message', onEvent], ['error', onError], ['messageerror', onMessageError]];
+      for (const [type, listener] of listeners) worker.addEventListener(type, listener);
       this.detach = () => {
-        worker.removeEventListener?.('message', onEvent);
-        worker.removeEventListener?.('error', onError);
-        worker.removeEventListener?.('messageerror', onMessageError);
+        for (const [type, listener] of listeners) worker.removeEventListener?.(type, listener);
       };
     } else {
       worker.onmessage = (event) => onMessage(event.data);
@@ -571,7 +564,7 @@ function caseResult(result) {
   });
 }
 
-/** What the worker's objects share: an id in the worker, its requests, dispose(), disposed. */
+/** What the worker's objects share: an id in the worker, its requests, its constants. */
 class RemoteObject {
   // The class name ('MultiheadAttention', 'Transformer'): a brand no look-alike can carry.
   #kind;
@@ -621,21 +614,43 @@ class RemoteObject {
   }
 }
 
+// The base of the remote class of one kind of object ('MultiheadAttention', 'Transformer'): its
+// brand check, and the methods every kind has, each checking `this` as that kind (so a detached
+// one names it: "Transformer.disposed: called on ...").
+function remoteKind(kind) {
+  const Kind = class extends RemoteObject {
+    constructor(owner, created) {
+      super(owner, kind, created);
+    }
+
+    static check(self, method) {
+      return RemoteObject.check(self, kind, method);
+    }
+
+    /** state_dict keys and shapes of this config, in PyTorch's (the reference module's) order. */
+    parameterShapes() {
+      return Kind.check(this, 'parameterShapes')._constant('parameterShapes');
+    }
+
+    /**
+     * Frees the object's memory in the worker; later calls reject with DISPOSED. Never rejects (a
+     * worker that is gone has freed everything already).
+     * @returns {Promise<void>}
+     */
+    async dispose() {
+      return Kind.check(this, 'dispose')._dispose();
+    }
+
+    /** True once dispose() was called, or once the worker is gone. */
+    get disposed() {
+      return Kind.check(this, 'disposed')._isDisposed();
+    }
+  };
+  return Kind;
+}
+
 /** A MultiheadAttention living in the worker; every method returns a promise. */
-class RemoteMultiheadAttention extends RemoteObject {
-  constructor(owner, created) {
-    super(owner, 'MultiheadAttention', created);
-  }
-
-  static check(self, method) {
-    return RemoteObject.check(self, 'MultiheadAttention', method);
-  }
-
-  /** state_dict keys this config has, with their shapes, in PyTorch's order. */
-  parameterShapes() {
-    return RemoteMultiheadAttention.check(this, 'parameterShapes')._constant('parameterShapes');
-  }
-
+class RemoteMultiheadAttention extends remoteKind('MultiheadAttention') {
   /** @returns {Promise<{ output: Tensor, weights: Tensor | null }>} */
   async forward(query, key, value, options) {
     RemoteMultiheadAttention.check(this, 'forward');
@@ -648,20 +663,6 @@ class RemoteMultiheadAttention extends RemoteObject {
     }
     return resultIn(await this._request('call', ['forward', query, key, value, options],
       [null, 'query', 'key', 'value', 'options']));
-  }
-
-  /**
-   * Frees the object's memory in the worker; later calls reject with DISPOSED. Never rejects (a
-   * worker that is gone has freed everything already).
-   * @returns {Promise<void>}
-   */
-  async dispose() {
-    return RemoteMultiheadAttention.check(this, 'dispose')._dispose();
-  }
-
-  /** True once dispose() was called, or once the worker is gone. */
-  get disposed() {
-    return RemoteMultiheadAttention.check(this, 'disposed')._isDisposed();
   }
 }
 
@@ -724,20 +725,7 @@ class TrainingRun {
 }
 
 /** A Transformer (hs.createTransformer) living in the worker; every method returns a promise. */
-class RemoteTransformer extends RemoteObject {
-  constructor(owner, created) {
-    super(owner, 'Transformer', created);
-  }
-
-  static check(self, method) {
-    return RemoteObject.check(self, 'Transformer', method);
-  }
-
-  /** state_dict keys and shapes of this config, in the reference module's order. */
-  parameterShapes() {
-    return RemoteTransformer.check(this, 'parameterShapes')._constant('parameterShapes');
-  }
-
+class RemoteTransformer extends remoteKind('Transformer') {
   /** The hook names forward({ hooks }) accepts for this config. */
   hookNames() {
     return RemoteTransformer.check(this, 'hookNames')._constant('hookNames');
@@ -808,15 +796,5 @@ class RemoteTransformer extends RemoteObject {
     }
     const { job } = await this._request('train', [spec], ['spec']);
     return new TrainingRun(this, job, onProgress);
-  }
-
-  /** Frees the model's memory in the worker; later calls reject with DISPOSED. Never rejects. */
-  async dispose() {
-    return RemoteTransformer.check(this, 'dispose')._dispose();
-  }
-
-  /** True once dispose() was called, or once the worker is gone. */
-  get disposed() {
-    return RemoteTransformer.check(this, 'disposed')._isDisposed();
   }
 }

@@ -90,7 +90,15 @@ const number01 = (max) => (text) => {
   return text.trim() !== '' && v >= 0 && v <= max ? v : bad(`a number in [0, ${max}]`, text);
 };
 
-// Per widget: attribute -> { parse, kind: 'state' (a state field), 'option' (rebuilds the view) }.
+// Per widget: attribute -> { parse, field: a state field's name } or { parse, option: a create
+// option's name (rebuilds the view) }.
+// The options every widget takes after its own attributes: hide (names of its view's controls),
+// compact, and readonly where the reader can edit numbers (the walkthrough, the Heads view).
+const viewOptions = (controls, { readonly }) => ({
+  hide: { parse: namesOf(controls), option: 'hide' },
+  compact: { parse: boolean, option: 'compact' },
+  ...(readonly ? { readonly: { parse: boolean, option: 'readonly' } } : {}),
+});
 const HEADS_ATTRIBUTES = {
   text: { parse: (t) => t, field: 'text' },
   heads: { parse: numberOneOf(HEAD_COUNTS), field: 'heads' },
@@ -104,9 +112,7 @@ const HEADS_ATTRIBUTES = {
   'show-heads': { parse: numbers1(16), field: 'show' },
   view: { parse: oneOf(['heads', 'average']), field: 'view' },
   parts: { parse: namesOf(HEADS_PARTS), option: 'parts' },
-  hide: { parse: namesOf(HEADS_CONTROLS), option: 'hide' },
-  compact: { parse: boolean, option: 'compact' },
-  readonly: { parse: boolean, option: 'readonly' },
+  ...viewOptions(HEADS_CONTROLS, { readonly: true }),
 };
 const WALKTHROUGH_ATTRIBUTES = {
   preset: { parse: oneOf(WALKTHROUGH_PRESETS), field: 'preset' },
@@ -117,9 +123,7 @@ const WALKTHROUGH_ATTRIBUTES = {
   causal: { parse: boolean, field: 'causal' },
   'show-heads': { parse: numbers1(16), option: 'heads' },
   stages: { parse: namesOf(WALKTHROUGH_STAGES), option: 'stages' },
-  hide: { parse: namesOf(WALKTHROUGH_CONTROLS), option: 'hide' },
-  compact: { parse: boolean, option: 'compact' },
-  readonly: { parse: boolean, option: 'readonly' },
+  ...viewOptions(WALKTHROUGH_CONTROLS, { readonly: true }),
 };
 
 const TRAIN_ATTRIBUTES = {
@@ -136,8 +140,7 @@ const TRAIN_ATTRIBUTES = {
   clip: { parse: number01(1e6), field: 'clip' },
   seed: { parse: integer(0, 2 ** 31 - 1), field: 'seed' },
   steps: { parse: integer(0, 100_000), field: 'steps' },
-  hide: { parse: namesOf(TRAIN_CONTROLS), option: 'hide' },
-  compact: { parse: boolean, option: 'compact' },
+  ...viewOptions(TRAIN_CONTROLS, { readonly: false }),
 };
 
 class HeadscopeWidget extends HTMLElement {

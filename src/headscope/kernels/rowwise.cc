@@ -201,9 +201,14 @@ void LayerNormBackwardRowsTarget(const float* in, const float* dy, size_t rows, 
 }
 
 // erf(x) for a vector, as torch's Vectorized<float>::erf: t = 1 / (1 + p |x|), r = a polynomial
-// in t, erf = sign(x) (1 - r t exp(-x^2)).
+// in t, erf = sign(x) (1 - r t exp(-x^2)); with that exp(-x^2), which GELU's derivative reuses.
+template <class V>
+struct ErfAndExp {
+  V erf;
+  V exp_neg_sq;  // exp(-x^2)
+};
 template <class D, class V>
-HWY_INLINE V Erf(D d, V x) {
+HWY_INLINE ErfAndExp<V> Erf(D d, V x) {
   const auto ax = hn::Abs(x);
   const auto one = hn::Set(d, 1.0f);
   const auto t = hn::Div(one, hn::MulAdd(hn::Set(d, 0.3275911f), ax, one));
@@ -213,13 +218,13 @@ HWY_INLINE V Erf(D d, V x) {
   r = hn::MulAdd(r, t, hn::Set(d, 0.254829592f));
   const auto e = ExpNonPositive(d, hn::Neg(hn::Mul(ax, ax)));  // -x^2 <= 0 (or NaN)
   const auto y = hn::NegMulAdd(hn::Mul(t, e), r, one);         // 1 - r t e
-  return hn::CopySign(y, x);
+  return {hn::CopySign(y, x), e};
 }
 
 template <class D>
 HWY_INLINE hn::Vec<D> Gelu(D d, hn::Vec<D> x) {
   const auto half_x = hn::Mul(x, hn::Set(d, 0.5f));
-  const auto erf = Erf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752440f)));
+  const auto erf = Erf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752440f))).erf;
   return hn::MulAdd(half_x, erf, half_x);  // 0.5 x (1 + erf)
 }
 
@@ -236,16 +241,9 @@ void GeluInPlaceTarget(float* x, size_t n) {
 // phi(x) = exp(-x^2 / 2) / sqrt(2 pi), the exponential erf(x / sqrt(2)) computes anyway.
 template <class D>
 HWY_INLINE hn::Vec<D> GeluGrad(D d, hn::Vec<D> x, hn::Vec<D> dy) {
-  const auto z = hn::Mul(x, hn::Set(d, 0.70710678118654752440f));
-  const auto az = hn::Abs(z);
-  const auto one = hn::Set(d, 1.0f);
-  const auto t = hn::Div(one, hn::MulAdd(hn::Set(d, 0.3275911f), az, one));
-  auto r = hn::MulAdd(hn::Set(d, 1.061405429f), t, hn::Set(d, -1.453152027f));
-  r = hn::MulAdd(r, t, hn::Set(d, 1.421413741f));
-  r = hn::MulAdd(r, t, hn::Set(d, -0.284496736f));
-  r = hn::MulAdd(r, t, hn::Set(d, 0.254829592f));
-  const auto e = ExpNonPositive(d, hn::Neg(hn::Mul(az, az)));  // exp(-x^2 / 2)
-  const auto erf = hn::CopySign(hn::NegMulAdd(hn::Mul(t, e), r, one), z);
+  const auto erf_exp = Erf(d, hn::Mul(x, hn::Set(d, 0.70710678118654752440f)));
+  const auto erf = erf_exp.erf;
+  const auto e = erf_exp.exp_neg_sq;  // exp(-x^2 / 2)
   const auto half = hn::Set(d, 0.5f);
   const auto cdf = hn::MulAdd(half, erf, half);
   const auto pdf = hn::Mul(e, hn::Set(d, 0.39894228040143267794f));

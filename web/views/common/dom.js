@@ -8,6 +8,13 @@ export function el(tag, className, text) {
   return e;
 }
 
+/** An element whose changes are announced politely to screen readers (role="status"). */
+export function statusEl(tag, className, text) {
+  const e = el(tag, className, text);
+  e.setAttribute('role', 'status');
+  return e;
+}
+
 const SVG_NS = 'http://www.w3.org/2000/svg';
 export function svgEl(tag, attributes = {}) {
   const e = document.createElementNS(SVG_NS, tag);

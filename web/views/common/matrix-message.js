@@ -3,7 +3,7 @@
 //
 // `m` is the matrix's shared state (matrix.js): element, cells, and `invalid` (the cell holding
 // text that is not a number, or -1), which this module keeps.
-import { el } from './dom.js';
+import { statusEl } from './dom.js';
 
 let messageIds = 0;
 
@@ -13,9 +13,8 @@ export function createCellMessage(m) {
 
   function ensureMessage() {
     if (message) return message;
-    message = el('p', 'hs-cell-message');
+    message = statusEl('p', 'hs-cell-message');
     message.id = `hs-cell-message-${++messageIds}`;
-    message.setAttribute('role', 'status');
     message.hidden = true;
     m.element.append(message);
     return message;

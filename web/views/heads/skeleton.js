@@ -2,7 +2,7 @@
 // the busy and message lines, the three parts' sections (grid, lines, ablation) and the
 // explanation box. Everything is created here and found through the returned object, never
 // through document-level ids, so the view mounts many times per page and in shadow roots.
-import { el } from '../common/dom.js';
+import { el, statusEl } from '../common/dom.js';
 import { renderLegend } from '../common/legend.js';
 import { WEIGHT_SCALE } from '../common/heatmap-colors.js';
 import { exportBar } from '../common/export-bar.js';
@@ -29,14 +29,12 @@ export function buildSkeleton(root, { compact, hidden, shownParts, exportAs, onE
     'head no longer has room to tell tokens apart.');
   const controls = buildControls({ headCounts: HEAD_COUNTS, embedDim: EMBED_DIM });
 
-  const busy = el('p', 'hs-heads-busy');
-  busy.setAttribute('role', 'status');
+  const busy = statusEl('p', 'hs-heads-busy');
   const message = el('p', 'hs-heads-message');
   const legend = el('div', 'hs-heads-legend');
   renderLegend(legend, WEIGHT_SCALE);
   // The explanation of a cell opens beside it, never over it (placeNear), like the Walkthrough's.
-  const explain = el('div', 'hs-explain hs-heads-explain', EXPLAIN_HINT);
-  explain.setAttribute('role', 'status');
+  const explain = statusEl('div', 'hs-explain hs-heads-explain', EXPLAIN_HINT);
   explain.setAttribute('aria-live', 'polite');
   explain.hidden = true;
 

@@ -1,7 +1,7 @@
 // The Train view's elements, built once: the intro, the controls (controls.js), the message line,
 // the curves (curves.js), the probe row's grid of heads, the detectors and ablation sections, and
 // the box the what-if runner (whatif.js) renders into.
-import { el } from '../common/dom.js';
+import { el, statusEl } from '../common/dom.js';
 import { createCurves } from './curves.js';
 
 /**
@@ -14,8 +14,7 @@ export function buildSkeleton(root, { compact, hidden, controls }) {
     'Watch the loss fall, every head\'s attention on one example, and the detectors that say what ' +
     'each head has learned to do (an induction head forms as the loss drops). Then switch heads off ' +
     'and see what each one was worth.');
-  const message = el('p', 'hs-train-message');
-  message.setAttribute('role', 'status');
+  const message = statusEl('p', 'hs-train-message');
   const curves = createCurves();
   const probeText = el('p', 'hs-note hs-train-probe');
   const gridTitle = el('h2', 'hs-prose hs-train-h2', 'Every head on the probe row');

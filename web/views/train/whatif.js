@@ -11,7 +11,7 @@ import { HeadscopeError } from '../../lib/errors.js';
 import { initWorker } from '../../lib/index.js';
 import { describeResult, EXPERIMENTS, runExperiment } from '../../lib/experiments.js';
 import { defineView } from '../common/component.js';
-import { button, el, setText, svgEl } from '../common/dom.js';
+import { button, el, setText, statusEl, svgEl } from '../common/dom.js';
 import { drawCurves, drawTable, H, W } from './whatif-draw.js';
 
 const LABELS = { 'log-line': 'How many heads? (log line)', induction: 'How many heads? (induction)' };
@@ -41,8 +41,7 @@ function createWhatIf(root, { engine, state, workers = 2, startWorker = ownWorke
   const cancel = button('Cancel', 'hs-train-whatif-cancel');
   cancel.disabled = true;
   buttons.append(...runButtons, cancel, ...extraButtons);
-  const progress = el('p', 'hs-train-whatif-progress');
-  progress.setAttribute('role', 'status');
+  const progress = statusEl('p', 'hs-train-whatif-progress');
   const svg = svgEl('svg', { viewBox: `0 0 ${W} ${H}`, class: 'hs-train-curves-svg hs-train-whatif-chart', role: 'img',
     'aria-label': 'Held-out loss per head count: no experiment run yet' });
   svg.hidden = true;

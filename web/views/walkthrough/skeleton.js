@@ -1,7 +1,7 @@
 // The Walkthrough's elements, built once: the title and intro, the controls (controls.js), the
 // export bar, the note line, the legends, the stages' box (sections.js fills it), the hint and
 // the explanation box. Everything is found through the returned object, never through ids.
-import { el } from '../common/dom.js';
+import { el, statusEl } from '../common/dom.js';
 import { exportBar } from '../common/export-bar.js';
 import { EXPORT_FORMATS } from '../common/export-data.js';
 
@@ -25,8 +25,7 @@ export function buildSkeleton(root, { compact, readonly, hidden, controls, expor
     'is recomputed at once by headscope\'s WebAssembly engine.');
 
   // Messages about loaded cases and errors: visible in the view, announced politely.
-  const note = el('p', 'hs-wt-note');
-  note.setAttribute('role', 'status');
+  const note = statusEl('p', 'hs-wt-note');
   note.hidden = true;
 
   const legends = el('div', 'hs-wt-legends');
@@ -37,8 +36,7 @@ export function buildSkeleton(root, { compact, readonly, hidden, controls, expor
   const stages = el('div', 'hs-wt-stages');
   const hint = el('p', 'hs-wt-hint', EXPLAIN_HINT);
   // The explanation of a cell opens next to it (never over it) and is announced politely.
-  const explain = el('div', 'hs-explain hs-wt-explain');
-  explain.setAttribute('role', 'status');
+  const explain = statusEl('div', 'hs-explain hs-wt-explain');
   explain.setAttribute('aria-live', 'polite');
   explain.setAttribute('aria-label', 'How the cell was computed');
   explain.hidden = true;
