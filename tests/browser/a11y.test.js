@@ -21,12 +21,11 @@ for (const colorScheme of ['light', 'dark']) {
       await page.keyboard.press('ArrowRight');
       await page.click('#panel-heads [data-line-token="query:1"]');
       await page.uncheck('#panel-heads [data-head-ablate="2"]');
-      // The ablation section is drawn when near the screen (the view's lazy parts): where the
-      // checkbox left the page scrolled, it may be out of reach until brought into view.
+      // The ablation section is drawn only when near the screen (the view's lazy parts): after
+      // the clicks above the page may be scrolled so that it is out of reach, and then it waits
+      // for a scroll that never comes (CI failed here twice). Bring it into view first; a fresh
+      // machine's first page can still be slow, so wait long and say what the page said.
       await page.locator('#panel-heads .hs-ablation').scrollIntoViewIfNeeded();
-      // The suite's first page on a fresh machine: CI once waited 20 s here for the first
-      // ablation map (not reproduced warm, where it takes well under a second). Give it longer,
-      // and say what the page said if it never comes.
       await page.waitForSelector('#panel-heads .hs-ablation-map canvas', { timeout: 60_000 })
         .catch(async (e) => {
           const said = await page.locator('#panel-heads .hs-error').allTextContents();
