@@ -23,6 +23,17 @@ The float32 numerics cases (exp-*, scale-before-dot-*) take given inputs instead
 are also run through torch's float32 module (check_torch_float32), so the float32 behaviour they
 pin down (subnormal softmax weights, q / sqrt(hd) before q . k) is torch's own.
 
+Grouped-query attention (`num_kv_heads` = G < num_heads; not a torch.nn.MultiheadAttention
+argument, the `gqa-*` and `mqa-*` cases): the K and V projections have G * head_dim rows
+(in_proj_weight (E + 2 G hd, E), or k_proj_weight (G hd, kdim) and v_proj_weight (G hd, vdim);
+in_proj_bias (E + 2 G hd); bias_k / bias_v (1, 1, G hd)), and query head h reads K/V head
+h // (H / G). `manual_forward` repeats K and V on the head axis (np.repeat, torch's
+repeat_interleave); the torch check (`torch_gqa_forward`) projects with F.linear, repeats K and V
+with `repeat_interleave(H // G, dim=1)` and runs torch 1.13's `F._scaled_dot_product_attention`
+(the function 2.0 calls F.scaled_dot_product_attention) with the masks as one additive float mask,
+then out_proj: the same 1e-10 agreement and NaN pattern are asserted. Their config holds
+`num_kv_heads`; every other case leaves it out (null: num_heads), so their files are unchanged.
+
 Torch 1.13 specifics handled here:
   * forward() has no `is_causal`: the causal bool mask (mask[i][j] = j > i) is passed to torch as
     attn_mask; the file says `"is_causal": true` (with `"attn_mask": null` unless the case gives
@@ -46,6 +57,7 @@ import zlib
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 TOL = 1e-10
 NEG_INF = float("-inf")
@@ -98,6 +110,8 @@ def manual_forward(cfg, sd, inp):
     """Returns (output, weights_or_None, fully_masked[N, H, L], max_abs_finite_score)."""
     E, H = cfg["embed_dim"], cfg["num_heads"]
     hd = E // H
+    G = cfg.get("num_kv_heads") or H  # K/V heads (grouped-query attention; absent: H)
+    Ekv = G * hd
     q = np.asarray(inp["query"], dtype=np.float64)
     k = np.asarray(inp["key"], dtype=np.float64)
     v = np.asarray(inp["value"], dtype=np.float64)
@@ -110,17 +124,18 @@ def manual_forward(cfg, sd, inp):
     S = k.shape[0]
 
     # In-projections: x @ W.T + b.
+    # Row blocks [E, Ekv, Ekv] of in_proj_weight / in_proj_bias (three equal ones when G = H).
     if "in_proj_weight" in sd:
-        Wq, Wk, Wv = np.split(np.asarray(sd["in_proj_weight"]), 3)
+        Wq, Wk, Wv = np.split(np.asarray(sd["in_proj_weight"]), [E, E + Ekv])
     else:
         Wq, Wk, Wv = (np.asarray(sd[n]) for n in ("q_proj_weight", "k_proj_weight", "v_proj_weight"))
     if "in_proj_bias" in sd:
-        bq, bk, bv = np.split(np.asarray(sd["in_proj_bias"]), 3)
+        bq, bk, bv = np.split(np.asarray(sd["in_proj_bias"]), [E, E + Ekv])
     else:
-        bq = bk = bv = np.zeros(E)
+        bq, bk, bv = np.zeros(E), np.zeros(Ekv), np.zeros(Ekv)
     Q = q @ Wq.T + bq  # [L, N, E]
-    K = k @ Wk.T + bk  # [S, N, E]
-    V = v @ Wv.T + bv  # [S, N, E]
+    K = k @ Wk.T + bk  # [S, N, Ekv]
+    V = v @ Wv.T + bv  # [S, N, Ekv]
 
     # One additive mask [N, H, L, S] from attn_mask / is_causal / key_padding_mask.
     add = np.zeros((N, H, L, S))
@@ -144,13 +159,18 @@ def manual_forward(cfg, sd, inp):
 
     # Extra keys are never masked.
     if cfg["add_bias_kv"]:
-        K = np.concatenate([K, np.broadcast_to(np.asarray(sd["bias_k"]).reshape(1, 1, E), (1, N, E))])
-        V = np.concatenate([V, np.broadcast_to(np.asarray(sd["bias_v"]).reshape(1, 1, E), (1, N, E))])
+        K = np.concatenate([K, np.broadcast_to(np.asarray(sd["bias_k"]).reshape(1, 1, Ekv), (1, N, Ekv))])
+        V = np.concatenate([V, np.broadcast_to(np.asarray(sd["bias_v"]).reshape(1, 1, Ekv), (1, N, Ekv))])
         add = np.concatenate([add, np.zeros((N, H, L, 1))], axis=3)
     Sx = K.shape[0]
     Qh = Q.reshape(L, N, H, hd).transpose(1, 2, 0, 3)  # [N, H, L, hd]
-    Kh = K.reshape(Sx, N, H, hd).transpose(1, 2, 0, 3)  # [N, H, S', hd]
-    Vh = V.reshape(Sx, N, H, hd).transpose(1, 2, 0, 3)  # [N, H, S', hd]
+    Kh = K.reshape(Sx, N, G, hd).transpose(1, 2, 0, 3)  # [N, G, S', hd]
+    Vh = V.reshape(Sx, N, G, hd).transpose(1, 2, 0, 3)  # [N, G, S', hd]
+    # Head h reads K/V head h // (H / G): torch's repeat_interleave on the head axis. (Only when
+    # G < H: a copy changes numpy's memory layout, and with it the matmul's last bits.)
+    if G < H:
+        Kh = np.repeat(Kh, H // G, axis=1)  # [N, H, S', hd]
+        Vh = np.repeat(Vh, H // G, axis=1)
     if cfg["add_zero_attn"]:
         Kh = np.concatenate([Kh, np.zeros((N, H, 1, hd))], axis=2)
         Vh = np.concatenate([Vh, np.zeros((N, H, 1, hd))], axis=2)
@@ -186,6 +206,8 @@ def manual_forward(cfg, sd, inp):
 # ----------------------------------------------------------------------------------------------
 
 def make_module(cfg):
+    """torch's module of `cfg` (its num_kv_heads ignored: torch has none; the state_dict's keys
+    are the same, only the K/V shapes differ)."""
     torch.manual_seed(0)
     return torch.nn.MultiheadAttention(
         cfg["embed_dim"], cfg["num_heads"], dropout=0.0, bias=cfg["bias"],
@@ -197,9 +219,87 @@ def torch_state_dict_keys(cfg):
     return list(make_module(cfg).state_dict().keys())
 
 
+def torch_gqa_forward(cfg, sd, inp, dtype=torch.float64):
+    """A grouped-query call (num_kv_heads = G < H) through torch, written as GQA models are: q, k,
+    v = F.linear with the config's row blocks, K and V split into G heads and repeated with
+    repeat_interleave(H // G, dim=1), F._scaled_dot_product_attention (torch 1.13's name of
+    F.scaled_dot_product_attention) with the call's masks as one additive float mask (bool: -inf
+    where True; extra keys never masked), then out_proj. Fully masked rows are NaN, as in torch's
+    module. Returns what torch_forward returns: (output, weights or None, folded=False)."""
+    E, H, G = cfg["embed_dim"], cfg["num_heads"], cfg["num_kv_heads"]
+    hd = E // H
+    Ekv = G * hd
+    d = lambda a: torch.tensor(np.asarray(a), dtype=dtype)
+    expected_keys = set(torch_state_dict_keys(cfg))
+    assert expected_keys == set(sd.keys()), (sorted(expected_keys), sorted(sd.keys()))
+    if "in_proj_weight" in sd:
+        assert np.asarray(sd["in_proj_weight"]).shape == (E + 2 * Ekv, E)
+        Wq, Wk, Wv = d(sd["in_proj_weight"]).split([E, Ekv, Ekv])
+    else:
+        Wq, Wk, Wv = (d(sd[n]) for n in ("q_proj_weight", "k_proj_weight", "v_proj_weight"))
+        assert Wk.shape[0] == Ekv and Wv.shape[0] == Ekv
+    if "in_proj_bias" in sd:
+        bq, bk, bv = d(sd["in_proj_bias"]).split([E, Ekv, Ekv])
+    else:
+        bq = bk = bv = None
+    q, k, v = d(inp["query"]), d(inp["key"]), d(inp["value"])
+    batched = q.dim() == 3
+    if not batched:
+        q, k, v = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)
+    elif cfg["batch_first"]:
+        q, k, v = (x.transpose(0, 1) for x in (q, k, v))
+    L, N, S = q.shape[0], q.shape[1], k.shape[0]
+    Q, K, V = F.linear(q, Wq, bq), F.linear(k, Wk, bk), F.linear(v, Wv, bv)  # [T, N, .]
+    if cfg["add_bias_kv"]:
+        K = torch.cat([K, d(sd["bias_k"]).reshape(1, 1, Ekv).expand(1, N, Ekv)])
+        V = torch.cat([V, d(sd["bias_v"]).reshape(1, 1, Ekv).expand(1, N, Ekv)])
+    heads = lambda X, n: X.reshape(X.shape[0], N, n, hd).permute(1, 2, 0, 3)  # [N, n, T, hd]
+    Qh, Kh, Vh = heads(Q, H), heads(K, G), heads(V, G)
+    if cfg["add_zero_attn"]:
+        Kh = torch.cat([Kh, torch.zeros(N, G, 1, hd, dtype=dtype)], dim=2)
+        Vh = torch.cat([Vh, torch.zeros(N, G, 1, hd, dtype=dtype)], dim=2)
+    Kh = Kh.repeat_interleave(H // G, dim=1)  # [N, H, S', hd]
+    Vh = Vh.repeat_interleave(H // G, dim=1)
+    Sp = Kh.shape[2]
+    add = torch.zeros(N, H, L, Sp, dtype=dtype)  # the masks over the first S keys
+    am = inp["attn_mask"]
+    if am is None and inp["is_causal"]:
+        am = causal_mask(L, S)
+    if am is not None:
+        a = d(additive(np.asarray(am)))
+        add[..., :S] += a if a.dim() == 2 else a.reshape(N, H, L, S)
+    if inp["key_padding_mask"] is not None:
+        add[..., :S] += d(additive(np.asarray(inp["key_padding_mask"]))).reshape(N, 1, 1, S)
+    z, w = torch.nn.functional._scaled_dot_product_attention(Qh, Kh, Vh, add, 0.0, True, False)
+    concat = z.permute(2, 0, 1, 3).reshape(L, N, E)
+    out = F.linear(concat, d(sd["out_proj.weight"]),
+                   d(sd["out_proj.bias"]) if "out_proj.bias" in sd else None)  # [L, N, E]
+    if not batched:
+        out = out[:, 0]
+    elif cfg["batch_first"]:
+        out = out.transpose(0, 1)
+    weights = None
+    if inp["need_weights"]:
+        weights = w.mean(dim=1) if inp["average_attn_weights"] else w  # [N, (H,) L, S']
+        if not batched:
+            weights = weights[0]
+        weights = weights.numpy().astype(np.float64)
+    return out.numpy().astype(np.float64), weights, False
+
+
 def torch_forward(cfg, sd, inp, dtype=torch.float64):
     """The call through torch in `dtype`: float64 for the expected values' check, float32 for the
-    numerics cases' check of what torch's float32 module itself gives."""
+    numerics cases' check of what torch's float32 module itself gives. Grouped-query configs go
+    through torch_gqa_forward (torch's module has no num_kv_heads)."""
+    if cfg.get("num_kv_heads") is not None:
+        out, w, folded = torch_gqa_forward(cfg, sd, inp, dtype)
+        if cfg["num_kv_heads"] == cfg["num_heads"]:  # G = H: torch's own module agrees
+            plain = {k: v for k, v in cfg.items() if k != "num_kv_heads"}
+            t_out, t_w, _ = torch_forward(plain, sd, inp, dtype)
+            assert np.allclose(out, t_out, atol=TOL, rtol=0, equal_nan=True)
+            assert (w is None) == (t_w is None)
+            assert w is None or np.allclose(w, t_w, atol=TOL, rtol=0, equal_nan=True)
+        return out, w, folded
     m = make_module(cfg)
     expected_keys = set(m.state_dict().keys())
     assert expected_keys == set(sd.keys()), (sorted(expected_keys), sorted(sd.keys()))
@@ -357,21 +457,23 @@ def make_state_dict(rng, cfg, w_scale):
     E = cfg["embed_dim"]
     kdim = cfg["kdim"] or E
     vdim = cfg["vdim"] or E
+    # K/V rows: G * head_dim with grouped-query attention, E otherwise (the same draws as before).
+    Ekv = (cfg.get("num_kv_heads") or cfg["num_heads"]) * (E // cfg["num_heads"])
     sd = {}
     if kdim == E and vdim == E:
-        sd["in_proj_weight"] = uniform(rng, (3 * E, E), w_scale)
+        sd["in_proj_weight"] = uniform(rng, (E + 2 * Ekv, E), w_scale)
     else:
         sd["q_proj_weight"] = uniform(rng, (E, E), w_scale)
-        sd["k_proj_weight"] = uniform(rng, (E, kdim), w_scale)
-        sd["v_proj_weight"] = uniform(rng, (E, vdim), w_scale)
+        sd["k_proj_weight"] = uniform(rng, (Ekv, kdim), w_scale)
+        sd["v_proj_weight"] = uniform(rng, (Ekv, vdim), w_scale)
     if cfg["bias"]:
-        sd["in_proj_bias"] = uniform(rng, (3 * E,), 0.5)
+        sd["in_proj_bias"] = uniform(rng, (E + 2 * Ekv,), 0.5)
     sd["out_proj.weight"] = uniform(rng, (E, E), w_scale)
     if cfg["bias"]:
         sd["out_proj.bias"] = uniform(rng, (E,), 0.5)
     if cfg["add_bias_kv"]:
-        sd["bias_k"] = uniform(rng, (1, 1, E), 0.5)
-        sd["bias_v"] = uniform(rng, (1, 1, E), 0.5)
+        sd["bias_k"] = uniform(rng, (1, 1, Ekv), 0.5)
+        sd["bias_v"] = uniform(rng, (1, 1, Ekv), 0.5)
     return sd
 
 
@@ -411,8 +513,10 @@ def build_case(spec):
     GRID_BITS["bits"] = spec.get("grid_bits", 8)
     E, H = spec.get("E", 6), spec.get("H", 2)
     kdim, vdim = spec.get("kdim"), spec.get("vdim")
+    G = spec.get("G")  # num_kv_heads (grouped-query attention); written only when given
     cfg = {
-        "embed_dim": E, "num_heads": H, "bias": spec.get("bias", True),
+        "embed_dim": E, "num_heads": H, **({} if G is None else {"num_kv_heads": G}),
+        "bias": spec.get("bias", True),
         "add_bias_kv": spec.get("bias_kv", False), "add_zero_attn": spec.get("zero_attn", False),
         "kdim": None if kdim in (None, E) else kdim, "vdim": None if vdim in (None, E) else vdim,
         "batch_first": spec.get("batch_first", False),
@@ -865,6 +969,35 @@ CASES = [
     dict(name="many-heads-causal-batch-first", E=16, H=8, N=2, L=6, batch_first=True,
          causal=True, need_weights=False,
          note="8 heads of dim 2, causal, batch_first, need_weights=false"),
+
+    # --- grouped-query / multi-query attention (num_kv_heads; not a torch argument) ----------
+    dict(name="gqa-g2-h4-batched-self", E=8, H=4, G=2, N=2, L=5, average=False,
+         note="num_kv_heads=2 of 4 heads (pairs of heads share K/V), (L,N,E) self, per-head weights"),
+    dict(name="mqa-g1-h4-causal-batch-first", E=8, H=4, G=1, N=2, L=6, batch_first=True,
+         causal=True, average=False,
+         note="multi-query (num_kv_heads=1), is_causal, batch_first, per-head weights"),
+    dict(name="gqa-g3-h6-cross-kdim-vdim-bool-3d", E=12, H=6, G=3, kdim=5, vdim=7, N=2, L=3, S=5,
+         mask="bool-3d", average=False,
+         note="num_kv_heads=3 (H/2) of 6, kdim/vdim: k/v_proj_weight (6, 5) and (6, 7), bool "
+              "(N*H,L,S) mask, per-head weights"),
+    dict(name="gqa-g2-h4-unbatched-bias-kv-zero-attn-kpm-float", E=8, H=4, G=2, N=None, L=4, S=5,
+         cross=True, bias_kv=True, zero_attn=True, kpm="float",
+         note="num_kv_heads=2, unbatched cross, bias_k/bias_v (1,1,4), zero key, float kpm, "
+              "averaged weights"),
+    dict(name="mqa-g1-h2-no-bias-float-2d-need-weights-false", E=6, H=2, G=1, bias=False, N=2, L=4,
+         mask="float-2d", need_weights=False,
+         note="multi-query, 2 heads, bias=false, float 2-D mask, need_weights=false"),
+    dict(name="gqa-g2-h4-full-kpm-batch-element", E=8, H=4, G=2, N=2, L=3, S=4, cross=True,
+         kpm=kpm_all_masked(1), average=False, expect_full=True,
+         note="num_kv_heads=2, every key of batch 1 masked: zero rows in every head"),
+    dict(name="mqa-g1-h4-decode-single-query-kpm", E=8, H=4, G=1, N=3, L=1, S=7, cross=True,
+         batch_first=True, kpm="bool", average=False,
+         note="multi-query, L=1 (one decode step) over 7 keys, bool kpm"),
+    dict(name="gqa-g4-h8-packed-causal", E=32, H=8, G=4, N=2, L=16, causal=True,
+         batch_first=True, w_scale=0.3, grid_bits=6, average=False,
+         note="E=32, 8 heads of dim 4 over 4 K/V heads (H/2), L=S=16 (the packed path), causal"),
+    dict(name="gqa-explicit-kv-heads-equal-heads", E=8, H=4, G=4, N=2, L=4, S=5, cross=True,
+         note="num_kv_heads=num_heads=4 given explicitly: plain multi-head attention"),
 ]
 
 
@@ -891,6 +1024,10 @@ GATE_CASES = [
          gates=[1.0, 0.5], note="gate 0.5 on head 1; unbatched cross-attention, bias"),
     dict(name="gates-zero-head0-causal-kpm", E=8, H=4, N=2, L=5, causal=True, kpm="bool",
          gates=[0.0, 1.0, 1.0, 0.5], note="gates 0 and 0.5 with causal + padding masks; batched"),
+    dict(name="gates-gqa-g2-h4-zero-and-half", E=8, H=4, G=2, N=2, L=4, S=5, cross=True,
+         gates=[1.0, 0.0, 0.5, 1.0],
+         note="grouped-query (num_kv_heads=2): gate 0 on head 1 and 0.5 on head 2, each in "
+              "another K/V group's half"),
 ]
 
 
@@ -1027,6 +1164,14 @@ def write_readme(out, rows, gate_rows):
         "  same non-finite entries: subnormal softmax weights count, and q is divided by sqrt(head_dim)",
         "  before q . k (unscaled, the product would overflow). `exp-subnormal-weight-inf-value`",
         "  expects an infinite output.",
+        "- Grouped-query attention (`gqa-*`, `mqa-*`, `gates/gates-gqa-*`): `num_kv_heads` (G) is not a",
+        "  `torch.nn.MultiheadAttention` argument. The K and V projections have G * head_dim rows",
+        "  (`in_proj_weight` (E + 2 G hd, E), `k_proj_weight` (G hd, kdim), `in_proj_bias`",
+        "  (E + 2 G hd), `bias_k` (1, 1, G hd)) and head h reads K/V head h // (H / G). The torch run",
+        "  projects with `F.linear`, repeats K and V with `repeat_interleave(H // G, dim=1)` and calls",
+        "  `F._scaled_dot_product_attention` (torch 1.13's name of `scaled_dot_product_attention`) with",
+        "  the masks as one additive float mask; the same 1e-10 agreement and NaN rows are asserted.",
+        "  Only these files have `num_kv_heads` in their config.",
         "",
         "## Fully masked rows",
         "",

@@ -19,14 +19,20 @@ struct MhaConfig {
   int64_t kdim = 0;  // 0 means embed_dim (PyTorch's None)
   int64_t vdim = 0;  // 0 means embed_dim
   bool batch_first = false;
-  // Room to grow without a rewrite: grouped-query attention adds `num_kv_heads` (K/V projections
-  // of num_kv_heads * head_dim rows, head h reading K/V head h / (num_heads / num_kv_heads));
-  // positional biases are ForwardOptions, applied where masks are (per-head gates, also a
-  // ForwardOptions, where each head's output is written).
+  // Grouped-query attention (not a torch.nn.MultiheadAttention argument): G key/value heads, G
+  // dividing num_heads; query head h reads K/V head h / (num_heads / G). The K and V projections
+  // then have G * head_dim rows (kv_dim()), and so do the keys and values a pass keeps. 0 means
+  // num_heads (null): every head its own K/V head, today's module bit for bit. 1: multi-query.
+  // (Positional biases are ForwardOptions, applied where masks are; per-head gates, also a
+  // ForwardOptions, where each head's output is written.)
+  int64_t num_kv_heads = 0;
 
   int64_t key_dim() const { return kdim > 0 ? kdim : embed_dim; }
   int64_t value_dim() const { return vdim > 0 ? vdim : embed_dim; }
   int64_t head_dim() const { return num_heads > 0 ? embed_dim / num_heads : 0; }
+  int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  // The width of the projected keys and values: G * head_dim (embed_dim when G = num_heads).
+  int64_t kv_dim() const { return kv_heads() * head_dim(); }
   // PyTorch's _qkv_same_embed_dim: one packed in_proj_weight instead of three.
   bool same_qkv_dim() const { return key_dim() == embed_dim && value_dim() == embed_dim; }
 };
@@ -36,7 +42,7 @@ struct MhaConfig {
 inline constexpr int64_t kMaxDim = int64_t{1} << 24;
 
 // Checks what PyTorch's constructor checks, plus sizes: positive, within kMaxDim, embed_dim
-// divisible by num_heads: the schema's rules (schema.h MhaConfigSchema; defined in schema.cc).
+// divisible by num_heads, num_heads by num_kv_heads: the schema's rules (schema.h MhaConfigSchema; defined in schema.cc).
 Status ValidateConfig(const MhaConfig& config);
 
 struct ForwardOptions {

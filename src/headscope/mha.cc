@@ -94,8 +94,9 @@ bool Allocate(TraceTensor* t, Shape shape) {
 
 // ---- The stages of one pass. Each reads and writes the call's activations; none allocates. ----
 //
-// Keys and values live in one of two places: the context's activations (k and v [N, S', E], the
-// call's own rows only), or a KV cache (KvCache: [N, capacity, E], rows 0 .. length - 1 from
+// Keys and values live in one of two places: the context's activations (k and v [N, S', Ekv],
+// the call's own rows only; Ekv = G * hd, E unless grouped-query), or a KV cache (KvCache:
+// [N, capacity, Ekv], rows 0 .. length - 1 from
 // earlier calls of the sequence, this call's S rows appended after them: generation). Every stage
 // takes that place as a parameter rather than knowing which it is.
 
@@ -117,8 +118,8 @@ KeyValueRows KeysAndValues(const AttentionArgs& args, const AttentionActivations
 }
 
 // The attention stage's geometry and scale for this call, before any buffer exists (its scratch
-// size depends on them): MultiheadAttention's activations are dense [N, T, E] with one K/V head
-// per query head. With a cache, the stage reads the cached keys and the call's own, and the
+// size depends on them): MultiheadAttention's activations are dense, q [N, L, E] and k, v
+// [N, S', Ekv] with G = E / Ekv K/V heads (one per query head unless grouped-query). With a cache, the stage reads the cached keys and the call's own, and the
 // queries are the positions after the cached ones (ScoreModifiers::q_offset: the causal rule and
 // the distances count from there).
 AttentionArgs DescribeAttention(const CallPlan& p, const CallContext& context,
@@ -126,8 +127,8 @@ AttentionArgs DescribeAttention(const CallPlan& p, const CallContext& context,
   AttentionArgs args;
   const size_t before = cache != nullptr ? cache->length : 0;
   args.shape = AttentionShape::Dense(p.batch, p.heads, p.q_len, before + p.kv_len,
-                                     before + p.kv_total, p.head_dim);
-  if (cache != nullptr) args.shape.kv_batch_stride = cache->capacity * p.embed;
+                                     before + p.kv_total, p.head_dim, p.kv_heads);
+  if (cache != nullptr) args.shape.kv_batch_stride = cache->capacity * p.kv_embed;
   args.modifiers.q_offset = before;
   args.sqrt_head_dim = std::sqrt(static_cast<float>(p.head_dim));
   args.workers = static_cast<size_t>(context.pool.threads);  // a scratch slice per thread
@@ -148,7 +149,7 @@ Status ReserveActivations(const CallPlan& p, const AttentionArgs& args, CallCont
   const uint64_t kpm_floats =
       p.key_padding_type == MaskType::kBool ? SaturatingProduct({N, S}) : 0;
   const uint64_t qfloats = SaturatingProduct({N, L, E});
-  const uint64_t kvfloats = cache != nullptr ? 0 : SaturatingProduct({N, Sp, E});
+  const uint64_t kvfloats = cache != nullptr ? 0 : SaturatingProduct({N, Sp, p.kv_embed});
   const uint64_t row_floats = p.head_stats ? SaturatingProduct({N, p.heads, L}) : 0;
   // In AttentionActivations' order: q, k, v, concat, the two converted masks, the scratch, the
   // three row statistics.
@@ -193,10 +194,10 @@ bool Contiguous(const RowLayout& r, size_t len) { return r.batch == len * r.seq;
 void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView& query,
                 const TensorView& key, const TensorView& value, int threads,
                 AttentionActivations* a, const KeyValueRows& kv) {
-  const size_t N = p.batch, L = p.q_len, S = p.kv_len, E = p.embed;
-  // k and v are written with row stride E and batch stride kv.batch_stride: whole only where
+  const size_t N = p.batch, L = p.q_len, S = p.kv_len, E = p.embed, Ekv = p.kv_embed;
+  // k and v are written with row stride Ekv and batch stride kv.batch_stride: whole only where
   // the elements' rows follow one another (no extra keys, no cache room after them).
-  const bool whole = N > 1 && L > 0 && S > 0 && kv.batch_stride == S * E &&
+  const bool whole = N > 1 && L > 0 && S > 0 && kv.batch_stride == S * Ekv &&
                      Contiguous(p.query, L) && Contiguous(p.key, S) && Contiguous(p.value, S);
   const size_t calls = whole ? 1 : N, q_rows = whole ? N * L : L, kv_rows = whole ? N * S : S;
   for (size_t n = 0; n < calls && (L > 0 || S > 0); ++n) {
@@ -206,11 +207,11 @@ void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView
                    q_rows, E, E, 1.0f, a->q + n * L * E, E, threads);
     }
     if (S > 0) {
-      const size_t at = n * kv.batch_stride + kv.first * E;
+      const size_t at = n * kv.batch_stride + kv.first * Ekv;
       MatMulPacked(key.data + p.key.Row(n, 0), p.key.seq, packed.wk.panels.data(), packed.bk,
-                   kv_rows, E, p.kdim, 1.0f, kv.k + at, E, threads);
+                   kv_rows, Ekv, p.kdim, 1.0f, kv.k + at, Ekv, threads);
       MatMulPacked(value.data + p.value.Row(n, 0), p.value.seq, packed.wv.panels.data(), packed.bv,
-                   kv_rows, E, p.vdim, 1.0f, kv.v + at, E, threads);
+                   kv_rows, Ekv, p.vdim, 1.0f, kv.v + at, Ekv, threads);
     }
   }
 }
@@ -220,17 +221,17 @@ void ProjectQkv(const CallPlan& p, const PackedWeights& packed, const TensorView
 // position, which is why a positional stage runs on rows 0..S-1 only.
 void AppendExtraKeys(const CallPlan& p, const MhaConfig& config, const PackedWeights& packed,
                      const KeyValueRows& kv) {
-  const size_t N = p.batch, S = p.kv_len, Sp = p.kv_total, E = p.embed;
+  const size_t N = p.batch, S = p.kv_len, Sp = p.kv_total, Ekv = p.kv_embed;
   for (size_t n = 0; n < N && Sp > S; ++n) {
-    size_t at = n * kv.batch_stride + (kv.first + S) * E;
+    size_t at = n * kv.batch_stride + (kv.first + S) * Ekv;
     if (config.add_bias_kv) {
-      std::memcpy(kv.k + at, packed.bias_k, E * sizeof(float));
-      std::memcpy(kv.v + at, packed.bias_v, E * sizeof(float));
-      at += E;
+      std::memcpy(kv.k + at, packed.bias_k, Ekv * sizeof(float));
+      std::memcpy(kv.v + at, packed.bias_v, Ekv * sizeof(float));
+      at += Ekv;
     }
     if (config.add_zero_attn) {
-      std::memset(kv.k + at, 0, E * sizeof(float));
-      std::memset(kv.v + at, 0, E * sizeof(float));
+      std::memset(kv.k + at, 0, Ekv * sizeof(float));
+      std::memset(kv.v + at, 0, Ekv * sizeof(float));
     }
   }
 }
@@ -334,8 +335,8 @@ void ProjectOutput(const CallPlan& p, const PackedWeights& packed, const Attenti
 void FillTrace(const CallPlan& p, const AttentionActivations& a, AttentionTrace* trace) {
   const size_t N = p.batch, L = p.q_len, Sp = p.kv_total, E = p.embed;
   SplitHeads(a.q, N, L, p.heads, p.head_dim, trace->q.data.data());
-  SplitHeads(a.k, N, Sp, p.heads, p.head_dim, trace->k.data.data());
-  SplitHeads(a.v, N, Sp, p.heads, p.head_dim, trace->v.data.data());
+  SplitHeads(a.k, N, Sp, p.kv_heads, p.head_dim, trace->k.data.data());  // G K/V heads
+  SplitHeads(a.v, N, Sp, p.kv_heads, p.head_dim, trace->v.data.data());
   SplitHeads(a.concat, N, L, p.heads, p.head_dim, trace->head_outputs.data.data());
   if (N * L * E > 0) std::memcpy(trace->concat.data.data(), a.concat, N * L * E * sizeof(float));
 }
@@ -383,18 +384,20 @@ Status MultiheadAttention::Prepare() {
   if (prepared_version_ == weights_.version() && prepared_version_ != 0) return Status::Ok();
   HEADSCOPE_RETURN_IF_ERROR(weights_.CheckComplete());
   const MhaConfig& c = config();
-  const size_t E = static_cast<size_t>(c.embed_dim);
+  const size_t E = static_cast<size_t>(c.embed_dim), Ekv = static_cast<size_t>(c.kv_dim());
   // The projections by their split names (aliases of in_proj_weight's row blocks when packed):
-  // the store's version of in_proj_weight stamps all three then.
+  // the store's version of in_proj_weight stamps all three then. K and V have Ekv rows.
   const Param q = c.same_qkv_dim() ? Param::kInProjWeight : Param::kQProjWeight;
   const Param k = c.same_qkv_dim() ? Param::kInProjWeight : Param::kKProjWeight;
   const Param v = c.same_qkv_dim() ? Param::kInProjWeight : Param::kVProjWeight;
   Status s = Pack(weights_, q, weights_.q_weight(), E, E, &packed_->wq);
   if (s.ok()) {
-    s = Pack(weights_, k, weights_.k_weight(), E, static_cast<size_t>(c.key_dim()), &packed_->wk);
+    s = Pack(weights_, k, weights_.k_weight(), Ekv, static_cast<size_t>(c.key_dim()),
+             &packed_->wk);
   }
   if (s.ok()) {
-    s = Pack(weights_, v, weights_.v_weight(), E, static_cast<size_t>(c.value_dim()), &packed_->wv);
+    s = Pack(weights_, v, weights_.v_weight(), Ekv, static_cast<size_t>(c.value_dim()),
+             &packed_->wv);
   }
   if (s.ok()) s = Pack(weights_, Param::kOutProjWeight, weights_.out_weight(), E, E, &packed_->wo);
   if (!s.ok()) {
@@ -486,19 +489,19 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
   HEADSCOPE_RETURN_IF_ERROR(PlanCall(config(), query, key, value, options, &plan));
   const int64_t H = static_cast<int64_t>(plan.heads), hd = static_cast<int64_t>(plan.head_dim);
   const int64_t L = static_cast<int64_t>(plan.q_len), Sp = static_cast<int64_t>(plan.kv_total);
-  const int64_t E = static_cast<int64_t>(plan.embed);
+  const int64_t E = static_cast<int64_t>(plan.embed), G = static_cast<int64_t>(plan.kv_heads);
   const size_t limit = context->max_call_bytes;
   size_t bytes = 0;
   const uint64_t qfloats = plan.output_floats();
-  const uint64_t kvfloats = SaturatingProduct({plan.batch, plan.kv_total, plan.embed});
+  const uint64_t kvfloats = SaturatingProduct({plan.batch, plan.kv_total, plan.kv_embed});
   const uint64_t wfloats = plan.weights_floats(/*average=*/false);
-  // q, head_outputs, concat, output: L x E each; k, v: S' x E; scores, weights: H x L x S'.
+  // q, head_outputs, concat, output: L x E each; k, v: S' x Ekv; scores, weights: H x L x S'.
   for (uint64_t f : {qfloats, qfloats, qfloats, qfloats, kvfloats, kvfloats, wfloats, wfloats}) {
     if (!AddBytes(&bytes, f, limit)) return TooLarge(plan, limit);
   }
   const bool ok = Allocate(&trace->q, TraceShape(plan, {H, L, hd})) &&
-                  Allocate(&trace->k, TraceShape(plan, {H, Sp, hd})) &&
-                  Allocate(&trace->v, TraceShape(plan, {H, Sp, hd})) &&
+                  Allocate(&trace->k, TraceShape(plan, {G, Sp, hd})) &&
+                  Allocate(&trace->v, TraceShape(plan, {G, Sp, hd})) &&
                   Allocate(&trace->scores, TraceShape(plan, {H, L, Sp})) &&
                   Allocate(&trace->weights, TraceShape(plan, {H, L, Sp})) &&
                   Allocate(&trace->head_outputs, TraceShape(plan, {H, L, hd})) &&
@@ -516,12 +519,12 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
   return Run(plan, query, key, value, options, out, context);
 }
 
-bool KvCache::Reset(size_t n, size_t cap, size_t e) {
+bool KvCache::Reset(size_t n, size_t cap, size_t w) {
   batch = n;
   capacity = cap;
-  embed = e;
+  width = w;
   length = 0;
-  return k.Resize(n * cap * e) && v.Resize(n * cap * e);
+  return k.Resize(n * cap * w) && v.Resize(n * cap * w);
 }
 
 Status MultiheadAttention::ForwardCached(const TensorView& x, const ForwardOptions& options,
@@ -534,6 +537,7 @@ Status MultiheadAttention::ForwardCached(const TensorView& x, const ForwardOptio
                   "embed_dim, no add_bias_kv or add_zero_attn)");
   }
   const size_t E = static_cast<size_t>(c.embed_dim), H = static_cast<size_t>(c.num_heads);
+  const size_t Ekv = static_cast<size_t>(c.kv_dim());
   if (x.shape.rank != 3 || x.shape[2] != c.embed_dim || x.shape[0] < 1 || x.shape[1] < 1 ||
       x.data == nullptr || x.size != static_cast<size_t>(x.shape.NumElements())) {
     return ArgError(StatusCode::kShapeMismatch, Arg::kQuery,
@@ -541,7 +545,7 @@ Status MultiheadAttention::ForwardCached(const TensorView& x, const ForwardOptio
                         x.shape.ToString());
   }
   const size_t N = static_cast<size_t>(x.shape[0]), T = static_cast<size_t>(x.shape[1]);
-  if (N != cache->batch || cache->embed != E || cache->length + T > cache->capacity) {
+  if (N != cache->batch || cache->width != Ekv || cache->length + T > cache->capacity) {
     return ArgError(StatusCode::kShapeMismatch, Arg::kQuery,
                     "the KV cache holds " + std::to_string(cache->batch) + " sequences of " +
                         std::to_string(cache->length) + " of at most " +

@@ -62,8 +62,9 @@ struct TraceTensor {
 // input. S' counts the extra keys of add_bias_kv and add_zero_attn.
 struct AttentionTrace {
   TraceTensor q;             // [N, H, L, hd]   query projection, split into heads
-  TraceTensor k;             // [N, H, S', hd]  key projection (+ bias_k row, + zero row)
-  TraceTensor v;             // [N, H, S', hd]
+  TraceTensor k;             // [N, G, S', hd]  key projection (+ bias_k row, + zero row); G
+                             //                 K/V heads (= H unless grouped-query)
+  TraceTensor v;             // [N, G, S', hd]
   TraceTensor scores;        // [N, H, L, S']   QK^T / sqrt(hd) + masks; -inf where blocked
   TraceTensor weights;       // [N, H, L, S']   softmax(scores); zero rows where fully masked
   TraceTensor head_outputs;  // [N, H, L, hd]   weights x V, times head_gates[h] if given
@@ -73,14 +74,17 @@ struct AttentionTrace {
 };
 
 // The keys and values a self-attention layer computed for earlier positions, kept for generation
-// (MultiheadAttention::ForwardCached): k and v are [batch, capacity, E] each, rows [0, length) of
-// every batch element filled. Reset sizes it; its buffers keep their capacity across Resets.
+// (MultiheadAttention::ForwardCached): k and v are [batch, capacity, width] each, width the
+// layer's MhaConfig::kv_dim() (G * head_dim: embed_dim, or H / G times less with grouped-query
+// attention), rows [0, length) of every batch element filled. Reset sizes it; its buffers keep
+// their capacity across Resets.
 struct KvCache {
   AlignedBuffer k, v;
-  size_t batch = 0, capacity = 0, embed = 0, length = 0;
-  // Empty, for `batch` sequences of up to `capacity` positions; false if out of memory.
-  bool Reset(size_t batch, size_t capacity, size_t embed);
-  size_t floats() const { return 2 * batch * capacity * embed; }
+  size_t batch = 0, capacity = 0, width = 0, length = 0;
+  // Empty, for `batch` sequences of up to `capacity` positions of `width` floats; false if out
+  // of memory.
+  bool Reset(size_t batch, size_t capacity, size_t width);
+  size_t floats() const { return 2 * batch * capacity * width; }
 };
 
 class MultiheadAttention {

@@ -189,6 +189,8 @@ Status PlanCall(const MhaConfig& c, const TensorView& query, const TensorView& k
   p.vdim = static_cast<size_t>(c.value_dim());
   p.heads = static_cast<size_t>(c.num_heads);
   p.head_dim = p.embed / p.heads;
+  p.kv_heads = static_cast<size_t>(c.kv_heads());
+  p.kv_embed = p.kv_heads * p.head_dim;
   auto layout = [&](size_t len, size_t dim) {
     RowLayout r;
     if (!p.batched) {

@@ -30,6 +30,8 @@ struct CallPlan {
   size_t embed = 0;        // E
   size_t kdim = 0, vdim = 0;
   size_t heads = 0, head_dim = 0;
+  size_t kv_heads = 0;  // G: key/value heads (= heads unless grouped-query)
+  size_t kv_embed = 0;  // G * head_dim: the width of the projected keys and values (E when G = H)
   RowLayout query, key, value, output;  // strides in floats; output uses the query's layout
   Shape output_shape;
   Shape weights_shape;  // rank 0 when need_weights is false

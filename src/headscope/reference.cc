@@ -96,6 +96,8 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
   HEADSCOPE_RETURN_IF_ERROR(w.CheckComplete());
   const size_t N = p.batch, L = p.q_len, S = p.kv_len, Sp = p.kv_total, E = p.embed;
   const size_t H = p.heads, hd = p.head_dim;
+  // Grouped-query attention: G K/V heads of Ekv = G hd columns; head h reads K/V head h / (H / G).
+  const size_t Ekv = p.kv_embed, group = H / p.kv_heads;
   const bool average = opt.average_attn_weights;
   if (!result->output.Resize(p.output_floats()) ||
       !result->weights.Resize(opt.need_weights ? p.weights_floats(average) : 0)) {
@@ -124,17 +126,17 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
   // Empty matrices are skipped, not computed: Eigen offsets their null data pointers (UB).
   for (size_t n = 0; n < N && L > 0; ++n) {
     const Matrix q = Linear(Gather(query.data, p.query, n, L, E), w.q_weight(), E, E, w.q_bias());
-    Matrix k(Sp, E), v(Sp, E);
+    Matrix k(Sp, Ekv), v(Sp, Ekv);
     if (S > 0) {
-      k.topRows(S) = Linear(Gather(key.data, p.key, n, S, p.kdim), w.k_weight(), E, p.kdim,
+      k.topRows(S) = Linear(Gather(key.data, p.key, n, S, p.kdim), w.k_weight(), Ekv, p.kdim,
                             w.k_bias());
-      v.topRows(S) = Linear(Gather(value.data, p.value, n, S, p.vdim), w.v_weight(), E, p.vdim,
+      v.topRows(S) = Linear(Gather(value.data, p.value, n, S, p.vdim), w.v_weight(), Ekv, p.vdim,
                             w.v_bias());
     }
     size_t extra = S;
     if (c.add_bias_kv) {
-      k.row(extra) = Eigen::Map<const Vector>(w.bias_k(), E);
-      v.row(extra) = Eigen::Map<const Vector>(w.bias_v(), E);
+      k.row(extra) = Eigen::Map<const Vector>(w.bias_k(), Ekv);
+      v.row(extra) = Eigen::Map<const Vector>(w.bias_v(), Ekv);
       ++extra;
     }
     if (c.add_zero_attn) {
@@ -145,8 +147,8 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
     Matrix concat = Matrix::Zero(L, E);  // with no keys at all (S' = 0) every row is masked
     for (size_t h = 0; h < H && Sp > 0; ++h) {
       const auto qh = q.middleCols(h * hd, hd);
-      const auto kh = k.middleCols(h * hd, hd);
-      const auto vh = v.middleCols(h * hd, hd);
+      const auto kh = k.middleCols(h / group * hd, hd);
+      const auto vh = v.middleCols(h / group * hd, hd);
       const Matrix qh_scaled = qh / sqrt_hd;
       Matrix scores = qh_scaled * kh.transpose();  // (L, S')
       for (size_t i = 0; i < L; ++i) {

@@ -83,6 +83,12 @@ const FieldSpec kMhaFields[] = {
                           "H; embed_dim must be divisible by it"),
                       1, kMaxDim),
               Get<M, int64_t, &M::num_heads>, Set<M, int64_t, &M::num_heads>),
+    Access<M>(SizeRow(Row("num_kv_heads", "numKvHeads", FieldType::kSize, Arg::kNumKvHeads, "null",
+                          "G, the key/value heads (grouped-query attention; 1: multi-query); "
+                          "num_heads must be divisible by it, head h reads K/V head "
+                          "h / (num_heads / G) (null: num_heads)"),
+                      1, kMaxDim, "num_heads"),
+              Get<M, int64_t, &M::num_kv_heads>, Set<M, int64_t, &M::num_kv_heads>),
     Access<M>(Row("bias", "bias", FieldType::kBool, Arg::kNone, "true",
                   "in_proj_bias and out_proj.bias"),
               Get<M, bool, &M::bias>, Set<M, bool, &M::bias>),
@@ -104,7 +110,7 @@ const FieldSpec kMhaFields[] = {
                   "inputs (N, L, E) instead of (L, N, E)"),
               Get<M, bool, &M::batch_first>, Set<M, bool, &M::batch_first>),
 };
-const DivisibleRule kMhaRules[] = {{"embed_dim", "num_heads"}};
+const DivisibleRule kMhaRules[] = {{"embed_dim", "num_heads"}, {"num_heads", "num_kv_heads"}};
 
 // ---- The reference transformer (tools/tiny_transformer.py) ---------------------------------------
 using T = TransformerConfig;

@@ -76,8 +76,10 @@ constexpr ArgNames kArgNames[] = {
     {"act", "act", "config.act"},
     {"bias", "bias", "config.bias"},
     {"tie_embeddings", "tieEmbeddings", "config.tieEmbeddings"},
+    {"num_kv_heads", "numKvHeads", "config.numKvHeads"},
+    {"n_kv_heads", "nKvHeads", "config.nKvHeads"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kTieEmbeddings) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kNKvHeads) + 1);
 
 }  // namespace
 

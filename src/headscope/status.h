@@ -45,6 +45,7 @@ enum class Arg {
   kGrads,  // the gradients an optimizer step applies
   kConfig,  // a whole config (its weights' size)
   kNorm, kPositions, kCausal, kAct, kBias, kTieEmbeddings,  // the rest of the Transformer's config
+  kNumKvHeads, kNKvHeads,  // grouped-query attention: MultiheadAttention's and the Transformer's
 };
 enum class Naming { kTorch, kJs };
 void SetNaming(Naming naming);

@@ -25,22 +25,26 @@ std::string KeyList(const std::vector<ParamSpec>& specs) {
 
 const char* ParamName(Param p) { return kNames[static_cast<int>(p)]; }
 
+// With grouped-query attention (num_kv_heads = G < num_heads) the K and V rows are G * head_dim
+// (Ekv = kv_dim()) instead of E, wherever torch's layout has them: in_proj_weight
+// (E + 2 Ekv, E) = [Wq; Wk; Wv], in_proj_bias (E + 2 Ekv), k/v_proj_weight (Ekv, kdim / vdim),
+// bias_k / bias_v (1, 1, Ekv). With G = num_heads every shape is torch's (Ekv = E).
 std::vector<ParamSpec> ExpectedParams(const MhaConfig& c) {
-  const int64_t E = c.embed_dim;
+  const int64_t E = c.embed_dim, Ekv = c.kv_dim();
   std::vector<ParamSpec> specs;
   auto add = [&](Param p, Shape s) { specs.push_back({p, ParamName(p), s}); };
   // Same order as torch's module.state_dict().
   if (c.same_qkv_dim()) {
-    add(Param::kInProjWeight, {3 * E, E});
+    add(Param::kInProjWeight, {E + 2 * Ekv, E});
   } else {
     add(Param::kQProjWeight, {E, E});
-    add(Param::kKProjWeight, {E, c.key_dim()});
-    add(Param::kVProjWeight, {E, c.value_dim()});
+    add(Param::kKProjWeight, {Ekv, c.key_dim()});
+    add(Param::kVProjWeight, {Ekv, c.value_dim()});
   }
-  if (c.bias) add(Param::kInProjBias, {3 * E});
+  if (c.bias) add(Param::kInProjBias, {E + 2 * Ekv});
   if (c.add_bias_kv) {
-    add(Param::kBiasK, {1, 1, E});
-    add(Param::kBiasV, {1, 1, E});
+    add(Param::kBiasK, {1, 1, Ekv});
+    add(Param::kBiasV, {1, 1, Ekv});
   }
   add(Param::kOutProjWeight, {E, E});
   if (c.bias) add(Param::kOutProjBias, {E});
@@ -49,10 +53,10 @@ std::vector<ParamSpec> ExpectedParams(const MhaConfig& c) {
 
 std::vector<ParamSpec> AliasParams(const MhaConfig& c) {
   if (!c.same_qkv_dim()) return {};
-  const int64_t E = c.embed_dim;
+  const int64_t E = c.embed_dim, Ekv = c.kv_dim();
   return {{Param::kQProjWeight, ParamName(Param::kQProjWeight), {E, E}},
-          {Param::kKProjWeight, ParamName(Param::kKProjWeight), {E, E}},
-          {Param::kVProjWeight, ParamName(Param::kVProjWeight), {E, E}}};
+          {Param::kKProjWeight, ParamName(Param::kKProjWeight), {Ekv, E}},
+          {Param::kVProjWeight, ParamName(Param::kVProjWeight), {Ekv, E}}};
 }
 
 MhaWeights::MhaWeights(const MhaConfig& config) : config_(config), store_(&own_) { Declare(); }
@@ -130,7 +134,7 @@ const float* MhaWeights::k_bias() const {
   return config_.bias ? Get(Param::kInProjBias) + config_.embed_dim : nullptr;
 }
 const float* MhaWeights::v_bias() const {
-  return config_.bias ? Get(Param::kInProjBias) + 2 * config_.embed_dim : nullptr;
+  return config_.bias ? Get(Param::kInProjBias) + config_.embed_dim + config_.kv_dim() : nullptr;
 }
 
 }  // namespace headscope

@@ -3,7 +3,7 @@
 //
 // With kdim = vdim = embed_dim, torch stores one packed in_proj_weight (3E, E); the store also
 // answers to q_proj_weight / k_proj_weight / v_proj_weight there, as aliases of its three row
-// blocks, so a state_dict with split projections (as many exported models have) loads too, and
+// blocks (with grouped-query attention, (E + 2 Ekv, E) in blocks of E, Ekv and Ekv rows), so a state_dict with split projections (as many exported models have) loads too, and
 // the computation reads the three projections by the same names under every config.
 //
 // The store is the module's own (a standalone MultiheadAttention), or a model's: a Transformer's
@@ -22,16 +22,17 @@
 
 namespace headscope {
 
+// Shapes with Ekv = num_kv_heads * head_dim (MhaConfig::kv_dim: E unless grouped-query).
 enum class Param {
-  kInProjWeight,   // "in_proj_weight"  (3E, E) = [Wq; Wk; Wv]   when kdim = vdim = E
+  kInProjWeight,   // "in_proj_weight"  (E + 2 Ekv, E) = [Wq; Wk; Wv]   when kdim = vdim = E
   kQProjWeight,    // "q_proj_weight"   (E, E)                    otherwise
-  kKProjWeight,    // "k_proj_weight"   (E, kdim)
-  kVProjWeight,    // "v_proj_weight"   (E, vdim)
-  kInProjBias,     // "in_proj_bias"    (3E)                      when bias
+  kKProjWeight,    // "k_proj_weight"   (Ekv, kdim)
+  kVProjWeight,    // "v_proj_weight"   (Ekv, vdim)
+  kInProjBias,     // "in_proj_bias"    (E + 2 Ekv)               when bias
   kOutProjWeight,  // "out_proj.weight" (E, E)
   kOutProjBias,    // "out_proj.bias"   (E)                       when bias
-  kBiasK,          // "bias_k"          (1, 1, E)                 when add_bias_kv
-  kBiasV,          // "bias_v"          (1, 1, E)
+  kBiasK,          // "bias_k"          (1, 1, Ekv)               when add_bias_kv
+  kBiasV,          // "bias_v"          (1, 1, Ekv)
   kCount,
 };
 
@@ -74,7 +75,8 @@ class MhaWeights {
   bool complete() const;
 
   // Views the computation uses, independent of how the weights arrived: the three input
-  // projections as separate (E, in_dim) matrices and their (E) biases (null without bias).
+  // projections as separate (E or Ekv, in_dim) matrices and their (E or Ekv) biases (null without
+  // bias).
   const float* q_weight() const;
   const float* k_weight() const;
   const float* v_weight() const;

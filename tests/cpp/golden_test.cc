@@ -103,6 +103,22 @@ TEST(Golden, CoverEveryOption) {
             }),
             0)
       << "an infinite output";
+  // Grouped-query attention (num_kv_heads G < H): multi-query (G = 1), G = 2, G = H / 2 > 2, with
+  // separate k/v_proj_weight, with the extra keys, causal and masked.
+  const auto grouped = [](C c) { return c.config.kv_heads() < c.config.num_heads; };
+  EXPECT_GT(count([](C c) { return c.config.kv_heads() == 1 && c.config.num_heads > 1; }), 0);
+  EXPECT_GT(count([](C c) { return c.config.kv_heads() == 2 && c.config.num_heads > 2; }), 0);
+  EXPECT_GT(count([](C c) {
+              return c.config.kv_heads() > 2 && 2 * c.config.kv_heads() == c.config.num_heads;
+            }),
+            0);
+  EXPECT_GT(count([&](C c) { return grouped(c) && !c.config.same_qkv_dim(); }), 0);
+  EXPECT_GT(count([&](C c) { return grouped(c) && c.config.add_bias_kv; }), 0);
+  EXPECT_GT(count([&](C c) { return grouped(c) && c.is_causal; }), 0);
+  EXPECT_GT(count([&](C c) { return grouped(c) && c.attn_mask.shape.rank == 3; }), 0);
+  EXPECT_GT(count([&](C c) { return grouped(c) && c.config.batch_first; }), 0);
+  EXPECT_GT(count([&](C c) { return grouped(c) && c.need_weights && !c.average_attn_weights; }), 0);
+  EXPECT_GE(count(grouped), 8);
   EXPECT_GT(count([](C c) { return c.name == "scale-before-dot-large-query"; }), 0);
   EXPECT_GT(count([](C c) { return c.name == "scale-before-dot-large-query-short-row"; }), 0);
   // Fully masked rows: the zero-row policy shows as an all-zero weights row.

@@ -614,6 +614,7 @@ function caseConfig(schema, cfg, fill) {
   for (const [a, b] of schema.divisible) {
     const x = config[field(schema, a).js];
     const y = config[field(schema, b).js];
+    if (x == null || y == null) continue;  // an absent or null field (n_kv_heads: n_heads) holds
     if (x % y !== 0) throw parseError(`config.${b}`, `${a} (${x}) must be divisible by ${b} (${y})`);
   }
   return config;

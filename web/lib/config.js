@@ -26,14 +26,15 @@ export function field(schema, name) {
 
 /**
  * Whether `values` ({ jsName: number }) keep the schema's divisibility rules ("d_model must be
- * divisible by n_heads"); a rule whose fields are not both given holds. For the views, which
+ * divisible by n_heads"); a rule whose fields are not both given (or one is null, as n_kv_heads
+ * standing for n_heads) holds. For the views, which
  * offer and check settings before any engine sees them.
  */
 export function divisible(schema, values) {
   return schema.divisible.every(([a, b]) => {
     const x = values[field(schema, a).js];
     const y = values[field(schema, b).js];
-    return x === undefined || y === undefined || x % y === 0;
+    return x == null || y == null || x % y === 0;  // (null: a nullable size's other field)
   });
 }
 

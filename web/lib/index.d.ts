@@ -52,6 +52,14 @@ export declare class HeadscopeError extends Error {
 export interface MultiheadAttentionConfig {
   embedDim: number;
   numHeads: number;
+  /**
+   * Key/value heads G (grouped-query attention; 1: multi-query), dividing numHeads; default
+   * numHeads. Head h reads K/V head h / (numHeads / G): the K and V projections have G * headDim
+   * rows (in_proj_weight (E + 2 G headDim, E), or k/v_proj_weight (G headDim, kdim / vdim);
+   * in_proj_bias (E + 2 G headDim); bias_k / bias_v (1, 1, G headDim)), trace()'s k and v have
+   * G heads. Not a torch.nn.MultiheadAttention argument.
+   */
+  numKvHeads?: number | null;
   /** Default true. */
   bias?: boolean;
   /** Default false. */
@@ -132,8 +140,9 @@ export interface ForwardResult {
 export interface AttentionTrace {
   /** ([N,] H, L, headDim): query projection, split into heads. */
   q: Tensor;
-  /** ([N,] H, S, headDim). */
+  /** ([N,] G, S, headDim): the key projection's G = numKvHeads heads (H unless grouped-query). */
   k: Tensor;
+  /** ([N,] G, S, headDim). */
   v: Tensor;
   /** ([N,] H, L, S): QK^T / sqrt(headDim) + masks; -Infinity where blocked. */
   scores: Tensor;

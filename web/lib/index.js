@@ -1087,8 +1087,13 @@ class MultiheadAttention extends EngineObject {
       if (code !== 0) {
         failWithStatus(callCore(() => handle.lastStatus()));
       }
-      // Accepted: null kdim / vdim mean embedDim, as in torch.
-      config = { ...config, kdim: config.kdim ?? config.embedDim, vdim: config.vdim ?? config.embedDim };
+      // Accepted: null kdim / vdim mean embedDim, as in torch; a null numKvHeads means numHeads.
+      config = {
+        ...config,
+        kdim: config.kdim ?? config.embedDim,
+        vdim: config.vdim ?? config.embedDim,
+        numKvHeads: config.numKvHeads ?? config.numHeads,
+      };
       parameters = callCore(() => handle.expectedParameters());
     } catch (e) {
       handle.delete();

@@ -16,6 +16,7 @@ export const SCHEMA = deepFreeze({
       "fields": [
         {"torch":"embed_dim","js":"embedDim","type":"size","min":1,"max":16777216,"default":"required","doc":"E, the model width (query's last dimension)"},
         {"torch":"num_heads","js":"numHeads","type":"size","min":1,"max":16777216,"default":"required","doc":"H; embed_dim must be divisible by it"},
+        {"torch":"num_kv_heads","js":"numKvHeads","type":"size","min":1,"max":16777216,"nullMeans":"num_heads","default":{"value":null},"doc":"G, the key/value heads (grouped-query attention; 1: multi-query); num_heads must be divisible by it, head h reads K/V head h / (num_heads / G) (null: num_heads)"},
         {"torch":"bias","js":"bias","type":"bool","default":{"value":true},"doc":"in_proj_bias and out_proj.bias"},
         {"torch":"add_bias_kv","js":"addBiasKV","type":"bool","default":{"value":false},"doc":"a learned key and value row (bias_k, bias_v) after the keys"},
         {"torch":"add_zero_attn","js":"addZeroAttn","type":"bool","default":{"value":false},"doc":"a zero key and value row after the keys"},
@@ -23,7 +24,7 @@ export const SCHEMA = deepFreeze({
         {"torch":"vdim","js":"vdim","type":"size","min":1,"max":16777216,"nullMeans":"embed_dim","default":{"value":null},"doc":"the value's last dimension (null: embed_dim)"},
         {"torch":"batch_first","js":"batchFirst","type":"bool","default":{"value":false},"doc":"inputs (N, L, E) instead of (L, N, E)"}
       ],
-      "divisible": [["embed_dim","num_heads"]]
+      "divisible": [["embed_dim","num_heads"],["num_heads","num_kv_heads"]]
     },
     {
       "name": "transformer",

@@ -24,7 +24,7 @@ namespace headscope {
 struct AttentionShape {
   size_t batch = 0;      // N
   size_t heads = 0;      // H, query heads
-  size_t kv_heads = 0;   // H_kv, K/V heads; H_kv divides H (today always H_kv = H)
+  size_t kv_heads = 0;   // H_kv, K/V heads; H_kv divides H (grouped-query: H_kv < H)
   size_t q_len = 0;      // L
   size_t kv_len = 0;     // S: keys the masks and visibility apply to
   size_t kv_total = 0;   // S' >= S: the extra keys (bias_k, zero attention) are always visible
@@ -47,20 +47,22 @@ struct AttentionShape {
   // Where (n, h)'s rows start in per-head weights or scores, dense [N, H, L, S'].
   size_t WeightsOffset(size_t n, size_t h) const { return (n * heads + h) * q_len * kv_total; }
 
-  // Contiguous [N, T, H * hd] activations with H_kv = H: how MultiheadAttention lays them out.
+  // Contiguous activations, queries [N, L, H * hd] and keys and values [N, S', H_kv * hd]: how
+  // MultiheadAttention lays them out. kv_heads 0 means H (one K/V head per query head).
   static AttentionShape Dense(size_t batch, size_t heads, size_t q_len, size_t kv_len,
-                              size_t kv_total, size_t head_dim) {
+                              size_t kv_total, size_t head_dim, size_t kv_heads = 0) {
     AttentionShape s;
     s.batch = batch;
     s.heads = heads;
-    s.kv_heads = heads;
+    s.kv_heads = kv_heads > 0 ? kv_heads : heads;
     s.q_len = q_len;
     s.kv_len = kv_len;
     s.kv_total = kv_total;
     s.head_dim = head_dim;
-    s.q_row_stride = s.kv_row_stride = heads * head_dim;
+    s.q_row_stride = heads * head_dim;
+    s.kv_row_stride = s.kv_heads * head_dim;
     s.q_batch_stride = q_len * heads * head_dim;
-    s.kv_batch_stride = kv_total * heads * head_dim;
+    s.kv_batch_stride = kv_total * s.kv_heads * head_dim;
     return s;
   }
 };
