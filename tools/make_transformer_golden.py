@@ -59,7 +59,7 @@ CONFIG_KEYS = ["vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_mlp
                "positions", "causal", "act", "bias", "ln_eps"]
 # Keys written only when they are not the default (so the files of the configs before them did not
 # change when they were added).
-OPTIONAL_KEYS = {"tie_embeddings": False}
+OPTIONAL_KEYS = {"tie_embeddings": False, "n_kv_heads": None}
 
 
 def config_keys(c):
@@ -86,11 +86,14 @@ def config_name(c):
     if not c["causal"]:
         parts.append("noncausal")
     parts += [f"l{c['n_layers']}", f"h{c['n_heads']}"]
+    if c.get("n_kv_heads") is not None:
+        parts.append(f"kv{c['n_kv_heads']}")
     return "-".join(parts)
 
 
 def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bias=True,
-         eps=1e-5, tie=False, B, T, targets=None, gates=None, prefix="", suffix="", covers=""):
+         eps=1e-5, tie=False, kv=None, B, T, targets=None, gates=None, prefix="", suffix="",
+         covers=""):
     """B None: unbatched tokens (T). targets: None | "next" (next token, last -100) | "some"
     (random, about a quarter -100) | "all" (random, none ignored) | "most" (all -100 but two) |
     "induction" (first half random, second half repeats it; next-token targets)."""
@@ -98,6 +101,8 @@ def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bia
                   norm=norm, positions=pos, causal=causal, act=act, bias=bias, ln_eps=eps)
     if tie:
         config["tie_embeddings"] = True
+    if kv is not None:
+        config["n_kv_heads"] = kv
     shape = "unbatched" if B is None else f"b{B}"
     name = "-".join(p for p in (prefix, config_name(config), suffix, shape) if p)
     return dict(name=name, config=config, B=B, T=T, targets=targets, gates=gates, covers=covers)
@@ -205,6 +210,23 @@ CASES = [
     case(V=9, L=7, D=6, layers=2, heads=3, mlp=0, norm="post", pos="sinusoidal", bias=False,
          tie=True, B=None, T=7, targets="next", covers="tie_embeddings, post-norm attention only, "
          "no bias (logits = x tok_embed.weight^T), unbatched, T = max_len"),
+    # Grouped-query and multi-query attention (n_kv_heads G < n_heads: in_proj_weight
+    # [(H + 2 G) dh, D], hook_k / hook_v [B, G, T, dh]).
+    case(V=11, L=8, D=16, layers=2, heads=4, kv=2, mlp=16, norm="pre", pos="learned", B=2, T=8,
+         targets="next", covers="grouped-query, 2 K/V heads for 4 heads, pre-norm with MLP, "
+         "T = max_len"),
+    case(V=10, L=8, D=12, layers=2, heads=6, kv=3, mlp=0, norm="post", pos="sinusoidal",
+         bias=False, B=None, T=7, targets="some", covers="grouped-query, G = H/2 = 3 of 6 heads "
+         "(dim 2), post-norm attention only, no bias, unbatched"),
+    case(V=9, L=6, D=8, layers=2, heads=4, kv=1, mlp=8, norm="none", pos="none", causal=False,
+         act="relu", B=3, T=5, gates=[[0.0, 0.5, 1.0, 2.0], [1.0, 1.0, 0.0, 1.0]],
+         suffix="gates", covers="multi-query (one K/V head), non-causal, no LayerNorm or "
+         "positions, head gates"),
+    case(V=8, L=6, D=8, layers=1, heads=2, kv=1, mlp=8, norm="pre", pos="learned", B=2, T=1,
+         targets="all", suffix="t1", covers="multi-query with T = 1"),
+    case(V=28, L=16, D=32, layers=2, heads=8, kv=2, mlp=0, norm="pre", pos="learned", B=1, T=16,
+         targets="induction", prefix="induction-lab", covers="the induction lab's model with "
+         "8 heads over 2 K/V heads (G = H/4: a KV cache 4x smaller), T = max_len = 16"),
 ]
 
 
@@ -476,8 +498,11 @@ def check_file(path, spec):
     # Shapes of the hooks, as the reference's docstring gives them.
     D = c["d_model"]
     dh = D // H
+    G = c.get("n_kv_heads") or H
     for k, v in hooks.items():
-        if k.endswith((".hook_q", ".hook_k", ".hook_v", ".hook_z")):
+        if k.endswith((".hook_k", ".hook_v")):
+            want = (B, G, T, dh)
+        elif k.endswith((".hook_q", ".hook_z")):
             want = (B, H, T, dh)
         elif k.endswith((".hook_attn_scores", ".hook_pattern")):
             want = (B, H, T, T)
@@ -486,6 +511,23 @@ def check_file(path, spec):
         else:
             want = (B, T, D)
         assert tuple(v.shape) == want, (k, tuple(v.shape), want)
+
+    # Grouped-query: each layer's heads are F.scaled_dot_product_attention (torch 1.13's
+    # F._scaled_dot_product_attention) of q and the K/V heads repeated with repeat_interleave.
+    if G != H:
+        mask = None
+        if c["causal"]:
+            mask = torch.zeros(T, T, dtype=torch.float64).masked_fill(
+                torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        for l in range(c["n_layers"]):
+            q, k, v = (hooks[f"blocks.{l}.attn.hook_{x}"] for x in "qkv")
+            k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
+            z, w = torch.nn.functional._scaled_dot_product_attention(q, k, v, mask, 0.0, True, False)
+            if gates is not None:
+                z = z * torch.tensor(gates[l], dtype=torch.float64).view(1, H, 1, 1)
+            for name, got in (("hook_z", z), ("hook_pattern", w)):
+                e = relative_error(got.numpy(), hooks[f"blocks.{l}.attn.{name}"].numpy(), name)
+                assert e <= SELF_CHECK_TOL, f"{spec['name']}: layer {l} {name} vs SDPA off by {e}"
 
     # The float32 module on the same (float32) weights agrees within the stated tolerance.
     m32 = tt.TinyTransformer(**c).eval()
@@ -525,6 +567,8 @@ def config_summary(c):
         parts.append(f"ln_eps={c['ln_eps']}")
     if c.get("tie_embeddings"):
         parts.append("tied embeddings")
+    if c.get("n_kv_heads") is not None:
+        parts.append(f"n_kv_heads={c['n_kv_heads']}")
     return " ".join(parts)
 
 
@@ -566,10 +610,16 @@ rewrites byte-identical files.
   float64 value). The masked entries of `hook_attn_scores` are the string `"-inf"`; there is
   no other non-finite number.
 - Unbatched cases ran with B = 1; the file drops the batch axis of `logits` and of every hook.
-- `config` has every key but `tie_embeddings`, which is written only where it is true (so the
-  files of the configs before it did not change when it was added). With it, `unembed.weight` is
-  `tok_embed.weight` (one Parameter) and the `state_dict` holds that tensor under both keys, as
-  torch's `state_dict()` does: the same values twice.
+- `config` has every key but `tie_embeddings` and `n_kv_heads`, which are written only where they
+  are given (so the files of the configs before them did not change when they were added). With
+  `tie_embeddings`, `unembed.weight` is `tok_embed.weight` (one Parameter) and the `state_dict`
+  holds that tensor under both keys, as torch's `state_dict()` does: the same values twice.
+- `n_kv_heads` (G < n_heads, the `-kv{G}` cases): grouped-query attention, each layer's
+  `attn.in_proj_weight` is [(H + 2 G) dh, D] (the rows of q, then of the G K heads and the G V
+  heads), `attn.in_proj_bias` [(H + 2 G) dh], and `hook_k` / `hook_v` are [B, G, T, dh]. The
+  script also checks each such layer's `hook_z` and `hook_pattern` against
+  `F._scaled_dot_product_attention` (torch 1.13's name of `scaled_dot_product_attention`) of
+  `hook_q` and `hook_k` / `hook_v` repeated with `repeat_interleave(H // G, dim=1)`, to 1e-12.
 - Every hook the reference returns is in `expected.hooks`, `logits` included (equal to
   `expected.logits`).
 - The script checks every file it writes: read back as JSON, its `state_dict` loaded into a

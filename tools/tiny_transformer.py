@@ -5,7 +5,9 @@
 # forward numbers, loss and training rules here are what headscope's Transformer is tested
 # against (tools/make_transformer_golden.py imports this file). Also added: the config key
 # tie_embeddings (default False, so every other config's numbers are the spec's): the unembedding
-# shares tok_embed.weight, as GPT-2 does.
+# shares tok_embed.weight, as GPT-2 does. And n_kv_heads (default None = n_heads, the spec's module
+# and numbers): grouped-query / multi-query attention, K and V of n_kv_heads heads, each shared by
+# n_heads / n_kv_heads query heads (LLaMA 2/3, Mistral; 1 head: multi-query, PaLM, Falcon).
 
 """The reference model for headscope's trainable transformer: a small decoder/encoder stack built
 from torch.nn.MultiheadAttention, written so that every name in its state_dict, every hook and
@@ -25,13 +27,21 @@ Config (JSON/JS names in brackets; defaults after '='):
   Parameter: logits = x @ tok_embed.weight.T (+ unembed.bias). As in torch for any tied module,
   state_dict() holds the tensor under both keys, named_parameters() / parameters() list it once,
   as tok_embed.weight (so AdamW steps and decays it once), and its .grad is the sum of the
-  gradients of both uses. Its initial values are tok_embed's, N(0, 1).)
+  gradients of both uses. Its initial values are tok_embed's, N(0, 1).),
+  n_kv_heads [nKvHeads] = None (= n_heads; G, dividing n_heads: grouped-query attention, G < H;
+  multi-query, G = 1. Each block's attention is then GroupedQueryAttention below: the same
+  state_dict keys as nn.MultiheadAttention's, in_proj_weight [(H + 2 G) dh, D] = [W_q; W_k; W_v]
+  fused (D, G dh and G dh rows; LLaMA-style checkpoints with separate q/k/v_proj stack them in
+  that order), in_proj_bias [(H + 2 G) dh], out_proj; query head h reads K/V head h // (H / G),
+  i.e. k and v are repeat_interleave'd (H / G times, on the head axis) before the scores, which
+  is F.scaled_dot_product_attention on repeated K/V. G = H is nn.MultiheadAttention itself.)
 
 Hooks (TransformerLens names; B batch, T tokens, H heads, dh = d_model / n_heads, D d_model):
   hook_embed [B,T,D], hook_pos_embed [B,T,D] (absent when positions == "none"),
   blocks.{l}.hook_resid_pre [B,T,D], blocks.{l}.ln1.hook_normalized [B,T,D] (ln1's output:
   the attention's input with norm == "pre", the stream after the residual add with "post";
-  absent with "none"), blocks.{l}.attn.hook_q / hook_k / hook_v [B,H,T,dh],
+  absent with "none"), blocks.{l}.attn.hook_q [B,H,T,dh], hook_k / hook_v [B,G,T,dh] (the G
+  K/V heads before they are repeated, as TransformerLens keeps them; G = H without n_kv_heads),
   blocks.{l}.attn.hook_attn_scores [B,H,T,T] (scaled, masked, -inf where blocked),
   blocks.{l}.attn.hook_pattern [B,H,T,T], blocks.{l}.attn.hook_z [B,H,T,dh],
   blocks.{l}.hook_attn_out [B,T,D], blocks.{l}.hook_resid_mid [B,T,D] (when d_mlp > 0),
@@ -82,12 +92,41 @@ class MLP(nn.Module):
         return self.fc_out(h)
 
 
+class GroupedQueryAttention(nn.Module):
+    """nn.MultiheadAttention(D, H, bias=bias, batch_first=True)'s parameters for G key/value heads
+    (grouped-query attention): in_proj_weight [D + 2 G dh, D] = [W_q; W_k; W_v], in_proj_bias
+    [D + 2 G dh] (absent without bias), out_proj a Linear(D, D), under nn.MultiheadAttention's
+    names and in its order, initialised as it initialises them: out_proj built first (a Linear's
+    default), then xavier_uniform_ of in_proj_weight and zeros for both biases. Only its
+    parameters are used: attention() below computes with them."""
+
+    def __init__(self, D, H, G, bias):
+        super().__init__()
+        assert H % G == 0 and D % H == 0
+        self.num_heads, self.num_kv_heads = H, G
+        rows = D + 2 * G * (D // H)
+        self.in_proj_weight = nn.Parameter(torch.empty(rows, D))
+        if bias:
+            self.in_proj_bias = nn.Parameter(torch.empty(rows))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = nn.Linear(D, D, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj_weight)
+        if bias:
+            nn.init.constant_(self.in_proj_bias, 0.0)
+            nn.init.constant_(self.out_proj.bias, 0.0)
+
+
 class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.norm, D = c["norm"], c["d_model"]
         self.ln1 = nn.LayerNorm(D, eps=c["ln_eps"]) if self.norm != "none" else None
-        self.attn = nn.MultiheadAttention(D, c["n_heads"], bias=c["bias"], batch_first=True)
+        G = c["n_kv_heads"] or c["n_heads"]
+        if G == c["n_heads"]:
+            self.attn = nn.MultiheadAttention(D, c["n_heads"], bias=c["bias"], batch_first=True)
+        else:
+            self.attn = GroupedQueryAttention(D, c["n_heads"], G, c["bias"])
         self.has_mlp = c["d_mlp"] > 0
         self.ln2 = nn.LayerNorm(D, eps=c["ln_eps"]) if self.norm != "none" and self.has_mlp else None
         self.mlp = MLP(c) if self.has_mlp else None
@@ -119,19 +158,25 @@ class Block(nn.Module):
 def attention(mha, x, mask, hooks, name, head_gates=None):
     """The arithmetic of mha(x, x, x, attn_mask=mask, need_weights=False)[0], written out so
     that every intermediate is a hook. head_gates (H floats, default all 1) scale each head's z
-    before out_proj: gate 0 switches a head off exactly as zeroing its out_proj columns would."""
+    before out_proj: gate 0 switches a head off exactly as zeroing its out_proj columns would.
+    With G = num_kv_heads < H (GroupedQueryAttention), k and v have G heads, each read by H / G
+    consecutive query heads: repeat_interleave on the head axis (hook_k, hook_v keep the G)."""
     B, T, D = x.shape
     H = mha.num_heads
+    G = getattr(mha, "num_kv_heads", H)
     dh = D // H
     qkv = F.linear(x, mha.in_proj_weight, mha.in_proj_bias)
-    q, k, v = qkv.split(D, dim=-1)
-    split = lambda t: t.view(B, T, H, dh).transpose(1, 2)          # [B,H,T,dh]
-    q, k, v = split(q), split(k), split(v)
-    scores = (q / math.sqrt(dh)) @ k.transpose(-2, -1)              # [B,H,T,T]
+    q, k, v = qkv.split([D, G * dh, G * dh], dim=-1)
+    split = lambda t, n: t.view(B, T, n, dh).transpose(1, 2)       # [B,n,T,dh]
+    q, k, v = split(q, H), split(k, G), split(v, G)
+    k_h, v_h = k, v                                                  # [B,H,T,dh]: K/V per query head
+    if G != H:
+        k_h, v_h = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
+    scores = (q / math.sqrt(dh)) @ k_h.transpose(-2, -1)            # [B,H,T,T]
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))
     pattern = torch.softmax(scores, dim=-1)
-    z = pattern @ v                                                  # [B,H,T,dh]
+    z = pattern @ v_h                                                # [B,H,T,dh]
     if head_gates is not None:
         z = z * head_gates.view(1, H, 1, 1)
     hooks.update({f"{name}.hook_q": q, f"{name}.hook_k": k, f"{name}.hook_v": v,
@@ -154,12 +199,14 @@ def sinusoidal(max_len, d_model):
 
 class TinyTransformer(nn.Module):
     DEFAULTS = dict(n_layers=1, n_heads=1, d_mlp=0, norm="pre", positions="learned",
-                    causal=True, act="gelu", bias=True, ln_eps=1e-5, tie_embeddings=False)
+                    causal=True, act="gelu", bias=True, ln_eps=1e-5, tie_embeddings=False,
+                    n_kv_heads=None)
 
     def __init__(self, **config):
         super().__init__()
         c = {**self.DEFAULTS, **config}
         assert c["d_model"] % c["n_heads"] == 0
+        assert c["n_kv_heads"] is None or c["n_heads"] % c["n_kv_heads"] == 0
         self.c = c
         self.tok_embed = nn.Embedding(c["vocab_size"], c["d_model"])
         if c["positions"] == "learned":

@@ -49,7 +49,7 @@ struct LayerNorm {
 
 struct BlockParams {
   LayerNorm ln1, ln2;  // absent (null) as the config says: norm 'none', no MLP
-  Linear in_proj;      // [3D, D]: the rows of q, then k, then v
+  Linear in_proj;      // [D + 2 Dkv, D]: the rows of q (D), then k, then v (Dkv = G dh each)
   Linear out_proj, fc_in, fc_out;
 };
 
@@ -156,30 +156,35 @@ double GeluGrad(double x) {
 // What the attention's backward needs of its forward.
 struct AttentionSaved {
   Matrix input;                  // [T, D]  what in_proj saw
-  Matrix q, k, v;                // [T, D]  each, the heads side by side (head h: columns h dh ..)
+  Matrix q, k, v;                // [T, D], [T, Dkv], [T, Dkv]: the heads side by side (head h:
+                                 // columns h dh ..; K/V head g: g dh ..)
   std::vector<Matrix> pattern;   // H x [T, T]  softmax(scores)
   std::vector<Matrix> head_out;  // H x [T, dh] pattern v, before the gate
   Matrix concat;                 // [T, D]  the gated z of every head, side by side
 };
 
 // The reference's attention(): in_proj, per head scores = (q / sqrt(dh)) k^T masked to -inf
-// above the diagonal (causal), softmax, z = pattern v times the head's gate, out_proj.
+// above the diagonal (causal), softmax, z = pattern v times the head's gate, out_proj. With
+// grouped-query attention (n_kv_heads = G < H) head h's k and v are K/V head h / (H / G): the
+// reference's k.repeat_interleave(H / G, dim=1); hook_k and hook_v hold the G heads.
 Matrix AttentionForward(const TransformerConfig& c, const BlockParams& p, const Matrix& x,
                         const double* gates, const std::string& prefix, AttentionSaved* s,
                         HookSink* hooks) {
   const Eigen::Index T = x.rows(), D = c.d_model, H = c.n_heads, dh = D / H;
+  const Eigen::Index Dkv = KvDim(c), group = H / (Dkv / dh);
   const double sqrt_dh = std::sqrt(static_cast<double>(dh));
   s->input = x;
-  const Matrix qkv = LinearForward(p.in_proj, x);  // [T, 3D]
+  const Matrix qkv = LinearForward(p.in_proj, x);  // [T, D + 2 Dkv]
   s->q = qkv.leftCols(D);
-  s->k = qkv.middleCols(D, D);
-  s->v = qkv.rightCols(D);
+  s->k = qkv.middleCols(D, Dkv);
+  s->v = qkv.rightCols(Dkv);
   s->pattern.assign(static_cast<size_t>(H), Matrix());
   s->head_out.assign(static_cast<size_t>(H), Matrix());
   s->concat.resize(T, D);
   for (Eigen::Index h = 0; h < H; ++h) {
-    const Matrix qh = s->q.middleCols(h * dh, dh), kh = s->k.middleCols(h * dh, dh);
-    const Matrix vh = s->v.middleCols(h * dh, dh);
+    const Eigen::Index g = h / group;
+    const Matrix qh = s->q.middleCols(h * dh, dh), kh = s->k.middleCols(g * dh, dh);
+    const Matrix vh = s->v.middleCols(g * dh, dh);
     Matrix scores = (qh / sqrt_dh) * kh.transpose();  // [T, T]
     if (c.causal) {
       for (Eigen::Index i = 0; i < T; ++i) {
@@ -199,8 +204,10 @@ Matrix AttentionForward(const TransformerConfig& c, const BlockParams& p, const 
     const double gate = gates != nullptr ? gates[h] : 1.0;
     s->concat.middleCols(h * dh, dh) = gate * out;
     hooks->Add(prefix + "hook_q", qh);
-    hooks->Add(prefix + "hook_k", kh);
-    hooks->Add(prefix + "hook_v", vh);
+    if (h % group == 0) {  // each K/V head once, in order
+      hooks->Add(prefix + "hook_k", kh);
+      hooks->Add(prefix + "hook_v", vh);
+    }
     hooks->Add(prefix + "hook_attn_scores", scores);
     hooks->Add(prefix + "hook_pattern", pattern);
     hooks->Add(prefix + "hook_z", s->concat.middleCols(h * dh, dh));
@@ -551,7 +558,7 @@ Status Run(const TransformerConfig& c,
   Params p;
   p.blocks.resize(static_cast<size_t>(L));
   for (BlockParams& bp : p.blocks) {
-    bp.in_proj.out = 3 * D;
+    bp.in_proj.out = D + 2 * KvDim(c);  // [Wq; Wk; Wv]
     bp.in_proj.in = D;
     bp.out_proj.out = bp.out_proj.in = D;
     bp.fc_in.out = bp.fc_out.in = c.d_mlp;

@@ -138,6 +138,12 @@ const FieldSpec kTransformerFields[] = {
                           "H; d_model must be divisible by it (head dim D / H)"),
                       1, kMaxDim),
               Get<T, int64_t, &T::n_heads>, Set<T, int64_t, &T::n_heads>),
+    Access<T>(SizeRow(Row("n_kv_heads", "nKvHeads", FieldType::kSize, Arg::kNKvHeads, "null",
+                          "G, the key/value heads (grouped-query attention; 1: multi-query); "
+                          "n_heads must be divisible by it, head h reads K/V head h / (n_heads / G) "
+                          "(null: n_heads)"),
+                      1, kMaxDim, "n_heads"),
+              Get<T, int64_t, &T::n_kv_heads>, Set<T, int64_t, &T::n_kv_heads>),
     Access<T>(SizeRow(Row("d_mlp", "dMlp", FieldType::kSize, Arg::kDMlp, "0",
                           "the MLP's hidden width; 0: attention only (no MLP, no ln2)"),
                       0, kMaxDim, nullptr, "no MLP"),
@@ -181,7 +187,7 @@ const FieldSpec kTransformerFields[] = {
                   "tok_embed.weight^T (+ unembed.bias)"),
               Get<T, bool, &T::tie_embeddings>, Set<T, bool, &T::tie_embeddings>),
 };
-const DivisibleRule kTransformerRules[] = {{"d_model", "n_heads"}};
+const DivisibleRule kTransformerRules[] = {{"d_model", "n_heads"}, {"n_heads", "n_kv_heads"}};
 
 // ---- The optimizer (torch.optim.AdamW / SGD with clip_grad_norm_) --------------------------------
 using O = OptimizerConfig;

@@ -172,12 +172,17 @@ InitRule InitRuleOf(const TransformerConfig& c, std::string_view name) {
     return name.size() >= s.size() && name.substr(name.size() - s.size()) == s;
   };
   const double D = static_cast<double>(c.d_model), M = static_cast<double>(c.d_mlp);
+  // The K and V rows of in_proj_weight: D, or G d_head with grouped-query attention.
+  const double Dkv = static_cast<double>(KvDim(c));
   // nn.Linear(in, out): kaiming_uniform_(a=sqrt(5)) for the weight and U(+-1/sqrt(fan_in)) for
   // the bias have the same bound, 1/sqrt(in).
   const InitRule linear_in_d{InitRule::kUniform, 1.0 / std::sqrt(D)};
   if (name == "tok_embed.weight" || name == "pos_embed.weight") return {InitRule::kNormal, 0.0};
-  // xavier_uniform_ of a (3D, D) tensor: torch's fan_in is D (columns), fan_out 3D (rows).
-  if (ends(".attn.in_proj_weight")) return {InitRule::kUniform, std::sqrt(6.0 / (4.0 * D))};
+  // xavier_uniform_ of a (D + 2 Dkv, D) tensor: torch's fan_in is D (columns), fan_out D + 2 Dkv
+  // (rows): the bound sqrt(6 / (4 D)) when Dkv = D (2 D + 2 D is 4 D exactly in double).
+  if (ends(".attn.in_proj_weight")) {
+    return {InitRule::kUniform, std::sqrt(6.0 / (2.0 * D + 2.0 * Dkv))};
+  }
   // MultiheadAttention._reset_parameters zeroes both biases; out_proj.weight keeps the
   // nn.Linear initialisation its NonDynamicallyQuantizableLinear got when it was built.
   if (ends(".attn.in_proj_bias") || ends(".attn.out_proj.bias")) return {InitRule::kConstant, 0.0};
@@ -246,7 +251,7 @@ Status ValidateTransformerConfig(const TransformerConfig& c) {
 }
 
 std::vector<TransformerParamSpec> TransformerParams(const TransformerConfig& c) {
-  const int64_t V = c.vocab_size, D = c.d_model, M = c.d_mlp;
+  const int64_t V = c.vocab_size, D = c.d_model, M = c.d_mlp, Dkv = KvDim(c);
   std::vector<TransformerParamSpec> p;
   const auto add = [&](std::string name, const Shape& shape, const char* tied_to = "") {
     p.push_back({std::move(name), shape, tied_to});
@@ -259,8 +264,8 @@ std::vector<TransformerParamSpec> TransformerParams(const TransformerConfig& c) 
       add(b + "ln1.weight", {D});
       add(b + "ln1.bias", {D});
     }
-    add(b + "attn.in_proj_weight", {3 * D, D});
-    if (c.bias) add(b + "attn.in_proj_bias", {3 * D});
+    add(b + "attn.in_proj_weight", {D + 2 * Dkv, D});  // [Wq; Wk; Wv]: D, Dkv, Dkv rows
+    if (c.bias) add(b + "attn.in_proj_bias", {D + 2 * Dkv});
     add(b + "attn.out_proj.weight", {D, D});
     if (c.bias) add(b + "attn.out_proj.bias", {D});
     if (HasLn2(c)) {
@@ -308,6 +313,7 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
   MhaConfig mc;
   mc.embed_dim = config.d_model;
   mc.num_heads = config.n_heads;
+  mc.num_kv_heads = config.n_kv_heads;
   mc.bias = config.bias;
   mc.batch_first = true;
   // One store, its owned entries in TransformerParams' order. A layer's attention entries are
@@ -1002,9 +1008,12 @@ Status Transformer::BeginGeneration(const TokenView& prompt, const GenerateOptio
   size_t bytes = 0;
   const uint64_t D = static_cast<uint64_t>(c.d_model);
   // The KV caches (causal models), the last rows and their logits, the kept logits.
+  // (A cache row is KvDim floats: D, or G d_head with grouped-query attention, n_heads / G times
+  // fewer.)
+  const uint64_t Dkv = static_cast<uint64_t>(KvDim(c));
   const uint64_t cache_floats =
       c.causal ? SaturatingProduct({2, static_cast<uint64_t>(c.n_layers), static_cast<uint64_t>(B),
-                                    static_cast<uint64_t>(W), D})
+                                    static_cast<uint64_t>(W), Dkv})
                : 0;
   if (!AddBytes(&bytes, cache_floats, limit) ||
       !Resize(&last_, SaturatingProduct({static_cast<uint64_t>(B), D}), &bytes, limit) ||
@@ -1045,7 +1054,7 @@ Status Transformer::BeginGeneration(const TokenView& prompt, const GenerateOptio
   if (n == 0) return Status::Ok();
   for (auto& layer : layers_) {
     if (c.causal && !layer->cache.Reset(static_cast<size_t>(B), static_cast<size_t>(W),
-                                        static_cast<size_t>(D))) {
+                                        static_cast<size_t>(Dkv))) {
       return ArgError(StatusCode::kResourceExhausted, Arg::kMaxNewTokens,
                       "out of memory for the KV cache of " + Str(W) + " positions");
     }
@@ -1057,6 +1066,12 @@ Status Transformer::BeginGeneration(const TokenView& prompt, const GenerateOptio
       RunBlocks(prompt, 0, gen_.options.head_gates, c.causal, bytes, nullptr, nullptr));
   LastLogits(B, T);
   return Status::Ok();
+}
+
+size_t Transformer::kv_cache_bytes() const {
+  size_t floats = 0;
+  for (const auto& layer : layers_) floats += layer->cache.floats();
+  return floats * sizeof(float);
 }
 
 Status Transformer::GenerateContinue(int64_t max_steps, GenerateResult* result, bool* done) {

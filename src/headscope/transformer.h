@@ -44,6 +44,11 @@ struct TransformerConfig {
   int64_t d_model = 0;
   int64_t n_layers = 1;
   int64_t n_heads = 1;
+  // G key/value heads (grouped-query attention; 1: multi-query), dividing n_heads: each layer's
+  // attention is a MultiheadAttention with num_kv_heads = G, its in_proj_weight
+  // [(n_heads + 2 G) d_head, d_model]. 0 means n_heads (null): the reference module's
+  // nn.MultiheadAttention, unchanged.
+  int64_t n_kv_heads = 0;
   int64_t d_mlp = 0;  // 0: attention-only (no MLP, no ln2)
   NormPlacement norm = NormPlacement::kPre;
   PositionKind positions = PositionKind::kLearned;
@@ -57,8 +62,16 @@ struct TransformerConfig {
   bool tie_embeddings = false;
 };
 
-// Positive sizes within kMaxDim, d_model divisible by n_heads, ln_eps finite and > 0.
+// Positive sizes within kMaxDim, d_model divisible by n_heads, n_heads by n_kv_heads, ln_eps
+// finite and > 0.
 Status ValidateTransformerConfig(const TransformerConfig& config);
+
+// The width of a layer's keys and values: n_kv_heads * d_head (d_model unless grouped-query), the
+// K and V row blocks of in_proj_weight and a KV cache row.
+inline int64_t KvDim(const TransformerConfig& c) {
+  const int64_t H = c.n_heads > 0 ? c.n_heads : 1;
+  return (c.n_kv_heads > 0 ? c.n_kv_heads : H) * (c.d_model / H);
+}
 
 struct TransformerParamSpec {
   std::string name;
@@ -170,6 +183,7 @@ struct TrainStepResult {
 //   tok_embed.weight, pos_embed.weight      N(0, 1)                        nn.Embedding
 //   blocks.l.attn.in_proj_weight [3D, D]    U(-a, a), a = sqrt(6 / (4 D))  xavier_uniform_:
 //                                                      fan_in D + fan_out 3D, as torch counts them
+//     (grouped-query, [D + 2 Dkv, D], Dkv = n_kv_heads d_head: a = sqrt(6 / (2 D + 2 Dkv)))
 //   blocks.l.attn.in_proj_bias, out_proj.bias   0                           MultiheadAttention
 //   blocks.l.attn.out_proj.weight [D, D]    U(-a, a), a = 1 / sqrt(D)      nn.Linear (its
 //                                                      NonDynamicallyQuantizableLinear)
@@ -186,7 +200,8 @@ struct TrainStepResult {
 //   word(c)  = mix64(key + (c + 1) * 0x9E3779B97F4A7C15)         splitmix64's c-th output (c >= 0)
 //   U(-a, a), element i:  b = word(i) >> 40 (24 bits); t = (2 b + 1 - 2^24) / 2^24, in (-1, 1)
 //              and exact in double (the 2^24 values are symmetric about 0);
-//              value = float(a * t), with a = 1.0 / sqrt(in) or sqrt(6.0 / (4.0 * D)) in double
+//              value = float(a * t), with a = 1.0 / sqrt(in) or sqrt(6.0 / (2.0 * D + 2.0 * Dkv))
+//              in double (Dkv = D: sqrt(6.0 / (4.0 * D)), the same double)
 //   N(0, 1), element i, of the pair p = floor(i / 2) (Box-Muller, in double):
 //              u1 = (2 (word(2p) >> 12) + 1) / 2^53, in (0, 1); u2 = (word(2p + 1) >> 11) / 2^53,
 //              in [0, 1); r = sqrt(-2 log(u1)); theta = 6.283185307179586 * u2;
@@ -284,6 +299,11 @@ class Transformer {
   bool generating() const { return gen_.active; }
   // Tokens drawn per sequence so far by the generation in progress (or the last one).
   int64_t generated() const { return gen_.step; }
+  // Bytes the KV caches of the generation in progress (or the last one) hold: per layer keys and
+  // values of B x (T + max_new_tokens) positions x KvDim floats, KvDim = n_kv_heads * d_head, so
+  // grouped-query attention's caches are n_heads / n_kv_heads times smaller. 0 for a non-causal
+  // model (nothing is cached) and once GenerateCancel or a refused step freed them.
+  size_t kv_cache_bytes() const;
   // Rows of the sinusoidal position table computed since the model was created (the table grows
   // geometrically and keeps its rows): for tests and benchmarks that hold generation to a cost
   // linear in its length.

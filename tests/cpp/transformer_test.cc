@@ -111,6 +111,7 @@ TEST(TransformerGolden, TheSetCoversEveryOption) {
   ASSERT_GE(files.size(), 30u) << "tests/golden/transformer/ (tools/make_transformer_golden.py)";
   bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
   bool tied[2] = {};  // tie_embeddings with and without an MLP
+  bool kv[3] = {};    // n_kv_heads 1 (multi-query), 2, n_heads / 2 > 2
   bool gates = false, targets = false, t1 = false, t_max = false;
   int64_t max_layers = 0, max_heads = 0;
   for (const std::string& f : files) {
@@ -119,6 +120,11 @@ TEST(TransformerGolden, TheSetCoversEveryOption) {
     norm[static_cast<int>(c.norm)] = pos[static_cast<int>(c.positions)] = true;
     causal[c.causal] = act[static_cast<int>(c.act)] = bias[c.bias] = mlp[c.d_mlp > 0] = true;
     if (c.tie_embeddings) tied[c.d_mlp > 0] = true;
+    if (c.n_kv_heads > 0 && c.n_kv_heads < c.n_heads) {
+      kv[0] |= c.n_kv_heads == 1;
+      kv[1] |= c.n_kv_heads == 2;
+      kv[2] |= c.n_kv_heads > 2 && 2 * c.n_kv_heads == c.n_heads;
+    }
     max_layers = std::max(max_layers, c.n_layers);
     max_heads = std::max(max_heads, c.n_heads);
     const json& in = doc.at("inputs");
@@ -136,6 +142,7 @@ TEST(TransformerGolden, TheSetCoversEveryOption) {
   for (bool b : bias) EXPECT_TRUE(b) << "bias";
   for (bool b : mlp) EXPECT_TRUE(b) << "d_mlp 0 and > 0";
   for (bool b : tied) EXPECT_TRUE(b) << "tie_embeddings with d_mlp 0 and > 0";
+  for (bool b : kv) EXPECT_TRUE(b) << "n_kv_heads 1, 2 and n_heads / 2";
   EXPECT_TRUE(gates && targets && t1 && t_max);
   EXPECT_GE(max_layers, 4);
   EXPECT_GE(max_heads, 8);
@@ -244,6 +251,7 @@ TEST(Transformer, HookedPatternsAreTheLayersMultiheadAttentionTrace) {
       MhaConfig mc;
       mc.embed_dim = D;
       mc.num_heads = H;
+      mc.num_kv_heads = g.config.n_kv_heads;
       mc.bias = g.config.bias;
       mc.batch_first = true;
       std::unique_ptr<MultiheadAttention> mha;

@@ -121,7 +121,8 @@ function probes(f) {
 test('the case parser (JS) accepts exactly what the schema accepts, and says what it expects', () => {
   const base = { kind: 'transformer', config: { vocab_size: 8, max_len: 4, d_model: 4, n_heads: 1 }, state_dict: {}, inputs: { tokens: [0] } };
   for (const f of TRANSFORMER_SCHEMA.fields) {
-    if (f.torch === 'd_model' || f.torch === 'n_heads' || f.torch === 'max_len') continue;  // (below)
+    // (below; n_kv_heads must also divide n_heads, 1 here)
+    if (f.torch === 'd_model' || f.torch === 'n_heads' || f.torch === 'max_len' || f.torch === 'n_kv_heads') continue;
     for (const v of probes(f)) {
       if (typeof v === 'number' && !Number.isFinite(v)) continue;  // (not JSON)
       const doc = structuredClone(base);
@@ -145,13 +146,19 @@ test('the case parser (JS) accepts exactly what the schema accepts, and says wha
   const bad = structuredClone(base);
   Object.assign(bad.config, { d_model: 6, n_heads: 4 });
   assert.throws(() => parseCase(bad), { message: 'config.n_heads: d_model (6) must be divisible by n_heads (4)' });
+  // n_kv_heads: null or a divisor of n_heads.
+  const kv = (n) => { const d = structuredClone(base); Object.assign(d.config, { n_heads: 4, n_kv_heads: n }); return d; };
+  for (const n of [null, 1, 2, 4]) assert.equal(parseCase(kv(n)).config.nKvHeads, n);
+  assert.throws(() => parseCase(kv(3)), { message: 'config.n_kv_heads: n_heads (4) must be divisible by n_kv_heads (3)' });
+  assert.throws(() => parseCase(kv(8)), { message: 'config.n_kv_heads: n_heads (4) must be divisible by n_kv_heads (8)' });
+  assert.throws(() => parseCase(kv(0)), { message: 'config.n_kv_heads: expected null (= n_heads) or an integer in [1, 16777216], got number 0' });
 });
 
 test('the engine (the binding and Validate) refuses exactly the values the schema refuses', () => {
   const base = { vocabSize: 8, maxLen: 4, dModel: 4, seed: null };
   for (const f of TRANSFORMER_SCHEMA.fields) {
     for (const v of probes(f)) {
-      if (f.torch === 'd_model' || f.torch === 'n_heads') continue;  // (divisibility: below)
+      if (f.torch === 'd_model' || f.torch === 'n_heads' || f.torch === 'n_kv_heads') continue;  // (divisibility: below)
       let error = null;
       let model = null;
       try {
@@ -173,6 +180,13 @@ test('the engine (the binding and Validate) refuses exactly the values the schem
     { message: 'config.nHeads: dModel (6) must be divisible by nHeads (4)' });
   assert.throws(() => hs.createMultiheadAttention({ embedDim: 6, numHeads: 4 }),
     { message: 'config.numHeads: embedDim (6) must be divisible by numHeads (4)' });
+  assert.throws(() => hs.createTransformer({ ...base, dModel: 8, nHeads: 4, nKvHeads: 3 }),
+    { message: 'config.nKvHeads: nHeads (4) must be divisible by nKvHeads (3)' });
+  assert.throws(() => hs.createMultiheadAttention({ embedDim: 8, numHeads: 4, numKvHeads: 8 }),
+    { message: 'config.numKvHeads: numHeads (4) must be divisible by numKvHeads (8)' });
+  assert.throws(() => hs.createMultiheadAttention({ embedDim: 8, numHeads: 4, numKvHeads: 0 }),
+    { message: 'config.numKvHeads: expected null (= numHeads) or an integer in [1, 16777216], got number 0' });
+  for (const numKvHeads of [null, 1, 2, 4]) hs.createMultiheadAttention({ embedDim: 8, numHeads: 4, numKvHeads }).dispose();
 });
 
 test('the native case parser agrees with the schema on every field\'s boundaries (when built)', () => {
@@ -187,7 +201,7 @@ test('the native case parser agrees with the schema on every field\'s boundaries
     for (const f of TRANSFORMER_SCHEMA.fields) {
       for (const v of probes(f)) {
         if (typeof v === 'number' && !Number.isFinite(v)) continue;
-        if (f.torch === 'd_model' || f.torch === 'n_heads') continue;
+        if (f.torch === 'd_model' || f.torch === 'n_heads' || f.torch === 'n_kv_heads') continue;
         const doc = structuredClone(base);
         doc.config[f.torch] = v;
         const file = join(dir, 'case.json');

@@ -226,6 +226,13 @@ export interface TransformerConfig {
   nLayers?: number;
   /** = 1; must divide dModel. */
   nHeads?: number;
+  /**
+   * = nHeads. Key/value heads G (grouped-query attention; 1: multi-query), dividing nHeads: each
+   * layer's attention.in_proj_weight is ((nHeads + 2 G) dHead, dModel) (q's rows, then G K heads
+   * and G V heads), hook_k / hook_v are (B, G, T, dHead), and generate()'s KV cache is nHeads / G
+   * times smaller.
+   */
+  nKvHeads?: number | null;
   /** = 0: attention-only (no MLP, no ln2). */
   dMlp?: number;
   /** = 'pre' */

@@ -34,6 +34,7 @@ export const SCHEMA = deepFreeze({
         {"torch":"d_model","js":"dModel","type":"size","min":1,"max":16777216,"default":"required","doc":"D, the residual stream's width"},
         {"torch":"n_layers","js":"nLayers","type":"size","min":1,"max":256,"default":{"value":1},"doc":"the number of blocks"},
         {"torch":"n_heads","js":"nHeads","type":"size","min":1,"max":16777216,"default":{"value":1},"doc":"H; d_model must be divisible by it (head dim D / H)"},
+        {"torch":"n_kv_heads","js":"nKvHeads","type":"size","min":1,"max":16777216,"nullMeans":"n_heads","default":{"value":null},"doc":"G, the key/value heads (grouped-query attention; 1: multi-query); n_heads must be divisible by it, head h reads K/V head h / (n_heads / G) (null: n_heads)"},
         {"torch":"d_mlp","js":"dMlp","type":"size","min":0,"max":16777216,"zero":"no MLP","default":{"value":0},"doc":"the MLP's hidden width; 0: attention only (no MLP, no ln2)"},
         {"torch":"norm","js":"norm","type":"choice","choices":["pre","post","none"],"default":{"value":"pre"},"doc":"where the LayerNorms sit: pre, post or none"},
         {"torch":"positions","js":"positions","type":"choice","choices":["learned","sinusoidal","none"],"default":{"value":"learned"},"doc":"the position embedding"},
@@ -43,7 +44,7 @@ export const SCHEMA = deepFreeze({
         {"torch":"ln_eps","js":"lnEps","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":0.00001},"doc":"the LayerNorms' epsilon"},
         {"torch":"tie_embeddings","js":"tieEmbeddings","type":"bool","default":{"value":false},"doc":"unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x tok_embed.weight^T (+ unembed.bias)"}
       ],
-      "divisible": [["d_model","n_heads"]]
+      "divisible": [["d_model","n_heads"],["n_heads","n_kv_heads"]]
     },
     {
       "name": "optimizer",
