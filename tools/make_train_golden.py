@@ -125,7 +125,8 @@ SGD_CLIP_ALWAYS = sgd(5e-2, clip=ALWAYS)
 
 
 def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bias=True,
-         eps=1e-5, tie=False, B, T, targets, gates=None, runs, prefix="", suffix="", covers=""):
+         eps=1e-5, tie=False, kv=None, B, T, targets, gates=None, runs, prefix="", suffix="",
+         covers=""):
     """targets: "next" (next token, last position -100) | "some" (random, about a quarter -100,
     at least one counted and, with B*T > 1, one ignored) | "all" (random, none ignored) | "one"
     (all -100 but one position) | "induction" (a random half, then its repeat; next token)."""
@@ -133,6 +134,8 @@ def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bia
                   norm=norm, positions=pos, causal=causal, act=act, bias=bias, ln_eps=eps)
     if tie:
         config["tie_embeddings"] = True
+    if kv is not None:
+        config["n_kv_heads"] = kv
     name = "-".join(p for p in (prefix, config_name(config), suffix, f"b{B}-t{T}") if p)
     return dict(name=name, config=config, B=B, T=T, targets=targets, gates=gates,
                 runs=[dict(r) for r in runs], covers=covers)
@@ -261,6 +264,18 @@ CASES = [
     case(V=9, L=7, D=6, layers=1, heads=2, mlp=0, norm="post", pos="sinusoidal", bias=False,
          tie=True, B=3, T=5, targets="some", runs=[ADAMW_CLIP_SOME], covers="tie_embeddings, "
          "post-norm attention only, no bias; AdamW (weight decay 0.05) clipping at some steps"),
+    # Grouped-query and multi-query attention (n_kv_heads): a K/V head's gradient is the sum over
+    # the heads of its group (torch's autograd through repeat_interleave).
+    case(V=10, L=8, D=8, layers=2, heads=4, kv=2, mlp=8, norm="pre", pos="learned", B=2, T=6,
+         targets="next", runs=[ADAMW_WD_98, SGD], covers="grouped-query (2 K/V heads for 4), "
+         "pre-norm with MLP; AdamW with weight decay 0.1 and SGD"),
+    case(V=9, L=5, D=6, layers=2, heads=3, kv=1, mlp=0, norm="post", pos="sinusoidal",
+         bias=False, B=3, T=5, targets="some", gates=[[0.0, 1.0, 2.0], [1.0, 0.5, 1.0]],
+         runs=[ADAMW_CLIP_SOME], covers="multi-query (one K/V head for 3), post-norm attention "
+         "only, no bias, head gates, T = max_len; AdamW clipping at some steps"),
+    case(V=8, L=6, D=12, layers=1, heads=6, kv=3, mlp=12, norm="none", pos="learned",
+         causal=False, act="relu", B=2, T=4, targets="all", runs=[SGD_CLIP_SOME, ADAMW_NO_WD],
+         covers="grouped-query, G = H/2 = 3 of 6 heads, non-causal, no LayerNorm, relu"),
 ]
 
 
@@ -865,6 +880,8 @@ def config_summary(c):
         parts.append(f"ln_eps={c['ln_eps']:g}")
     if c.get("tie_embeddings"):
         parts.append("tied embeddings")
+    if c.get("n_kv_heads") is not None:
+        parts.append(f"n_kv_heads={c['n_kv_heads']}")
     return " ".join(parts)
 
 
@@ -912,7 +929,7 @@ One JSON object per file, named `<name>.json`, with exactly these keys in this o
 | key | value |
 | --- | --- |
 | `name` | the case name (the file name without `.json`) |
-| `config` | `vocab_size`, `max_len`, `d_model`, `n_layers`, `n_heads`, `d_mlp`, `norm`, `positions`, `causal`, `act`, `bias`, `ln_eps`: every key explicit, names as in `tests/golden/transformer`; then `tie_embeddings`, written only where it is true |
+| `config` | `vocab_size`, `max_len`, `d_model`, `n_layers`, `n_heads`, `d_mlp`, `norm`, `positions`, `causal`, `act`, `bias`, `ln_eps`: every key explicit, names as in `tests/golden/transformer`; then `tie_embeddings`, written only where it is true, and `n_kv_heads` (grouped-query attention: `attn.in_proj_weight` [(H + 2 G) dh, D]), written only where given |
 | `state_dict` | the initial weights: `{{key: nested lists}}`, keys in `state_dict()` order: `named_parameters()` order (the sinusoidal table is a non-persistent buffer and is not in it), and with `tie_embeddings` also `unembed.weight` (the same Parameter as `tok_embed.weight`: the same values, listed where torch's `state_dict()` lists it); shapes as PyTorch's; every value exactly a float32 |
 | `tokens` | `[[int]]`, shape (B, T) |
 | `targets` | `[[int]]`, shape (B, T); `-100` is ignore_index; never all `-100` |
@@ -1028,6 +1045,10 @@ def check_coverage(rows):
                for _, i in tied for r in i["runs"]), "a tied case with AdamW weight decay"
     assert have(lambda s, i: s["T"] == 1) and have(lambda s, i: s["T"] == s["config"]["max_len"])
     assert have(lambda s, i: s["B"] == 1)
+    kv = lambda c: c.get("n_kv_heads") or c["n_heads"]  # noqa: E731
+    assert any(kv(c) == 1 < c["n_heads"] for c in cs), "multi-query"
+    assert any(kv(c) == 2 < c["n_heads"] for c in cs), "grouped-query, 2 K/V heads"
+    assert any(2 < kv(c) and 2 * kv(c) == c["n_heads"] for c in cs), "grouped-query, G = H/2"
     assert have(lambda s, i: s["gates"] is not None and min(map(min, s["gates"])) == 0
                 and max(map(max, s["gates"])) > 1)
     assert sum(i["counted"] < i["total"] for _, i in rows) > len(rows) / 2, "-100 in most cases"

@@ -216,15 +216,18 @@ Matrix AttentionForward(const TransformerConfig& c, const BlockParams& p, const 
 }
 
 // The attention's backward from d_out = d loss / d (its output): returns d loss / d (its input)
-// and adds each head's d loss / d gate to gate_grads[h].
+// and adds each head's d loss / d gate to gate_grads[h]. Grouped-query attention: a K/V head's
+// dk and dv are the sums over the H / G query heads that read it.
 Matrix AttentionBackward(const TransformerConfig& c, const BlockParams& p, const AttentionSaved& s,
                          const Matrix& d_out, const double* gates, double* gate_grads) {
   const Eigen::Index T = d_out.rows(), D = c.d_model, H = c.n_heads, dh = D / H;
+  const Eigen::Index Dkv = KvDim(c), group = H / (Dkv / dh);
   const double sqrt_dh = std::sqrt(static_cast<double>(dh));
   const Matrix d_concat = LinearBackward(p.out_proj, s.concat, d_out);  // [T, D]
-  Matrix d_qkv(T, 3 * D);
+  Matrix d_qkv = Matrix::Zero(T, D + 2 * Dkv);
   for (Eigen::Index h = 0; h < H; ++h) {
     const size_t hs = static_cast<size_t>(h);
+    const Eigen::Index g = h / group;
     const Matrix dz = d_concat.middleCols(h * dh, dh);  // d loss / d (gate * out)
     const double gate = gates != nullptr ? gates[h] : 1.0;
     // z = gate * out: the gate's gradient sums dz * out over the head's entries.
@@ -232,8 +235,8 @@ Matrix AttentionBackward(const TransformerConfig& c, const BlockParams& p, const
     const Matrix d_out_h = gate * dz;  // [T, dh]
     // out = pattern v.
     const Matrix& pattern = s.pattern[hs];
-    const Matrix d_pattern = d_out_h * s.v.middleCols(h * dh, dh).transpose();  // [T, T]
-    d_qkv.middleCols(2 * D + h * dh, dh) = pattern.transpose() * d_out_h;
+    const Matrix d_pattern = d_out_h * s.v.middleCols(g * dh, dh).transpose();  // [T, T]
+    d_qkv.middleCols(D + Dkv + g * dh, dh) += pattern.transpose() * d_out_h;
     // Softmax per row: d scores_j = P_j (dP_j - sum_k P_k dP_k). A masked entry has P = 0 exactly,
     // so its gradient is 0: the -inf it was set to does not depend on q or k.
     Matrix d_scores(T, T);
@@ -242,8 +245,8 @@ Matrix AttentionBackward(const TransformerConfig& c, const BlockParams& p, const
       d_scores.row(i) = pattern.row(i).array() * (d_pattern.row(i).array() - dot);
     }
     // scores = (q / sqrt(dh)) k^T.
-    d_qkv.middleCols(h * dh, dh) = d_scores * s.k.middleCols(h * dh, dh) / sqrt_dh;
-    d_qkv.middleCols(D + h * dh, dh) =
+    d_qkv.middleCols(h * dh, dh) = d_scores * s.k.middleCols(g * dh, dh) / sqrt_dh;
+    d_qkv.middleCols(D + g * dh, dh) +=
         d_scores.transpose() * (s.q.middleCols(h * dh, dh) / sqrt_dh);
   }
   return LinearBackward(p.in_proj, s.input, d_qkv);

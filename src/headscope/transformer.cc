@@ -780,14 +780,14 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
         return TooLarge(B, T, limit);
       }
       save(&sl->concat, context_.activations.concat, MD);
-      if (saved->keep_qkv && !save_failed) {  // (batch-first [B, T, D] each: no extra keys)
-        if (!Resize(&sl->qkv, 3 * MD, &bytes, limit)) {
+      if (saved->keep_qkv && !save_failed) {  // (batch-first, q [B, T, D], k and v [B, T, Dkv])
+        const size_t n = static_cast<size_t>(MD), nkv = M * static_cast<size_t>(KvDim(c));
+        if (!Resize(&sl->qkv, n + 2 * static_cast<uint64_t>(nkv), &bytes, limit)) {
           save_failed = true;
         } else {
-          const size_t n = static_cast<size_t>(MD);
           std::memcpy(sl->qkv.data(), context_.activations.q, n * sizeof(float));
-          std::memcpy(sl->qkv.data() + n, context_.activations.k, n * sizeof(float));
-          std::memcpy(sl->qkv.data() + 2 * n, context_.activations.v, n * sizeof(float));
+          std::memcpy(sl->qkv.data() + n, context_.activations.k, nkv * sizeof(float));
+          std::memcpy(sl->qkv.data() + n + nkv, context_.activations.v, nkv * sizeof(float));
         }
       }
       save(&sl->pattern, attn_result_.weights.data(),

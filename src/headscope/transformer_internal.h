@@ -49,8 +49,9 @@ struct SavedLayer {
   AlignedBuffer resid_mid;  // the MLP sub-block's input x (ln2's input under pre-norm)
   AlignedBuffer h_pre;      // fc_in's output before the activation, [M, d_mlp]
   AlignedBuffer sum2;       // post-norm: resid_mid + MLP output, ln2's input
-  // The attention's projections q | k | v, [3][M, D] (the forward's own, copied), when
-  // Saved::keep_qkv; else the backward computes them again.
+  // The attention's projections q | k | v, [M, D] then [M, Dkv] twice (Dkv = KvDim: D unless
+  // grouped-query; the forward's own, copied), when Saved::keep_qkv; else the backward computes
+  // them again.
   AlignedBuffer qkv;
 };
 

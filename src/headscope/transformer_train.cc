@@ -207,6 +207,9 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   const size_t M = static_cast<size_t>(rows), D = static_cast<size_t>(c.d_model);
   const size_t Vz = static_cast<size_t>(V), Mlp = static_cast<size_t>(c.d_mlp);
   const size_t H = static_cast<size_t>(c.n_heads), hd = D / H, Tz = static_cast<size_t>(T);
+  // Grouped-query attention: G K/V heads of Dkv = G hd columns; in_proj's rows Dqkv = D + 2 Dkv
+  // (3 D when G = H).
+  const size_t Dkv = static_cast<size_t>(KvDim(c)), G = Dkv / hd, Dqkv = D + 2 * Dkv;
   const size_t L = static_cast<size_t>(c.n_layers);
   size_t bytes = 0;
   const uint64_t MD = SaturatingProduct({rows, static_cast<uint64_t>(D)});
@@ -214,7 +217,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     return TooLarge(B, T, limit);
   }
   // The backward's buffers are counted first, so RunBlocks's own accounting adds to them.
-  const uint64_t wide = std::max<uint64_t>(3 * D, Mlp);
+  const uint64_t wide = std::max<uint64_t>(Dqkv, Mlp);
   uint64_t pack = 0, trans = 0;
   const auto need = [&](uint64_t n, uint64_t k) {  // PackedFloats(n, k), in 64 bits
     pack = std::max<uint64_t>(pack, SaturatingProduct({(n + kPanel - 1) / kPanel * kPanel, k}));
@@ -222,16 +225,16 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   for (uint64_t in : {static_cast<uint64_t>(D), static_cast<uint64_t>(Mlp)}) {
     need(in, rows);  // dW = dy^T x: x packed as (in, M)
   }
-  need(D, 3 * D);   // da_in = dqkv Win
+  need(D, Dqkv);    // da_in = dqkv Win
   need(D, D);       // dconcat = dout Wo; q, k or v = a_in W^T + b, recomputed
   need(D, V);       // dxf = dlogits Wu
   need(D, Mlp);     // dm_in = dh Wfc_in
   need(Mlp, D);     // dh = dm Wfc_out
   // The forward's q | k | v, kept (SavedLayer::qkv, counted by RunBlocks) or recomputed here.
-  sv.keep_qkv = SaturatingProduct({rows, 3 * static_cast<uint64_t>(D), L, sizeof(float)}) <=
+  sv.keep_qkv = SaturatingProduct({rows, static_cast<uint64_t>(Dqkv), L, sizeof(float)}) <=
                 Saved::kKeepQkvBytes;
-  trans = sv.keep_qkv ? 0 : SaturatingProduct({rows, 3 * static_cast<uint64_t>(D)});
-  const uint64_t tile = AttentionBackwardFloats(Tz, hd);  // kernels/attention.h
+  trans = sv.keep_qkv ? 0 : SaturatingProduct({rows, static_cast<uint64_t>(Dqkv)});
+  const uint64_t tile = AttentionBackwardFloats(Tz, hd, H / G);  // kernels/attention.h
   if (!Grow(&sv.dx, MD, &bytes, limit) || !Grow(&sv.dtmp, MD, &bytes, limit) ||
       !Grow(&sv.dnorm, MD, &bytes, limit) ||
       !Grow(&sv.dwide, SaturatingProduct({rows, wide}), &bytes, limit) ||
@@ -340,54 +343,58 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     float* dconcat = sv.dtmp.data();
     linear(sl.concat.data(), weight(layer.out_proj_w), dx, D, D, grad(layer.out_proj_w),
            grad(layer.out_proj_b), dconcat);
-    // The attention's input and its projections again rather than kept ([M, D] and [M, 3D] a
+    // The attention's input and its projections again rather than kept ([M, D] and [M, Dqkv] a
     // layer: what keeps the 1M model's training within 64 MB): a_in = ln1(resid_pre) under
-    // pre-norm, and q | k | v [M, D] each = a_in W^T + b, the products the forward's projections
-    // compute (ProjectQkv: one per row block of in_proj_weight, the same kernel and operands, so
-    // the same bits), in trans, free until in_proj's backward below.
-    // (Kept: sl.qkv holds the forward's own q, k and v, [M, D] each.)
+    // pre-norm, and q [M, D], k and v [M, Dkv] = a_in W^T + b, the products the forward's
+    // projections compute (ProjectQkv: one per row block of in_proj_weight, the same kernel and
+    // operands, so the same bits), in trans, free until in_proj's backward below.
+    // (Kept: sl.qkv holds the forward's own q, k and v.)
     const float* a_in = sl.resid_pre.data();
     if (pre) {
       LayerNormRows(sl.resid_pre.data(), M, D, weight(layer.ln1_w), weight(layer.ln1_b), eps,
                     sv.dnorm.data());
       a_in = sv.dnorm.data();
     }
-    const float* qkv = sl.qkv.data();  // [3][M, D]: the activations' layout
+    const float* qkv = sl.qkv.data();  // q [M, D], k [M, Dkv], v [M, Dkv]: the activations'
     if (!sv.keep_qkv) {
       const float* win = weight(layer.in_proj_w);
       const float* bin = weight(layer.in_proj_b);
+      // Part p: in_proj's rows [first, first + n), into qkv at M * first.
+      const size_t first[3] = {0, D, D + Dkv}, width[3] = {D, Dkv, Dkv};
       for (size_t part = 0; part < 3; ++part) {
-        PackB(win + part * D * D, D, D, D, 1, sv.pack.data());
-        MatMulPacked(a_in, D, sv.pack.data(), bin != nullptr ? bin + part * D : nullptr, M, D, D,
-                     1.0f, sv.qkv.data() + part * M * D, D, threads);
+        const size_t r0 = first[part], n = width[part];
+        PackB(win + r0 * D, n, D, D, 1, sv.pack.data());
+        MatMulPacked(a_in, D, sv.pack.data(), bin != nullptr ? bin + r0 : nullptr, M, n, D,
+                     1.0f, sv.qkv.data() + M * r0, n, threads);
       }
       qkv = sv.qkv.data();
     }
-    // The heads' backward over the forward's activations ([B, T, D] each, as its AttentionShape
-    // describes them) and the rule of which keys each row saw; the gradients dq | dk | dv go to
-    // the rows of dqkv [M, 3D], in_proj's dy.
+    // The heads' backward over the forward's activations (q [B, T, D], k and v [B, T, Dkv], as
+    // its AttentionShape describes them, G K/V heads) and the rule of which keys each row saw;
+    // the gradients dq | dk | dv go to the rows of dqkv [M, Dqkv], in_proj's dy (dk and dv summed
+    // over each group of H / G heads).
     float* dqkv = sv.dwide.data();
     AttentionBackwardArgs ab;
-    ab.shape = AttentionShape::Dense(static_cast<size_t>(B), H, Tz, Tz, Tz, hd);
+    ab.shape = AttentionShape::Dense(static_cast<size_t>(B), H, Tz, Tz, Tz, hd, G);
     ab.modifiers.causal = c.causal;
     ab.sqrt_head_dim = std::sqrt(static_cast<float>(hd));
     ab.q = qkv;
     ab.k = qkv + M * D;
-    ab.v = qkv + 2 * M * D;
+    ab.v = qkv + M * (D + Dkv);
     ab.weights = sl.pattern.data();
     ab.head_gates = options.head_gates.present() ? options.head_gates.data + li * H : nullptr;
     ab.dz = dconcat;
     ab.grads = ab.shape;
-    ab.grads.q_row_stride = ab.grads.kv_row_stride = 3 * D;
-    ab.grads.q_batch_stride = ab.grads.kv_batch_stride = Tz * 3 * D;
+    ab.grads.q_row_stride = ab.grads.kv_row_stride = Dqkv;
+    ab.grads.q_batch_stride = ab.grads.kv_batch_stride = Tz * Dqkv;
     ab.dq = dqkv;
     ab.dk = dqkv + D;
-    ab.dv = dqkv + 2 * D;
+    ab.dv = dqkv + D + Dkv;
     ab.gate_grads = options.head_gate_grads ? &result->head_gate_grads[li * H] : nullptr;
     AttentionBackward(ab, sv.head.data());
     // in_proj: dWin = dqkv^T a_in, da_in = dqkv Win (dconcat's room is free again).
     float* da_in = sv.dtmp.data();
-    linear(a_in, weight(layer.in_proj_w), dqkv, D, 3 * D, grad(layer.in_proj_w),
+    linear(a_in, weight(layer.in_proj_w), dqkv, D, Dqkv, grad(layer.in_proj_w),
            grad(layer.in_proj_b), da_in);
     if (pre) {  // a_in = ln1(resid_pre)
       LayerNormBackwardRows(sl.resid_pre.data(), da_in, M, D, weight(layer.ln1_w), eps, dx,

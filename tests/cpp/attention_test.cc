@@ -756,5 +756,101 @@ TEST(AttentionBackward, MatchesScalarBackwardInEveryLayout) {
   });
 }
 
+// Grouped-query attention (H_kv < H): a K/V head's dK and dV are the sums, in head order, of its
+// group's heads' own, which are the gradients those heads give when each reads a copy of the K/V
+// head (the kernel with H_kv = H over K and V repeated per head): dQ and the gate gradients are
+// that run's bits, dK and dV its per-head gradients added in float, head after head.
+TEST(AttentionBackward, GroupedHeadsAddTheirKvGradients) {
+  test::ForEachTarget([](const char* target) {
+    SCOPED_TRACE(target);
+    std::mt19937 rng(30);
+    const auto pick = [&](int lo, int hi) {
+      return static_cast<size_t>(std::uniform_int_distribution<int>(lo, hi)(rng));
+    };
+    for (int trial = 0; trial < 24; ++trial) {
+      const size_t N = pick(1, 2), H = std::vector<size_t>{2, 4, 6, 8}[pick(0, 3)];
+      const size_t G = std::vector<size_t>{1, 2, H / 2}[pick(0, 2)];
+      const size_t group = H / G, hd = std::vector<size_t>{1, 4, 8, 16}[pick(0, 3)];
+      const size_t T = trial % 4 == 0 ? pick(60, 90) : pick(1, 20), E = H * hd, Ekv = G * hd;
+      const bool causal = pick(0, 1) == 1;
+      SCOPED_TRACE("N=" + std::to_string(N) + " H=" + std::to_string(H) + " G=" +
+                   std::to_string(G) + " hd=" + std::to_string(hd) + " T=" + std::to_string(T));
+      const std::vector<float> q = test::RandomVector(&rng, N * T * E);
+      const std::vector<float> k = test::RandomVector(&rng, N * T * Ekv);
+      const std::vector<float> v = test::RandomVector(&rng, N * T * Ekv);
+      const std::vector<float> dz = test::RandomVector(&rng, N * T * E);
+      const std::vector<float> gates = test::RandomVector(&rng, H, 2.0f);
+      std::vector<float> p(N * H * T * T, 0.0f);
+      for (size_t r = 0; r < N * H * T; ++r) {
+        const size_t i = r % T, end = causal ? i + 1 : T;
+        float sum = 0.0f;
+        for (size_t j = 0; j < end; ++j)
+          sum += p[r * T + j] = std::exp(test::RandomVector(&rng, 1)[0]);
+        for (size_t j = 0; j < end; ++j) p[r * T + j] /= sum;
+      }
+      // K and V repeated per query head, [N, T, E].
+      std::vector<float> k_rep(N * T * E), v_rep(N * T * E);
+      for (size_t r = 0; r < N * T; ++r) {
+        for (size_t h = 0; h < H; ++h) {
+          for (size_t x = 0; x < hd; ++x) {
+            k_rep[r * E + h * hd + x] = k[r * Ekv + (h / group) * hd + x];
+            v_rep[r * E + h * hd + x] = v[r * Ekv + (h / group) * hd + x];
+          }
+        }
+      }
+      const auto run = [&](size_t kv_heads, const std::vector<float>& kk,
+                           const std::vector<float>& vv, std::vector<float>* dq,
+                           std::vector<float>* dk, std::vector<float>* dv,
+                           std::vector<double>* gate_grads) {
+        const size_t w = kv_heads * hd;
+        AttentionBackwardArgs a;
+        a.shape = AttentionShape::Dense(N, H, T, T, T, hd, kv_heads);
+        a.modifiers.causal = causal;
+        a.sqrt_head_dim = std::sqrt(static_cast<float>(hd));
+        a.q = q.data();
+        a.k = kk.data();
+        a.v = vv.data();
+        a.weights = p.data();
+        a.head_gates = gates.data();
+        a.dz = dz.data();
+        a.grads = a.shape;
+        dq->assign(N * T * E, kSentinel);
+        dk->assign(N * T * w, kSentinel);
+        dv->assign(N * T * w, kSentinel);
+        a.dq = dq->data();
+        a.dk = dk->data();
+        a.dv = dv->data();
+        gate_grads->assign(H, 0.0);
+        a.gate_grads = gate_grads->data();
+        AlignedBuffer scratch;
+        EXPECT_TRUE(scratch.Resize(AttentionBackwardFloats(T, hd, H / kv_heads)));
+        AttentionBackward(a, scratch.data());
+      };
+      std::vector<float> dq, dk, dv, dq_rep, dk_rep, dv_rep;
+      std::vector<double> gg, gg_rep;
+      run(G, k, v, &dq, &dk, &dv, &gg);
+      run(H, k_rep, v_rep, &dq_rep, &dk_rep, &dv_rep, &gg_rep);
+      EXPECT_EQ(std::memcmp(dq.data(), dq_rep.data(), dq.size() * sizeof(float)), 0);
+      EXPECT_EQ(gg, gg_rep);
+      std::vector<float> dk_sum(N * T * Ekv), dv_sum(N * T * Ekv);
+      for (size_t r = 0; r < N * T; ++r) {
+        for (size_t g = 0; g < G; ++g) {
+          for (size_t x = 0; x < hd; ++x) {
+            float sk = dk_rep[r * E + g * group * hd + x], sv = dv_rep[r * E + g * group * hd + x];
+            for (size_t h = g * group + 1; h < (g + 1) * group; ++h) {
+              sk += dk_rep[r * E + h * hd + x];
+              sv += dv_rep[r * E + h * hd + x];
+            }
+            dk_sum[r * Ekv + g * hd + x] = sk;
+            dv_sum[r * Ekv + g * hd + x] = sv;
+          }
+        }
+      }
+      EXPECT_EQ(std::memcmp(dk.data(), dk_sum.data(), dk.size() * sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(dv.data(), dv_sum.data(), dv.size() * sizeof(float)), 0);
+    }
+  });
+}
+
 }  // namespace
 }  // namespace headscope

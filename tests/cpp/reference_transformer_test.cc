@@ -50,7 +50,7 @@ constexpr size_t kElementStride = 16;
 //   pre|post|none  learned|sinusoidal|nopos  causal|bidir  gelu|relu  bias|nobias
 //   mlp=<d_mlp> L=<n_layers> H=<n_heads> D=<d_model> V=<vocab> max=<max_len> B=<batch> T=<len>
 //   gates (head gates with a 0 and a value > 1; else none, all 1)  ignore (some targets -100)
-//   eps=<ln_eps>  tied (tie_embeddings)
+//   eps=<ln_eps>  tied (tie_embeddings)  kv=<n_kv_heads> (grouped-query attention)
 struct Case {
   std::string spec;
   TransformerConfig config;
@@ -64,7 +64,8 @@ Case Parse(const std::string& spec) {
   TransformerConfig& c = k.config;
   const std::map<std::string, int64_t*> sizes = {
       {"mlp", &c.d_mlp},    {"L", &c.n_layers},  {"H", &c.n_heads}, {"D", &c.d_model},
-      {"V", &c.vocab_size}, {"max", &c.max_len}, {"B", &k.batch},   {"T", &k.length}};
+      {"V", &c.vocab_size}, {"max", &c.max_len}, {"B", &k.batch},   {"T", &k.length},
+      {"kv", &c.n_kv_heads}};
   std::istringstream words(spec);
   std::string w;
   while (words >> w) {
@@ -135,6 +136,11 @@ const char* const kFdCases[] = {
     "none nopos causal gelu nobias mlp=8 L=3 H=2 D=8 V=4 max=4 B=2 T=4 gates",
     "pre learned causal gelu bias mlp=6 L=2 H=2 D=4 V=6 max=5 B=2 T=4 tied ignore",
     "post sinusoidal causal relu nobias mlp=0 L=1 H=2 D=6 V=5 max=4 B=2 T=4 tied gates",
+    // Grouped-query attention: G = 1 (multi-query), 2 and H / 2 K/V heads.
+    "pre learned causal gelu bias mlp=6 L=2 H=4 D=8 V=6 max=5 B=2 T=4 kv=2 gates ignore",
+    "post sinusoidal bidir relu nobias mlp=0 L=1 H=4 D=8 V=5 max=4 B=2 T=3 kv=1",
+    "none nopos causal gelu bias mlp=4 L=2 H=2 D=4 V=5 max=4 B=1 T=4 kv=1 gates",
+    "pre learned causal relu bias mlp=0 L=1 H=6 D=6 V=5 max=4 B=2 T=4 kv=3 tied",
 };
 
 // Larger models, for the forward against the fast path only (its SIMD tiles and loops beyond a
@@ -145,6 +151,7 @@ const char* const kForwardOnlyCases[] = {
     "none nopos causal gelu bias mlp=0 L=3 H=8 D=64 V=40 max=12 B=2 T=9 gates",
     "pre sinusoidal bidir relu bias mlp=20 L=1 H=5 D=20 V=13 max=33 B=1 T=33",
     "pre learned causal gelu bias mlp=64 L=2 H=4 D=32 V=50 max=20 B=2 T=20 tied",
+    "pre learned causal gelu bias mlp=64 L=2 H=8 D=32 V=50 max=20 B=2 T=20 kv=2 gates",
 };
 
 // Inputs of a case, all drawn from one seed. Weights are floats widened to double, so the fast
@@ -256,6 +263,7 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
   bool heads[4] = {};  // 1, 2, 4, n_heads == d_model
   bool layers[4] = {}, batch[4] = {}, t1 = false, t_max = false, gates = false, ignore = false;
   bool tied[2] = {};  // tie_embeddings with and without bias
+  bool kv[3] = {};    // n_kv_heads 1 (multi-query), 2, H / 2
   size_t n = 0;
   for (const char* spec : kFdCases) {
     const Case k = Parse(spec);
@@ -276,6 +284,11 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
     gates |= k.gates;
     ignore |= k.ignore;
     if (c.tie_embeddings) tied[c.bias] = true;
+    if (c.n_kv_heads > 0 && c.n_kv_heads < c.n_heads) {
+      kv[0] |= c.n_kv_heads == 1;
+      kv[1] |= c.n_kv_heads == 2;
+      kv[2] |= c.n_kv_heads > 2 && 2 * c.n_kv_heads == c.n_heads;
+    }
     ++n;
   }
   EXPECT_GE(n, 24u);
@@ -290,6 +303,7 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
   EXPECT_TRUE(batch[1] && batch[2] && batch[3]) << "B = 1 to 3";
   EXPECT_TRUE(t1 && t_max && gates && ignore);
   EXPECT_TRUE(tied[0] && tied[1]) << "tie_embeddings with and without unembed.bias";
+  EXPECT_TRUE(kv[0] && kv[1] && kv[2]) << "n_kv_heads 1, 2 and n_heads / 2";
 }
 
 // Every element of every entry and every head gate, by central differences of the reference's
@@ -382,8 +396,8 @@ TEST(ReferenceTransformer, GradientsMatchFiniteDifferences) {
     // is rounding noise), and pos_embed rows at positions >= T are not used.
     for (const auto& [name, g] : r.grads) {
       const int64_t D = k.config.d_model;
-      if (name.find("attn.in_proj_bias") != std::string::npos) {
-        for (int64_t j = D; j < 2 * D; ++j)
+      if (name.find("attn.in_proj_bias") != std::string::npos) {  // the K rows: D .. D + Dkv
+        for (int64_t j = D; j < D + KvDim(k.config); ++j)
           EXPECT_LE(std::fabs(g[j]), 1e-14) << name << "[" << j << "]";
       }
       if (name == "pos_embed.weight") {

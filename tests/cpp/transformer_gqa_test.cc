@@ -3,8 +3,9 @@
 // (tests/golden/transformer/*-kv*, tests/golden/train/*-kv*) hold the numbers against PyTorch;
 // here what they cannot show: the state_dict and the seeded weights; a grouped model computes
 // what the plain model (G = H) computes when its K/V rows are the grouped ones repeated per head,
-// bit for bit (logits, every hook, generation); the KV cache holds H / G times fewer bytes
-// (measured).
+// bit for bit (logits, every hook, generation), and its gradients are that twin's with each K/V
+// head's summed over its group; the KV cache holds H / G times fewer bytes (measured); and the
+// gradients match the float64 reference.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "headscope/reference_transformer.h"
 #include "headscope/transformer.h"
 
 namespace headscope {
@@ -21,6 +23,7 @@ namespace {
 
 constexpr int64_t B = 2, T = 7;
 const int32_t kTokens[B * T] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7};
+const int32_t kTargets[B * T] = {1, 4, 1, 5, 9, 2, -100, 5, 3, 5, 8, 9, 7, -100};
 const TokenView kBatch{kTokens, B, T};
 
 // Vocabulary 11, max_len 12, d_model 16, 2 layers of 4 heads (dim 4), G K/V heads (0: null).
@@ -266,6 +269,96 @@ TEST(TransformerGroupedQuery, QuarterKvHeadsMakeTheCacheFourTimesSmaller) {
               static_cast<int>(B), static_cast<int>(T + 40), mha->kv_cache_bytes(),
               gqa->kv_cache_bytes(),
               static_cast<double>(mha->kv_cache_bytes()) / gqa->kv_cache_bytes());
+}
+
+// The backward: every gradient but in_proj's is the twin's to float rounding (the K/V heads'
+// gradients are sums over their groups, so the stream's gradients differ in the last bits), and
+// in_proj's K/V rows are the sums of the twin's rows of their group; all of it the float64
+// reference's.
+TEST(TransformerGroupedQuery, GradientsAreTheTwinsSummedOverEachGroup) {
+  for (const int64_t G : {1, 2}) {
+    SCOPED_TRACE("G=" + std::to_string(G));
+    std::unique_ptr<Transformer> g = Make(Config(G), 41 + G);
+    std::unique_ptr<Transformer> twin = RepeatedTwin(*g);
+    BackwardOptions o;
+    o.head_gate_grads = true;
+    BackwardResult ga, gb;
+    ASSERT_TRUE(g->Backward(kBatch, kTargets, o, &ga).ok());
+    ASSERT_TRUE(twin->Backward(kBatch, kTargets, o, &gb).ok());
+    EXPECT_EQ(ga.loss, gb.loss);  // the forward's bits
+    ASSERT_EQ(ga.head_gate_grads.size(), gb.head_gate_grads.size());
+    for (size_t i = 0; i < ga.head_gate_grads.size(); ++i) {
+      EXPECT_NEAR(ga.head_gate_grads[i], gb.head_gate_grads[i],
+                  1e-5 * std::max(1.0, std::fabs(gb.head_gate_grads[i])));
+    }
+    double scale = 0;
+    for (const TransformerParamSpec& p : TransformerParams(twin->config())) {
+      for (float x : Values(*twin, p.name, true)) scale = std::max(scale, std::fabs(double{x}));
+    }
+    const int64_t D = 16;
+    for (const TransformerParamSpec& p : TransformerParams(g->config())) {
+      const std::vector<float> got = Values(*g, p.name, true);
+      std::vector<double> want;
+      const std::vector<float> tw = Values(*twin, p.name, true);
+      const bool in_w = p.name.find("attn.in_proj_weight") != std::string::npos;
+      const bool in_b = p.name.find("attn.in_proj_bias") != std::string::npos;
+      if (in_w || in_b) {
+        const int64_t cols = in_w ? D : 1;
+        want.assign(got.size(), 0.0);
+        for (int64_t row = 0; row < 3 * D; ++row) {
+          const int64_t to = GroupedRow(g->config(), row);
+          for (int64_t x = 0; x < cols; ++x) want[to * cols + x] += tw[row * cols + x];
+        }
+      } else {
+        want.assign(tw.begin(), tw.end());
+      }
+      ASSERT_EQ(got.size(), want.size()) << p.name;
+      double e = 0;
+      for (size_t i = 0; i < got.size(); ++i) e = std::max(e, std::fabs(got[i] - want[i]));
+      EXPECT_LE(e, 1e-5 * scale) << p.name;
+    }
+
+    // Against the float64 reference (which repeats nothing: it reads K/V head h / (H / G)).
+    std::vector<std::pair<std::string, std::vector<double>>> sd;
+    for (const TransformerParamSpec& p : TransformerParams(g->config())) {
+      const std::vector<float> v = Values(*g, p.name);
+      sd.emplace_back(p.name, std::vector<double>(v.begin(), v.end()));
+    }
+    ReferenceTransformerResult ref;
+    ASSERT_TRUE(ReferenceTransformer(g->config(), sd, kTokens, B, T, kTargets, nullptr, &ref).ok());
+    EXPECT_NEAR(ga.loss, ref.loss, 1e-6);
+    double rscale = 0;
+    for (const auto& [name, v] : ref.grads) {
+      for (double x : v) rscale = std::max(rscale, std::fabs(x));
+    }
+    for (const auto& [name, want] : ref.grads) {
+      const std::vector<float> got = Values(*g, name, true);
+      ASSERT_EQ(got.size(), want.size()) << name;
+      double e = 0;
+      for (size_t i = 0; i < got.size(); ++i) e = std::max(e, std::fabs(got[i] - want[i]));
+      EXPECT_LE(e, 1e-5 * rscale) << name;
+    }
+  }
+}
+
+// A training step of a grouped model: the loss falls over a few AdamW steps and a forward sees
+// the new weights (its packed K/V panels repacked).
+TEST(TransformerGroupedQuery, TrainingSteps) {
+  std::unique_ptr<Transformer> m = Make(Config(2), 51);
+  OptimizerConfig adamw;
+  adamw.lr = 1e-2;
+  ASSERT_TRUE(m->SetOptimizer(adamw).ok());
+  TrainStepResult first, r;
+  ASSERT_TRUE(m->TrainStep(kBatch, kTargets, &first).ok());
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(m->TrainStep(kBatch, kTargets, &r).ok());
+  EXPECT_LT(r.loss, first.loss);
+  TransformerResult fr;
+  ASSERT_TRUE(m->Forward(kBatch, TransformerOptions{}, &fr).ok());
+  double loss = 0;
+  ASSERT_TRUE(Transformer::Loss(fr.logits.data(), B * T, 11, kTargets, &loss).ok());
+  BackwardResult br;
+  ASSERT_TRUE(m->Backward(kBatch, kTargets, BackwardOptions{}, &br).ok());
+  EXPECT_EQ(br.loss, loss);
 }
 
 }  // namespace

@@ -130,12 +130,15 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
   bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
   bool gates = false, adamw = false, adamw_clip = false, sgd = false, sgd_clip = false;
   bool tied_decay = false;  // tie_embeddings under AdamW with weight decay
+  bool mqa = false, gqa = false;  // n_kv_heads 1 and 1 < n_kv_heads < n_heads
   for (const std::string& f : files) {
     const json doc = ReadJson(f);
     const TransformerConfig c = ConfigOf(doc.at("config"));
     norm[static_cast<int>(c.norm)] = pos[static_cast<int>(c.positions)] = true;
     causal[c.causal] = act[static_cast<int>(c.act)] = bias[c.bias] = mlp[c.d_mlp > 0] = true;
     gates = gates || !doc.at("head_gates").is_null();
+    mqa = mqa || (c.n_kv_heads == 1 && c.n_heads > 1);
+    gqa = gqa || (c.n_kv_heads > 1 && c.n_kv_heads < c.n_heads);
     for (const json& run : doc.at("runs")) {
       const json& o = run.at("optimizer");
       const bool clip = o.at("clip_grad_norm").get<double>() > 0;
@@ -148,6 +151,7 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(causal[i] && act[i] && bias[i] && mlp[i]) << i;
   EXPECT_TRUE(gates && adamw && adamw_clip && sgd && sgd_clip);
   EXPECT_TRUE(tied_decay) << "a tie_embeddings case with AdamW weight decay";
+  EXPECT_TRUE(mqa && gqa) << "multi-query and grouped-query cases (n_kv_heads)";
 }
 
 TEST(TransformerTrainGolden, LossGradientsAndGateGradientsMatchPyTorch) {
@@ -356,6 +360,9 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
     c.bias = pick(3) != 0;
     c.ln_eps = pick(2) == 0 ? 1e-5 : 1e-3;
     c.tie_embeddings = trial % 4 == 3;  // (drawing nothing: the other trials are as they were)
+    // Grouped-query attention in every third trial with more than one head (drawing nothing
+    // either): one K/V head (multi-query) or H / 2.
+    if (trial % 3 == 1 && c.n_heads > 1) c.n_kv_heads = trial % 2 == 0 ? 1 : c.n_heads / 2;
     const int64_t B = 1 + pick(3), T = 1 + pick(static_cast<int>(c.max_len));
     std::unique_ptr<Transformer> model;
     ASSERT_TRUE(Transformer::Create(c, &model).ok());
@@ -406,7 +413,8 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
                              std::to_string(static_cast<int>(c.positions)) + " causal " +
                              std::to_string(c.causal) + " act " +
                              std::to_string(static_cast<int>(c.act)) + " bias " +
-                             std::to_string(c.bias) + (c.tie_embeddings ? " tied" : "") + " L" +
+                             std::to_string(c.bias) + (c.tie_embeddings ? " tied" : "") +
+                             (c.n_kv_heads > 0 ? " kv" + std::to_string(c.n_kv_heads) : "") + " L" +
                              std::to_string(c.n_layers) + " H" +
                              std::to_string(c.n_heads) + " D" + std::to_string(c.d_model) + " mlp" +
                              std::to_string(c.d_mlp) + " B" + std::to_string(B) + " T" +

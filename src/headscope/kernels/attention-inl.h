@@ -425,8 +425,9 @@ struct HeadBackwardOperands {
   const float* k;  // k and v: rows of the shape's kv_row_stride
   const float* v;
   float* dq;  // rows of grads' q_row_stride
-  float* dk;  // dk and dv: rows of grads' kv_row_stride
-  float* dv;
+  float* dk;  // dk and dv: rows of ld_dkv (grads' kv_row_stride, or a later grouped head's
+  float* dv;  // scratch, hd)
+  size_t ld_dkv;
   float gate;
   double* gate_grad;  // null, or += the head's sum of P M
 };
@@ -443,7 +444,7 @@ HWY_INLINE void HeadBackwardImpl(const AttentionBackwardArgs& a, const HeadBackw
   const AttentionShape& s = a.shape;
   const size_t T = s.q_len, hd = s.head_dim;
   const size_t ld_dz = s.q_row_stride, ld_q = s.q_row_stride, ld_kv = s.kv_row_stride;
-  const size_t ld_dq = a.grads.q_row_stride, ld_dkv = a.grads.kv_row_stride;
+  const size_t ld_dq = a.grads.q_row_stride, ld_dkv = o.ld_dkv;
   const float scale = 1.0f / a.sqrt_head_dim;
   float* HWY_RESTRICT pack = scratch;
   float* HWY_RESTRICT ds = scratch + HeadBackwardPackFloats(T, hd);  // [T, T]: M, then dS
@@ -541,9 +542,14 @@ HWY_INLINE void HeadBackwardImpl(const AttentionBackwardArgs& a, const HeadBackw
 }
 
 // AttentionBackward (attention.h): every (batch element, head) in order, each with its operands
-// where the forward's stage finds them, one head's scratch reused.
+// where the forward's stage finds them, one head's scratch reused. Grouped-query attention: the
+// first head of a group writes its K/V head's dK and dV; each later one writes its own into the
+// scratch after the [T, T] tile and adds them there, so the group's sum is formed in head order.
 HWY_INLINE void AttentionBackwardImpl(const AttentionBackwardArgs& a, float* scratch) {
   const AttentionShape& s = a.shape;
+  const size_t T = s.q_len, hd = s.head_dim, group = s.heads / s.kv_heads;
+  float* const own_dk = scratch + HeadBackwardPackFloats(T, hd) + T * T;  // [T, hd] each
+  float* const own_dv = own_dk + T * hd;
   for (size_t n = 0; n < s.batch; ++n) {
     for (size_t h = 0; h < s.heads; ++h) {
       HeadBackwardOperands o;
@@ -553,11 +559,23 @@ HWY_INLINE void AttentionBackwardImpl(const AttentionBackwardArgs& a, float* scr
       o.k = a.k + s.KvOffset(n, h);
       o.v = a.v + s.KvOffset(n, h);
       o.dq = a.dq + a.grads.QOffset(n, h);
-      o.dk = a.dk + a.grads.KvOffset(n, h);
-      o.dv = a.dv + a.grads.KvOffset(n, h);
+      float* const dk = a.dk + a.grads.KvOffset(n, h);
+      float* const dv = a.dv + a.grads.KvOffset(n, h);
+      const bool first_of_group = h % group == 0;
+      o.dk = first_of_group ? dk : own_dk;
+      o.dv = first_of_group ? dv : own_dv;
+      o.ld_dkv = first_of_group ? a.grads.kv_row_stride : hd;
       o.gate = a.head_gates != nullptr ? a.head_gates[h] : 1.0f;
       o.gate_grad = a.gate_grads != nullptr ? a.gate_grads + h : nullptr;
       HeadBackwardImpl(a, o, scratch);
+      if (first_of_group) continue;
+      const size_t ld = a.grads.kv_row_stride;
+      for (size_t j = 0; j < T; ++j) {
+        for (size_t x = 0; x < hd; ++x) {
+          dk[j * ld + x] += own_dk[j * hd + x];
+          dv[j * ld + x] += own_dv[j * hd + x];
+        }
+      }
     }
   }
 }

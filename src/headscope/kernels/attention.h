@@ -199,8 +199,10 @@ void Attention(const AttentionArgs& args, float* workspace);
 // column groups and T < 128 (RowMajorBTakes), dV, dQ and dK read dZ, K and Q in place
 // (MatMulRowMajorBImpl) instead of packing them: the same chains, the same bits.
 // Self-attention over the call's own keys: L = S = S' (no extra keys, no cache), masks other
-// than the visibility rule (causal) not supported, and one query head per K/V head (H_kv = H:
-// each K/V head's gradient is written by its one head; grouped heads would add theirs).
+// than the visibility rule (causal) not supported. With grouped-query attention (H_kv < H) the
+// H / H_kv query heads of a group read one K/V head, and its dK and dV are their sum: the group's
+// first head writes them, each later one computes its own into the scratch and adds it, in head
+// order (((dK_h0 + dK_h1) + dK_h2) ...; with H_kv = H nothing is added: the bits of one head).
 struct AttentionBackwardArgs {
   // The forward's geometry and rule: q, k, v (the projections, unscaled) in the shape's q and kv
   // geometry, dz (the concatenation's gradient) in its q geometry; the visibility (VisibleKeys);
@@ -223,15 +225,18 @@ struct AttentionBackwardArgs {
   double* gate_grads = nullptr;  // null, or [H]: += sum over n, i, j of P[i, j] M[i, j], in double
 };
 // A head's scratch: the packed operand of each product (the larger of K/V and their
-// transposes), rounded to 64 bytes, then the [T, T] tile of M and dS. The one definition of that
-// layout, for the kernel and AttentionBackwardFloats.
+// transposes), rounded to 64 bytes, then the [T, T] tile of M and dS, then (grouped-query only)
+// a later head's own dK and dV, [T, hd] each, before they are added to its group's. The one
+// definition of that layout, for the kernel and AttentionBackwardFloats.
 inline size_t HeadBackwardPackFloats(size_t len, size_t head_dim) {
   const size_t a = PackedFloats(len, head_dim), b = PackedFloats(head_dim, len);
   return ((a > b ? a : b) + 15) / 16 * 16;
 }
 // Floats of scratch AttentionBackward needs (64-byte aligned): one head's, reused by every head.
-inline size_t AttentionBackwardFloats(size_t len, size_t head_dim) {
-  return HeadBackwardPackFloats(len, head_dim) + len * len;
+// `group`: query heads per K/V head (H / H_kv; 1 without grouped-query attention).
+inline size_t AttentionBackwardFloats(size_t len, size_t head_dim, size_t group = 1) {
+  return HeadBackwardPackFloats(len, head_dim) + len * len +
+         (group > 1 ? 2 * len * head_dim : 0);
 }
 void AttentionBackward(const AttentionBackwardArgs& args, float* scratch);
 
