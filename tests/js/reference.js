@@ -3,7 +3,8 @@
 // docs/case-format.md's:
 //   - projections x W^T + b; in_proj_weight rows are [Wq; Wk; Wv] (or q/k/v_proj_weight when
 //     kdim or vdim differ from embedDim); bias_k / bias_v, then a zero key / value, appended after
-//     the projection (never masked);
+//     the projection (never masked); with numKvHeads G the K and V rows are G * headDim and head
+//     h reads K/V head floor(h / (H / G)) (grouped-query attention);
 //   - scores = (q . k) / sqrt(headDim) + attnMask + keyPaddingMask, bool masks adding -inf where
 //     true; isCausal blocks key j > query i outright (-inf), as the engine and PyTorch's fused
 //     path do;
@@ -66,6 +67,9 @@ export function referenceForward(config, stateDict, query, key, value, options =
   const E = config.embedDim;
   const H = config.numHeads;
   const hd = E / H;
+  const G = config.numKvHeads ?? H;  // K/V heads
+  const Ekv = G * hd;
+  const kvCol = (h) => Math.floor(h / (H / G)) * hd;  // where head h's K/V head starts
   const kdim = config.kdim ?? E;
   const vdim = config.vdim ?? E;
   const sd = Object.fromEntries(Object.entries(stateDict instanceof Map ? Object.fromEntries(stateDict) : stateDict)
@@ -98,16 +102,16 @@ export function referenceForward(config, stateDict, query, key, value, options =
   for (let n = 0; n < N; n++) {
     const qp = linear((t, i) => Q.at(n, t, i), L, E, separate ? sd.q_proj_weight : sd.in_proj_weight, 0, E, bIn, 0);
     const kp = linear((t, i) => K.at(n, t, i), S, kdim, separate ? sd.k_proj_weight : sd.in_proj_weight,
-      separate ? 0 : E, E, bIn, E);
+      separate ? 0 : E, Ekv, bIn, E);
     const vp = linear((t, i) => V.at(n, t, i), S, vdim, separate ? sd.v_proj_weight : sd.in_proj_weight,
-      separate ? 0 : 2 * E, E, bIn, 2 * E);
+      separate ? 0 : E + Ekv, Ekv, bIn, E + Ekv);
     if (config.addBiasKV) {
       kp.push(Float64Array.from(sd.bias_k));
       vp.push(Float64Array.from(sd.bias_v));
     }
     if (config.addZeroAttn) {
-      kp.push(new Float64Array(E));
-      vp.push(new Float64Array(E));
+      kp.push(new Float64Array(Ekv));
+      vp.push(new Float64Array(Ekv));
     }
     const concat = Array.from({ length: L }, () => new Float64Array(E));
     for (let h = 0; h < H; h++) {
@@ -115,7 +119,7 @@ export function referenceForward(config, stateDict, query, key, value, options =
         const row = [];
         for (let j = 0; j < Sp; j++) {
           let s = 0;
-          for (let d = 0; d < hd; d++) s += qp[i][h * hd + d] * kp[j][h * hd + d];
+          for (let d = 0; d < hd; d++) s += qp[i][h * hd + d] * kp[j][kvCol(h) + d];
           s *= scale;
           if (j < S) {
             if (attn) s += am.shape.length === 3 ? attn[((n * H + h) * L + i) * S + j] : attn[i * S + j];
@@ -130,7 +134,7 @@ export function referenceForward(config, stateDict, query, key, value, options =
         headWeights.set(w, at);
         for (let d = 0; d < hd; d++) {
           let s = 0;
-          if (!zero) for (let j = 0; j < Sp; j++) s += w[j] * vp[j][h * hd + d];
+          if (!zero) for (let j = 0; j < Sp; j++) s += w[j] * vp[j][kvCol(h) + d];
           concat[i][h * hd + d] = s;
         }
       }
