@@ -283,8 +283,10 @@ bool LoadStateDict(FuzzedDataProvider& fdp, Values& values, const Loader& loader
   loaded->assign(static_cast<size_t>(Param::kCount), false);
   bool complete = true;
   for (const ParamSpec& spec : specs) {
-    if (huge && spec.shape.NumElements() > kMaxFilled) {
-      // Too large to fill; a null view of its shape must be refused without reading anything.
+    if (huge) {
+      // Some entry is too large to fill, and the weights are one store (parameters.h): loading
+      // even a small entry would allocate all of it, gigabytes. So every entry only gets a null
+      // view of its shape, which must be refused without reading or allocating anything.
       loader.ExpectRefused(loader.mha->SetParameter(spec.name, {nullptr, spec.shape, 0}),
                            StatusCode::kShapeMismatch, std::string(spec.name) + " null");
       complete = false;

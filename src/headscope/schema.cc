@@ -7,6 +7,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <type_traits>
 
 #include "headscope/config.h"
 #include "headscope/optim.h"
@@ -22,6 +23,7 @@ template <typename T, typename M, M T::*P>
 FieldValue Get(const void* o) {
   FieldValue f;
   f.v[0] = static_cast<double>(static_cast<const T*>(o)->*P);
+  if constexpr (std::is_integral_v<M> && !std::is_same_v<M, bool>) f.n = static_cast<const T*>(o)->*P;
   return f;
 }
 template <typename T, typename M, M T::*P>
@@ -260,10 +262,6 @@ std::string Number(double v) {
   return buf;
 }
 
-std::string Bound(const FieldSpec& f, double v) {
-  return f.type == FieldType::kSize ? Int(static_cast<int64_t>(v)) : Number(v);
-}
-
 // What a number must be, as the messages say it: "a finite number > 0", "in [0, 1)".
 std::string NumberExpectation(const FieldSpec& f) {
   if (f.hi == kInf) {
@@ -449,12 +447,12 @@ Status CheckFields(const ObjectSchema& schema, const void* object, unsigned vari
     const double v = value.v[0];
     switch (f.type) {
       case FieldType::kSize: {
-        const auto in = [&](double x) { return x >= static_cast<double>(f.min) &&
-                                               x <= static_cast<double>(f.max); };
-        if (f.null_means != nullptr && v == 0) break;  // null: the other field's value
-        if (f.zero != nullptr && v == 0) break;
-        if (in(v)) break;
-        return FieldError(f, "expected " + Expectation(schema, f) + ", got " + Bound(f, v));
+        // (Compared and printed as the exact integer: INT64_MAX as a double is 2^63.)
+        const int64_t n = value.n;
+        if (f.null_means != nullptr && n == 0) break;  // null: the other field's value
+        if (f.zero != nullptr && n == 0) break;
+        if (n >= f.min && n <= f.max) break;
+        return FieldError(f, "expected " + Expectation(schema, f) + ", got " + Int(n));
       }
       case FieldType::kBool:
         break;

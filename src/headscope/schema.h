@@ -32,9 +32,12 @@ enum class FieldType {
 };
 
 // A field's value as the accessors pass it: sizes, bools (0/1), choice indices and numbers as a
-// double (every size is within 2^24, so exactly); a pair in v[0], v[1].
+// double (every size the readers accept is within 2^24, so exactly); a pair in v[0], v[1]. A
+// size read from a config struct (CheckFields) is in `n` too, exactly: a C++ caller's int64 may
+// be any value, which a double may round out of int64's range.
 struct FieldValue {
   double v[2] = {0, 0};
+  int64_t n = 0;
 };
 
 struct FieldSpec {

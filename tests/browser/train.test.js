@@ -137,7 +137,7 @@ test('the Worker in the page refuses sparse and bad batches at once and keeps an
         remote.worker.addEventListener('message', onMessage);
         const args = [];
         args.length = 2 ** 32 - 1;
-        remote.worker.postMessage({ id: 424242, op: 'Transformer.forward', args });
+        remote.worker.postMessage({ id: 424242, op: 'call', args });
       });
       out.raw = raw;
       out.bad = await model.train({ steps: 3, batches: [{ tokens: [[1, 2]], targets: [[2, 3]] }, null] })

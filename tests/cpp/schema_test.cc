@@ -121,6 +121,16 @@ TEST(Schema, CheckFieldsAtTheBounds) {
   m.kdim = -1;
   EXPECT_EQ(ValidateConfig(m).message(),
             "kdim: expected null (= embed_dim) or an integer in [1, 16777216], got -1");
+  // Sizes at int64's ends are compared and printed exactly (as a double, INT64_MAX is 2^63, which
+  // no int64 holds: the fuzzer's UBSan found the conversion).
+  m.kdim = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(ValidateConfig(m).message(),
+            "kdim: expected null (= embed_dim) or an integer in [1, 16777216], got 9223372036854775807");
+  m.kdim = 0;
+  m.embed_dim = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(ValidateConfig(m).message(),
+            "embed_dim: expected an integer in [1, 16777216], got -9223372036854775808");
+  m.embed_dim = 4;
 
   OptimizerConfig o;
   o.beta2 = 1;
