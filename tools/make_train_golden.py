@@ -125,7 +125,8 @@ SGD_CLIP_ALWAYS = sgd(5e-2, clip=ALWAYS)
 
 
 def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bias=True,
-         eps=1e-5, tie=False, kv=None, B, T, targets, gates=None, runs, prefix="", suffix="",
+         eps=1e-5, tie=False, kv=None, window=0, B, T, targets, gates=None, runs, prefix="",
+         suffix="",
          covers=""):
     """targets: "next" (next token, last position -100) | "some" (random, about a quarter -100,
     at least one counted and, with B*T > 1, one ignored) | "all" (random, none ignored) | "one"
@@ -136,6 +137,8 @@ def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bia
         config["tie_embeddings"] = True
     if kv is not None:
         config["n_kv_heads"] = kv
+    if window:
+        config["attn_window"] = window
     name = "-".join(p for p in (prefix, config_name(config), suffix, f"b{B}-t{T}") if p)
     return dict(name=name, config=config, B=B, T=T, targets=targets, gates=gates,
                 runs=[dict(r) for r in runs], covers=covers)
@@ -276,6 +279,18 @@ CASES = [
     case(V=8, L=6, D=12, layers=1, heads=6, kv=3, mlp=12, norm="none", pos="learned",
          causal=False, act="relu", B=2, T=4, targets="all", runs=[SGD_CLIP_SOME, ADAMW_NO_WD],
          covers="grouped-query, G = H/2 = 3 of 6 heads, non-causal, no LayerNorm, relu"),
+    # ALiBi (a constant of the scores: the gradients flow as without it) and sliding windows
+    # (the blocked keys' weights are 0, so their gradients are too).
+    case(V=10, L=8, D=12, layers=2, heads=3, mlp=8, norm="pre", pos="alibi", B=2, T=8,
+         targets="next", runs=[ADAMW_WD_98, SGD], covers="ALiBi with 3 heads, pre-norm with MLP, "
+         "T = max_len; AdamW with weight decay 0.1 and SGD"),
+    case(V=9, L=8, D=8, layers=2, heads=2, mlp=0, norm="post", pos="learned", window=2, B=2,
+         T=7, targets="some", gates=[[1.0, 0.5], [2.0, 0.0]], runs=[ADAMW_CLIP_SOME],
+         covers="sliding window 2, post-norm attention only, head gates; AdamW clipping at some "
+         "steps"),
+    case(V=8, L=7, D=8, layers=1, heads=4, kv=2, mlp=8, norm="pre", pos="alibi", causal=False,
+         window=2, act="relu", B=2, T=7, targets="all", runs=[SGD_CLIP_SOME, ADAMW_NO_WD],
+         covers="ALiBi non-causal with a bidirectional window 2 and grouped-query attention"),
 ]
 
 
@@ -882,6 +897,8 @@ def config_summary(c):
         parts.append("tied embeddings")
     if c.get("n_kv_heads") is not None:
         parts.append(f"n_kv_heads={c['n_kv_heads']}")
+    if c.get("attn_window"):
+        parts.append(f"attn_window={c['attn_window']}")
     return " ".join(parts)
 
 
@@ -929,7 +946,7 @@ One JSON object per file, named `<name>.json`, with exactly these keys in this o
 | key | value |
 | --- | --- |
 | `name` | the case name (the file name without `.json`) |
-| `config` | `vocab_size`, `max_len`, `d_model`, `n_layers`, `n_heads`, `d_mlp`, `norm`, `positions`, `causal`, `act`, `bias`, `ln_eps`: every key explicit, names as in `tests/golden/transformer`; then `tie_embeddings`, written only where it is true, and `n_kv_heads` (grouped-query attention: `attn.in_proj_weight` [(H + 2 G) dh, D]), written only where given |
+| `config` | `vocab_size`, `max_len`, `d_model`, `n_layers`, `n_heads`, `d_mlp`, `norm`, `positions`, `causal`, `act`, `bias`, `ln_eps`: every key explicit, names as in `tests/golden/transformer`; then `tie_embeddings`, written only where it is true, `n_kv_heads` (grouped-query attention: `attn.in_proj_weight` [(H + 2 G) dh, D]) and `attn_window` (sliding-window attention), written only where given; `positions` may be `"alibi"` (ALiBi's bias, no position embedding) |
 | `state_dict` | the initial weights: `{{key: nested lists}}`, keys in `state_dict()` order: `named_parameters()` order (the sinusoidal table is a non-persistent buffer and is not in it), and with `tie_embeddings` also `unembed.weight` (the same Parameter as `tok_embed.weight`: the same values, listed where torch's `state_dict()` lists it); shapes as PyTorch's; every value exactly a float32 |
 | `tokens` | `[[int]]`, shape (B, T) |
 | `targets` | `[[int]]`, shape (B, T); `-100` is ignore_index; never all `-100` |
@@ -1049,6 +1066,9 @@ def check_coverage(rows):
     assert any(kv(c) == 1 < c["n_heads"] for c in cs), "multi-query"
     assert any(kv(c) == 2 < c["n_heads"] for c in cs), "grouped-query, 2 K/V heads"
     assert any(2 < kv(c) and 2 * kv(c) == c["n_heads"] for c in cs), "grouped-query, G = H/2"
+    assert any(c["positions"] == "alibi" for c in cs), "ALiBi"
+    assert any(c.get("attn_window") and c["causal"] for c in cs), "a causal window"
+    assert any(c.get("attn_window") and not c["causal"] for c in cs), "a bidirectional window"
     assert have(lambda s, i: s["gates"] is not None and min(map(min, s["gates"])) == 0
                 and max(map(max, s["gates"])) > 1)
     assert sum(i["counted"] < i["total"] for _, i in rows) > len(rows) / 2, "-100 in most cases"

@@ -59,7 +59,7 @@ CONFIG_KEYS = ["vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_mlp
                "positions", "causal", "act", "bias", "ln_eps"]
 # Keys written only when they are not the default (so the files of the configs before them did not
 # change when they were added).
-OPTIONAL_KEYS = {"tie_embeddings": False, "n_kv_heads": None}
+OPTIONAL_KEYS = {"tie_embeddings": False, "n_kv_heads": None, "attn_window": 0}
 
 
 def config_keys(c):
@@ -88,11 +88,13 @@ def config_name(c):
     parts += [f"l{c['n_layers']}", f"h{c['n_heads']}"]
     if c.get("n_kv_heads") is not None:
         parts.append(f"kv{c['n_kv_heads']}")
+    if c.get("attn_window"):
+        parts.append(f"w{c['attn_window']}")
     return "-".join(parts)
 
 
 def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bias=True,
-         eps=1e-5, tie=False, kv=None, B, T, targets=None, gates=None, prefix="", suffix="",
+         eps=1e-5, tie=False, kv=None, window=0, B, T, targets=None, gates=None, prefix="", suffix="",
          covers=""):
     """B None: unbatched tokens (T). targets: None | "next" (next token, last -100) | "some"
     (random, about a quarter -100) | "all" (random, none ignored) | "most" (all -100 but two) |
@@ -103,6 +105,8 @@ def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bia
         config["tie_embeddings"] = True
     if kv is not None:
         config["n_kv_heads"] = kv
+    if window:
+        config["attn_window"] = window
     shape = "unbatched" if B is None else f"b{B}"
     name = "-".join(p for p in (prefix, config_name(config), suffix, shape) if p)
     return dict(name=name, config=config, B=B, T=T, targets=targets, gates=gates, covers=covers)
@@ -227,6 +231,49 @@ CASES = [
     case(V=28, L=16, D=32, layers=2, heads=8, kv=2, mlp=0, norm="pre", pos="learned", B=1, T=16,
          targets="induction", prefix="induction-lab", covers="the induction lab's model with "
          "8 heads over 2 K/V heads (G = H/4: a KV cache 4x smaller), T = max_len = 16"),
+    # ALiBi (positions "alibi": no position embedding, -(m_h |i - j|) on the scores; Press et
+    # al.'s slopes, head counts that are not powers of two included) and sliding windows
+    # (attn_window w: i - w < j <= i causal, |i - j| < w bidirectional).
+    case(V=9, L=8, D=12, layers=2, heads=3, mlp=16, norm="pre", pos="alibi", B=2, T=7,
+         targets="next", covers="ALiBi with 3 heads (slopes 2^-4, 2^-8, then 2^-2 of 4 heads)"),
+    case(V=10, L=8, D=12, layers=2, heads=6, mlp=0, norm="post", pos="alibi", bias=False,
+         B=None, T=8, targets="some", covers="ALiBi with 6 heads (4 + 2 of 8), post-norm "
+         "attention only, unbatched, T = max_len"),
+    case(V=12, L=10, D=16, layers=1, heads=8, mlp=16, norm="pre", pos="alibi", act="relu",
+         B=2, T=10, targets="next", covers="ALiBi with 8 heads (2^-1 .. 2^-8), T = max_len"),
+    case(V=9, L=9, D=24, layers=1, heads=12, mlp=0, norm="none", pos="alibi", B=1, T=9,
+         gates=[[1.0, 0.0, 2.0, 1.0, 0.5, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 2.0]], suffix="gates",
+         covers="ALiBi with 12 heads (8 + 4 of 16) of dim 2, no LayerNorm, head gates"),
+    case(V=8, L=8, D=8, layers=2, heads=2, mlp=8, norm="pre", pos="alibi", causal=False,
+         B=2, T=6, targets="some", covers="ALiBi non-causal: the symmetric -(m |i - j|)"),
+    case(V=8, L=6, D=8, layers=2, heads=2, mlp=0, norm="pre", pos="alibi", B=None, T=1,
+         targets="all", suffix="t1", covers="ALiBi with T = 1 (a bias of 0)"),
+    case(V=9, L=8, D=8, layers=2, heads=2, mlp=8, norm="pre", pos="learned", window=1, B=2,
+         T=7, targets="next", covers="window 1: each token sees only itself"),
+    case(V=9, L=8, D=8, layers=2, heads=2, mlp=0, norm="post", pos="sinusoidal", window=2,
+         B=None, T=8, targets="some", covers="window 2 (the token and the one before), "
+         "sinusoidal, unbatched, T = max_len"),
+    case(V=10, L=8, D=12, layers=2, heads=3, mlp=12, norm="pre", pos="learned", window=6, B=2,
+         T=7, targets="next", covers="window T - 1 = 6: only the last token loses the first"),
+    case(V=10, L=8, D=12, layers=2, heads=3, mlp=12, norm="pre", pos="learned", window=7, B=2,
+         T=7, targets="next", covers="window T = 7: full causal attention (the numbers of the "
+         "same model without a window)"),
+    case(V=9, L=8, D=8, layers=2, heads=2, mlp=8, norm="pre", pos="learned", causal=False,
+         window=2, B=2, T=8, targets="some", covers="bidirectional window 2: |i - j| < 2, "
+         "three keys, T = max_len"),
+    case(V=11, L=10, D=16, layers=2, heads=4, mlp=16, norm="pre", pos="alibi", window=3, B=2,
+         T=10, targets="next", covers="ALiBi with window 3, T = max_len"),
+    case(V=11, L=10, D=16, layers=2, heads=4, kv=2, mlp=0, norm="pre", pos="alibi", window=4,
+         B=2, T=9, targets="next", covers="ALiBi, window 4 and grouped-query attention (2 K/V "
+         "heads)"),
+    case(V=9, L=8, D=12, layers=1, heads=6, kv=3, mlp=8, norm="none", pos="alibi",
+         causal=False, window=3, B=None, T=8, covers="ALiBi non-causal with a bidirectional "
+         "window 3, grouped-query (G = 3 of 6), unbatched, T = max_len"),
+    case(V=8, L=6, D=8, layers=1, heads=2, mlp=8, norm="pre", pos="alibi", window=2, B=3, T=1,
+         targets="all", suffix="t1", covers="ALiBi and a window with T = 1"),
+    case(V=28, L=24, D=32, layers=2, heads=4, mlp=0, norm="pre", pos="alibi", window=8, B=1,
+         T=24, targets="induction", prefix="induction-lab", covers="the induction lab's shape "
+         "with ALiBi and window 8, T = max_len = 24 (a window shorter than the repeat's lag)"),
 ]
 
 
@@ -515,10 +562,14 @@ def check_file(path, spec):
     # Grouped-query: each layer's heads are F.scaled_dot_product_attention (torch 1.13's
     # F._scaled_dot_product_attention) of q and the K/V heads repeated with repeat_interleave.
     if G != H:
+        # (ALiBi's bias and the window's blocked keys as SDPA's float attn_mask.)
         mask = None
-        if c["causal"]:
-            mask = torch.zeros(T, T, dtype=torch.float64).masked_fill(
-                torch.triu(torch.ones(T, T, dtype=torch.bool), 1), float("-inf"))
+        blocked = tt.window_mask(T, c["causal"], c.get("attn_window", 0))
+        if c["positions"] == "alibi":
+            mask = tt.alibi_bias(H, T, torch.float64)
+        if blocked is not None:
+            mask = (mask if mask is not None else torch.zeros(T, T, dtype=torch.float64))
+            mask = mask.masked_fill(blocked, float("-inf"))
         for l in range(c["n_layers"]):
             q, k, v = (hooks[f"blocks.{l}.attn.hook_{x}"] for x in "qkv")
             k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
@@ -528,6 +579,42 @@ def check_file(path, spec):
             for name, got in (("hook_z", z), ("hook_pattern", w)):
                 e = relative_error(got.numpy(), hooks[f"blocks.{l}.attn.{name}"].numpy(), name)
                 assert e <= SELF_CHECK_TOL, f"{spec['name']}: layer {l} {name} vs SDPA off by {e}"
+
+    # ALiBi and windows: each layer's scores recomputed from hook_q and hook_k, apart from the
+    # module's code: Press et al.'s slopes written out (2^(-8 (h + 1) / p) for h < p, the largest
+    # power of two <= H, then 2^(-8 (2 (h - p) + 1) / (2 p))), checked against the module's
+    # get_slopes, the bias -(m |i - j|) and the blocked keys from their definitions.
+    w = c.get("attn_window", 0)
+    if c["positions"] == "alibi" or w:
+        assert "hook_pos_embed" not in hooks or c["positions"] != "alibi"
+        p2 = 1 << (H.bit_length() - 1)
+        slopes = [2.0 ** (-8.0 * (h + 1) / p2) if h < p2 else
+                  2.0 ** (-8.0 * (2 * (h - p2) + 1) / (2 * p2)) for h in range(H)]
+        slopes = np.asarray(slopes, dtype=np.float32)
+        assert np.array_equal(slopes, tt.alibi_slopes(H).numpy()), (slopes, tt.alibi_slopes(H))
+        ii, jj = np.meshgrid(np.arange(T), np.arange(T), indexing="ij")
+        blocked = np.zeros((T, T), dtype=bool)
+        if c["causal"]:
+            blocked |= jj > ii
+        if w:
+            blocked |= jj <= ii - w
+            if not c["causal"]:
+                blocked |= jj >= ii + w
+        for l in range(c["n_layers"]):
+            q = hooks[f"blocks.{l}.attn.hook_q"].numpy()
+            k = hooks[f"blocks.{l}.attn.hook_k"].numpy().repeat(H // G, axis=1)
+            want = (q / math.sqrt(dh)) @ k.transpose(0, 1, 3, 2)
+            if c["positions"] == "alibi":
+                want = want - slopes.astype(np.float64)[None, :, None, None] * np.abs(ii - jj)
+            want[:, :, blocked] = -np.inf
+            e = relative_error(hooks[f"blocks.{l}.attn.hook_attn_scores"].numpy(), want,
+                               "hook_attn_scores")
+            assert e <= SELF_CHECK_TOL, f"{spec['name']}: layer {l} scores off by {e}"
+        if w >= T and c["causal"]:  # a window of every key: the same numbers as none
+            full = tt.TinyTransformer(**{**c, "attn_window": 0}).double().eval()
+            full.load_state_dict(sd)
+            l_full, _, _ = run(full, tokens, targets, gates, torch.float64)
+            assert torch.equal(l_full, logits), spec["name"] + ": window >= T differs from none"
 
     # The float32 module on the same (float32) weights agrees within the stated tolerance.
     m32 = tt.TinyTransformer(**c).eval()
@@ -569,6 +656,8 @@ def config_summary(c):
         parts.append("tied embeddings")
     if c.get("n_kv_heads") is not None:
         parts.append(f"n_kv_heads={c['n_kv_heads']}")
+    if c.get("attn_window"):
+        parts.append(f"attn_window={c['attn_window']}")
     return " ".join(parts)
 
 
@@ -610,8 +699,9 @@ rewrites byte-identical files.
   float64 value). The masked entries of `hook_attn_scores` are the string `"-inf"`; there is
   no other non-finite number.
 - Unbatched cases ran with B = 1; the file drops the batch axis of `logits` and of every hook.
-- `config` has every key but `tie_embeddings` and `n_kv_heads`, which are written only where they
-  are given (so the files of the configs before them did not change when they were added). With
+- `config` has every key but `tie_embeddings`, `n_kv_heads` and `attn_window`, which are written
+  only where they are given (so the files of the configs before them did not change when they
+  were added). With
   `tie_embeddings`, `unembed.weight` is `tok_embed.weight` (one Parameter) and the `state_dict`
   holds that tensor under both keys, as torch's `state_dict()` does: the same values twice.
 - `n_kv_heads` (G < n_heads, the `-kv{G}` cases): grouped-query attention, each layer's
@@ -620,6 +710,12 @@ rewrites byte-identical files.
   script also checks each such layer's `hook_z` and `hook_pattern` against
   `F._scaled_dot_product_attention` (torch 1.13's name of `scaled_dot_product_attention`) of
   `hook_q` and `hook_k` / `hook_v` repeated with `repeat_interleave(H // G, dim=1)`, to 1e-12.
+- `positions` "alibi" (ALiBi) and `attn_window` (the `-w{w}` cases): the script also checks each
+  such layer's `hook_attn_scores` against its own recomputation from `hook_q` and `hook_k`:
+  (q / sqrt(dh)) k^T - m_h |i - j| with Press et al.'s slopes (`get_slopes` of the ALiBi
+  repository, rounded to float32), -inf where j > i (causal), j <= i - w or (non-causal)
+  j >= i + w, to 1e-12; and a window of T keys (causal) gives the numbers of the same weights
+  without a window.
 - Every hook the reference returns is in `expected.hooks`, `logits` included (equal to
   `expected.logits`).
 - The script checks every file it writes: read back as JSON, its `state_dict` loaded into a

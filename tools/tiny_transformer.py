@@ -8,6 +8,10 @@
 # shares tok_embed.weight, as GPT-2 does. And n_kv_heads (default None = n_heads, the spec's module
 # and numbers): grouped-query / multi-query attention, K and V of n_kv_heads heads, each shared by
 # n_heads / n_kv_heads query heads (LLaMA 2/3, Mistral; 1 head: multi-query, PaLM, Falcon).
+# And positions "alibi" (Press et al.'s linear biases, as BLOOM and MPT use them, instead of a
+# position embedding) and attn_window (default 0 = full attention: sliding-window attention,
+# Mistral's / Longformer's): both change only the attention scores, and every other config's
+# numbers stay the spec's (attention() adds nothing and masks as before when neither is set).
 
 """The reference model for headscope's trainable transformer: a small decoder/encoder stack built
 from torch.nn.MultiheadAttention, written so that every name in its state_dict, every hook and
@@ -21,7 +25,13 @@ Config (JSON/JS names in brackets; defaults after '='):
   vocab_size [vocabSize], max_len [maxLen], d_model [dModel], n_layers [nLayers] = 1,
   n_heads [nHeads] = 1, d_mlp [dMlp] = 0 (0: attention-only, no MLP and no ln2),
   norm [norm] = "pre" ("pre" | "post" | "none"), positions [positions] = "learned"
-  ("learned" | "sinusoidal" | "none"), causal [causal] = True, act [act] = "gelu" ("gelu" exact
+  ("learned" | "sinusoidal" | "none" | "alibi"; "alibi": no position embedding and no
+  hook_pos_embed, as "none", but every layer's head h adds the ALiBi bias -(m_h |i - j|) to its
+  score (i, j) before the masks, m_h = alibi_slopes(n_heads)[h]: Press et al. 2022's slopes
+  (their repository's get_slopes, which BLOOM's build_alibi_tensor also computes; n_heads not a
+  power of two included), rounded to float32 once. Causal, every visible key has j <= i and the
+  bias is Press et al.'s -m (i - j); non-causal the symmetric distance |i - j| (the usual
+  bidirectional use; Press et al. define only the causal case). causal [causal] = True, act [act] = "gelu" ("gelu" exact
   erf form | "relu"), bias [bias] = True, ln_eps [lnEps] = 1e-5,
   tie_embeddings [tieEmbeddings] = False (True: unembed.weight IS tok_embed.weight, one
   Parameter: logits = x @ tok_embed.weight.T (+ unembed.bias). As in torch for any tied module,
@@ -34,7 +44,12 @@ Config (JSON/JS names in brackets; defaults after '='):
   fused (D, G dh and G dh rows; LLaMA-style checkpoints with separate q/k/v_proj stack them in
   that order), in_proj_bias [(H + 2 G) dh], out_proj; query head h reads K/V head h // (H / G),
   i.e. k and v are repeat_interleave'd (H / G times, on the head axis) before the scores, which
-  is F.scaled_dot_product_attention on repeated K/V. G = H is nn.MultiheadAttention itself.)
+  is F.scaled_dot_product_attention on repeated K/V. G = H is nn.MultiheadAttention itself.),
+  attn_window [attnWindow] = 0 (0: full attention; w >= 1: sliding-window attention, token i
+  attends to token j only if i - w < j, i.e. the w tokens i - w + 1 .. i with causal (Mistral,
+  Longformer's causal window; w >= T is full causal attention); without causal the
+  bidirectional window |i - j| < w (2 w - 1 tokens). The blocked keys are masked to -inf with the
+  causal mask: window_mask() below.)
 
 Hooks (TransformerLens names; B batch, T tokens, H heads, dh = d_model / n_heads, D d_model):
   hook_embed [B,T,D], hook_pos_embed [B,T,D] (absent when positions == "none"),
@@ -42,7 +57,8 @@ Hooks (TransformerLens names; B batch, T tokens, H heads, dh = d_model / n_heads
   the attention's input with norm == "pre", the stream after the residual add with "post";
   absent with "none"), blocks.{l}.attn.hook_q [B,H,T,dh], hook_k / hook_v [B,G,T,dh] (the G
   K/V heads before they are repeated, as TransformerLens keeps them; G = H without n_kv_heads),
-  blocks.{l}.attn.hook_attn_scores [B,H,T,T] (scaled, masked, -inf where blocked),
+  blocks.{l}.attn.hook_attn_scores [B,H,T,T] (scaled, plus ALiBi's bias with positions "alibi",
+  masked: -inf where blocked, by causality or the window),
   blocks.{l}.attn.hook_pattern [B,H,T,T], blocks.{l}.attn.hook_z [B,H,T,dh],
   blocks.{l}.hook_attn_out [B,T,D], blocks.{l}.hook_resid_mid [B,T,D] (when d_mlp > 0),
   blocks.{l}.ln2.hook_normalized [B,T,D] (ln2's output, when d_mlp > 0 and norm != "none"),
@@ -131,7 +147,7 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(D, eps=c["ln_eps"]) if self.norm != "none" and self.has_mlp else None
         self.mlp = MLP(c) if self.has_mlp else None
 
-    def forward(self, x, mask, hooks, l, head_gates=None):
+    def forward(self, x, mask, hooks, l, head_gates=None, bias=None):
         def ln(norm, x, name):  # a LayerNorm and its hook, hook_normalized: its output
             y = norm(x)
             hooks[f"blocks.{l}.{name}.hook_normalized"] = y
@@ -139,7 +155,7 @@ class Block(nn.Module):
 
         hooks[f"blocks.{l}.hook_resid_pre"] = x
         a_in = ln(self.ln1, x, "ln1") if self.norm == "pre" else x
-        a = attention(self.attn, a_in, mask, hooks, f"blocks.{l}.attn", head_gates)
+        a = attention(self.attn, a_in, mask, hooks, f"blocks.{l}.attn", head_gates, bias)
         hooks[f"blocks.{l}.hook_attn_out"] = a
         x = x + a
         if self.norm == "post":
@@ -155,12 +171,51 @@ class Block(nn.Module):
         return x
 
 
-def attention(mha, x, mask, hooks, name, head_gates=None):
+def alibi_slopes(n):
+    """Press et al.'s ALiBi slopes for n heads, as a float32 tensor [n]: their repository's
+    get_slopes (in double; for n a power of two the geometric sequence 2^(-8/n), 2^(-16/n), ...,
+    2^-8; otherwise those of the largest power of two p below n, then every other slope of 2p
+    heads, 2^(-8/(2p)), 2^(-24/(2p)), ..., until n), rounded to float32 once."""
+    def power_of_2(n):
+        start = 2 ** (-2 ** -(math.log2(n) - 3))
+        return [start * start ** i for i in range(n)]
+    def get_slopes(n):
+        if math.log2(n).is_integer():
+            return power_of_2(n)
+        p = 2 ** math.floor(math.log2(n))
+        return power_of_2(p) + get_slopes(2 * p)[0::2][: n - p]
+    return torch.tensor(get_slopes(n), dtype=torch.float32)
+
+
+def alibi_bias(n_heads, T, dtype):
+    """ALiBi's bias [H, T, T]: -(m_h |i - j|) in `dtype` (the float32 slopes converted exactly)."""
+    i = torch.arange(T).view(T, 1)
+    distance = (i - i.view(1, T)).abs().to(dtype)
+    return -(alibi_slopes(n_heads).to(dtype).view(n_heads, 1, 1) * distance)
+
+
+def window_mask(T, causal, window):
+    """The blocked keys [T, T] (True: -inf), or None when nothing is: causal blocks j > i; a
+    window w >= 1 blocks j <= i - w, and without causal also j >= i + w."""
+    i = torch.arange(T).view(T, 1)
+    j = torch.arange(T).view(1, T)
+    mask = torch.zeros(T, T, dtype=torch.bool)
+    if causal:
+        mask |= j > i
+    if window:
+        mask |= j <= i - window
+        if not causal:
+            mask |= j >= i + window
+    return mask if (causal or window) else None
+
+
+def attention(mha, x, mask, hooks, name, head_gates=None, bias=None):
     """The arithmetic of mha(x, x, x, attn_mask=mask, need_weights=False)[0], written out so
     that every intermediate is a hook. head_gates (H floats, default all 1) scale each head's z
     before out_proj: gate 0 switches a head off exactly as zeroing its out_proj columns would.
     With G = num_kv_heads < H (GroupedQueryAttention), k and v have G heads, each read by H / G
-    consecutive query heads: repeat_interleave on the head axis (hook_k, hook_v keep the G)."""
+    consecutive query heads: repeat_interleave on the head axis (hook_k, hook_v keep the G).
+    bias: ALiBi's [H, T, T] (alibi_bias), added to the scaled scores before the mask."""
     B, T, D = x.shape
     H = mha.num_heads
     G = getattr(mha, "num_kv_heads", H)
@@ -173,6 +228,8 @@ def attention(mha, x, mask, hooks, name, head_gates=None):
     if G != H:
         k_h, v_h = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
     scores = (q / math.sqrt(dh)) @ k_h.transpose(-2, -1)            # [B,H,T,T]
+    if bias is not None:
+        scores = scores + bias
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))
     pattern = torch.softmax(scores, dim=-1)
@@ -200,13 +257,15 @@ def sinusoidal(max_len, d_model):
 class TinyTransformer(nn.Module):
     DEFAULTS = dict(n_layers=1, n_heads=1, d_mlp=0, norm="pre", positions="learned",
                     causal=True, act="gelu", bias=True, ln_eps=1e-5, tie_embeddings=False,
-                    n_kv_heads=None)
+                    n_kv_heads=None, attn_window=0)
 
     def __init__(self, **config):
         super().__init__()
         c = {**self.DEFAULTS, **config}
         assert c["d_model"] % c["n_heads"] == 0
         assert c["n_kv_heads"] is None or c["n_heads"] % c["n_kv_heads"] == 0
+        assert c["positions"] in ("learned", "sinusoidal", "none", "alibi")
+        assert c["attn_window"] >= 0
         self.c = c
         self.tok_embed = nn.Embedding(c["vocab_size"], c["d_model"])
         if c["positions"] == "learned":
@@ -235,10 +294,12 @@ class TinyTransformer(nn.Module):
         if p is not None:
             hooks["hook_pos_embed"] = p
             x = x + p
-        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if self.c["causal"] else None
+        mask = window_mask(T, self.c["causal"], self.c["attn_window"])
+        bias = (alibi_bias(self.c["n_heads"], T, x.dtype) if self.c["positions"] == "alibi"
+                else None)
         for l, block in enumerate(self.blocks):
             g = None if head_gates is None else head_gates[l]
-            x = block(x, mask, hooks, l, g)
+            x = block(x, mask, hooks, l, g, bias)
         if self.ln_final is not None:
             x = self.ln_final(x)
             hooks["ln_final.hook_normalized"] = x

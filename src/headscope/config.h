@@ -60,6 +60,15 @@ struct ForwardOptions {
   // distance and mean maximum weight (HeadStats in mha.h), computed in the pass from each
   // softmax row (the weights need not be returned for it).
   bool head_stats = false;
+  // Not PyTorch arguments: position-dependent attention (kernels/attention.h ScoreModifiers).
+  // Positions are indices: query row i is at position i (after a KV cache's rows: cache length +
+  // i), key row j at j; the extra keys (bias_k, the zero key) have none and are never biased or
+  // windowed. alibi: head h's score (i, j) gets -(slope_h |i - j|) added after the masks, with
+  // Press et al.'s slopes for num_heads heads (AlibiSlope). window: 0 none; w >= 1 keys with
+  // i - w < j <= i with is_causal (a sliding window of w keys), |i - j| < w without; the keys
+  // outside it are skipped by the kernels, so a call's cost grows with w, not with S.
+  bool alibi = false;
+  int64_t window = 0;
 };
 
 }  // namespace headscope

@@ -239,7 +239,7 @@ void AppendExtraKeys(const CallPlan& p, const MhaConfig& config, const PackedWei
 // The call's masks as the attention stage's ScoreModifiers: float masks are used as given, bool
 // masks become additive floats in the activations (true -> -inf, as torch converts them).
 void PrepareMasks(const CallPlan& p, const ForwardOptions& options, AttentionActivations* a,
-                  ScoreModifiers* mods) {
+                  const float* alibi_slopes, ScoreModifiers* mods) {
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const size_t N = p.batch, L = p.q_len, S = p.kv_len;
   if (p.attn_mask_type == MaskType::kBool) {
@@ -259,6 +259,9 @@ void PrepareMasks(const CallPlan& p, const ForwardOptions& options, AttentionAct
     mods->key_padding_mask = static_cast<const float*>(options.key_padding_mask.data);
   }
   mods->causal = p.causal;
+  // Position options: ALiBi's slopes ([H], or null) and the window (0: none).
+  mods->alibi_slopes = p.alibi ? alibi_slopes : nullptr;
+  mods->window = p.window;
 }
 
 // Every head's scores, softmax and weights x V into the concatenation (kernels/attention.h),
@@ -563,10 +566,14 @@ Status MultiheadAttention::ForwardCached(const TensorView& x, const ForwardOptio
   // one query of a step sees every key: no causal rule to apply (LimitsKeys() would have the
   // packed path look for V rows that stop it skipping keys, for nothing); a longer run of new
   // positions is causal from its offset (the rows before it are all visible).
+  // A window needs the rule at every step (it moves the first visible key), and with it
+  // LimitsKeys() holds anyway. ALiBi counts distances from the queries' positions (q_offset).
   ForwardOptions o;
   o.need_weights = false;
-  o.is_causal = T > 1;
+  o.is_causal = T > 1 || options.window > 0;
   o.head_gates = gates;
+  o.alibi = options.alibi;
+  o.window = options.window;
   return ForwardPass(x, x, x, o, result, context, cache);
 }
 
@@ -587,9 +594,13 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
   ProjectQkv(p, *packed_, query, key, value, context->pool.threads, &a, kv);
   // Positional stage (not built): rotary embeddings would rotate rows 0..L-1 of a.q and the new
   // key rows first..first+S-1 of kv.k here, per head, by position (args.modifiers.q_offset + i
-  // for query i, first + j for key j); additive position biases (ALiBi) belong in ScoreModifiers.
+  // for query i, first + j for key j); additive position biases (ALiBi) are ScoreModifiers.
   AppendExtraKeys(p, config(), *packed_, kv);
-  PrepareMasks(p, options, &a, &args.modifiers);
+  if (p.alibi && alibi_slopes_.size() != p.heads) {
+    if (!alibi_slopes_.Resize(p.heads)) return OutOfMemory("ALiBi slopes", p.heads * sizeof(float));
+    for (size_t h = 0; h < p.heads; ++h) alibi_slopes_.data()[h] = AlibiSlope(h, p.heads);
+  }
+  PrepareMasks(p, options, &a, alibi_slopes_.data(), &args.modifiers);
   AttendHeads(p, a, kv, out.weights, out.average_weights,
               out.trace != nullptr ? out.trace->scores.data.data() : nullptr, &args);
   ProjectOutput(p, *packed_, a, context->pool.threads, out.output);

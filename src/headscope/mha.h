@@ -135,8 +135,8 @@ class MultiheadAttention {
   // is_causal) gives that row, whatever T and the cache's length (a row's attention depends
   // neither on the keys after it nor on the kernel path, kernels/attention.h), and the same with
   // any thread count. For batch_first self-attention layers (kdim = vdim = embed_dim, no
-  // add_bias_kv / add_zero_attn); options: only head_gates ([H]) is read. result->output is
-  // [N, T, E]; no weights, no statistics. It runs Forward's stages (mha.cc Run), the cache being
+  // add_bias_kv / add_zero_attn); options: head_gates ([H]), alibi and window are read.
+  // result->output is [N, T, E]; no weights, no statistics. It runs Forward's stages (mha.cc Run), the cache being
   // where the keys and values go and come from.
   Status ForwardCached(const TensorView& x, const ForwardOptions& options, KvCache* cache,
                        ForwardResult* result, CallContext* context);
@@ -179,6 +179,8 @@ class MultiheadAttention {
   std::unique_ptr<PackedWeights> packed_;
   uint64_t prepared_version_ = 0;  // the store's version Prepare() last found complete and packed
   CallContext own_context_;  // Forward/Trace without a context of the caller's
+  // ALiBi's slopes for num_heads (AlibiSlope), filled by the first call with options.alibi: [H].
+  AlignedBuffer alibi_slopes_;
 };
 
 }  // namespace headscope

@@ -248,6 +248,14 @@ Status PlanCall(const MhaConfig& c, const TensorView& query, const TensorView& k
     }
   }
   p.causal = opt.is_causal;
+  // The position options (not torch's): window 0 (none) or a key count.
+  if (opt.window < 0 || opt.window > kMaxDim) {
+    return ArgError(StatusCode::kInvalidArgument, Arg::kWindow,
+                    "expected 0 (no window) or an integer in [1, " + Str(kMaxDim) + "], got " +
+                        Str(opt.window));
+  }
+  p.window = static_cast<size_t>(opt.window);
+  p.alibi = opt.alibi;
 
   // head_gates: (num_heads), one per head, the same for every batch element.
   const TensorView& gates = opt.head_gates;

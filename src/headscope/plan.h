@@ -41,6 +41,8 @@ struct CallPlan {
   bool attn_mask_per_head = false;
   MaskType key_padding_type = MaskType::kNone;
   bool causal = false;
+  bool alibi = false;  // ForwardOptions::alibi and window, after validation
+  size_t window = 0;
   const float* head_gates = nullptr;  // [H] after validation; null when not given (all 1)
   bool head_stats = false;
   Shape head_stats_shape;  // (N, H), or (H) unbatched; rank 0 when head_stats is false

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "headscope/kernels/attention.h"  // AlibiSlope
 #include "headscope/plan.h"
 
 namespace headscope {
@@ -160,7 +161,16 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
           if (opt.key_padding_mask.present()) {
             scores(i, j) += MaskValue(opt.key_padding_mask, n * S + j);
           }
+          // ALiBi, -(slope |i - j|) after the masks (not on the extra keys), then the visibility:
+          // causal j <= i, the window i - w < j (and j < i + w without causal).
+          if (p.alibi) {
+            const float distance = static_cast<float>(i > j ? i - j : j - i);
+            scores(i, j) += -(AlibiSlope(h, H) * distance);
+          }
           if (p.causal && j > i) scores(i, j) = -kInf;
+          if (p.window > 0 && (j + p.window <= i || (!p.causal && i + p.window <= j))) {
+            scores(i, j) = -kInf;
+          }
         }
       }
       Eigen::Array<bool, Eigen::Dynamic, 1> fully_masked(L);

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "headscope/config.h"
+#include "headscope/kernels/attention.h"  // AlibiSlope
 
 namespace headscope {
 namespace {
@@ -186,15 +187,29 @@ Matrix AttentionForward(const TransformerConfig& c, const BlockParams& p, const 
     const Matrix qh = s->q.middleCols(h * dh, dh), kh = s->k.middleCols(g * dh, dh);
     const Matrix vh = s->v.middleCols(g * dh, dh);
     Matrix scores = (qh / sqrt_dh) * kh.transpose();  // [T, T]
-    if (c.causal) {
+    // positions "alibi": + -(slope_h |i - j|), the float slope (AlibiSlope) in double.
+    if (c.positions == PositionKind::kAlibi) {
+      const double slope = AlibiSlope(static_cast<size_t>(h), static_cast<size_t>(H));
       for (Eigen::Index i = 0; i < T; ++i) {
-        for (Eigen::Index j = i + 1; j < T; ++j) scores(i, j) = -kInf;
+        for (Eigen::Index j = 0; j < T; ++j) {
+          scores(i, j) -= slope * static_cast<double>(i > j ? i - j : j - i);
+        }
+      }
+    }
+    // Causal: j > i blocked; a window w: j <= i - w blocked, and j >= i + w without causal.
+    const Eigen::Index w = c.attn_window;
+    for (Eigen::Index i = 0; i < T; ++i) {
+      for (Eigen::Index j = 0; j < T; ++j) {
+        if ((c.causal && j > i) || (w > 0 && (j <= i - w || (!c.causal && j >= i + w)))) {
+          scores(i, j) = -kInf;
+        }
       }
     }
     Matrix& pattern = s->pattern[static_cast<size_t>(h)];
     pattern.resize(T, T);
     for (Eigen::Index i = 0; i < T; ++i) {
-      // Key 0 is never masked, so every row has a finite maximum; exp(-inf) is exactly 0.
+      // Key i (the query's own) is never masked, so every row has a finite maximum; exp(-inf)
+      // is exactly 0.
       const double max = scores.row(i).maxCoeff();
       for (Eigen::Index j = 0; j < T; ++j) pattern(i, j) = std::exp(scores(i, j) - max);
       pattern.row(i) /= pattern.row(i).sum();
@@ -291,7 +306,7 @@ Matrix SequenceForward(const TransformerConfig& c, const Params& p, const int32_
   Matrix x(T, D);
   for (int64_t t = 0; t < T; ++t) x.row(t) = tok_embed.row(tokens[t]);
   hooks->Add("hook_embed", x);
-  if (c.positions != PositionKind::kNone) {
+  if (HasPositionEmbedding(c)) {
     const Matrix pos = c.positions == PositionKind::kLearned
                            ? Matrix(ConstMap(p.pos_embed.value, c.max_len, D).topRows(T))
                            : Sinusoidal(T, D);

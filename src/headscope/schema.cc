@@ -117,7 +117,7 @@ const DivisibleRule kMhaRules[] = {{"embed_dim", "num_heads"}, {"num_heads", "nu
 // ---- The reference transformer (tools/tiny_transformer.py) ---------------------------------------
 using T = TransformerConfig;
 const char* const kNorms[] = {"pre", "post", "none", nullptr};
-const char* const kPositions[] = {"learned", "sinusoidal", "none", nullptr};
+const char* const kPositions[] = {"learned", "sinusoidal", "none", "alibi", nullptr};
 const char* const kActivations[] = {"gelu", "relu", nullptr};
 const FieldSpec kTransformerFields[] = {
     Access<T>(SizeRow(Row("vocab_size", "vocabSize", FieldType::kSize, Arg::kVocabSize, nullptr,
@@ -146,6 +146,11 @@ const FieldSpec kTransformerFields[] = {
                           "(null: n_heads)"),
                       1, kMaxDim, "n_heads"),
               Get<T, int64_t, &T::n_kv_heads>, Set<T, int64_t, &T::n_kv_heads>),
+    Access<T>(SizeRow(Row("attn_window", "attnWindow", FieldType::kSize, Arg::kAttnWindow, "0",
+                          "sliding-window attention: with causal, token t sees the w tokens "
+                          "t - w < s <= t; without, |t - s| < w; 0: full attention"),
+                      0, kMaxDim, nullptr, "full attention"),
+              Get<T, int64_t, &T::attn_window>, Set<T, int64_t, &T::attn_window>),
     Access<T>(SizeRow(Row("d_mlp", "dMlp", FieldType::kSize, Arg::kDMlp, "0",
                           "the MLP's hidden width; 0: attention only (no MLP, no ln2)"),
                       0, kMaxDim, nullptr, "no MLP"),
@@ -160,7 +165,9 @@ const FieldSpec kTransformerFields[] = {
     }(),
     [] {
       FieldSpec f = Access<T>(Row("positions", "positions", FieldType::kChoice, Arg::kPositions,
-                                  "\"learned\"", "the position embedding"),
+                                  "\"learned\"",
+                                  "the position embedding; alibi: none, ALiBi's bias on the "
+                                  "attention scores instead (Press et al.)"),
                               GetEnum<T, PositionKind, &T::positions>,
                               SetEnum<T, PositionKind, &T::positions>);
       f.choices = kPositions;

@@ -78,8 +78,10 @@ constexpr ArgNames kArgNames[] = {
     {"tie_embeddings", "tieEmbeddings", "config.tieEmbeddings"},
     {"num_kv_heads", "numKvHeads", "config.numKvHeads"},
     {"n_kv_heads", "nKvHeads", "config.nKvHeads"},
+    {"window", "options.window", "options.window"},
+    {"attn_window", "attnWindow", "config.attnWindow"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kNKvHeads) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kAttnWindow) + 1);
 
 }  // namespace
 

@@ -120,7 +120,7 @@ template <class F>
 void ForEachHook(const TransformerConfig& c, const F& f) {
   const bool pre = c.norm == NormPlacement::kPre, post = c.norm == NormPlacement::kPost;
   f(int64_t{-1}, "hook_embed");
-  if (c.positions != PositionKind::kNone) f(int64_t{-1}, "hook_pos_embed");
+  if (HasPositionEmbedding(c)) f(int64_t{-1}, "hook_pos_embed");
   for (int64_t l = 0; l < c.n_layers; ++l) {
     f(l, "hook_resid_pre");
     if (pre) f(l, "ln1.hook_normalized");
@@ -720,7 +720,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
                 Dz * sizeof(float));
   }
   keep(-1, "hook_embed", x_.data(), btd);
-  if (c.positions != PositionKind::kNone) {
+  if (HasPositionEmbedding(c)) {
     float* pos = normed_.data();  // [B, T, D], the positions of every row (scratch until ln1)
     // [max_len, D]: the learned entry, or the sinusoidal table's first pos0 + T rows.
     const float* table = pos_embed_ >= 0 ? store_.data(pos_embed_) : nullptr;
@@ -748,6 +748,8 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     }
     ForwardOptions o;
     o.is_causal = c.causal;
+    o.alibi = c.positions == PositionKind::kAlibi;  // positions "alibi": the scores' bias
+    o.window = c.attn_window;
     o.need_weights = false;
     if (gates.present()) o.head_gates = {gates.data + l * H, {H}, static_cast<size_t>(H)};
     const TensorView in{a_in, btd, M * Dz};

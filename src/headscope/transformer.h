@@ -35,7 +35,9 @@
 namespace headscope {
 
 enum class NormPlacement { kPre, kPost, kNone };
-enum class PositionKind { kLearned, kSinusoidal, kNone };
+// kAlibi: no position embedding (as "none"); each layer's attention adds ALiBi's bias instead
+// (Press et al.; BLOOM, MPT): -(slope_h |i - j|) on head h's score (i, j), kernels/attention.h.
+enum class PositionKind { kLearned, kSinusoidal, kNone, kAlibi };
 enum class Activation { kGelu, kRelu };
 
 struct TransformerConfig {
@@ -49,6 +51,10 @@ struct TransformerConfig {
   // [(n_heads + 2 G) d_head, d_model]. 0 means n_heads (null): the reference module's
   // nn.MultiheadAttention, unchanged.
   int64_t n_kv_heads = 0;
+  // Sliding-window attention: 0 = full attention; w >= 1: with causal, token t attends to the
+  // tokens t - w < s <= t (Mistral, Longformer's causal window); without, |t - s| < w. Every
+  // layer's MultiheadAttention gets it as ForwardOptions::window.
+  int64_t attn_window = 0;
   int64_t d_mlp = 0;  // 0: attention-only (no MLP, no ln2)
   NormPlacement norm = NormPlacement::kPre;
   PositionKind positions = PositionKind::kLearned;
@@ -61,6 +67,12 @@ struct TransformerConfig {
   // at Transformer.
   bool tie_embeddings = false;
 };
+
+// Whether positions add an embedding to the residual stream (learned, sinusoidal), with its hook
+// hook_pos_embed; "none" and "alibi" add none.
+inline bool HasPositionEmbedding(const TransformerConfig& c) {
+  return c.positions == PositionKind::kLearned || c.positions == PositionKind::kSinusoidal;
+}
 
 // Positive sizes within kMaxDim, d_model divisible by n_heads, n_heads by n_kv_heads, ln_eps
 // finite and > 0.

@@ -377,6 +377,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     AttentionBackwardArgs ab;
     ab.shape = AttentionShape::Dense(static_cast<size_t>(B), H, Tz, Tz, Tz, hd, G);
     ab.modifiers.causal = c.causal;
+    ab.modifiers.window = static_cast<size_t>(c.attn_window);  // (ALiBi's bias: a constant here)
     ab.sqrt_head_dim = std::sqrt(static_cast<float>(hd));
     ab.q = qkv;
     ab.k = qkv + M * D;

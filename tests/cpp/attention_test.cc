@@ -36,6 +36,8 @@ struct StageCall {
   std::vector<float> q, k, v, attn_mask, kpm;
   bool causal = false, mask_per_head = false, has_attn_mask = false, has_kpm = false;
   size_t q_offset = 0;  // ScoreModifiers::q_offset (the scalar stage knows none: 0 there)
+  std::vector<float> slopes;  // [H] ALiBi slopes; empty: none
+  size_t window = 0;          // ScoreModifiers::window
   bool want_weights = false, average = false, want_scores = false, want_sinks = false;
   std::vector<float> gates;  // [H] head gates; empty: none (AttentionOutputs::head_gates null)
   std::string description;
@@ -71,7 +73,8 @@ size_t QFloats(const AttentionShape& s) { return s.batch * s.q_batch_stride; }
 size_t KvFloats(const AttentionShape& s) { return s.batch * s.kv_batch_stride; }
 
 // Written from the definitions, in double, without the kernels' helpers (no VisibleKeys, no
-// KvHead): query i sees keys j < S with j <= i when causal, and every extra key.
+// KvHead): query i sees keys j < S with j <= i when causal, i - w < j with a window w (and
+// j < i + w without causal), and every extra key; ALiBi adds -(slope_h |i - j|) to the first S.
 StageResult ScalarStage(const StageCall& c) {
   const AttentionShape& s = c.shape;
   const size_t N = s.batch, H = s.heads, L = s.q_len, S = s.kv_len, Sp = s.kv_total;
@@ -100,7 +103,13 @@ StageResult ScalarStage(const StageCall& c) {
               score += c.attn_mask[(slice * L + i) * S + j];
             }
             if (c.has_kpm) score += c.kpm[n * S + j];
+            if (!c.slopes.empty()) {
+              score += -(c.slopes[h] * static_cast<float>(i > j ? i - j : j - i));
+            }
             if (c.causal && j > i) score = -kInf;
+            if (c.window > 0 && (j + c.window <= i || (!c.causal && i + c.window <= j))) {
+              score = -kInf;
+            }
           }
           srow[j] = score;
         }
@@ -186,6 +195,8 @@ StageResult RunStage(const StageCall& c, size_t workers) {
   a.modifiers.key_padding_mask = c.has_kpm ? c.kpm.data() : nullptr;
   a.modifiers.causal = c.causal;
   a.modifiers.q_offset = c.q_offset;
+  a.modifiers.alibi_slopes = c.slopes.empty() ? nullptr : c.slopes.data();
+  a.modifiers.window = c.window;
   a.out.concat = r.concat.data();
   a.out.weights = c.want_weights ? r.weights.data() : nullptr;
   a.out.average_weights = c.average;
@@ -272,6 +283,11 @@ StageCall Draw(std::mt19937& rng) {
     const size_t n = static_cast<size_t>(pick(0, static_cast<int>(N) - 1));
     for (size_t j = 0; j < S; ++j) c.kpm[n * S + j] = -kInf;
   }
+  // ALiBi (Press et al.'s slopes) and sliding windows, causal or bidirectional.
+  if (coin(0.3)) {
+    for (size_t h = 0; h < H; ++h) c.slopes.push_back(AlibiSlope(h, H));
+  }
+  if (coin(0.3)) c.window = static_cast<size_t>(coin(0.3) ? pick(1, 3) : pick(1, 40));
   c.want_weights = coin(0.7);
   c.average = coin(0.5);
   c.want_scores = coin(0.5);
@@ -282,6 +298,8 @@ StageCall Draw(std::mt19937& rng) {
                   " hd=" + std::to_string(s.head_dim) + (padded ? " padded" : "") +
                   (c.causal ? " causal" : "") + (c.has_attn_mask ? " attn_mask" : "") +
                   (c.mask_per_head ? "(per head)" : "") + (c.has_kpm ? " kpm" : "") +
+                  (c.slopes.empty() ? "" : " alibi") +
+                  (c.window > 0 ? " window=" + std::to_string(c.window) : "") +
                   (c.want_weights ? (c.average ? " avg-weights" : " weights") : "") +
                   (c.want_scores ? " scores" : "") + (c.want_sinks ? " sinks" : "");
   return c;
@@ -458,28 +476,86 @@ TEST(AttentionStage, CausalTilesSkipInvisibleKeys) {
   }
 }
 
+// Sliding windows on the packed path, long rows: causal and bidirectional, windows below, at and
+// across a panel (16 keys) and the tile; with ALiBi, a NaN in V below
+// every window (no key before it may be skipped: 0 x NaN is NaN, as in torch) and per-head
+// weights, trace scores and sinks, against the scalar stage; the weights and scores outside the
+// window are exactly 0 and -inf.
+TEST(AttentionStage, WindowTilesSkipKeysOutsideTheWindow) {
+  std::mt19937 rng(5);
+  for (size_t L : {40, 130, 200}) {
+    for (size_t w : {1, 2, 15, 16, 17, 64, 100}) {
+      for (int variant = 0; variant < 4; ++variant) {
+        StageCall c = DenseCall(2, 2, 2, L, L, 24, rng);
+        c.causal = variant != 1;
+        c.window = w;
+        if (variant == 2) c.slopes = {AlibiSlope(0, 2), AlibiSlope(1, 2)};
+        if (variant == 3) c.v[3 * c.shape.kv_row_stride + 5] = kNaN;  // key 3, batch 0
+        c.want_weights = true;
+        c.want_scores = true;
+        c.want_sinks = true;
+        c.description += " window=" + std::to_string(w) + (c.causal ? " causal" : " bidir") +
+                         (variant == 2 ? " alibi" : "") + (variant == 3 ? " NaN in V" : "");
+        const StageResult got = RunStage(c, 1);
+        ExpectMatchesScalar(c, got);
+        if (variant == 3) continue;
+        const size_t Sp = c.shape.kv_total;
+        for (size_t n = 0; n < 2; ++n) {
+          for (size_t h = 0; h < 2; ++h) {
+            for (size_t i = 0; i < L; ++i) {
+              for (size_t j = 0; j < Sp; ++j) {
+                const bool out = j + w <= i || (c.causal ? j > i : i + w <= j);
+                if (!out) continue;
+                const size_t at = ((n * 2 + h) * L + i) * Sp + j;
+                ASSERT_EQ(got.weights[at], 0.0f) << c.description << " i=" << i << " j=" << j;
+                ASSERT_EQ(got.scores[at], -kInf) << c.description << " i=" << i << " j=" << j;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // What generation with a KV cache relies on (transformer.h): a causal row's numbers depend
 // neither on the keys after it nor on the kernel path. Row P-1 of a causal call over L keys is,
 // bit for bit, row P-1 of the call over the first P positions, and the one query of a call with
 // q_offset P-1 over P keys; P runs across the small-head path's bound (12 keys) and the query
 // tile (64 rows), head dims across the SIMD width, on every target.
+// The same with ALiBi and sliding windows (whose tiles also skip the keys below their first
+// row's window, and whose softmax starts at a panel: the same bits as over the whole row).
 TEST(AttentionStage, ACausalRowDependsNeitherOnLaterKeysNorOnThePath) {
   test::ForEachTarget([](const char* target) {
     std::mt19937 rng(41);
+    struct Positions {
+      size_t window;
+      bool alibi;
+    };
+    for (const Positions pos : {Positions{0, false}, Positions{0, true}, Positions{1, false},
+                                Positions{5, true}, Positions{17, false}, Positions{40, true}})
     for (size_t hd : {1, 3, 4, 5, 8, 12, 16, 17}) {
       const size_t H = 2, E = H * hd, L = 70;
+      const std::vector<float> slopes =
+          pos.alibi ? std::vector<float>{AlibiSlope(0, H), AlibiSlope(1, H)} : std::vector<float>();
       StageCall full = DenseCall(1, H, H, L, L, hd, rng);
       full.causal = true;
+      full.slopes = slopes;
+      full.window = pos.window;
       full.want_weights = true;
       const StageResult all = RunStage(full, 1);
       for (size_t P : {1, 2, 5, 11, 12, 13, 16, 33, 64, 65, 70}) {
-        SCOPED_TRACE(std::string(target) + " hd=" + std::to_string(hd) + " P=" + std::to_string(P));
+        SCOPED_TRACE(std::string(target) + " hd=" + std::to_string(hd) + " P=" +
+                     std::to_string(P) + " window=" + std::to_string(pos.window) +
+                     (pos.alibi ? " alibi" : ""));
         // The first P positions alone, causal.
         StageCall prefix = DenseCall(1, H, H, P, P, hd, rng);
         prefix.q.assign(full.q.begin(), full.q.begin() + P * E);
         prefix.k.assign(full.k.begin(), full.k.begin() + P * E);
         prefix.v.assign(full.v.begin(), full.v.begin() + P * E);
         prefix.causal = true;
+        prefix.slopes = slopes;
+        prefix.window = pos.window;
         prefix.want_weights = true;
         const StageResult head = RunStage(prefix, 1);
         // Position P-1's query alone over the P keys (a generation step).
@@ -488,6 +564,8 @@ TEST(AttentionStage, ACausalRowDependsNeitherOnLaterKeysNorOnThePath) {
         step.k = prefix.k;
         step.v = prefix.v;
         step.causal = true;
+        step.slopes = slopes;
+        step.window = pos.window;
         step.q_offset = P - 1;
         step.want_weights = true;
         const StageResult one = RunStage(step, 1);
@@ -600,6 +678,7 @@ TEST(AttentionStage, FullyMaskedAndNaNRows) {
 struct BackwardCall {
   AttentionShape shape;  // q_len = kv_len = kv_total = T
   bool causal = false;
+  size_t window = 0;  // P is 0 outside the window (so the scalar backward needs no rule of its own)
   std::vector<float> p, dz, gates;
   std::vector<float> q, k, v;  // planar, [N, T, E] each
 };
@@ -663,6 +742,7 @@ TEST(AttentionBackward, MatchesScalarBackwardInEveryLayout) {
       const size_t T = trial % 3 == 0 ? pick(60, 140) : pick(1, 40), E = H * hd;
       c.shape = AttentionShape::Dense(N, H, T, T, T, hd);
       c.causal = pick(0, 1) == 1;
+      if (trial % 4 == 1) c.window = pick(1, 3) == 1 ? pick(1, 3) : pick(1, 50);
       c.q = test::RandomVector(&rng, N * T * E);
       c.k = test::RandomVector(&rng, N * T * E);
       c.v = test::RandomVector(&rng, N * T * E);
@@ -671,14 +751,18 @@ TEST(AttentionBackward, MatchesScalarBackwardInEveryLayout) {
       // Softmax rows over the visible keys, 0 past them (as the forward leaves them).
       c.p.assign(N * H * T * T, 0.0f);
       for (size_t r = 0; r < N * H * T; ++r) {
-        const size_t i = r % T, end = c.causal ? i + 1 : T;
+        const size_t i = r % T, w = c.window;
+        size_t begin = 0, end = c.causal ? i + 1 : T;
+        if (w > 0 && i + 1 > w) begin = i + 1 - w;
+        if (w > 0 && !c.causal) end = std::min(T, i + w);
         float sum = 0.0f;
-        for (size_t j = 0; j < end; ++j)
+        for (size_t j = begin; j < end; ++j)
           sum += c.p[r * T + j] = std::exp(test::RandomVector(&rng, 1)[0]);
-        for (size_t j = 0; j < end; ++j) c.p[r * T + j] /= sum;
+        for (size_t j = begin; j < end; ++j) c.p[r * T + j] /= sum;
       }
       SCOPED_TRACE("N=" + std::to_string(N) + " H=" + std::to_string(H) + " hd=" +
-                   std::to_string(hd) + " T=" + std::to_string(T) + (c.causal ? " causal" : ""));
+                   std::to_string(hd) + " T=" + std::to_string(T) + (c.causal ? " causal" : "") +
+                   " window=" + std::to_string(c.window));
       std::vector<double> dq, dk, dv, dgate, dgate_size;
       ScalarBackward(c, &dq, &dk, &dv, &dgate, &dgate_size);
 
@@ -701,6 +785,7 @@ TEST(AttentionBackward, MatchesScalarBackwardInEveryLayout) {
         a.shape.q_row_stride = a.shape.kv_row_stride = stride;
         a.shape.q_batch_stride = a.shape.kv_batch_stride = T * stride;
         a.modifiers.causal = c.causal;
+        a.modifiers.window = c.window;
         a.sqrt_head_dim = std::sqrt(static_cast<float>(hd));
         a.q = in.data();
         a.k = in.data() + part;

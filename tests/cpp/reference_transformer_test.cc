@@ -65,7 +65,7 @@ Case Parse(const std::string& spec) {
   const std::map<std::string, int64_t*> sizes = {
       {"mlp", &c.d_mlp},    {"L", &c.n_layers},  {"H", &c.n_heads}, {"D", &c.d_model},
       {"V", &c.vocab_size}, {"max", &c.max_len}, {"B", &k.batch},   {"T", &k.length},
-      {"kv", &c.n_kv_heads}};
+      {"kv", &c.n_kv_heads}, {"w", &c.attn_window}};
   std::istringstream words(spec);
   std::string w;
   while (words >> w) {
@@ -83,9 +83,10 @@ Case Parse(const std::string& spec) {
       c.norm = w == "pre"    ? NormPlacement::kPre
                : w == "post" ? NormPlacement::kPost
                              : NormPlacement::kNone;
-    } else if (w == "learned" || w == "sinusoidal" || w == "nopos") {
+    } else if (w == "learned" || w == "sinusoidal" || w == "nopos" || w == "alibi") {
       c.positions = w == "learned"      ? PositionKind::kLearned
                     : w == "sinusoidal" ? PositionKind::kSinusoidal
+                    : w == "alibi"      ? PositionKind::kAlibi
                                         : PositionKind::kNone;
     } else if (w == "causal" || w == "bidir") {
       c.causal = w == "causal";
@@ -141,6 +142,13 @@ const char* const kFdCases[] = {
     "post sinusoidal bidir relu nobias mlp=0 L=1 H=4 D=8 V=5 max=4 B=2 T=3 kv=1",
     "none nopos causal gelu bias mlp=4 L=2 H=2 D=4 V=5 max=4 B=1 T=4 kv=1 gates",
     "pre learned causal relu bias mlp=0 L=1 H=6 D=6 V=5 max=4 B=2 T=4 kv=3 tied",
+    // ALiBi (3 heads: not a power of two) and sliding windows (causal w = 1, 2; bidirectional).
+    "pre alibi causal gelu bias mlp=6 L=2 H=3 D=6 V=5 max=5 B=2 T=5 gates ignore",
+    "post alibi bidir relu nobias mlp=0 L=1 H=2 D=4 V=5 max=4 B=2 T=4",
+    "pre learned causal gelu bias mlp=4 L=2 H=2 D=4 V=5 max=6 B=2 T=6 w=2 ignore",
+    "none sinusoidal bidir gelu bias mlp=0 L=2 H=2 D=4 V=5 max=5 B=1 T=5 w=2 gates",
+    "pre alibi causal relu bias mlp=4 L=2 H=4 D=8 V=6 max=6 B=2 T=6 w=3 kv=2",
+    "post alibi causal gelu bias mlp=0 L=1 H=2 D=4 V=4 max=5 B=2 T=5 w=1",
 };
 
 // Larger models, for the forward against the fast path only (its SIMD tiles and loops beyond a
@@ -152,6 +160,8 @@ const char* const kForwardOnlyCases[] = {
     "pre sinusoidal bidir relu bias mlp=20 L=1 H=5 D=20 V=13 max=33 B=1 T=33",
     "pre learned causal gelu bias mlp=64 L=2 H=4 D=32 V=50 max=20 B=2 T=20 tied",
     "pre learned causal gelu bias mlp=64 L=2 H=8 D=32 V=50 max=20 B=2 T=20 kv=2 gates",
+    "pre alibi causal gelu bias mlp=32 L=2 H=6 D=24 V=30 max=40 B=2 T=40 w=9 gates",
+    "post alibi bidir relu bias mlp=0 L=1 H=12 D=24 V=20 max=33 B=1 T=33 w=5",
 };
 
 // Inputs of a case, all drawn from one seed. Weights are floats widened to double, so the fast
@@ -259,8 +269,9 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 }
 
 TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
-  bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool norm[3] = {}, pos[4] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
   bool heads[4] = {};  // 1, 2, 4, n_heads == d_model
+  bool window[2] = {};  // a causal and a bidirectional window
   bool layers[4] = {}, batch[4] = {}, t1 = false, t_max = false, gates = false, ignore = false;
   bool tied[2] = {};  // tie_embeddings with and without bias
   bool kv[3] = {};    // n_kv_heads 1 (multi-query), 2, H / 2
@@ -289,11 +300,13 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
       kv[1] |= c.n_kv_heads == 2;
       kv[2] |= c.n_kv_heads > 2 && 2 * c.n_kv_heads == c.n_heads;
     }
+    if (c.attn_window > 0) window[c.causal] = true;
     ++n;
   }
   EXPECT_GE(n, 24u);
   for (bool b : norm) EXPECT_TRUE(b) << "norm pre / post / none";
-  for (bool b : pos) EXPECT_TRUE(b) << "positions learned / sinusoidal / none";
+  for (bool b : pos) EXPECT_TRUE(b) << "positions learned / sinusoidal / none / alibi";
+  for (bool b : window) EXPECT_TRUE(b) << "attn_window causal / bidirectional";
   for (bool b : causal) EXPECT_TRUE(b) << "causal / bidirectional";
   for (bool b : act) EXPECT_TRUE(b) << "gelu / relu";
   for (bool b : bias) EXPECT_TRUE(b) << "bias / no bias";

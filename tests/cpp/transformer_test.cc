@@ -109,10 +109,14 @@ void Load(const std::string& file, GoldenCase* g) {
 TEST(TransformerGolden, TheSetCoversEveryOption) {
   const std::vector<std::string> files = TransformerGoldenFiles();
   ASSERT_GE(files.size(), 30u) << "tests/golden/transformer/ (tools/make_transformer_golden.py)";
-  bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool norm[3] = {}, pos[4] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
   bool tied[2] = {};  // tie_embeddings with and without an MLP
   bool kv[3] = {};    // n_kv_heads 1 (multi-query), 2, n_heads / 2 > 2
   bool gates = false, targets = false, t1 = false, t_max = false;
+  // ALiBi with 3, 6, 8 and 12 heads; windows 1, 2, T - 1, T (causal), bidirectional; ALiBi with
+  // a window, with grouped-query attention, with T = 1.
+  bool alibi_heads[4] = {}, window[4] = {}, bidirectional = false, alibi_window = false;
+  bool alibi_gqa = false, alibi_t1 = false;
   int64_t max_layers = 0, max_heads = 0;
   for (const std::string& f : files) {
     const json doc = ReadJson(f);
@@ -134,9 +138,28 @@ TEST(TransformerGolden, TheSetCoversEveryOption) {
     const size_t T = tok.size() > 0 && tok[0].is_array() ? tok[0].size() : tok.size();
     t1 = t1 || T == 1;
     t_max = t_max || static_cast<int64_t>(T) == c.max_len;
+    const bool alibi = c.positions == PositionKind::kAlibi;
+    const int64_t w = c.attn_window, Tn = static_cast<int64_t>(T);
+    if (alibi) {
+      const int64_t counts[4] = {3, 6, 8, 12};
+      for (int i = 0; i < 4; ++i) alibi_heads[i] |= c.n_heads == counts[i];
+      alibi_window |= w > 0;
+      alibi_gqa |= c.n_kv_heads > 0 && c.n_kv_heads < c.n_heads;
+      alibi_t1 |= T == 1;
+    }
+    if (w > 0 && c.causal && Tn > 2) {
+      window[0] |= w == 1;
+      window[1] |= w == 2;
+      window[2] |= w == Tn - 1;
+      window[3] |= w == Tn;
+    }
+    bidirectional |= w > 0 && !c.causal;
   }
+  for (bool b : alibi_heads) EXPECT_TRUE(b) << "ALiBi with 3, 6, 8 and 12 heads";
+  for (bool b : window) EXPECT_TRUE(b) << "windows 1, 2, T - 1 and T";
+  EXPECT_TRUE(bidirectional && alibi_window && alibi_gqa && alibi_t1);
   for (bool b : norm) EXPECT_TRUE(b) << "norm pre / post / none";
-  for (bool b : pos) EXPECT_TRUE(b) << "positions learned / sinusoidal / none";
+  for (bool b : pos) EXPECT_TRUE(b) << "positions learned / sinusoidal / none / alibi";
   for (bool b : causal) EXPECT_TRUE(b) << "causal";
   for (bool b : act) EXPECT_TRUE(b) << "gelu / relu";
   for (bool b : bias) EXPECT_TRUE(b) << "bias";
@@ -228,8 +251,8 @@ TEST(Transformer, HooksCostNothingWhenNotAskedAndChangeNoNumber) {
 }
 
 // The hooked pattern of layer l is, bit for bit, what a standalone MultiheadAttention with that
-// layer's weights computes (Trace, batch_first, is_causal as the model, the layer's gates) on the
-// layer's input. The input is hook_resid_pre where the block has no ln1 before its attention
+// layer's weights computes (Trace, batch_first, is_causal, alibi and window as the model, the
+// layer's gates) on the layer's input. The input is hook_resid_pre where the block has no ln1 before its attention
 // (norm post or none); with norm pre it is ln1(hook_resid_pre), which the model does not hook.
 TEST(Transformer, HookedPatternsAreTheLayersMultiheadAttentionTrace) {
   int checked = 0;
@@ -267,6 +290,8 @@ TEST(Transformer, HookedPatternsAreTheLayersMultiheadAttentionTrace) {
       const TensorView in{x.data.data(), x.shape, x.data.size()};
       ForwardOptions fo;
       fo.is_causal = g.config.causal;
+      fo.alibi = g.config.positions == PositionKind::kAlibi;  // the model's position options
+      fo.window = g.config.attn_window;
       if (!g.gates.empty()) fo.head_gates = {g.gates.data() + l * H, {H}, static_cast<size_t>(H)};
       AttentionTrace t;
       ASSERT_TRUE(mha->Trace(in, in, in, fo, &t).ok());

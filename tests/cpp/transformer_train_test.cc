@@ -127,7 +127,8 @@ struct Worst {
 TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
   const std::vector<std::string> files = GoldenFiles();
   ASSERT_GE(files.size(), 30u) << GoldenDir() << " (tools/make_train_golden.py)";
-  bool norm[3] = {}, pos[3] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool norm[3] = {}, pos[4] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool window = false;  // attn_window (pos[3]: ALiBi)
   bool gates = false, adamw = false, adamw_clip = false, sgd = false, sgd_clip = false;
   bool tied_decay = false;  // tie_embeddings under AdamW with weight decay
   bool mqa = false, gqa = false;  // n_kv_heads 1 and 1 < n_kv_heads < n_heads
@@ -137,6 +138,7 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
     norm[static_cast<int>(c.norm)] = pos[static_cast<int>(c.positions)] = true;
     causal[c.causal] = act[static_cast<int>(c.act)] = bias[c.bias] = mlp[c.d_mlp > 0] = true;
     gates = gates || !doc.at("head_gates").is_null();
+    window = window || c.attn_window > 0;
     mqa = mqa || (c.n_kv_heads == 1 && c.n_heads > 1);
     gqa = gqa || (c.n_kv_heads > 1 && c.n_kv_heads < c.n_heads);
     for (const json& run : doc.at("runs")) {
@@ -148,6 +150,7 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
     }
   }
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(norm[i] && pos[i]) << i;
+  EXPECT_TRUE(pos[3] && window) << "ALiBi and sliding-window cases";
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(causal[i] && act[i] && bias[i] && mlp[i]) << i;
   EXPECT_TRUE(gates && adamw && adamw_clip && sgd && sgd_clip);
   EXPECT_TRUE(tied_decay) << "a tie_embeddings case with AdamW weight decay";

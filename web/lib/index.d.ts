@@ -233,12 +233,21 @@ export interface TransformerConfig {
    * times smaller.
    */
   nKvHeads?: number | null;
+  /**
+   * = 0: full attention. Sliding-window attention: with causal, token t attends to the w tokens
+   * t - w < s <= t; without causal, to |t - s| < w. The kernels skip the keys outside the window
+   * (cost grows with w, not T); hook_attn_scores is -Infinity there.
+   */
+  attnWindow?: number;
   /** = 0: attention-only (no MLP, no ln2). */
   dMlp?: number;
   /** = 'pre' */
   norm?: 'pre' | 'post' | 'none';
-  /** = 'learned' */
-  positions?: 'learned' | 'sinusoidal' | 'none';
+  /**
+   * = 'learned'. 'alibi': no position embedding (no hook_pos_embed); every head h adds ALiBi's
+   * -(m_h |i - j|) to its scores (Press et al.'s slopes m_h), shown in hook_attn_scores.
+   */
+  positions?: 'learned' | 'sinusoidal' | 'none' | 'alibi';
   /** = true */
   causal?: boolean;
   /** = 'gelu' (the exact erf form) */
@@ -390,7 +399,7 @@ export interface TransformerCaseDocument {
     n_heads?: number | null;
     d_mlp?: number | null;
     norm?: 'pre' | 'post' | 'none' | null;
-    positions?: 'learned' | 'sinusoidal' | 'none' | null;
+    positions?: 'learned' | 'sinusoidal' | 'none' | 'alibi' | null;
     causal?: boolean | null;
     act?: 'gelu' | 'relu' | null;
     bias?: boolean | null;

@@ -53,36 +53,54 @@ HWY_INLINE void QDotK(const AttentionArgs& a, const float* q_tile, const float* 
                    scores, ld_scores);
 }
 
-// Applies the ScoreModifiers to the first `keys` entries of one score row (query `i`): adds
-// attn_mask and key_padding_mask, and sets the keys outside VisibleKeys to -inf. The one place
-// the scores are modified (ALiBi and soft-capping would go here too, see ScoreModifiers).
+// Applies the ScoreModifiers to entries [from, keys) of one score row (query `i`): adds
+// attn_mask and key_padding_mask, then the ALiBi bias, and sets the keys outside VisibleKeys to
+// -inf. The one place the scores are modified (soft-capping would go here too, see
+// ScoreModifiers). Entries before `from` are not touched (a tile that skipped them never reads
+// them).
 HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i, float* row,
-                           size_t keys) {
+                           size_t from, size_t keys) {
   const AttentionShape& s = a.shape;
   const ScoreModifiers& m = a.modifiers;
   const size_t masked = keys < s.kv_len ? keys : s.kv_len;  // the extra keys are never masked
+  if (from >= masked) return;
   if (m.attn_mask != nullptr) {
     const size_t slice = m.attn_mask_per_head ? n * s.heads + h : 0;
-    AddInPlaceImpl(row, m.attn_mask + (slice * s.q_len + i) * s.kv_len, masked);
+    AddInPlaceImpl(row + from, m.attn_mask + (slice * s.q_len + i) * s.kv_len + from,
+                   masked - from);
   }
   if (m.key_padding_mask != nullptr) {
-    AddInPlaceImpl(row, m.key_padding_mask + n * s.kv_len, masked);
+    AddInPlaceImpl(row + from, m.key_padding_mask + n * s.kv_len + from, masked - from);
+  }
+  const KeyRange visible = m.LimitsKeys() ? VisibleKeys(s, m, i) : KeyRange{0, masked};
+  if (m.alibi_slopes != nullptr) {
+    // -(slope |p - j|): the float product of the slope and the exact distance (|p - j| < 2^24),
+    // negated, then added: the reference module's bias tensor and its add, two roundings. The
+    // product goes through a volatile so that no compiler fuses it with the add (GCC contracts
+    // across statements natively; an FMA would round once and differ in the last bit). Only the
+    // visible keys: the others become -inf below.
+    const float slope = m.alibi_slopes[h];
+    const size_t p = m.q_offset + i;
+    const size_t lo = std::max(from, visible.begin), hi = std::min(masked, visible.end);
+    for (size_t j = lo; j < hi; ++j) {
+      volatile float bias = -(slope * static_cast<float>(p > j ? p - j : j - p));
+      row[j] += bias;
+    }
   }
   if (m.LimitsKeys()) {
     // Blocked outright rather than added: a NaN in an invisible key must not reach the row
     // (docs/errors.md, the causal rule), which -inf + NaN would.
-    const KeyRange visible = VisibleKeys(s, m, i);
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-    for (size_t j = 0; j < visible.begin && j < masked; ++j) row[j] = kNegInf;
-    for (size_t j = visible.end; j < masked; ++j) row[j] = kNegInf;
+    for (size_t j = from; j < visible.begin && j < masked; ++j) row[j] = kNegInf;
+    for (size_t j = std::max(from, visible.end); j < masked; ++j) row[j] = kNegInf;
   }
 }
 HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i, float* row) {
-  MaskScores(a, n, h, i, row, a.shape.kv_total);
+  MaskScores(a, n, h, i, row, 0, a.shape.kv_total);
 }
 
-// The sinks of one softmax row (query i of head h, batch element n), from its first `keys`
-// weights (the rest, skipped keys, are 0, or NaN in a NaN row whose first entry is NaN too).
+// The sinks of one softmax row (query i of head h, batch element n), from its weights [first,
+// keys) (the rest, skipped keys, are 0, or NaN in a NaN row whose entry `first` is NaN too).
 // Sums run in double, key by key in order: every term of the entropy and of the distance is >= 0,
 // so the only rounding left is the final float's (a float64 reference of the same weights agrees
 // to about 1e-7 relative), and the order is the same on every path and thread count. The cost,
@@ -90,20 +108,21 @@ HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i,
 // (Out of line: the row loops of calls without statistics keep their size; measured 4-5% of a
 // tutorial-sized forward otherwise.)
 HWY_NOINLINE void WriteRowSinksSlow(const AttentionArgs& a, size_t n, size_t h, size_t i,
-                                    const float* HWY_RESTRICT weights, size_t keys) {
+                                    const float* HWY_RESTRICT weights, size_t first,
+                                    size_t keys) {
   const RowSinks& sinks = a.out.sinks;
   const size_t at = (n * a.shape.heads + h) * a.shape.q_len + i;
-  if (keys > 0 && weights[0] != weights[0]) {  // a NaN row is NaN throughout
-    if (sinks.max_weight != nullptr) sinks.max_weight[at] = weights[0];
-    if (sinks.entropy != nullptr) sinks.entropy[at] = weights[0];
-    if (sinks.distance != nullptr) sinks.distance[at] = weights[0];
+  if (keys > first && weights[first] != weights[first]) {  // a NaN row is NaN throughout
+    if (sinks.max_weight != nullptr) sinks.max_weight[at] = weights[first];
+    if (sinks.entropy != nullptr) sinks.entropy[at] = weights[first];
+    if (sinks.distance != nullptr) sinks.distance[at] = weights[first];
     return;
   }
   float max = 0.0f;  // weights are >= 0; a fully masked row (all 0, or no keys) gives 0
   double entropy = 0.0, distance = 0.0;
   const size_t positioned = keys < a.shape.kv_len ? keys : a.shape.kv_len;
   const size_t pos = a.modifiers.q_offset + i;
-  for (size_t j = 0; j < keys; ++j) {
+  for (size_t j = first; j < keys; ++j) {
     const float w = weights[j];
     if (w != w) {
       max = w;
@@ -122,18 +141,21 @@ HWY_NOINLINE void WriteRowSinksSlow(const AttentionArgs& a, size_t n, size_t h, 
   if (sinks.distance != nullptr) sinks.distance[at] = static_cast<float>(distance);
 }
 HWY_INLINE void WriteRowSinks(const AttentionArgs& a, size_t n, size_t h, size_t i,
-                              const float* HWY_RESTRICT weights, size_t keys) {
-  if (a.out.sinks.any()) WriteRowSinksSlow(a, n, h, i, weights, keys);
+                              const float* HWY_RESTRICT weights, size_t first, size_t keys) {
+  if (a.out.sinks.any()) WriteRowSinksSlow(a, n, h, i, weights, first, keys);
 }
 
-// head_out[r, :] = weights[r, :keys] x V[:keys], V packed transposed (all S' keys); rows that
-// were fully masked get 0.
+// head_out[r, :] = weights[r, first:keys] x V[first:keys], V packed transposed (all S' keys);
+// rows that were fully masked get 0. Keys before `first` (a window's tile skipped them) have
+// weight 0: leaving them out drops 0 x v terms at the chain's start, where the accumulator is
+// still +0 (the caller keeps keys whose V is not finite, for which 0 x v is NaN).
 HWY_INLINE void WeightedSumV(const AttentionArgs& a, const float* weights, size_t ld_weights,
-                             const float* packed_vt, size_t rows, size_t keys,
+                             const float* packed_vt, size_t rows, size_t first, size_t keys,
                              const bool* fully_masked, float* head_out) {
   const AttentionShape& s = a.shape;
-  MatMulPackedImpl(weights, ld_weights, packed_vt, nullptr, rows, s.head_dim, keys, 1.0f,
-                   head_out, s.q_row_stride, /*packed_k=*/s.kv_total);
+  MatMulPackedImpl(weights + first, ld_weights, packed_vt + first * kPanel, nullptr, rows,
+                   s.head_dim, keys - first, 1.0f, head_out, s.q_row_stride,
+                   /*packed_k=*/s.kv_total);
   for (size_t r = 0; r < rows; ++r) {
     // The softmax row is already 0; zeroing the output too keeps NaN/inf in V from leaking
     // into a row the policy defines as 0.
@@ -282,7 +304,7 @@ HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
         }
         GateHeadRows(a, h, rows, out_rows);
         if (a.out.sinks.any()) {
-          for (size_t r = 0; r < rows; ++r) WriteRowSinksSlow(a, n, h, i0 + r, scores + r * S, S);
+          for (size_t r = 0; r < rows; ++r) WriteRowSinksSlow(a, n, h, i0 + r, scores + r * S, 0, S);
         }
         if (weights != nullptr && a.out.average_weights && h > 0) {
           AddInPlaceImpl(weights + (n * L + i0) * S, scores, rows * S);
@@ -312,6 +334,15 @@ HWY_INLINE size_t RowsThroughLastNonFinite(const float* HWY_RESTRICT m, size_t r
   return 0;
 }
 
+// The first row j < rows of the block holding a NaN or an infinity, or `rows` if none.
+HWY_INLINE size_t FirstNonFiniteRow(const float* HWY_RESTRICT m, size_t rows, size_t cols,
+                                    size_t ld) {
+  for (size_t j = 0; j < rows; ++j) {
+    if (RowsThroughLastNonFinite(m + j * ld, 1, cols, ld) != 0) return j;
+  }
+  return rows;
+}
+
 // One (batch element, head) of the packed path over query tiles [t_begin, t_end): pack K_h and
 // V_h, then per tile QDotK, MaskScores, Softmax, WeightedSumV, and the running sum of averaged
 // weights. `workspace` is one thread's scratch (AttentionWorkspaceFloats for one worker).
@@ -331,53 +362,77 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
   const float* v_head = a.v + s.KvOffset(n, h);
   PackB(k_head, S, hd, s.kv_row_stride, 1, packed_k);
   PackB(v_head, hd, S, 1, s.kv_row_stride, packed_vt);
-  // Tiles skip the keys no row of theirs sees (past the last row's VisibleKeys end), which is
-  // about half the QK^T and weights x V work of a causal call. Only without extra keys: those sit
-  // after the skipped ones and every row sees them. PyTorch multiplies the skipped keys' 0
-  // weights by V all the same, and 0 * NaN or 0 * inf is NaN: keys up to the last V row holding
-  // one are never skipped.
+  // Tiles skip the keys no row of theirs sees: past the last row's VisibleKeys end (about half
+  // the QK^T and weights x V work of a causal call) and, with a sliding window, before the first
+  // row's begin (rounded down to a panel, kPanel = 16 keys, so the packed K and V are entered at a
+  // panel's start): a windowed tile's work is about (window + 2 tile) keys, whatever S is. Only
+  // without extra keys: those sit after the skipped ones and every row sees them. PyTorch
+  // multiplies the skipped keys' 0 weights by V all the same, and 0 * NaN or 0 * inf is NaN: keys
+  // from the first to the last V row holding one are never skipped.
   const bool range_skip = a.modifiers.LimitsKeys() && S == s.kv_len;
   const size_t v_keys = range_skip ? RowsThroughLastNonFinite(v_head, S, hd, s.kv_row_stride) : 0;
+  const size_t v_first = range_skip && a.modifiers.window > 0 && v_keys > 0
+                             ? FirstNonFiniteRow(v_head, v_keys, hd, s.kv_row_stride)
+                             : S;
+  const auto panel_floor = [](size_t j) { return j / kPanel * kPanel; };
+  // MaskScores is needed where it adds something or where a window's low keys must become -inf;
+  // a causal call without masks, ALiBi or trace leaves the -inf writes to the softmax's range.
+  const bool mask_rows = !range_skip || a.modifiers.attn_mask != nullptr ||
+                         a.modifiers.key_padding_mask != nullptr ||
+                         a.modifiers.alibi_slopes != nullptr || a.modifiers.window > 0 ||
+                         a.out.scores != nullptr;
   for (size_t t = t_begin; t < t_end; ++t) {
     const size_t i0 = t * tile;
     const size_t rows = (L - i0 < tile) ? L - i0 : tile;
     // Per-head weights are computed in place in the caller's output: no copy.
     float* scores = per_head_weights ? weights + ((n * s.heads + h) * L + i0) * S : score_tile;
-    // The skipped keys' weights are 0 and their trace scores -inf, as computed ones would be.
+    // The tile's keys [first, keys). The skipped keys' weights are 0 and their trace scores -inf,
+    // as computed ones would be.
     const size_t keys =
         range_skip ? std::min(S, std::max(VisibleKeys(s, a.modifiers, i0 + rows - 1).end, v_keys))
                    : S;
+    const size_t first =
+        range_skip ? std::min(panel_floor(std::min(VisibleKeys(s, a.modifiers, i0).begin, v_first)),
+                              panel_floor(keys))
+                   : 0;
     ScaleQueries(a, a.q + s.QOffset(n, h) + i0 * s.q_row_stride, rows, q_tile);
-    QDotK(a, q_tile, packed_k, rows, keys, scores, S);
+    // Each score is its own dot product: the keys from a panel's start are K's panels from there.
+    QDotK(a, q_tile, packed_k + first * hd, rows, keys - first, scores + first, S);
     for (size_t r = 0; r < rows; ++r) {
       float* row = scores + r * S;
-      // Under range_skip the keys a row cannot see are a suffix [visible, keys) (no extra keys,
-      // begin 0), blocked outright to -inf: the softmax runs over the visible prefix only and the
-      // suffix's weights are set after. The same bits: -inf changes no max, its exp is +0 and
-      // adds +0 to its lane's sum, each key keeps its lane, and a weight of 0 x (1 / sum) is 0.
-      // The mask's -inf writes are skipped too where nothing else needs them (no additive mask,
-      // no trace of the scores).
-      const size_t visible =
-          range_skip ? std::min(keys, VisibleKeys(s, a.modifiers, i0 + r).end) : keys;
-      if (!range_skip || a.modifiers.attn_mask != nullptr ||
-          a.modifiers.key_padding_mask != nullptr || a.out.scores != nullptr) {
-        MaskScores(a, n, h, i0 + r, row, keys);
+      // Under range_skip the keys a row cannot see, [first, begin) and [end, keys) (no extra
+      // keys), are blocked outright to -inf: the softmax runs over [begin rounded down to a
+      // panel, end) only and the other weights are set after. The same bits as over the whole
+      // row: -inf changes no max, its exp is +0 and adds +0 to its lane's sum, each key keeps its
+      // lane (the softmax starts at a multiple of 16, a multiple of every target's lanes), and a
+      // weight of 0 x (1 / sum) is 0. The mask's -inf writes are skipped where nothing needs them
+      // (a causal call without additive masks, ALiBi, window or trace).
+      KeyRange soft{0, keys};
+      if (range_skip) {
+        const KeyRange v = VisibleKeys(s, a.modifiers, i0 + r);
+        soft.end = std::min(keys, v.end);
+        soft.begin = std::max(first, std::min(panel_floor(v.begin), panel_floor(soft.end)));
       }
+      if (mask_rows) MaskScores(a, n, h, i0 + r, row, first, keys);
       if (a.out.scores != nullptr) {
+        constexpr float kNegInf = -std::numeric_limits<float>::infinity();
         float* trace_row = a.out.scores + ((n * s.heads + h) * L + i0 + r) * S;
-        std::memcpy(trace_row, row, keys * sizeof(float));
-        for (size_t j = keys; j < S; ++j) trace_row[j] = -std::numeric_limits<float>::infinity();
+        std::fill(trace_row, trace_row + first, kNegInf);
+        std::memcpy(trace_row + first, row + first, (keys - first) * sizeof(float));
+        std::fill(trace_row + keys, trace_row + S, kNegInf);
       }
-      fully_masked[r] = SoftmaxImpl(row, visible);
+      fully_masked[r] = SoftmaxImpl(row + soft.begin, soft.end - soft.begin);
       // The invisible and the skipped keys' weights: 0, or NaN in a row the NaN policy made all
-      // NaN (a NaN query poisons every score of its row, the causally masked ones too: NaN +
-      // -inf is NaN). Skipped keys (past `keys`) only where the caller reads the weights.
-      const float fill = visible > 0 && row[0] != row[0] ? row[0] : 0.0f;
-      std::fill(row + visible, row + (weights != nullptr ? S : keys), fill);
-      WriteRowSinks(a, n, h, i0 + r, row, keys);
+      // NaN (a NaN query poisons every score of its row, the masked ones too: NaN + -inf is NaN).
+      // Keys outside [first, keys) only where the caller reads the weights.
+      const float fill =
+          soft.end > soft.begin && row[soft.begin] != row[soft.begin] ? row[soft.begin] : 0.0f;
+      std::fill(row + (weights != nullptr ? 0 : first), row + soft.begin, fill);
+      std::fill(row + soft.end, row + (weights != nullptr ? S : keys), fill);
+      WriteRowSinks(a, n, h, i0 + r, row, first, keys);
     }
     float* head_out = a.out.concat + s.QOffset(n, h) + i0 * s.q_row_stride;
-    WeightedSumV(a, scores, S, packed_vt, rows, keys, fully_masked, head_out);
+    WeightedSumV(a, scores, S, packed_vt, rows, first, keys, fully_masked, head_out);
     GateHeadRows(a, h, rows, head_out);
     if (weights != nullptr && a.out.average_weights) AccumulateAverage(a, n, h, i0, rows, scores);
   }
@@ -434,9 +489,12 @@ struct HeadBackwardOperands {
 
 // One head of AttentionBackward (attention.h), in row chunks of kPanel. Which keys a row saw is
 // VisibleKeys' [begin, end), the forward's rule. Both ends move forward with the row (causal: end
-// = i + 1; a window would move begin too), so a chunk of rows [r0, r1) sees no key at or past
-// VisibleKeys(r1 - 1).end (M, dQ) and the keys [j0, j1) are seen by the rows from the first whose
-// end passes j0 to the last whose begin is below j1 (dV, dK).
+// = i + 1; a window moves begin too), so a chunk of rows [r0, r1) sees only keys from
+// VisibleKeys(r0).begin to VisibleKeys(r1 - 1).end (M, dQ) and the keys [j0, j1) are seen by the
+// rows from the first whose end passes j0 to the last whose begin is below j1 (dV, dK). M and dS
+// are computed and zeroed only over each chunk's key span, [its first begin rounded down to a
+// panel, its last end rounded up to one), which holds every entry the products read: with a
+// window the work and the [T, T] tile's touched part grow with the window, not with T.
 HWY_INLINE void HeadBackwardImpl(const AttentionBackwardArgs& a, const HeadBackwardOperands& o,
                                  float* HWY_RESTRICT scratch) {
   const hn::ScalableTag<float> d;
@@ -457,12 +515,23 @@ HWY_INLINE void HeadBackwardImpl(const AttentionBackwardArgs& a, const HeadBackw
     if (*i1 < *i0) *i1 = *i0;
     while (*i1 < T && visible(*i1).begin < j1) ++*i1;
   };
-  // M [T, T] = dZ V^T (rows i: the keys below their chunk's last end).
+  // A chunk's key span (see above): the keys [lo, hi) of the rows [r0, chunk_end(r0)).
+  const auto span = [&](size_t r0) {
+    const size_t r1 = chunk_end(r0), end = visible(r1 - 1).end;
+    return KeyRange{visible(r0).begin / kPanel * kPanel,
+                    std::min(T, (end + kPanel - 1) / kPanel * kPanel)};
+  };
+  // M [T, T] = dZ V^T (rows i: their chunk's span; each entry its own chain over hd, so starting
+  // at a panel changes nothing).
   PackB(o.v, T, hd, ld_kv, 1, pack);
   for (size_t r0 = 0; r0 < T; r0 += kPanel) {
     const size_t r1 = chunk_end(r0);
-    MatMulPackedImpl(o.dz + r0 * ld_dz, ld_dz, pack, nullptr, r1 - r0, visible(r1 - 1).end, hd,
-                     1.0f, ds + r0 * T, T);
+    const KeyRange sp = span(r0);
+    const size_t end = visible(r1 - 1).end;
+    if (end > sp.begin) {
+      MatMulPackedImpl(o.dz + r0 * ld_dz, ld_dz, pack + sp.begin * hd, nullptr, r1 - r0,
+                       end - sp.begin, hd, 1.0f, ds + r0 * T + sp.begin, T);
+    }
   }
   // The other three products' B is dZ, K or Q itself (rows of hd floats, stride ld): read in
   // place where the row-major kernel takes it (RowMajorBTakes: hd a whole number of column
@@ -495,12 +564,15 @@ HWY_INLINE void HeadBackwardImpl(const AttentionBackwardArgs& a, const HeadBackw
     product(Transposed(), o.p + i0 * T + j0, o.dz, ld_dz, i0, j1 - j0, i1 - i0, g,
             o.dv + j0 * ld_dkv, ld_dkv);
   }
-  // dS = P * (g M - rowsum(P * g M)), row by row over the visible keys, 0 outside them.
+  // dS = P * (g M - rowsum(P * g M)), row by row over the visible keys, 0 outside them (within
+  // the row's chunk span: nothing reads past it).
   const auto vg = hn::Set(d, g);
+  KeyRange sp{0, 0};
   for (size_t i = 0; i < T; ++i) {
     const float* HWY_RESTRICT pr = o.p + i * T;
     float* HWY_RESTRICT mr = ds + i * T;
     const KeyRange keys = visible(i);
+    if (i % kPanel == 0) sp = span(i);
     if (o.gate_grad != nullptr) {
       double sum = 0;
       for (size_t j = keys.begin; j < keys.end; ++j) sum += static_cast<double>(pr[j]) * mr[j];
@@ -514,13 +586,13 @@ HWY_INLINE void HeadBackwardImpl(const AttentionBackwardArgs& a, const HeadBackw
     float dot = hn::GetLane(hn::SumOfLanes(d, acc));
     for (size_t t = j; t < keys.end; ++t) dot += pr[t] * (g * mr[t]);
     const auto vdot = hn::Set(d, dot);
-    for (j = 0; j < keys.begin; ++j) mr[j] = 0.0f;
+    for (j = sp.begin; j < keys.begin; ++j) mr[j] = 0.0f;
     for (; j + N <= keys.end; j += N) {
       const auto dp = hn::Sub(hn::Mul(vg, hn::LoadU(d, mr + j)), vdot);
       hn::StoreU(hn::Mul(hn::LoadU(d, pr + j), dp), d, mr + j);
     }
     for (; j < keys.end; ++j) mr[j] = pr[j] * (g * mr[j] - dot);
-    for (; j < T; ++j) mr[j] = 0.0f;
+    for (; j < sp.end; ++j) mr[j] = 0.0f;
   }
   // dQ [T, hd] = scale dS K: rows [r0, r1) over the keys from their first begin to their last
   // end.

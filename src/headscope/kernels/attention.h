@@ -11,6 +11,7 @@
 #ifndef HEADSCOPE_KERNELS_ATTENTION_H_
 #define HEADSCOPE_KERNELS_ATTENTION_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
@@ -80,17 +81,43 @@ struct ScoreModifiers {
   // (generation with a KV cache: new tokens after the cached ones). 0 otherwise.
   size_t q_offset = 0;
 
-  // Slots for what comes next, not implemented (nothing reads them yet, so they are not fields):
-  // - ALiBi: `const float* alibi_slopes` [H], adding -slope_h * (i - j) where the masks are added.
-  // - sliding window: `size_t window`, setting VisibleKeys' begin to i + 1 - window; the packed
-  //   path can then skip keys below the tile's first begin as it skips keys past its last end.
-  // - soft-capping: `float soft_cap`, scores = cap * tanh(scores / cap) before the masks (Gemma 2).
+  // ALiBi (Press et al. 2022): [H] slopes, or null. Score (i, j) of head h, j < S, gets
+  // -(slope_h * |p - j|) added after the masks, p = q_offset + i the query's position (causal:
+  // p - j >= 0 for every visible key, Press et al.'s -slope (i - j); non-causal the symmetric
+  // distance, as BLOOM-style bidirectional uses define it). The product is one float multiply of
+  // the slope by the exact distance, its negation added once: the reference module's
+  // `scores + -(slopes * |i - j|)`. Extra keys (bias_k, the zero key) have no position: no bias.
+  // AlibiSlope gives Press et al.'s slopes.
+  const float* alibi_slopes = nullptr;
+  // Sliding window: 0 = none. w >= 1: with causal, query position p sees keys
+  // p - w < j <= p (Mistral's / Longformer's causal window, w keys including itself); without
+  // causal the bidirectional window |p - j| < w. Through VisibleKeys, so every kernel skips the
+  // keys outside it: cost grows with w, not with S.
+  size_t window = 0;
+  // (A slot for later, not implemented: soft-capping, `float soft_cap`, scores = cap *
+  // tanh(scores / cap) before the masks, Gemma 2.)
 
   // True if some query rows see fewer than all S keys, so a tile may skip keys no row sees.
-  bool LimitsKeys() const { return causal; }
+  bool LimitsKeys() const { return causal || window > 0; }
   // True if MaskScores changes anything (else the stage skips its per-row calls).
-  bool Any() const { return attn_mask != nullptr || key_padding_mask != nullptr || LimitsKeys(); }
+  bool Any() const {
+    return attn_mask != nullptr || key_padding_mask != nullptr || alibi_slopes != nullptr ||
+           LimitsKeys();
+  }
 };
+
+// Press et al.'s ALiBi slope of head h (0-based) of `heads`: with p the largest power of two <=
+// heads, heads h < p get 2^(-8 (h + 1) / p), and the remaining heads the odd-indexed slopes of 2p
+// heads, 2^(-8 (2 (h - p) + 1) / (2 p)) (the ALiBi repository's get_slopes, which BLOOM's
+// build_alibi_tensor also computes). In double, rounded once to float: 8 (h + 1) / p is exact, and
+// the float is get_slopes' (checked for 1..256 heads by tools/make_transformer_golden.py).
+inline float AlibiSlope(size_t h, size_t heads) {
+  size_t p = 1;
+  while (p * 2 <= heads) p *= 2;
+  const double e = h < p ? -8.0 * static_cast<double>(h + 1) / static_cast<double>(p)
+                         : -8.0 * static_cast<double>(2 * (h - p) + 1) / static_cast<double>(2 * p);
+  return static_cast<float>(std::pow(2.0, e));
+}
 
 // The keys [begin, end) of the first S that query row i may see; keys outside it get -inf.
 // The extra keys (S <= j < S') are visible to every row.
@@ -98,9 +125,19 @@ struct KeyRange {
   size_t begin = 0;
   size_t end = 0;
 };
+// Causal: end = p + 1 (p = q_offset + i, the query's position); a window w moves begin to
+// p + 1 - w, and without causal end to p + w. Both ends are non-decreasing in i, which the tiles'
+// key skipping and the backward's row chunks rely on. An empty range (begin = end) is a fully
+// masked row.
 inline KeyRange VisibleKeys(const AttentionShape& shape, const ScoreModifiers& mods, size_t i) {
   KeyRange r{0, shape.kv_len};
-  if (mods.causal && mods.q_offset + i + 1 < r.end) r.end = mods.q_offset + i + 1;
+  const size_t p = mods.q_offset + i;
+  if (mods.causal && p + 1 < r.end) r.end = p + 1;
+  if (mods.window > 0) {
+    if (p + 1 > mods.window) r.begin = p + 1 - mods.window;
+    if (!mods.causal && p + mods.window < r.end) r.end = p + mods.window;
+    if (r.begin > r.end) r.begin = r.end;
+  }
   return r;
 }
 
@@ -158,13 +195,14 @@ inline constexpr size_t kAttentionQueryTile = 64;
 // The packed path's tile rows: kAttentionQueryTile (or L if fewer), except that a causal call
 // whose L fits one such tile takes tiles of kCausalQueryTile rows, so that each tile skips the
 // keys its rows do not see (with one tile of L rows its last row sees every key: nothing is
-// skipped). A row's numbers do not depend on the tiling (each is its own dot products, softmax
+// skipped). A sliding window takes them at any L: a tile then sees about window + 16 keys, from its
+// first row's begin to its last row's end. A row's numbers do not depend on the tiling (each is its own dot products, softmax
 // and weights x V chain; skipped keys are 0-weight terms at a chain's end).
 inline constexpr size_t kCausalQueryTile = 16;
 inline size_t PackedQueryTile(const AttentionArgs& a) {
   const size_t L = a.shape.q_len;
-  if (L <= kAttentionQueryTile && L > kCausalQueryTile && a.modifiers.LimitsKeys() &&
-      a.shape.kv_total == a.shape.kv_len) {
+  if (L > kCausalQueryTile && a.modifiers.LimitsKeys() && a.shape.kv_total == a.shape.kv_len &&
+      (L <= kAttentionQueryTile || a.modifiers.window > 0)) {
     return kCausalQueryTile;
   }
   return L < kAttentionQueryTile ? L : kAttentionQueryTile;
@@ -193,13 +231,14 @@ void Attention(const AttentionArgs& args, float* workspace);
 // For every batch element n and head h, with P the softmax weights, g the head's gate, dZ the
 // gradient of the head's (gated) output and M = dZ V^T:
 //   dV = g P^T dZ,  dS = P * (g M - rowsum(P * g M)),  dQ = scale dS K,  dK = scale dS^T Q
-// (scale = 1 / sqrt(hd): scores = (Q / sqrt(hd)) K^T). The products are the packed matmul's
+// (scale = 1 / sqrt(hd): scores = (Q / sqrt(hd)) K^T; an ALiBi bias is a constant of the scores
+// and needs nothing here). The products are the packed matmul's
 // (matmul-inl.h), over the visible keys only: P and dS are 0 outside them, so what is skipped
 // are zero terms at a chain's end (dQ) or start (dV, dK), which change no bits. Where hd is whole
 // column groups and T < 128 (RowMajorBTakes), dV, dQ and dK read dZ, K and Q in place
 // (MatMulRowMajorBImpl) instead of packing them: the same chains, the same bits.
 // Self-attention over the call's own keys: L = S = S' (no extra keys, no cache), masks other
-// than the visibility rule (causal) not supported. With grouped-query attention (H_kv < H) the
+// than the visibility rule (causal, the window) not supported. With grouped-query attention (H_kv < H) the
 // H / H_kv query heads of a group read one K/V head, and its dK and dV are their sum: the group's
 // first head writes them, each later one computes its own into the scratch and adds it, in head
 // order (((dK_h0 + dK_h1) + dK_h2) ...; with H_kv = H nothing is added: the bits of one head).

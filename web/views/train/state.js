@@ -5,7 +5,7 @@
 //     task: TaskName                 a built-in task (headscope/tasks), with its default options
 //     layers: 1..4, heads: a divisor of dModel, dModel: 16 | 32 | 64 | 128
 //     mlp: boolean                   an MLP of 4 dModel per block, or attention only
-//     norm: 'pre' | 'post' | 'none', positions: 'learned' | 'sinusoidal' | 'none'
+//     norm: 'pre' | 'post' | 'none', positions: 'learned' | 'sinusoidal' | 'none' | 'alibi' (the schema's choices)
 //     lr: number in (0, 1], weightDecay: number in [0, 1], batch: 1..256, clip: number >= 0 (0: off)
 //     seed: integer >= 0             the model's initial weights and the task's rows
 //     steps: integer >= 0            where training stands (the URL's: train to this step)
