@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "headscope/kernels/attention.h"
 #include "headscope/kernels/dispatch.h"
 #include "headscope/mha.h"
 #include "headscope/parallel.h"
@@ -825,6 +826,29 @@ class TransformerHandle : public ModelHandle<Transformer, kModelCallTensors * kW
     if (code == 0) last_loss_ = step_.loss;
     return code;
   }
+  // Bytes a generation's KV caches hold for `config` (createTransformer's, by its JS names):
+  // `batch` sequences of `positions` positions each (KvCacheBytesFor); needs no model. 0 or a
+  // StatusCode; the bytes in lastKvCacheBytes().
+  int kvCacheBytesFor(const emscripten::val& config, double batch, double positions) {
+    kv_cache_bytes_ = 0;
+    TransformerConfig c;
+    const int code = Report(ReadConfig(TransformerConfigSchema(), config, &c));
+    if (code != 0) return code;
+    // Integers in [1, 2^24] here; anything else becomes 0, which the core refuses by its range.
+    const auto size = [](double v) {
+      return v >= 1 && v <= 16777216.0 && v == std::floor(v) ? static_cast<int64_t>(v) : int64_t{0};
+    };
+    uint64_t bytes = 0;
+    const int checked = Report(KvCacheBytesFor(c, size(batch), size(positions), &bytes));
+    if (checked == 0) kv_cache_bytes_ = static_cast<double>(bytes);
+    return checked;
+  }
+  double lastKvCacheBytes() const { return kv_cache_bytes_; }
+  // Bytes the KV caches of the generation in progress (or the last one) hold
+  // (Transformer::kv_cache_bytes()); 0 without a model.
+  double kvCacheBytes() const {
+    return model_ == nullptr ? 0 : static_cast<double>(model_->kv_cache_bytes());
+  }
   double lastLoss() const { return last_loss_; }
   double lastGradNorm() const { return step_.grad_norm; }
   bool lastClipped() const { return step_.clipped; }
@@ -900,6 +924,7 @@ class TransformerHandle : public ModelHandle<Transformer, kModelCallTensors * kW
   bool generation_replaced_ = false;  // loadCommit replaced a model that was generating
   TrainStepResult step_;
   double last_loss_ = 0;
+  double kv_cache_bytes_ = 0;  // the last kvCacheBytesFor
   std::vector<float> gate_grads_;
   std::vector<uint32_t> result_ = std::vector<uint32_t>(kModelCallTensors * kWordsPerTensor);
 };
@@ -911,6 +936,11 @@ std::string kernelTarget() { return KernelTargetName(); }
 std::string simdBuild() { return WasmSimdBuild(); }
 double maxCallBytes() { return static_cast<double>(MaxCallBytes()); }
 void setMaxCallBytes(double bytes) { SetMaxCallBytes(static_cast<size_t>(bytes)); }
+// ALiBi's slope of head h (0-based) of `heads` (kernels/attention.h AlibiSlope, the float every
+// layer's bias uses): hs.alibiSlopes. JS checks that heads is an integer in [1, 2^24].
+double alibiSlope(double h, double heads) {
+  return AlibiSlope(static_cast<size_t>(h), static_cast<size_t>(heads));
+}
 // Threads of the multi-threaded module (HEADSCOPE_THREADS); the single-threaded module stays at 1.
 int threadCount() { return ThreadCount(); }
 void setThreadCount(int threads) { SetThreadCount(threads); }
@@ -972,7 +1002,10 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("lastClipped", &TransformerHandle::lastClipped)
       .function("lastStepped", &TransformerHandle::lastStepped)
       .function("lastRefused", &TransformerHandle::lastRefused)
-      .function("optimizerSteps", &TransformerHandle::optimizerSteps);
+      .function("optimizerSteps", &TransformerHandle::optimizerSteps)
+      .function("kvCacheBytesFor", &TransformerHandle::kvCacheBytesFor)
+      .function("lastKvCacheBytes", &TransformerHandle::lastKvCacheBytes)
+      .function("kvCacheBytes", &TransformerHandle::kvCacheBytes);
   headscope::BindModelHandle<Handle::ModelHandle>("MultiheadAttentionModelHandle");
   emscripten::class_<Handle, emscripten::base<Handle::ModelHandle>>("Handle")
       .constructor<>()
@@ -996,6 +1029,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
   emscripten::function("simdBuild", &headscope::simdBuild);
   emscripten::function("maxCallBytes", &headscope::maxCallBytes);
   emscripten::function("setMaxCallBytes", &headscope::setMaxCallBytes);
+  emscripten::function("alibiSlope", &headscope::alibiSlope);
   emscripten::function("threadCount", &headscope::threadCount);
   emscripten::function("setThreadCount", &headscope::setThreadCount);
 }

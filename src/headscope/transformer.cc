@@ -250,6 +250,32 @@ Status ValidateTransformerConfig(const TransformerConfig& c) {
   return Status::Ok();
 }
 
+Status KvCacheBytesFor(const TransformerConfig& c, int64_t batch, int64_t positions,
+                       uint64_t* bytes) {
+  *bytes = 0;
+  HEADSCOPE_RETURN_IF_ERROR(ValidateTransformerConfig(c));
+  const auto check = [](const char* name, int64_t v) {
+    return v >= 1 && v <= kMaxDim
+               ? Status::Ok()
+               : InvalidArgument(std::string(name) + ": expected an integer in [1, 16777216], got " +
+                                 std::to_string(v));
+  };
+  HEADSCOPE_RETURN_IF_ERROR(check("batch", batch));
+  HEADSCOPE_RETURN_IF_ERROR(check("positions", positions));
+  if (!c.causal) return Status::Ok();
+  // At most 2^8 layers x 2 x 2^24 x 2^24 x 2^24 x 4 bytes would overflow: in double first.
+  const double exact = 2.0 * static_cast<double>(c.n_layers) * static_cast<double>(batch) *
+                       static_cast<double>(positions) * static_cast<double>(KvDim(c)) *
+                       sizeof(float);
+  if (exact > 9007199254740992.0) {
+    return InvalidArgument("batch x positions: the KV caches would be " + std::to_string(exact) +
+                           " bytes, more than 2^53");
+  }
+  *bytes = 2 * static_cast<uint64_t>(c.n_layers) * static_cast<uint64_t>(batch) *
+           static_cast<uint64_t>(positions) * static_cast<uint64_t>(KvDim(c)) * sizeof(float);
+  return Status::Ok();
+}
+
 std::vector<TransformerParamSpec> TransformerParams(const TransformerConfig& c) {
   const int64_t V = c.vocab_size, D = c.d_model, M = c.d_mlp, Dkv = KvDim(c);
   std::vector<TransformerParamSpec> p;

@@ -85,6 +85,16 @@ inline int64_t KvDim(const TransformerConfig& c) {
   return (c.n_kv_heads > 0 ? c.n_kv_heads : H) * (c.d_model / H);
 }
 
+// Bytes the KV caches of a generation hold for `config` (checked: ValidateTransformerConfig), for
+// `batch` sequences of `positions` positions each (a prompt of T and max_new_tokens n: T + n):
+// per layer keys and values of batch x positions x KvDim floats, so grouped-query attention's
+// are n_heads / n_kv_heads times smaller and multi-query's (n_kv_heads 1) n_heads times. 0 for a
+// non-causal model (nothing is cached). Equal to Transformer::kv_cache_bytes() after such a
+// GenerateBegin; counted in 64 bits (a size the build cannot allocate is still a number).
+// batch and positions: integers in [1, kMaxDim].
+Status KvCacheBytesFor(const TransformerConfig& config, int64_t batch, int64_t positions,
+                       uint64_t* bytes);
+
 struct TransformerParamSpec {
   std::string name;
   Shape shape;

@@ -219,6 +219,9 @@ TEST(TransformerGroupedQuery, GenerationAndTheKvCachesBytes) {
     const size_t bytes = m->kv_cache_bytes();
     const int64_t kv = (G == 0 ? 4 : G) * 4;
     EXPECT_EQ(bytes, static_cast<size_t>(2 * 2 * B * W * kv) * sizeof(float));
+    uint64_t predicted = 1;  // the size computed from the config alone is the measured one
+    ASSERT_TRUE(KvCacheBytesFor(Config(G), B, W, &predicted).ok());
+    EXPECT_EQ(predicted, static_cast<uint64_t>(bytes));
     if (G == 0) plain_bytes = bytes;
     if (G > 0) {
       EXPECT_EQ(bytes * static_cast<size_t>(4 / G), plain_bytes);
@@ -247,6 +250,27 @@ TEST(TransformerGroupedQuery, GenerationAndTheKvCachesBytes) {
     m->GenerateCancel();
     EXPECT_EQ(m->kv_cache_bytes(), 0u);
   }
+}
+
+// KvCacheBytesFor: H / G and H times smaller for GQA and MQA, 0 without causal, refused sizes.
+TEST(TransformerGroupedQuery, KvCacheBytesForTheConfig) {
+  TransformerConfig c = Config(0);
+  uint64_t mha = 0, gqa = 0, mqa = 0, none = 1, bad = 1;
+  ASSERT_TRUE(KvCacheBytesFor(c, 3, 100, &mha).ok());
+  EXPECT_EQ(mha, static_cast<uint64_t>(2 * c.n_layers * 3 * 100 * c.d_model) * sizeof(float));
+  c.n_kv_heads = 2;
+  ASSERT_TRUE(KvCacheBytesFor(c, 3, 100, &gqa).ok());
+  c.n_kv_heads = 1;
+  ASSERT_TRUE(KvCacheBytesFor(c, 3, 100, &mqa).ok());
+  EXPECT_EQ(mha, 2 * gqa);
+  EXPECT_EQ(mha, 4 * mqa);
+  c.causal = false;
+  ASSERT_TRUE(KvCacheBytesFor(c, 3, 100, &none).ok());
+  EXPECT_EQ(none, 0u);
+  EXPECT_EQ(KvCacheBytesFor(c, 0, 100, &bad).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad, 0u);
+  c.n_kv_heads = 3;  // does not divide 4 heads: the config's own error
+  EXPECT_EQ(KvCacheBytesFor(c, 1, 1, &bad).code(), StatusCode::kInvalidArgument);
 }
 
 // At G = H / 4 (8 heads over 2 K/V heads) the cache is 4x smaller, measured.

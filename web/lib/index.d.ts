@@ -383,6 +383,12 @@ export interface Transformer {
   readonly optimizerSteps: number;
   /** The options setOptimizer last set, defaults filled in, or null before it. */
   readonly optimizer: Readonly<Required<OptimizerOptions>> | null;
+  /**
+   * Bytes the KV caches of the generation in progress (or the last one) hold: Headscope's
+   * kvCacheBytes of this config for its batch and prompt + new positions; 0 before any
+   * generate(), for a non-causal model and after a cancelled generation.
+   */
+  kvCacheBytes(): number;
   dispose(): void;
 }
 
@@ -463,6 +469,14 @@ export interface Headscope {
    */
   checkCase(caseDocument: TransformerCaseDocument, result: TransformerCaseResult, options?: { tolerance?: number }): TransformerCaseCheck;
   checkCase(caseDocument: CaseDocument | TransformerCaseDocument | string | Uint8Array | ArrayBuffer, result: ForwardResult | TransformerCaseResult, options?: { tolerance?: number }): CaseCheck | TransformerCaseCheck;
+  /**
+   * Bytes a generation's KV caches hold for a transformer config (no model is made): batch
+   * (default 1) sequences of positions (default config.maxLen) positions, per layer K and V of
+   * nKvHeads x head dim floats each; 0 for a non-causal config.
+   */
+  kvCacheBytes(config: TransformerConfig, options?: { batch?: number; positions?: number }): number;
+  /** ALiBi's slopes for nHeads heads (float32 values), as every layer of a positions: 'alibi' transformer uses them. */
+  alibiSlopes(nHeads: number): number[];
   /** Objects created and not yet disposed. */
   liveHandles(): number;
   /** wasmBytes: WebAssembly memory size; heapInUse: bytes handed out by malloc. */
@@ -554,6 +568,8 @@ export interface RemoteHeadscope {
   runCase(caseDocument: string | Uint8Array | ArrayBuffer): Promise<ForwardResult | TransformerCaseResult>;
   checkCase(caseDocument: TransformerCaseDocument, result: TransformerCaseResult, options?: { tolerance?: number }): Promise<TransformerCaseCheck>;
   checkCase(caseDocument: CaseDocument | TransformerCaseDocument | string | Uint8Array | ArrayBuffer, result: ForwardResult | TransformerCaseResult, options?: { tolerance?: number }): Promise<CaseCheck | TransformerCaseCheck>;
+  kvCacheBytes(...args: Parameters<Headscope['kvCacheBytes']>): Promise<number>;
+  alibiSlopes(nHeads: number): Promise<number[]>;
   liveHandles(): Promise<number>;
   memory(): Promise<{ wasmBytes: number; heapInUse: number }>;
   /** Ends the worker (every object counts as disposed); pending and later calls reject with DISPOSED. */
@@ -594,6 +610,7 @@ export interface RemoteTransformer {
   setOptimizer(options: OptimizerOptions): Promise<void>;
   trainStep(...args: Parameters<Transformer['trainStep']>): Promise<TrainStepResult>;
   checkBatch(...args: Parameters<Transformer['checkBatch']>): Promise<void>;
+  kvCacheBytes(): Promise<number>;
   /** Many steps in the worker, in chunks, with progress events; resolves at once to the run. */
   train(spec: TrainSpec, options?: { onProgress?: (event: TrainProgress) => void }): Promise<TrainingRun>;
   /** Never rejects. */

@@ -723,6 +723,48 @@ class Headscope {
     return compareWithExpected(c, got, tolerance);
   }
 
+  /**
+   * Bytes a generation's KV caches hold for a transformer `config` (createTransformer's, `seed`
+   * ignored): options.batch sequences (default 1) of options.positions positions each (prompt
+   * plus new tokens; default config.maxLen). Per layer keys and values of batch x positions x
+   * (nKvHeads x head dim) floats: grouped-query attention's are nHeads / nKvHeads times smaller,
+   * multi-query's (nKvHeads 1) nHeads times; 0 for a non-causal model. The core computes it from
+   * the config (no model is made); model.kvCacheBytes() after such a generate() is the same.
+   */
+  kvCacheBytes(config, options = {}) {
+    Headscope.open(this, 'kvCacheBytes');
+    const c = normalizeTransformerConfig(config);
+    const o = { batch: 1, positions: c.maxLen, ...readOptions(options, { batch: 0, positions: 0 }) };
+    for (const k of ['batch', 'positions']) {
+      if (!Number.isInteger(o[k]) || o[k] < 1 || o[k] > MAX_DIM) {
+        fail('INVALID_ARGUMENT', `options.${k}: expected an integer in [1, ${MAX_DIM}], got ${describe(o[k])}`);
+      }
+    }
+    Headscope.open(this, 'kvCacheBytes');
+    const core = this._core;
+    const handle = callCore(() => new core.TransformerHandle());
+    try {
+      if (callCore(() => handle.kvCacheBytesFor(c, o.batch, o.positions)) !== 0) failWithStatus(callCore(() => handle.lastStatus()));
+      return callCore(() => handle.lastKvCacheBytes());
+    } finally {
+      handle.delete();
+    }
+  }
+
+  /**
+   * ALiBi's slopes for `nHeads` heads (Press et al.'s get_slopes, float32 values): an array
+   * whose entry h is the slope every layer of a positions: 'alibi' transformer uses for head h,
+   * adding -slope |i - j| to its score (i, j). (A plain array: it crosses a worker as it is.)
+   */
+  alibiSlopes(nHeads) {
+    Headscope.open(this, 'alibiSlopes');
+    if (!Number.isInteger(nHeads) || nHeads < 1 || nHeads > MAX_DIM) {
+      fail('INVALID_ARGUMENT', `nHeads: expected an integer in [1, ${MAX_DIM}], got ${describe(nHeads)}`);
+    }
+    const core = this._core;
+    return Array.from({ length: nHeads }, (_, h) => callCore(() => core.alibiSlope(h, nHeads)));
+  }
+
   /** Objects created and not yet disposed. */
   liveHandles() {
     Headscope.check(this, 'liveHandles');
@@ -1632,6 +1674,17 @@ class Transformer extends EngineObject {
     const handle = this._handle();
     this._write({ tokens: t, targets: y });
     return handle;
+  }
+
+  /**
+   * Bytes the KV caches of the generation in progress (or the last one) hold: engine.kvCacheBytes
+   * of this config for that generation's batch and positions; 0 before any generate(), for a
+   * non-causal model and once a generation was cancelled.
+   */
+  kvCacheBytes() {
+    Transformer.check(this, 'kvCacheBytes');
+    const handle = this._handle();
+    return callCore(() => handle.kvCacheBytes());
   }
 
   /** Steps the current optimizer has taken (0 before setOptimizer). */
