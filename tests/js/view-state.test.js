@@ -106,14 +106,17 @@ test('bad states and URL parameters get errors naming the field', () => {
 test('Train: state -> URL -> state is exact (random states); bad fields named', async () => {
   const { applyTrainState, defaultTrainState, TASK_NAMES, D_MODELS } = await import('../../web/views/train/state.js');
   const { decodeTrainState, encodeTrainState } = await import('../../web/views/train/url-state.js');
-  const state = fc.constantFrom(...D_MODELS).chain((dModel) => fc.record({
+  const divisors = (n) => Array.from({ length: n }, (_, k) => k + 1).filter((h) => n % h === 0);
+  const state = fc.constantFrom(...D_MODELS).chain((dModel) => fc.constantFrom(...divisors(dModel))).chain((heads) => fc.record({
     task: fc.constantFrom(...TASK_NAMES),
     layers: fc.integer({ min: 1, max: 4 }),
-    dModel: fc.constant(dModel),
-    heads: fc.constantFrom(...Array.from({ length: dModel }, (_, k) => k + 1).filter((h) => dModel % h === 0)),
+    dModel: fc.constantFrom(...D_MODELS.filter((d) => d % heads === 0)),
+    heads: fc.constant(heads),
+    kvHeads: fc.constantFrom(...divisors(heads)),
+    attnWindow: fc.integer({ min: 0, max: 256 }),
     mlp: fc.boolean(),
     norm: fc.constantFrom('pre', 'post', 'none'),
-    positions: fc.constantFrom('learned', 'sinusoidal', 'none'),
+    positions: fc.constantFrom('learned', 'sinusoidal', 'none', 'alibi'),
     lr: fc.double({ min: 1e-6, max: 1, noNaN: true }),
     weightDecay: fc.double({ min: 0, max: 1, noNaN: true }).map((v) => v + 0),
     batch: fc.integer({ min: 1, max: 256 }),
@@ -131,8 +134,21 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
     [{ lr: 0 }, /state\.lr: expected a number in \(0, 1\]/],
     [{ task: 'nope' }, /state\.task: expected one of copy, /],
     [{ colour: 1 }, /state\.colour: unknown field/],
+    [{ kvHeads: 3, heads: 4 }, /state\.kvHeads: expected a divisor of heads 4, got 3/],
+    [{ attnWindow: 257 }, /state\.attnWindow: expected an integer in \[0, 256\]/],
   ]) {
     assert.throws(() => applyTrainState(patch, defaultTrainState()), (e) => e.code === 'INVALID_ARGUMENT' && message.test(e.message), JSON.stringify(patch));
   }
   assert.throws(() => decodeTrainState('colour=1'), /URL parameter colour: unknown/);
+  // The variants' defaults stay out of a link, so links made before them are unchanged, and heads
+  // changed alone keep plain multi-head attention (K/V heads follow) unless K/V heads were set.
+  const plain = applyTrainState({ heads: 4 }, defaultTrainState());
+  assert.equal(plain.kvHeads, 4);
+  assert.equal(encodeTrainState(defaultTrainState()),
+    'task=induction&layers=2&heads=2&dModel=32&mlp=0&norm=pre&positions=learned&lr=0.003&weightDecay=0.01&batch=16&clip=1&seed=1&steps=0');
+  const variant = applyTrainState({ heads: 4, kvHeads: 1, attnWindow: 8, positions: 'alibi' }, defaultTrainState());
+  assert.match(encodeTrainState(variant), /&heads=4&kvHeads=1&.*&positions=alibi&attnWindow=8&/);
+  assert.equal(applyTrainState({ heads: 8 }, variant).kvHeads, 1, 'set K/V heads stay when they divide');
+  assert.throws(() => applyTrainState({ heads: 2 }, applyTrainState({ heads: 8, kvHeads: 4 }, defaultTrainState())),
+    /kvHeads: expected a divisor of heads 2, got 4/);
 });

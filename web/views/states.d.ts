@@ -52,10 +52,14 @@ export interface TrainState {
   task: 'copy' | 'reverse' | 'sort' | 'previous-token' | 'induction' | 'kv-lookup' | 'brackets' | 'log-line';
   layers: number;
   heads: number;
+  /** K/V heads, a divisor of heads (= heads: multi-head attention; 1: multi-query). */
+  kvHeads: number;
   dModel: 16 | 32 | 64 | 128;
   mlp: boolean;
   norm: 'pre' | 'post' | 'none';
-  positions: 'learned' | 'sinusoidal' | 'none';
+  positions: 'learned' | 'sinusoidal' | 'none' | 'alibi';
+  /** Sliding-window attention, 0 (full attention) to 256. */
+  attnWindow: number;
   lr: number;
   weightDecay: number;
   batch: number;
@@ -69,6 +73,6 @@ export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' |
 export type HeadsPart = 'grid' | 'lines' | 'ablation';
 export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
 export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain' | 'export';
-export type TrainControl = 'task' | 'model' | 'optimizer' | 'buttons' | 'detectors' | 'ablation' | 'whatif';
-export type ExperimentName = 'log-line' | 'induction';
+export type TrainControl = 'task' | 'model' | 'optimizer' | 'buttons' | 'variants' | 'detectors' | 'ablation' | 'whatif';
+export type ExperimentName = 'log-line' | 'induction' | 'kv-heads' | 'positions';
 export type ExportFormat = 'svg' | 'png' | 'json' | 'csv';

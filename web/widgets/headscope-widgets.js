@@ -25,7 +25,7 @@ import {
   heads, train, walkthrough, HEAD_COUNTS, HEADS_CONTROLS, HEADS_PARTS, PRESET_NAMES, TRAIN_CONTROLS, WALKTHROUGH_CONTROLS,
   WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES,
 } from '../views/index.js';
-import { D_MODELS, NORMS, POSITIONS, TASK_NAMES } from '../views/train/state.js';
+import { D_MODELS, MAX_WINDOW, NORMS, POSITIONS, TASK_NAMES } from '../views/train/state.js';
 
 const STYLESHEET = new URL('../views/headscope.css', import.meta.url).href;
 let engine = null;
@@ -130,6 +130,8 @@ const TRAIN_ATTRIBUTES = {
   task: { parse: oneOf(TASK_NAMES), field: 'task' },
   layers: { parse: integer(1, 4), field: 'layers' },
   heads: { parse: integer(1, 128), field: 'heads' },
+  'kv-heads': { parse: integer(1, 128), field: 'kvHeads' },
+  'attn-window': { parse: integer(0, MAX_WINDOW), field: 'attnWindow' },
   dmodel: { parse: numberOneOf(D_MODELS), field: 'dModel' },
   mlp: { parse: boolean, field: 'mlp' },
   norm: { parse: oneOf(NORMS), field: 'norm' },
@@ -411,8 +413,8 @@ class HeadscopeHeads extends HeadscopeWidget {
 class HeadscopeTrain extends HeadscopeWidget {
   static ATTRIBUTES = TRAIN_ATTRIBUTES;
   // One patch: a setup (and the step to train to) at once, so the model is made once.
-  static FIELD_GROUPS = [['task', 'layers', 'heads', 'dModel', 'mlp', 'norm', 'positions', 'lr', 'weightDecay',
-    'batch', 'clip', 'seed', 'steps']];
+  static FIELD_GROUPS = [['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', 'attnWindow', 'lr',
+    'weightDecay', 'batch', 'clip', 'seed', 'steps']];
 
   static VIEW = train;
   static SHARED_ENGINE = false;  // the Train view trains in a Worker of its own

@@ -1,23 +1,35 @@
-// The Train view's controls: the setup form (task; model: layers, heads, dModel, MLP, LayerNorm,
-// positions; optimizer: learning rate, weight decay, batch, clip, seed) and the training bar
+// The Train view's controls: the setup form (task; model: layers, heads, K/V heads, dModel, MLP,
+// LayerNorm, positions, attention window; optimizer: learning rate, weight decay, batch, clip, seed) and the training bar
 // (Play, Step, Reset, the log scale, the step counter, Export model, Load model). Built once;
 // sync() shows the state in them, readSetup() reads the form as a patch.
 import { button, checkbox, el, labelled, setText } from '../common/dom.js';
-import { D_MODELS, NORMS, POSITIONS, TASK_NAMES } from './state.js';
+import { D_MODELS, NORMS, POSITIONS, TASK_NAMES, kvHeadChoices, windowChoices } from './state.js';
 
-const FIELDS = ['task', 'layers', 'heads', 'dModel', 'norm', 'positions', 'lr', 'weightDecay', 'batch', 'clip', 'seed'];
+const FIELDS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'norm', 'positions', 'attnWindow', 'lr', 'weightDecay',
+  'batch', 'clip', 'seed'];
 const TEXT_FIELDS = ['task', 'norm', 'positions'];
 
-const select = (name, values, label) => {
+// A select's options: `values`, each shown as text(v); rebuilt only when they change.
+function setOptions(s, values, text = String) {
+  const key = values.map((v) => `${v}:${text(v)}`).join(',');
+  if (s.dataset.options === key) return;
+  s.dataset.options = key;
+  s.replaceChildren(...values.map((v) => {
+    const o = el('option', '', text(v));
+    o.value = String(v);
+    return o;
+  }));
+}
+const select = (name, values, label, text) => {
   const s = el('select');
   s.name = name;
-  for (const v of values) {
-    const o = el('option', '', String(v));
-    o.value = String(v);
-    s.append(o);
-  }
+  setOptions(s, values, text);
   return { control: s, label: labelled(label, s) };
 };
+// The variants' options follow the setup: K/V heads are the heads' divisors, the windows fit the
+// task's rows (a state's own value is always among them).
+const kvText = (heads) => (g) => `${g}${g === heads ? ' (MHA)' : g === 1 ? ' (MQA)' : ' (GQA)'}`;
+const windowText = (w) => (w === 0 ? 'full' : String(w));
 const number = (name, label, { min, max, step }) => {
   const i = el('input');
   i.type = 'number';
@@ -34,9 +46,11 @@ export function buildControls(hidden) {
     task: select('task', TASK_NAMES, 'Task'),
     layers: select('layers', [1, 2, 3, 4], 'Layers'),
     heads: select('heads', [1, 2, 4, 8, 16, 32, 64], 'Heads'),
+    kvHeads: select('kvHeads', kvHeadChoices(2), 'K/V heads', kvText(2)),
     dModel: select('dModel', D_MODELS, 'dModel'),
     norm: select('norm', NORMS, 'LayerNorm'),
     positions: select('positions', POSITIONS, 'Positions'),
+    attnWindow: select('attnWindow', [0], 'Attention window', windowText),
     lr: number('lr', 'Learning rate', { min: 0.00001, max: 1, step: 0.0005 }),
     weightDecay: number('weightDecay', 'Weight decay', { min: 0, max: 1, step: 0.01 }),
     batch: number('batch', 'Batch', { min: 1, max: 256, step: 1 }),
@@ -47,7 +61,10 @@ export function buildControls(hidden) {
   const taskRow = el('div', 'hs-train-row');
   taskRow.append(c.task.label);
   const modelRow = el('div', 'hs-train-row');
-  modelRow.append(c.layers.label, c.heads.label, c.dModel.label, mlpLabel, c.norm.label, c.positions.label);
+  modelRow.append(c.layers.label, c.heads.label, c.kvHeads.label, c.dModel.label, mlpLabel, c.norm.label, c.positions.label,
+    c.attnWindow.label);
+  c.kvHeads.control.title = 'Key/value heads: each serves heads / K/V heads query heads (grouped-query attention; 1: multi-query)';
+  c.attnWindow.control.title = 'Sliding-window attention: each token sees itself and the window - 1 tokens before it (full: all of them)';
   const optRow = el('div', 'hs-train-row');
   optRow.append(c.lr.label, c.weightDecay.label, c.batch.label, c.clip.label, c.seed.label);
   taskRow.hidden = hidden.has('task');
@@ -79,8 +96,13 @@ export function buildControls(hidden) {
   buttons.append(playButton, stepButton, resetButton, logLabel, counter, exportButton, loadLabel);
   buttons.hidden = hidden.has('buttons');
 
-  /** Shows the state, whether it plays and the last training rate (steps/s, 0: none yet). */
-  function sync(state, playing, rate) {
+  /**
+   * Shows the state, whether it plays and the last training rate (steps/s, 0: none yet); seqLen:
+   * the task's row length (the windows offered are below it).
+   */
+  function sync(state, playing, rate, seqLen = 0) {
+    setOptions(c.kvHeads.control, kvHeadChoices(state.heads), kvText(state.heads));
+    setOptions(c.attnWindow.control, [...new Set([...windowChoices(seqLen), state.attnWindow])].sort((a, b) => a - b), windowText);
     for (const k of FIELDS) {
       const control = c[k].control;
       if (control.value !== String(state[k])) control.value = String(state[k]);

@@ -47,7 +47,8 @@ export function drawHeadGrid(grid, { state, task, probe, probeRun, scores, gates
     renderHeatmap(card.lastChild, {
       id: `${l}.${h + 1}`, name: `Layer ${l} head ${h + 1} attention on the probe row, ${T} by ${T}`,
       data, rows: T, cols: T, rowLabels: labels, colLabels: labels,
-      masked: (i, j) => j > i,
+      // Hatched: the keys the position rules hide (causal, and outside a sliding window's band).
+      masked: (i, j) => j > i || (state.attnWindow > 0 && j <= i - state.attnWindow),
       describe: (i, j) => `layer ${l} head ${h + 1}: ${labels[i]} (${i}) → ${labels[j]} (${j}): ${formatNumber(data[i * T + j], 3)}`,
     });
   });

@@ -3,11 +3,14 @@ import { nested } from '../common/export-data.js';
 
 /**
  * Layer l's attention on the probe row as a case document of nn.MultiheadAttention (the
- * Heads view's and the Walkthrough's kind): the trained in_proj and out_proj weights, and the
- * layer's input as the engine computed it (blocks.l.ln1.hook_normalized for a pre-LayerNorm
- * model, blocks.l.hook_resid_pre otherwise), with the causal mask.
+ * Heads view's and the Walkthrough's kind): the trained in_proj and out_proj weights (num_kv_heads
+ * with grouped-query attention), and the layer's input as the engine computed it
+ * (blocks.l.ln1.hook_normalized for a pre-LayerNorm model, blocks.l.hook_resid_pre otherwise).
+ * The position rules are the attention mask: causal, and the sliding window's band, as booleans;
+ * with ALiBi a float mask per head (num_heads, T, T) adding -slope |i - j| (the engine's slopes,
+ * engine.alibiSlopes) and -Infinity where the rules hide a key, which is the bias the layer adds.
  */
-export async function layerCase({ model, probe, state }, l) {
+export async function layerCase({ model, probe, state, engine }, l) {
   const hook = state.norm === 'pre' ? `blocks.${l}.ln1.hook_normalized` : `blocks.${l}.hook_resid_pre`;
   const { hooks } = await model.forward(probe.tokens, { hooks: [hook] });
   const sd = await model.stateDict();
@@ -15,12 +18,19 @@ export async function layerCase({ model, probe, state }, l) {
   const [, T, D] = x.shape;
   const query = Array.from({ length: T }, (_, i) => Array.from(x.data.subarray(i * D, (i + 1) * D)));
   const key = (name) => nested(sd[`blocks.${l}.attn.${name}`]);
+  const w = state.attnWindow;
+  const hidden = (i, j) => j > i || (w > 0 && j <= i - w);
+  const rows = (cell) => Array.from({ length: T }, (_, i) => Array.from({ length: T }, (_, j) => cell(i, j)));
+  let mask = rows(hidden);
+  if (state.positions === 'alibi') {
+    const slopes = await engine.alibiSlopes(state.heads);
+    mask = Array.from(slopes, (m) => rows((i, j) => (hidden(i, j) ? -Infinity : -Math.fround(m * Math.abs(i - j)))));
+  }
   return {
     name: `${state.task} layer ${l} at step ${state.steps}`,
-    config: { embed_dim: D, num_heads: state.heads, bias: true },
+    config: { embed_dim: D, num_heads: state.heads, ...(state.kvHeads !== state.heads ? { num_kv_heads: state.kvHeads } : {}), bias: true },
     state_dict: { in_proj_weight: key('in_proj_weight'), in_proj_bias: key('in_proj_bias'),
       'out_proj.weight': key('out_proj.weight'), 'out_proj.bias': key('out_proj.bias') },
-    inputs: { query, attn_mask: Array.from({ length: T }, (_, i) => Array.from({ length: T }, (_, j) => j > i)),
-      need_weights: true, average_attn_weights: false },
+    inputs: { query, attn_mask: mask, need_weights: true, average_attn_weights: false },
   };
 }

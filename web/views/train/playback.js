@@ -94,6 +94,8 @@ export function createPlayback(t, { session, sync, fail, changed, say }) {
   /** The form's setup (controls.js's readSetup): a change is a new model from step 0. */
   function setup(patch) {
     if (!headsDivide(patch)) patch.heads = Math.min(patch.dModel, t.state.heads) > 0 ? gcdHeads(patch.dModel, patch.heads) : 1;
+    // New heads: K/V heads that were the heads follow them, and so do K/V heads that no longer divide.
+    if (patch.heads !== t.state.heads && (t.state.kvHeads === t.state.heads || patch.heads % patch.kvHeads !== 0)) patch.kvHeads = patch.heads;
     let next;
     try {
       next = applyTrainState(patch, t.state, 'Train');

@@ -1,6 +1,6 @@
 // The Train view's elements, built once: the intro, the controls (controls.js), the message line,
-// the curves (curves.js), the probe row's grid of heads, the detectors and ablation sections, and
-// the box the what-if runner (whatif.js) renders into.
+// the curves (curves.js), the probe row's grid of heads, the variants panel's box (variants.js),
+// the detectors and ablation sections, and the box the what-if runner (whatif.js) renders into.
 import { el, statusEl } from '../common/dom.js';
 import { createCurves } from './curves.js';
 
@@ -29,10 +29,14 @@ export function buildSkeleton(root, { compact, hidden, controls }) {
   const ablationBox = el('section');
   ablationBox.append(ablationTitle, ablation);
   ablationBox.hidden = hidden.has('ablation');
+  const variantsBox = el('section', 'hs-train-variants-box');
+  const variants = el('div', 'hs-train-variants');
+  variantsBox.append(el('h2', 'hs-prose hs-train-h2', 'The attention variant, in the engine\'s numbers'), variants);
+  variantsBox.hidden = hidden.has('variants');
   const whatIf = el('div', 'hs-train-whatif-box');
   whatIf.hidden = hidden.has('whatif');
-  view.append(intro, controls.form, controls.buttons, message, curves.element, gridTitle, probeText, grid, detectorsBox,
-    ablationBox, whatIf);
+  view.append(intro, controls.form, controls.buttons, message, curves.element, gridTitle, probeText, grid, variantsBox,
+    detectorsBox, ablationBox, whatIf);
   root.replaceChildren(view);
-  return { view, message, curves, probeText, grid, detectors, ablation, ablationBox, whatIf };
+  return { view, message, curves, probeText, grid, variants, detectors, ablation, ablationBox, whatIf };
 }

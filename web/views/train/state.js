@@ -4,6 +4,11 @@
 //   {
 //     task: TaskName                 a built-in task (headscope/tasks), with its default options
 //     layers: 1..4, heads: a divisor of dModel, dModel: 16 | 32 | 64 | 128
+//     kvHeads: a divisor of heads    K/V heads (grouped-query attention; 1: multi-query; = heads:
+//                                    plain multi-head). A patch changing heads alone keeps K/V
+//                                    heads equal to heads when they were (so links without it
+//                                    stay plain multi-head attention)
+//     attnWindow: 0..256             sliding-window attention (0: full attention)
 //     mlp: boolean                   an MLP of 4 dModel per block, or attention only
 //     norm: 'pre' | 'post' | 'none', positions: 'learned' | 'sinusoidal' | 'none' | 'alibi' (the schema's choices)
 //     lr: number in (0, 1], weightDecay: number in [0, 1], batch: 1..256, clip: number >= 0 (0: off)
@@ -23,13 +28,24 @@ export const POSITIONS = choices(TRANSFORMER_SCHEMA, 'positions');
 /** Whether a setting's heads divide its dModel (the schema's rule, in the view's names). */
 export const headsDivide = (s) => divisible(TRANSFORMER_SCHEMA, { dModel: s.dModel, nHeads: s.heads });
 /** The state's fields, in the order of a link's parameters. */
-export const TRAIN_KEYS = ['task', 'layers', 'heads', 'dModel', 'mlp', 'norm', 'positions', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps'];
+export const TRAIN_KEYS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', 'attnWindow', 'lr',
+  'weightDecay', 'batch', 'clip', 'seed', 'steps'];
+/** The largest attention window a state takes (the tasks' rows are at most this long). */
+export const MAX_WINDOW = 256;
+/** The divisors of `heads`, from heads down: the K/V head counts a setting with `heads` can have. */
+export const kvHeadChoices = (heads) => Array.from({ length: heads }, (_, k) => heads - k).filter((g) => heads % g === 0);
+/** The attention windows the form offers for rows of T tokens: 0 (full), then powers of two below T. */
+export function windowChoices(T) {
+  const out = [0];
+  for (let w = 1; w < T && w <= MAX_WINDOW; w *= 2) out.push(w);
+  return out;
+}
 export const MAX_STEPS = 100_000;
 
 /** The induction preset: the two-layer attention-only model whose layer-1 head becomes an induction head. */
 export function defaultTrainState() {
-  return { task: 'induction', layers: 2, heads: 2, dModel: 32, mlp: false, norm: 'pre', positions: 'learned',
-    lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0 };
+  return { task: 'induction', layers: 2, heads: 2, kvHeads: 2, dModel: 32, mlp: false, norm: 'pre', positions: 'learned',
+    attnWindow: 0, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0 };
 }
 
 const fail = (where, message) => { throw new HeadscopeError('INVALID_ARGUMENT', `${where}: ${message}`); };
@@ -44,6 +60,8 @@ export function applyTrainState(patch, current, where = 'setState: state') {
     p[key] = patch[key];
   }
   const next = { ...current, ...p };
+  // Heads changed alone: K/V heads that were the heads stay the heads (plain multi-head attention).
+  if ('heads' in p && !('kvHeads' in p) && current.kvHeads === current.heads) next.kvHeads = next.heads;
   const oneOf = (key, values) => {
     if (!values.includes(next[key])) fail(`${where}.${key}`, `expected one of ${values.join(', ')}, got ${describe(next[key])}`);
   };
@@ -61,6 +79,8 @@ export function applyTrainState(patch, current, where = 'setState: state') {
   oneOf('dModel', D_MODELS);
   int('heads', 1, next.dModel);
   if (!headsDivide(next)) fail(`${where}.heads`, `expected a divisor of dModel ${next.dModel}, got ${next.heads}`);
+  if (!Number.isInteger(next.kvHeads) || next.kvHeads < 1 || next.heads % next.kvHeads !== 0) fail(`${where}.kvHeads`, `expected a divisor of heads ${next.heads}, got ${next.kvHeads}`);
+  int('attnWindow', 0, MAX_WINDOW);
   if (typeof next.mlp !== 'boolean') fail(`${where}.mlp`, `expected true or false, got ${describe(next.mlp)}`);
   oneOf('norm', NORMS);
   oneOf('positions', POSITIONS);
@@ -80,7 +100,7 @@ export const sameSetup = (a, b) => TRAIN_KEYS.every((k) => k === 'steps' || a[k]
 export function trainSetup(s, task) {
   return {
     model: { vocabSize: task.vocabSize, maxLen: task.seqLen, dModel: s.dModel, nLayers: s.layers, nHeads: s.heads,
-      dMlp: s.mlp ? 4 * s.dModel : 0, norm: s.norm, positions: s.positions, causal: true, act: 'gelu', bias: true, seed: s.seed },
+      nKvHeads: s.kvHeads === s.heads ? null : s.kvHeads, attnWindow: s.attnWindow, dMlp: s.mlp ? 4 * s.dModel : 0, norm: s.norm, positions: s.positions, causal: true, act: 'gelu', bias: true, seed: s.seed },
     optimizer: { type: 'adamw', lr: s.lr, betas: [0.9, 0.999], eps: 1e-8, weightDecay: s.weightDecay,
       ...(s.clip > 0 ? { clipGradNorm: s.clip } : {}) },
     task: { name: s.task, seed: s.seed },

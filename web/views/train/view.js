@@ -8,9 +8,9 @@
 // thread only draws, so it never holds a task for long. This file makes the component (create)
 // and draws an evaluation. Its parts: options.js, controls.js, skeleton.js, session.js (the
 // engine, one model, the job queue, chunks and evaluations), playback.js (play, pause, step,
-// reset, a new setup), heads-grid.js, detectors.js, ablation.js, curves.js, model-file.js (the
-// model as a case file, and back), layer-case.js (a layer as the Heads view's case), export.js,
-// whatif.js (the what-if runner, a component of its own).
+// reset, a new setup), heads-grid.js, variants.js (the variant's invariants), detectors.js,
+// ablation.js, curves.js, model-file.js (the model as a case file, and back), layer-case.js (a
+// layer as the Heads view's case), export.js, whatif.js (the what-if runner, a component).
 import { defineView } from '../common/component.js';
 import { changeReporter } from '../common/options.js';
 import { button, setText } from '../common/dom.js';
@@ -23,6 +23,7 @@ import { createPlayback } from './playback.js';
 import { drawHeadGrid } from './heads-grid.js';
 import { drawDetectors } from './detectors.js';
 import { createAblation } from './ablation.js';
+import { createVariants } from './variants.js';
 import { createModelFile, noModel } from './model-file.js';
 import { layerCase } from './layer-case.js';
 import { checkTrainFormat, exportTrain } from './export.js';
@@ -47,7 +48,7 @@ function createTrain(root, options, where) {
     curve: [], gates: null, last: null, playing: false, lastRate: 0, generation: 0, destroyed: false };
   const controls = buildControls(o.hidden);
   const dom = buildSkeleton(root, { compact: o.compact, hidden: o.hidden, controls });
-  const sync = () => controls.sync(t.state, t.playing, t.lastRate);
+  const sync = () => controls.sync(t.state, t.playing, t.lastRate, t.task?.seqLen);
   const say = (text, { keepError = false } = {}) => {
     dom.message.textContent = text;
     if (!keepError) dom.message.classList.remove('hs-error');
@@ -68,6 +69,7 @@ function createTrain(root, options, where) {
   const { serial } = session;
   const ablation = createAblation(t, { root: dom.ablation, serial, fail, redraw: draw });
   const playback = createPlayback(t, { session, sync, fail, changed, say });
+  const variants = createVariants(t, { root: dom.variants });
   const file = createModelFile(t, { session, loaded: (name) => {
     say(`Loaded ${name ?? 'a model'}: training goes on from here (with a new optimizer).`, { keepError: true });
     changed('input');
@@ -75,27 +77,27 @@ function createTrain(root, options, where) {
   const openHead = o.onOpenHead && ((l, h) => serial(() => layerCase(t, l)).then((doc) => o.onOpenHead(doc, { layer: l, head: h })).catch(fail));
   const curveOptions = () => ({ log: controls.log.checked, maxStep: Math.max(t.state.steps, 100) });
 
-  // The last evaluation: the curves, the probe row, every head, the detectors, the ablation box.
+  // The last evaluation: the curves, the probe row, every head, the variants, detectors, ablation.
   function draw() {
     const { probeRun, scores } = t.last;
     sync();
     dom.curves.update(t.curve, curveOptions());
     setText(dom.probeText, `Probe row: ${t.task.describe(t.probe.tokens)}`);
     drawHeadGrid(dom.grid, { state: t.state, task: t.task, probe: t.probe, probeRun, scores, gates: t.gates, onOpen: openHead });
+    variants.draw();
     drawDetectors(dom.detectors, t.state, scores);
     ablation.draw();
   }
 
-  // "What does each head do?": one click trains the log-line task with 4 heads of 16 dims to
-  // step 300 in this view, then switches each head off in turn (the costs below the grid); the
-  // detectors and the patterns of the four heads are above.
+  // "What does each head do?": one click trains the log-line task with 4 heads of 16 dims to step
+  // 300 here, then switches each head off in turn (the costs below the grid; the patterns above).
   const eachHead = button('What does each head do? (4 heads, log line, 300 steps)', 'hs-train-whatif-each');
   eachHead.name = 'each-head';
   eachHead.addEventListener('click', async () => {
     try {
       eachHead.disabled = true;
-      await playback.update({ task: 'log-line', layers: 2, heads: 4, dModel: 64, mlp: false, norm: 'pre',
-        positions: 'learned', lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 300 });
+      await playback.update({ task: 'log-line', layers: 2, heads: 4, kvHeads: 4, dModel: 64, mlp: false, norm: 'pre',
+        positions: 'learned', attnWindow: 0, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 300 });
       await serial(ablation.measureEachOff);
       dom.ablationBox.scrollIntoView?.({ block: 'start' });
     } catch (e) {
