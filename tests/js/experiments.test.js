@@ -79,6 +79,28 @@ test('describeResult says what the rows measured, whichever way it went', () => 
   assert.equal(describeResult({ rows: rows([[1, 64, 0.998], [4, 16, 1], [64, 1, 0.887]]) }),
     'Best: 4 heads of 16 dims, 100.0% held-out accuracy (mean of 3 seeds). One head does as well here: 99.8%. ' +
     'Heads of 1 dim are too narrow here: 88.7%.');
-  assert.deepEqual(Object.keys(EXPERIMENTS), ['log-line', 'induction']);
+  assert.deepEqual(Object.keys(EXPERIMENTS), ['log-line', 'induction', 'kv-heads', 'positions']);
   assert.equal(planExperiment(EXPERIMENTS.induction).runs.length, 18);
+});
+
+test('variants: one run per (variant, seed) at one head count, a row per variant, said in words', async () => {
+  const { runs } = planExperiment(EXPERIMENTS['kv-heads']);
+  assert.equal(runs.length, 9);
+  assert.deepEqual(runs.map((r) => [r.variant, r.model.nHeads, r.model.nKvHeads ?? 8, r.seed]).filter((_, k) => k % 3 === 0),
+    [['MHA (8 K/V heads)', 8, 8, 1], ['GQA (2 K/V heads)', 8, 2, 1], ['MQA (1 K/V head)', 8, 1, 1]]);
+  const positions = planExperiment(EXPERIMENTS.positions).runs;
+  assert.deepEqual([...new Set(positions.map((r) => `${r.model.positions} ${r.model.attnWindow ?? 0}`))], ['learned 0', 'alibi 0', 'alibi 8']);
+  for (const [o, message] of [
+    [{ task: { name: 'copy' }, heads: [1, 2], variants: [{ name: 'a' }] }, /options\.heads: expected one head count with variants/],
+    [{ task: { name: 'copy' }, heads: [2], variants: [] }, /options\.variants: expected a non-empty array/],
+    [{ task: { name: 'copy' }, heads: [2], variants: [{ name: 'a', dModel: 8 }] }, /options\.variants\[0\]\.dModel: unknown field/],
+  ]) assert.throws(() => planExperiment(o), (e) => e.name === 'HeadscopeError' && message.test(e.message), JSON.stringify(o));
+  // A small experiment of variants, run: a row per variant, in their order, with the variant named.
+  const hs = await init({ simd: 'simd128' });
+  const result = await runExperiment(hs, { task: { name: 'copy' }, dModel: 16, heads: [4], seeds: [1, 2], steps: 4, evalEvery: 2, evalRows: 4,
+    variants: [{ name: 'MHA' }, { name: 'MQA', nKvHeads: 1 }, { name: 'ALiBi, window 2', positions: 'alibi', attnWindow: 2 }] });
+  assert.deepEqual(result.rows.map((r) => [r.variant, r.heads, r.seeds]), [['MHA', 4, [1, 2]], ['MQA', 4, [1, 2]], ['ALiBi, window 2', 4, [1, 2]]]);
+  assert.match(formatTable(result), /^\| variant \| heads \|[^\n]*\n\|---\|---:\|[^\n]*\n\| MHA \| 4 \| 4 \|/);
+  assert.match(describeResult(result), /^Best: (MHA|MQA|ALiBi, window 2), [\d.]+% held-out accuracy \(mean of 2 seeds\)\. .*: [\d.]+%, (worse|as good) here\.$/);
+  assert.equal(hs.liveHandles(), 0);
 });

@@ -2,8 +2,12 @@
 import type { Headscope, OptimizerOptions, RemoteHeadscope, TransformerConfig } from './index.js';
 
 export declare const HEAD_COUNTS: readonly number[];
-/** The two documented experiments (docs/experiments.md). */
-export declare const EXPERIMENTS: Readonly<Record<'log-line' | 'induction', Readonly<ExperimentOptions>>>;
+/** The documented experiments (docs/experiments.md): two of head counts, two of attention variants. */
+export declare const EXPERIMENTS: Readonly<Record<'log-line' | 'induction' | 'kv-heads' | 'positions', Readonly<ExperimentOptions>>>;
+/** The fields a variant may set. */
+export declare const VARIANT_FIELDS: readonly ['nKvHeads', 'positions', 'attnWindow'];
+/** One attention variant of an experiment: its name (the row's) and the config fields it sets. */
+export interface ExperimentVariant extends Partial<Pick<TransformerConfig, 'nKvHeads' | 'positions' | 'attnWindow'>> { name: string }
 /** The rows in words: one head against the best, the narrowest heads against the best. */
 export declare function describeResult(result: { rows: readonly ExperimentRow[] }): string;
 
@@ -12,8 +16,10 @@ export interface ExperimentOptions
   extends Partial<Pick<TransformerConfig, 'dModel' | 'nLayers' | 'dMlp' | 'norm' | 'positions'>> {
   /** A built-in task and its options (headscope/tasks); the run's seed replaces task.seed. */
   task: { name: string; [option: string]: unknown };
-  /** Head counts, each dividing dModel (default HEAD_COUNTS). */
+  /** Head counts, each dividing dModel (default HEAD_COUNTS; one count with variants). */
   heads?: readonly number[];
+  /** Compare these variants at the one head count instead: one run per variant and seed, a row per variant. */
+  variants?: readonly ExperimentVariant[];
   /** One run per seed and head count: the model's initial weights and the task's rows (default [1, 2, 3]). */
   seeds?: readonly number[];
   steps?: number;
@@ -29,6 +35,8 @@ export interface CurvePoint { step: number; trainLoss: number; heldOutLoss: numb
 
 export interface RunResult {
   heads: number;
+  /** The variant's name, in an experiment of variants. */
+  variant?: string;
   headDim: number;
   seed: number;
   curve: CurvePoint[];
@@ -42,6 +50,8 @@ export interface RunResult {
 export interface SummaryStats { mean: number; min: number; max: number; sd: number }
 export interface ExperimentRow {
   heads: number;
+  /** The variant's name, in an experiment of variants. */
+  variant?: string;
   headDim: number;
   seeds: number[];
   accuracy: SummaryStats;
@@ -52,15 +62,15 @@ export interface ExperimentRow {
 
 export interface ExperimentResult { options: Required<ExperimentOptions>; runs: RunResult[]; rows: ExperimentRow[] }
 
-export interface PlannedRun { heads: number; seed: number; model: TransformerConfig; task: { name: string; [option: string]: unknown } }
+export interface PlannedRun { heads: number; variant?: string; seed: number; model: TransformerConfig; task: { name: string; [option: string]: unknown } }
 
 type Engine = Headscope | RemoteHeadscope;
 
 export declare function planExperiment(options: ExperimentOptions): { options: Required<ExperimentOptions>; runs: PlannedRun[] };
 export declare function runOne(engine: Engine, run: PlannedRun, options: Required<ExperimentOptions>,
-  hooks?: { onProgress?: (event: CurvePoint & { heads: number; seed: number }) => void; signal?: AbortSignal }): Promise<RunResult>;
+  hooks?: { onProgress?: (event: CurvePoint & { heads: number; variant?: string; seed: number }) => void; signal?: AbortSignal }): Promise<RunResult>;
 export declare function runExperiment(engines: Engine | readonly Engine[], options: ExperimentOptions, hooks?: {
-  onProgress?: (event: CurvePoint & { heads: number; seed: number }) => void;
+  onProgress?: (event: CurvePoint & { heads: number; variant?: string; seed: number }) => void;
   onRun?: (result: RunResult, index: number, total: number) => void;
   signal?: AbortSignal;
 }): Promise<ExperimentResult>;

@@ -3,7 +3,9 @@
 // "What if there is one head? 64 heads of one dimension?" An experiment trains the same small
 // transformer on one built-in task (headscope/tasks) once per head count and seed, everything else
 // fixed (dModel, layers, optimizer, batches, steps), and reports each run's loss curves (training
-// and held-out) and final held-out accuracy, and per head count the mean, spread and time. It runs
+// and held-out) and final held-out accuracy, and per head count the mean, spread and time. An
+// experiment with `variants` compares attention variants instead (K/V heads, positions, a window)
+// at one head count: one run per (variant, seed), a row per variant. It runs
 // on init()'s API (in this thread, one run after another) or on initWorker() engines (runs side by
 // side, one per worker): the same seeds give the same bits either way (docs/experiments.md).
 //
@@ -28,7 +30,17 @@ export const EXPERIMENTS = Object.freeze({
   // A random sequence repeated: predicting the second copy needs a previous-token head and an
   // induction head, whose match is on token identity: a head of a few dimensions cannot hold it.
   induction: Object.freeze({ task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400 }),
+  // The variants on the induction task, 8 heads of 8 dims: fewer K/V heads keep fewer keys and
+  // values (GQA, MQA: 4 and 8 times smaller KV caches); ALiBi and a window replace the position
+  // embedding or restrict what a head sees. What do they cost the circuit at this budget?
+  'kv-heads': Object.freeze({ task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400, heads: Object.freeze([8]),
+    variants: Object.freeze([{ name: 'MHA (8 K/V heads)' }, { name: 'GQA (2 K/V heads)', nKvHeads: 2 }, { name: 'MQA (1 K/V head)', nKvHeads: 1 }]) }),
+  positions: Object.freeze({ task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400, heads: Object.freeze([8]),
+    variants: Object.freeze([{ name: 'learned positions' }, { name: 'ALiBi', positions: 'alibi' }, { name: 'ALiBi, window 8', positions: 'alibi', attnWindow: 8 }]) }),
 });
+
+/** What a variant may set (createTransformer's fields), besides its name. */
+export const VARIANT_FIELDS = Object.freeze(['nKvHeads', 'positions', 'attnWindow']);
 
 /**
  * What an experiment's rows say, in words: one head against the best, the narrowest heads against
@@ -36,6 +48,13 @@ export const EXPERIMENTS = Object.freeze({
  */
 export function describeResult({ rows }) {
   const pct = (x) => `${(100 * x).toFixed(1)}%`;
+  if (rows[0]?.variant) {
+    // Variants: the best, then each other against it.
+    const top = rows.reduce((a, b) => (b.accuracy.mean > a.accuracy.mean ? b : a));
+    return [`Best: ${top.variant}, ${pct(top.accuracy.mean)} held-out accuracy (mean of ${top.seeds.length} seeds).`,
+      ...rows.filter((r) => r !== top).map((r) => `${r.variant}: ${pct(r.accuracy.mean)}, ${r.accuracy.mean < top.accuracy.mean - 0.05
+        ? 'worse here' : 'as good here'}.`)].join(' ');
+  }
   const best = rows.reduce((a, b) => (b.accuracy.mean > a.accuracy.mean ? b : a));
   const one = rows.find((r) => r.heads === 1);
   const narrow = rows.reduce((a, b) => (b.headDim < a.headDim ? b : a));
@@ -60,7 +79,7 @@ const DEFAULTS = Object.freeze({
   optimizer: { type: 'adamw', lr: 3e-3, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01, clipGradNorm: 1 },
 });
 const KEYS = ['task', 'heads', 'seeds', 'dModel', 'nLayers', 'dMlp', 'norm', 'positions', 'steps', 'batchSize',
-  'evalEvery', 'evalRows', 'optimizer'];
+  'evalEvery', 'evalRows', 'optimizer', 'variants'];
 
 function fail(where, message) {
   throw new HeadscopeError('INVALID_ARGUMENT', `${where}: ${message}`);
@@ -96,13 +115,23 @@ export function planExperiment(options = {}) {
   ints(o.batchSize, 'runExperiment: options.batchSize', 1, 4096);
   ints(o.evalEvery, 'runExperiment: options.evalEvery', 1, 1_000_000);
   ints(o.evalRows, 'runExperiment: options.evalRows', 1, 4096);
+  const variants = o.variants ?? [null];
+  if (o.variants !== undefined) {
+    if (!Array.isArray(o.variants) || o.variants.length === 0) fail('runExperiment: options.variants', 'expected a non-empty array of { name, ...fields }');
+    if (o.heads.length !== 1) fail('runExperiment: options.heads', 'expected one head count with variants');
+    o.variants.forEach((v, k) => {
+      if (v === null || typeof v !== 'object' || typeof v.name !== 'string' || v.name === '') fail(`runExperiment: options.variants[${k}]`, 'expected { name, ...fields }');
+      for (const f of Object.keys(v)) if (f !== 'name' && !VARIANT_FIELDS.includes(f)) fail(`runExperiment: options.variants[${k}].${quoteInput(f)}`, `unknown field (expected name, ${VARIANT_FIELDS.join(', ')})`);
+    });
+  }
   const runs = [];
-  for (const heads of o.heads) {
+  for (const variant of variants) for (const heads of o.heads) {
     for (const seed of o.seeds) {
+      const { name: variantName, ...fields } = variant ?? {};
       runs.push({
-        heads, seed,
+        heads, seed, ...(variant ? { variant: variantName } : {}),
         model: { vocabSize: task.vocabSize, maxLen: task.seqLen, dModel: o.dModel, nLayers: o.nLayers, nHeads: heads,
-          dMlp: o.dMlp, norm: o.norm, positions: o.positions, causal: true, seed },
+          dMlp: o.dMlp, norm: o.norm, positions: o.positions, causal: true, seed, ...fields },
         // The task's stream and the model's initial weights both follow the run's seed.
         task: { name, ...task.options, seed },
       });
@@ -136,7 +165,7 @@ export async function runOne(engine, run, options, { onProgress = () => {}, sign
       curve.push(point);
       trainLoss = 0;
       trainCount = 0;
-      onProgress({ heads: run.heads, seed: run.seed, ...point });
+      onProgress({ heads: run.heads, seed: run.seed, ...(run.variant ? { variant: run.variant } : {}), ...point });
     };
     await evaluate(0);
     for (let step = 0; step < options.steps; step++) {
@@ -155,7 +184,7 @@ export async function runOne(engine, run, options, { onProgress = () => {}, sign
     await model.dispose();
   }
   const last = curve[curve.length - 1];
-  return { heads: run.heads, headDim: run.model.dModel / run.heads, seed: run.seed, curve,
+  return { heads: run.heads, headDim: run.model.dModel / run.heads, seed: run.seed, ...(run.variant ? { variant: run.variant } : {}), curve,
     finalAccuracy: last.accuracy, finalLoss: last.heldOutLoss, ms: performance.now() - started,
     ...(refused ? { refused } : {}) };
 }
@@ -181,12 +210,13 @@ export async function runExperiment(engines, options, { onProgress, onRun = () =
   return { options: o, runs: results, rows: summarize(results) };
 }
 
-/** Per head count: mean, min, max and sample standard deviation of the final accuracy and loss, median time. */
+/** Per head count (or variant): mean, min, max and sample standard deviation of the final accuracy and loss, median time. */
 export function summarize(results) {
   const byHeads = new Map();
   for (const r of results) {
-    if (!byHeads.has(r.heads)) byHeads.set(r.heads, []);
-    byHeads.get(r.heads).push(r);
+    const key = r.variant ?? r.heads;
+    if (!byHeads.has(key)) byHeads.set(key, []);
+    byHeads.get(key).push(r);
   }
   const stats = (xs) => {
     const n = xs.length;
@@ -194,10 +224,10 @@ export function summarize(results) {
     const sd = n > 1 ? Math.sqrt(xs.reduce((a, b) => a + (b - mean) ** 2, 0) / (n - 1)) : 0;
     return { mean, min: Math.min(...xs), max: Math.max(...xs), sd };
   };
-  return [...byHeads].map(([heads, rs]) => {
+  return [...byHeads].map(([, rs]) => {
     const ms = rs.map((r) => r.ms).sort((a, b) => a - b);
     return {
-      heads, headDim: rs[0].headDim, seeds: rs.map((r) => r.seed),
+      heads: rs[0].heads, headDim: rs[0].headDim, ...(rs[0].variant ? { variant: rs[0].variant } : {}), seeds: rs.map((r) => r.seed),
       accuracy: stats(rs.map((r) => r.finalAccuracy)), loss: stats(rs.map((r) => r.finalLoss)),
       msMedian: ms[Math.floor(ms.length / 2)], refused: rs.filter((r) => r.refused).length,
     };
@@ -207,10 +237,11 @@ export function summarize(results) {
 /** A Markdown table of an experiment's rows. */
 export function formatTable({ rows }) {
   const pct = (x) => `${(100 * x).toFixed(1)}%`;
-  const lines = ['| heads | head dim | held-out accuracy (mean, min-max) | held-out loss (mean ± sd) | time per run |',
-    '|---:|---:|---|---|---:|'];
+  const variants = Boolean(rows[0]?.variant);
+  const lines = [`| ${variants ? 'variant | ' : ''}heads | head dim | held-out accuracy (mean, min-max) | held-out loss (mean ± sd) | time per run |`,
+    `|${variants ? '---|' : ''}---:|---:|---|---|---:|`];
   for (const r of rows) {
-    lines.push(`| ${r.heads} | ${r.headDim} | ${pct(r.accuracy.mean)} (${pct(r.accuracy.min)}-${pct(r.accuracy.max)}) | ` +
+    lines.push(`| ${variants ? `${r.variant} | ` : ''}${r.heads} | ${r.headDim} | ${pct(r.accuracy.mean)} (${pct(r.accuracy.min)}-${pct(r.accuracy.max)}) | ` +
       `${r.loss.mean.toFixed(3)} ± ${r.loss.sd.toFixed(3)} | ${(r.msMedian / 1000).toFixed(1)} s |${r.refused ? ` (${r.refused} refused)` : ''}`);
   }
   return lines.join('\n');

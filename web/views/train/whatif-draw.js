@@ -8,12 +8,15 @@ export const W = 640;
 export const H = 220;
 const PAD = { l: 48, r: 90, t: 12, b: 28 };
 
-// The mean held-out loss over the seeds at each evaluated step, one line per head count.
-export function drawCurves(svg, curves, steps) {
+// The mean held-out loss over the seeds at each evaluated step, one line per head count (or per
+// variant: the map's keys are then the variants' names, drawn in the experiment's `order`, not in
+// the order the Workers' runs happened to report).
+export function drawCurves(svg, curves, steps, order = null) {
   svg.hidden = false;
   let hi = 0;
   const lines = [];
-  [...curves.keys()].sort((a, b) => a - b).forEach((heads, k) => {
+  const keys = order ? order.filter((name) => curves.has(name)) : [...curves.keys()].sort((a, b) => a - b);
+  keys.forEach((heads, k) => {
     const bySeed = [...curves.get(heads).values()];
     const points = bySeed[0].map((p, i) => {
       const vals = bySeed.map((c) => c[i]?.heldOutLoss).filter(Number.isFinite);
@@ -32,7 +35,7 @@ export function drawCurves(svg, curves, steps) {
     path.dataset.heads = String(heads);
     const last = points[points.length - 1];
     const label = svgEl('text', { x: x(last.step) + 6, y: y(last.loss) + 4, class: 'hs-train-whatif-label' });
-    label.textContent = `${heads} head${heads > 1 ? 's' : ''}`;
+    label.textContent = typeof heads === 'number' ? `${heads} head${heads > 1 ? 's' : ''}` : heads;
     label.style.fill = color;
     children.push(path, label);
   }
@@ -45,8 +48,8 @@ export function drawCurves(svg, curves, steps) {
   s.textContent = `step ${steps}`;
   children.push(s);
   svg.replaceChildren(...children);
-  svg.setAttribute('aria-label', `Held-out loss per head count, mean over the seeds: ${lines.map((l) =>
-    `${l.heads} heads ${l.points[l.points.length - 1].loss.toFixed(3)}`).join(', ')}`);
+  svg.setAttribute('aria-label', `Held-out loss per ${typeof keys[0] === 'number' ? 'head count' : 'variant'}, mean over the seeds: ${lines.map((l) =>
+    `${typeof l.heads === 'number' ? `${l.heads} heads` : l.heads} ${l.points[l.points.length - 1].loss.toFixed(3)}`).join(', ')}`);
 }
 
 export function drawTable(table, r) {

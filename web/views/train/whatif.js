@@ -14,7 +14,8 @@ import { defineView } from '../common/component.js';
 import { button, el, setText, statusEl, svgEl } from '../common/dom.js';
 import { drawCurves, drawTable, H, W } from './whatif-draw.js';
 
-const LABELS = { 'log-line': 'How many heads? (log line)', induction: 'How many heads? (induction)' };
+const LABELS = { 'log-line': 'How many heads? (log line)', induction: 'How many heads? (induction)',
+  'kv-heads': 'K/V heads: 8, 2 or 1? (induction)', positions: 'Learned positions, ALiBi or a window? (induction)' };
 const ownWorker = () => initWorker(undefined, { simd: 'simd128' });
 
 /**
@@ -30,8 +31,8 @@ function createWhatIf(root, { engine, state, workers = 2, startWorker = ownWorke
   const box = el('section', 'hs-train-whatif');
   const title = el('h2', 'hs-prose hs-train-h2', 'What if? The seeds\' experiments, run here');
   const note = el('p', 'hs-note hs-prose', 'The same model (dModel 64, 2 layers, attention only) trained with 1, 2, 4, 8, 16 ' +
-    'and 64 heads (head dims 64 to 1), three seeds each, everything else fixed; the runs go side by side in ' +
-    `${workers} Workers.`);
+    'and 64 heads (head dims 64 to 1), three seeds each, everything else fixed; or with 8 heads and the attention ' +
+    `variants (K/V heads; learned positions, ALiBi, a window). The runs go side by side in ${workers} Workers.`);
   const buttons = el('div', 'hs-train-buttons');
   const runButtons = Object.keys(EXPERIMENTS).map((name) => {
     const b = button(LABELS[name], 'hs-train-whatif-run');
@@ -68,26 +69,28 @@ function createWhatIf(root, { engine, state, workers = 2, startWorker = ownWorke
     setText(verdict, '');
     table.hidden = true;
     const started = performance.now();
-    const curves = new Map();   // heads -> seed -> curve
+    const curves = new Map();   // heads (or the variant's name) -> seed -> curve
+    const order = options.variants?.map((v) => v.name) ?? null;
     try {
       engines = engine ? [engine] : await Promise.all(Array.from({ length: workers }, () => startWorker()));
       let done = 0;
       result = await runExperiment(engines, options, {
         signal,
         onProgress: (p) => {
-          if (!curves.has(p.heads)) curves.set(p.heads, new Map());
-          const c = curves.get(p.heads);
+          const line = p.variant ?? p.heads;
+          if (!curves.has(line)) curves.set(line, new Map());
+          const c = curves.get(line);
           if (!c.has(p.seed)) c.set(p.seed, []);
           c.get(p.seed).push(p);
         },
         onRun: (r, k, total) => {
           done++;
-          setText(progress, `${name}: ${done} of ${total} runs done (last: ${r.heads} heads, seed ${r.seed}, ` +
+          setText(progress, `${name}: ${done} of ${total} runs done (last: ${r.variant ?? `${r.heads} heads`}, seed ${r.seed}, ` +
             `${(100 * r.finalAccuracy).toFixed(1)}%), ${((performance.now() - started) / 1000).toFixed(0)} s`);
-          drawCurves(svg, curves, options.steps);
+          drawCurves(svg, curves, options.steps, order);
         },
       });
-      drawCurves(svg, curves, options.steps);
+      drawCurves(svg, curves, options.steps, order);
       drawTable(table, result);
       setText(verdict, describeResult(result));
       setText(progress, `${name}: ${result.runs.length} runs in ${((performance.now() - started) / 1000).toFixed(0)} s.`);
