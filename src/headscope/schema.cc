@@ -117,7 +117,8 @@ const DivisibleRule kMhaRules[] = {{"embed_dim", "num_heads"}, {"num_heads", "nu
 // ---- The reference transformer (tools/tiny_transformer.py) ---------------------------------------
 using T = TransformerConfig;
 const char* const kNorms[] = {"pre", "post", "none", nullptr};
-const char* const kPositions[] = {"learned", "sinusoidal", "none", nullptr};
+const char* const kPositions[] = {"learned", "sinusoidal", "none", "rope", nullptr};
+const char* const kRopeLayouts[] = {"half", "interleaved", nullptr};
 const char* const kActivations[] = {"gelu", "relu", nullptr};
 const FieldSpec kTransformerFields[] = {
     Access<T>(SizeRow(Row("vocab_size", "vocabSize", FieldType::kSize, Arg::kVocabSize, nullptr,
@@ -160,7 +161,8 @@ const FieldSpec kTransformerFields[] = {
     }(),
     [] {
       FieldSpec f = Access<T>(Row("positions", "positions", FieldType::kChoice, Arg::kPositions,
-                                  "\"learned\"", "the position embedding"),
+                                  "\"learned\"",
+                                  "the position embedding (rope: none added; q and k rotated)"),
                               GetEnum<T, PositionKind, &T::positions>,
                               SetEnum<T, PositionKind, &T::positions>);
       f.choices = kPositions;
@@ -188,8 +190,32 @@ const FieldSpec kTransformerFields[] = {
                   "unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x "
                   "tok_embed.weight^T (+ unembed.bias)"),
               Get<T, bool, &T::tie_embeddings>, Set<T, bool, &T::tie_embeddings>),
+    [] {
+      FieldSpec f = Access<T>(Row("rope_layout", "ropeLayout", FieldType::kChoice,
+                                  Arg::kRopeLayout, "\"half\"",
+                                  "positions rope: dim i pairs with i + r/2 (half: GPT-NeoX, "
+                                  "LLaMA) or 2i with 2i + 1 (interleaved: RoFormer, GPT-J)"),
+                              GetEnum<T, RopeLayout, &T::rope_layout>,
+                              SetEnum<T, RopeLayout, &T::rope_layout>);
+      f.choices = kRopeLayouts;
+      return f;
+    }(),
+    Access<T>(NumberRow(Row("rope_base", "ropeBase", FieldType::kNumber, Arg::kRopeBase, "10000",
+                            "positions rope: pair i of r turns by pos / rope_base^(2i / r)"),
+                        0, true, kInf, true),
+              Get<T, double, &T::rope_base>, Set<T, double, &T::rope_base>),
+    Access<T>(NumberRow(Row("rope_fraction", "ropeFraction", FieldType::kNumber,
+                            Arg::kRopeFraction, "1",
+                            "positions rope: the rotary dims r of a head are the largest even "
+                            "number <= rope_fraction * head dim (at least 2); the rest pass "
+                            "through"),
+                        0, true, 1, false),
+              Get<T, double, &T::rope_fraction>, Set<T, double, &T::rope_fraction>),
 };
 const DivisibleRule kTransformerRules[] = {{"d_model", "n_heads"}, {"n_heads", "n_kv_heads"}};
+const OnlyWithRule kTransformerOnlyWith[] = {{"rope_layout", "positions", "rope"},
+                                             {"rope_base", "positions", "rope"},
+                                             {"rope_fraction", "positions", "rope"}};
 
 // ---- The optimizer (torch.optim.AdamW / SGD with clip_grad_norm_) --------------------------------
 using O = OptimizerConfig;
@@ -242,10 +268,16 @@ template <size_t N>
 constexpr size_t Count(const DivisibleRule (&)[N]) {
   return N;
 }
+template <size_t N>
+constexpr size_t Count(const OnlyWithRule (&)[N]) {
+  return N;
+}
 
 const ObjectSchema kMha{"mha", kMhaFields, Count(kMhaFields), kMhaRules, Count(kMhaRules), nullptr};
-const ObjectSchema kTransformer{"transformer", kTransformerFields, Count(kTransformerFields),
-                                kTransformerRules, Count(kTransformerRules), nullptr};
+const ObjectSchema kTransformer{"transformer",        kTransformerFields,
+                                Count(kTransformerFields), kTransformerRules,
+                                Count(kTransformerRules),  nullptr,
+                                kTransformerOnlyWith,      Count(kTransformerOnlyWith)};
 const ObjectSchema kOptimizer{"optimizer", kOptimizerFields, Count(kOptimizerFields), nullptr, 0,
                               kOptimizerTypes};
 
@@ -376,7 +408,49 @@ void AppendSchemaJson(std::string* out, const ObjectSchema& s) {
     AppendJsonString(out, s.rules[i].divisor);
     *out += "]";
   }
-  *out += "]}";
+  *out += "]";
+  if (s.num_only_with > 0) {
+    *out += ",\"onlyWith\":[";
+    for (size_t i = 0; i < s.num_only_with; ++i) {
+      if (i) *out += ",";
+      *out += "[";
+      AppendJsonString(out, s.only_with[i].field);
+      *out += ",";
+      AppendJsonString(out, s.only_with[i].when);
+      *out += ",";
+      AppendJsonString(out, s.only_with[i].value);
+      *out += "]";
+    }
+    *out += "]";
+  }
+  *out += "}";
+}
+
+// A choice's index, or -1.
+int ChoiceIndex(const FieldSpec& f, const char* name) {
+  for (int c = 0; f.choices[c] != nullptr; ++c) {
+    if (std::strcmp(f.choices[c], name) == 0) return c;
+  }
+  return -1;
+}
+
+// A field's value as a message shows it: a choice quoted, a number in its shortest form.
+std::string ValueText(const FieldSpec& f, double v) {
+  if (f.type == FieldType::kChoice) return std::string("\"") + f.choices[static_cast<int>(v)] + "\"";
+  if (f.type == FieldType::kBool) return v != 0 ? "true" : "false";
+  // An integral number as JS writes it (10000, not Number's shortest 1e+04).
+  if (v == std::floor(v) && std::fabs(v) < 1e21) return std::to_string(static_cast<int64_t>(v));
+  return Number(v);
+}
+
+// The default of a choice or number field as its FieldValue's v[0] (a choice's index).
+double DefaultValue(const FieldSpec& f) {
+  if (f.type == FieldType::kChoice) {
+    const std::string quoted = f.default_json;  // "\"half\""
+    return ChoiceIndex(f, quoted.substr(1, quoted.size() - 2).c_str());
+  }
+  if (f.type == FieldType::kBool) return std::strcmp(f.default_json, "true") == 0 ? 1 : 0;
+  return std::strtod(f.default_json, nullptr);
 }
 
 }  // namespace
@@ -384,8 +458,21 @@ void AppendSchemaJson(std::string* out, const ObjectSchema& s) {
 const ObjectSchema& MhaConfigSchema() { return kMha; }
 
 // (config.h) The schema's field checks and rule: sizes in range, kdim / vdim null or in range,
-// embed_dim divisible by num_heads.
-Status ValidateConfig(const MhaConfig& c) { return CheckFields(kMha, &c); }
+// embed_dim divisible by num_heads; and the rotary fields, which are not in the schema (not a
+// torch.nn.MultiheadAttention argument: the Transformer sets them from its validated config).
+Status ValidateConfig(const MhaConfig& c) {
+  HEADSCOPE_RETURN_IF_ERROR(CheckFields(kMha, &c));
+  if (c.rope_dims < 0 || c.rope_dims % 2 != 0 || c.rope_dims > c.head_dim()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "rope_dims: expected 0 (no rotation) or an even number of dims in [2, head_dim = " +
+                      Int(c.head_dim()) + "], got " + Int(c.rope_dims));
+  }
+  if (c.rope_dims > 0 && !(std::isfinite(c.rope_base) && c.rope_base > 0)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "rope_base: expected a finite number > 0, got " + Number(c.rope_base));
+  }
+  return Status::Ok();
+}
 const ObjectSchema& TransformerConfigSchema() { return kTransformer; }
 const ObjectSchema& OptimizerSchema() { return kOptimizer; }
 
@@ -484,6 +571,18 @@ Status CheckFields(const ObjectSchema& schema, const void* object, unsigned vari
                       std::string(ArgName(a->arg)) + " (" + Int(x) + ") must be divisible by " +
                           ArgName(b->arg) + " (" + Int(y) + ")");
     }
+  }
+  for (size_t i = 0; i < schema.num_only_with; ++i) {
+    const OnlyWithRule& r = schema.only_with[i];
+    const FieldSpec* f = FindField(schema, r.field);
+    const FieldSpec* when = FindField(schema, r.when);
+    const double v = f->get(object).v[0], w = when->get(object).v[0];
+    if (w == ChoiceIndex(*when, r.value) || v == DefaultValue(*f)) continue;
+    return ArgError(StatusCode::kInvalidArgument, f->arg,
+                    std::string("applies only with ") + ArgName(when->arg) + " \"" + r.value +
+                        "\" (" + ArgName(when->arg) + " is " + ValueText(*when, w) +
+                        "): leave it at its default, " + ValueText(*f, DefaultValue(*f)) +
+                        ", got " + ValueText(*f, v));
   }
   return Status::Ok();
 }

@@ -78,8 +78,11 @@ constexpr ArgNames kArgNames[] = {
     {"tie_embeddings", "tieEmbeddings", "config.tieEmbeddings"},
     {"num_kv_heads", "numKvHeads", "config.numKvHeads"},
     {"n_kv_heads", "nKvHeads", "config.nKvHeads"},
+    {"rope_layout", "ropeLayout", "config.ropeLayout"},
+    {"rope_base", "ropeBase", "config.ropeBase"},
+    {"rope_fraction", "ropeFraction", "config.ropeFraction"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kNKvHeads) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kRopeFraction) + 1);
 
 }  // namespace
 
