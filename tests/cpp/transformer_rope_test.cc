@@ -20,9 +20,13 @@
 
 #include "headscope/reference_transformer.h"
 #include "headscope/transformer.h"
+#include "test_util.h"
 
 namespace headscope {
 namespace {
+
+using test::EntryValues;
+using test::MakeTransformer;
 
 // Vocabulary 11, max_len 12, d_model 16, 2 layers of 2 heads (dim 8), rotary positions.
 TransformerConfig Config(RopeLayout layout, double fraction = 1.0, int64_t kv_heads = 0,
@@ -36,23 +40,6 @@ TransformerConfig Config(RopeLayout layout, double fraction = 1.0, int64_t kv_he
   c.n_kv_heads = kv_heads;
   c.causal = causal;
   return c;
-}
-
-std::unique_ptr<Transformer> Make(const TransformerConfig& c, uint64_t seed) {
-  std::unique_ptr<Transformer> m;
-  const Status s = Transformer::Create(c, &m);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (m != nullptr && seed != 0) {
-    EXPECT_TRUE(m->InitializeFromSeed(seed).ok());
-  }
-  return m;
-}
-
-std::vector<float> Values(const Transformer& m, const std::string& name, bool grad = false) {
-  TensorView v;
-  const Status s = grad ? m.Gradient(name, &v) : m.GetParameter(name, &v);
-  EXPECT_TRUE(s.ok()) << name << ": " << s.ToString();
-  return s.ok() ? std::vector<float>(v.data, v.data + v.size) : std::vector<float>();
 }
 
 double RelativeError(const float* got, const float* want, size_t n) {
@@ -159,12 +146,12 @@ TEST(TransformerRope, ConfigRulesAndTheirMessages) {
 TEST(TransformerRope, HooksAreTheProjectionsAndTheirTurn) {
   for (const RopeLayout layout : {RopeLayout::kHalf, RopeLayout::kInterleaved}) {
     const TransformerConfig c = Config(layout, 0.75, 1);  // 6 of 8 dims, multi-query
-    std::unique_ptr<Transformer> m = Make(c, 7);
+    std::unique_ptr<Transformer> m = MakeTransformer(c, 7);
     TransformerConfig plain_c = c;
     plain_c.positions = PositionKind::kNone;
     plain_c.rope_layout = RopeLayout::kHalf;
     plain_c.rope_fraction = 1.0;
-    std::unique_ptr<Transformer> plain = Make(plain_c, 7);  // the same weights (no pos_embed)
+    std::unique_ptr<Transformer> plain = MakeTransformer(plain_c, 7);  // the same weights (no pos_embed)
     const int32_t tokens[2 * 9] = {1, 5, 2, 8, 8, 3, 0, 10, 4, 9, 9, 1, 2, 7, 3, 3, 6, 5};
     TransformerOptions o;
     o.hooks = {"blocks.0.attn.hook_q", "blocks.0.attn.hook_k", "blocks.0.attn.hook_rot_q",
@@ -229,8 +216,8 @@ TEST(TransformerRope, TheLayoutsAreOnePermutationOfWqWkApart) {
       SCOPED_TRACE("fraction " + std::to_string(fraction) + " kv " + std::to_string(kv));
       const TransformerConfig ci = Config(RopeLayout::kInterleaved, fraction, kv);
       const TransformerConfig ch = Config(RopeLayout::kHalf, fraction, kv);
-      std::unique_ptr<Transformer> inter = Make(ci, 11);
-      std::unique_ptr<Transformer> half = Make(ch, 0), same = Make(ch, 0);
+      std::unique_ptr<Transformer> inter = MakeTransformer(ci, 11);
+      std::unique_ptr<Transformer> half = MakeTransformer(ch, 0), same = MakeTransformer(ch, 0);
       const int64_t D = 16, dh = 8, r = RopeDims(ci), G = kv > 0 ? kv : 2;
       // Half's dim j of a head reads interleaved's dim src[j].
       std::vector<int64_t> src(static_cast<size_t>(dh));
@@ -238,7 +225,7 @@ TEST(TransformerRope, TheLayoutsAreOnePermutationOfWqWkApart) {
         src[static_cast<size_t>(j)] = j >= r ? j : (j < r / 2 ? 2 * j : 2 * (j - r / 2) + 1);
       }
       for (const TransformerParamSpec& p : TransformerParams(ci)) {
-        std::vector<float> v = Values(*inter, p.name);
+        std::vector<float> v = EntryValues(*inter, p.name);
         std::vector<float> permuted = v;
         if (p.name.find("attn.in_proj_") != std::string::npos) {
           const int64_t cols = p.shape.rank == 2 ? p.shape[1] : 1;
@@ -276,7 +263,7 @@ TEST(TransformerRope, ScoresDependOnTheRelativePositionOnly) {
     for (const bool causal : {true, false}) {
       TransformerConfig c = Config(layout, 1.0, 0, causal);
       c.rope_base = 100;  // turns fast enough to matter over 12 positions
-      std::unique_ptr<Transformer> m = Make(c, 5);
+      std::unique_ptr<Transformer> m = MakeTransformer(c, 5);
       TransformerOptions o;
       o.hooks = {"blocks.0.attn.hook_attn_scores"};
       TransformerResult r;
@@ -312,7 +299,7 @@ TEST(TransformerRope, ScoresDependOnTheRelativePositionOnly) {
       lc.positions = PositionKind::kLearned;
       lc.rope_layout = RopeLayout::kHalf;  // (the rope fields at their defaults)
       lc.rope_base = 10000;
-      std::unique_ptr<Transformer> lm = Make(lc, 5);
+      std::unique_ptr<Transformer> lm = MakeTransformer(lc, 5);
       ASSERT_TRUE(lm->Forward({tokens, 1, 12}, o, &r).ok());
       const float* ls = Hook(r, o.hooks[0]).data.data();
       double lerr = 0;
@@ -337,7 +324,7 @@ TEST(TransformerRope, GenerationThroughTheCacheIsAFullRecomputation) {
       SCOPED_TRACE(std::string(layout == RopeLayout::kHalf ? "half" : "interleaved") + " kv " +
                    std::to_string(kv));
       const TransformerConfig c = Config(layout, 0.5, kv);
-      std::unique_ptr<Transformer> m = Make(c, 23);
+      std::unique_ptr<Transformer> m = MakeTransformer(c, 23);
       const int64_t B = 2, T = 3, n = 9, W = T + n, V = 11;
       const int32_t prompt[B * T] = {1, 5, 2, 8, 0, 3};
       GenerateOptions o;
@@ -354,7 +341,7 @@ TEST(TransformerRope, GenerationThroughTheCacheIsAFullRecomputation) {
       EXPECT_EQ(std::memcmp(split.logits.data(), g.logits.data(), g.logits.size() * 4), 0);
       std::vector<std::pair<std::string, std::vector<double>>> sd;
       for (const TransformerParamSpec& p : TransformerParams(c)) {
-        const std::vector<float> v = Values(*m, p.name);
+        const std::vector<float> v = EntryValues(*m, p.name);
         sd.emplace_back(p.name, std::vector<double>(v.begin(), v.end()));
       }
       for (int64_t s = 0; s < n; ++s) {
@@ -395,7 +382,7 @@ TEST(TransformerRope, RecomputedAndKeptProjectionsGiveTheSameGradients) {
   c.rope_layout = RopeLayout::kInterleaved;
   c.rope_fraction = 0.5;
   c.n_kv_heads = 2;
-  std::unique_ptr<Transformer> m = Make(c, 3);
+  std::unique_ptr<Transformer> m = MakeTransformer(c, 3);
   const int64_t T = 96, many = 24;  // 24 * 96 rows * 128 floats * 3 layers * 4 bytes > 2 MiB
   std::vector<int32_t> tokens(static_cast<size_t>(T)), targets(tokens.size());
   for (int64_t t = 0; t < T; ++t) {
@@ -410,19 +397,19 @@ TEST(TransformerRope, RecomputedAndKeptProjectionsGiveTheSameGradients) {
   BackwardResult one, all;
   ASSERT_TRUE(m->Backward({tokens.data(), 1, T}, targets.data(), {}, &one).ok());
   std::vector<std::vector<float>> g1;
-  for (const TransformerParamSpec& p : TransformerParams(c)) g1.push_back(Values(*m, p.name, true));
+  for (const TransformerParamSpec& p : TransformerParams(c)) g1.push_back(EntryValues(*m, p.name, true));
   ASSERT_TRUE(m->Backward({rep_tokens.data(), many, T}, rep_targets.data(), {}, &all).ok());
   EXPECT_NEAR(one.loss, all.loss, 1e-6 * std::fabs(one.loss));
   std::vector<std::pair<std::string, std::vector<double>>> sd;
   for (const TransformerParamSpec& p : TransformerParams(c)) {
-    const std::vector<float> v = Values(*m, p.name);
+    const std::vector<float> v = EntryValues(*m, p.name);
     sd.emplace_back(p.name, std::vector<double>(v.begin(), v.end()));
   }
   ReferenceTransformerResult ref;
   ASSERT_TRUE(ReferenceTransformer(c, sd, tokens.data(), 1, T, targets.data(), nullptr, &ref).ok());
   size_t i = 0;
   for (const TransformerParamSpec& p : TransformerParams(c)) {
-    const std::vector<float> ga = Values(*m, p.name, true);
+    const std::vector<float> ga = EntryValues(*m, p.name, true);
     EXPECT_LE(RelativeError(ga.data(), g1[i].data(), ga.size()), 1e-5) << p.name;
     const std::vector<double>& want = ref.grads.at(i).second;
     ASSERT_EQ(ref.grads.at(i).first, p.name);

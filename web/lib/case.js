@@ -617,7 +617,30 @@ function caseConfig(schema, cfg, fill) {
     if (x == null || y == null) continue;  // an absent or null field (n_kv_heads: n_heads) holds
     if (x % y !== 0) throw parseError(`config.${b}`, `${a} (${x}) must be divisible by ${b} (${y})`);
   }
+  for (const [name, when, value] of schema.onlyWith ?? []) {
+    const f = field(schema, name);
+    const w = config[field(schema, when).js];
+    const v = config[f.js];
+    if (v === undefined || w === value || v === f.default.value) continue;
+    throw parseError(`config.${name}`, `applies only with ${when} "${value}" (${when} is ${JSON.stringify(w)}): ` +
+      `leave it at its default, ${JSON.stringify(f.default.value)}, got ${JSON.stringify(v)}`);
+  }
+  rotaryDimsRule(config);
   return config;
+}
+
+/**
+ * positions "rope" needs a pair of dims to turn: 2 * floor(ropeFraction * dHead / 2) >= 2 (the
+ * rule no schema row can say; ValidateTransformerConfig in src/headscope/transformer.cc says it
+ * natively, with this message).
+ */
+function rotaryDimsRule(config) {
+  if (config.positions !== 'rope' || config.dModel === undefined) return;
+  const dh = Math.floor(config.dModel / (config.nHeads ?? 1));
+  const fraction = config.ropeFraction ?? 1;
+  if (2 * Math.floor(fraction * dh / 2) >= 2) return;
+  throw parseError('config.rope_fraction', `${fraction} of the head dim d_model / n_heads = ${dh} gives no pair ` +
+    `of dims to rotate: at least 2 rotary dims are needed${dh >= 2 ? ` (rope_fraction >= 2 / ${dh})` : ' (a head of 1 dim has none)'}`);
 }
 
 function transformerConfig(cfg) {

@@ -237,8 +237,13 @@ export interface TransformerConfig {
   dMlp?: number;
   /** = 'pre' */
   norm?: 'pre' | 'post' | 'none';
-  /** = 'learned' */
-  positions?: 'learned' | 'sinusoidal' | 'none';
+  /**
+   * = 'learned'. 'rope': rotary position embeddings (no position added to the stream, like
+   * LLaMA): every layer turns q and k by position (ropeLayout, ropeBase, ropeFraction); the hooks
+   * hook_rot_q / hook_rot_k hold them turned, and generate() continues the positions from the KV
+   * cache.
+   */
+  positions?: 'learned' | 'sinusoidal' | 'none' | 'rope';
   /** = true */
   causal?: boolean;
   /** = 'gelu' (the exact erf form) */
@@ -254,6 +259,20 @@ export interface TransformerConfig {
    * one gradient as grads['tok_embed.weight'] and the optimizer steps it once.
    */
   tieEmbeddings?: boolean;
+  /**
+   * = 'half' (positions 'rope' only: another value with other positions is refused). How a head's
+   * r rotary dims pair up: 'half' pairs dim i with i + r/2 (GPT-NeoX, LLaMA's rotate_half),
+   * 'interleaved' 2i with 2i + 1 (RoFormer, GPT-J).
+   */
+  ropeLayout?: 'half' | 'interleaved';
+  /** = 10000 (positions 'rope' only). Pair i of r turns by the angle pos / ropeBase^(2i / r). */
+  ropeBase?: number;
+  /**
+   * = 1, in (0, 1] (positions 'rope' only). The rotary dims r of each head are the largest even
+   * number <= ropeFraction * dHead (at least 2); the other dims pass through (GPT-NeoX's
+   * rotary_pct).
+   */
+  ropeFraction?: number;
   /**
    * = 0: deterministic initial weights (PyTorch's default initialisation) from this seed. null: no
    * weights at all (nothing allocated for them) until loadStateDict; every other call refuses with

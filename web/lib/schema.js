@@ -37,14 +37,18 @@ export const SCHEMA = deepFreeze({
         {"torch":"n_kv_heads","js":"nKvHeads","type":"size","min":1,"max":16777216,"nullMeans":"n_heads","default":{"value":null},"doc":"G, the key/value heads (grouped-query attention; 1: multi-query); n_heads must be divisible by it, head h reads K/V head h / (n_heads / G) (null: n_heads)"},
         {"torch":"d_mlp","js":"dMlp","type":"size","min":0,"max":16777216,"zero":"no MLP","default":{"value":0},"doc":"the MLP's hidden width; 0: attention only (no MLP, no ln2)"},
         {"torch":"norm","js":"norm","type":"choice","choices":["pre","post","none"],"default":{"value":"pre"},"doc":"where the LayerNorms sit: pre, post or none"},
-        {"torch":"positions","js":"positions","type":"choice","choices":["learned","sinusoidal","none"],"default":{"value":"learned"},"doc":"the position embedding"},
+        {"torch":"positions","js":"positions","type":"choice","choices":["learned","sinusoidal","none","rope"],"default":{"value":"learned"},"doc":"the position embedding (rope: none added; q and k rotated)"},
         {"torch":"causal","js":"causal","type":"bool","default":{"value":true},"doc":"token t attends only to tokens <= t"},
         {"torch":"act","js":"act","type":"choice","choices":["gelu","relu"],"default":{"value":"gelu"},"doc":"the MLP's activation (GELU: the exact erf form)"},
         {"torch":"bias","js":"bias","type":"bool","default":{"value":true},"doc":"the Linear and attention biases (LayerNorms keep theirs)"},
         {"torch":"ln_eps","js":"lnEps","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":0.00001},"doc":"the LayerNorms' epsilon"},
-        {"torch":"tie_embeddings","js":"tieEmbeddings","type":"bool","default":{"value":false},"doc":"unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x tok_embed.weight^T (+ unembed.bias)"}
+        {"torch":"tie_embeddings","js":"tieEmbeddings","type":"bool","default":{"value":false},"doc":"unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x tok_embed.weight^T (+ unembed.bias)"},
+        {"torch":"rope_layout","js":"ropeLayout","type":"choice","choices":["half","interleaved"],"default":{"value":"half"},"doc":"positions rope: dim i pairs with i + r/2 (half: GPT-NeoX, LLaMA) or 2i with 2i + 1 (interleaved: RoFormer, GPT-J)"},
+        {"torch":"rope_base","js":"ropeBase","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":10000},"doc":"positions rope: pair i of r turns by pos / rope_base^(2i / r)"},
+        {"torch":"rope_fraction","js":"ropeFraction","type":"number","lo":0,"loOpen":true,"hi":1,"hiOpen":false,"default":{"value":1},"doc":"positions rope: the rotary dims r of a head are the largest even number <= rope_fraction * head dim (at least 2); the rest pass through"}
       ],
-      "divisible": [["d_model","n_heads"],["n_heads","n_kv_heads"]]
+      "divisible": [["d_model","n_heads"],["n_heads","n_kv_heads"]],
+      "onlyWith": [["rope_layout","positions","rope"],["rope_base","positions","rope"],["rope_fraction","positions","rope"]]
     },
     {
       "name": "optimizer",
