@@ -32,7 +32,8 @@ struct MhaConfig {
   // ForwardOptions, where each head's output is written.)
   int64_t num_kv_heads = 0;
   // Rotary position embeddings (RoPE, Su et al. 2021; not a torch.nn.MultiheadAttention
-  // argument: the Transformer's positions "rope" sets them). rope_dims = r > 0 (even, at most
+  // argument: headscope's rope_dims / ropeDims option, which the Transformer's positions "rope"
+  // sets in its layers; rope_layout and rope_base only with rope_dims > 0). rope_dims = r > 0 (even, at most
   // head_dim): after the projections (and their biases) the first r dims of every query head
   // and key head are rotated by position, in pairs (rope_layout), by the angles pos * theta_i,
   // theta_i = 1 / rope_base^(2i / r), i in [0, r/2), whose cos and sin are computed in double and

@@ -75,6 +75,7 @@ constexpr FieldSpec Access(FieldSpec f, FieldValue (*get)(const void*),
 }
 
 // ---- torch.nn.MultiheadAttention's constructor ---------------------------------------------------
+const char* const kRopeLayouts[] = {"half", "interleaved", nullptr};
 using M = MhaConfig;
 const FieldSpec kMhaFields[] = {
     Access<M>(SizeRow(Row("embed_dim", "embedDim", FieldType::kSize, Arg::kEmbedDim, nullptr,
@@ -111,14 +112,34 @@ const FieldSpec kMhaFields[] = {
     Access<M>(Row("batch_first", "batchFirst", FieldType::kBool, Arg::kNone, "false",
                   "inputs (N, L, E) instead of (L, N, E)"),
               Get<M, bool, &M::batch_first>, Set<M, bool, &M::batch_first>),
+    Access<M>(SizeRow(Row("rope_dims", "ropeDims", FieldType::kSize, Arg::kRopeDims, "0",
+                          "rotary position embeddings: the first r dims of each head of q and k "
+                          "turn by position (even, at most the head dim); 0: none"),
+                      2, kMaxDim, nullptr, "no rotation"),
+              Get<M, int64_t, &M::rope_dims>, Set<M, int64_t, &M::rope_dims>),
+    [] {
+      FieldSpec f = Access<M>(Row("rope_layout", "ropeLayout", FieldType::kChoice,
+                                  Arg::kRopeLayout, "\"half\"",
+                                  "rope_dims > 0: dim i pairs with i + r/2 (half: GPT-NeoX, "
+                                  "LLaMA) or 2i with 2i + 1 (interleaved: RoFormer, GPT-J)"),
+                              GetEnum<M, RopeLayout, &M::rope_layout>,
+                              SetEnum<M, RopeLayout, &M::rope_layout>);
+      f.choices = kRopeLayouts;
+      return f;
+    }(),
+    Access<M>(NumberRow(Row("rope_base", "ropeBase", FieldType::kNumber, Arg::kRopeBase, "10000",
+                            "rope_dims > 0: pair i of r turns by pos / rope_base^(2i / r)"),
+                        0, true, kInf, true),
+              Get<M, double, &M::rope_base>, Set<M, double, &M::rope_base>),
 };
 const DivisibleRule kMhaRules[] = {{"embed_dim", "num_heads"}, {"num_heads", "num_kv_heads"}};
+const OnlyWithRule kMhaOnlyWith[] = {{"rope_layout", "rope_dims", nullptr},
+                                     {"rope_base", "rope_dims", nullptr}};
 
 // ---- The reference transformer (tools/tiny_transformer.py) ---------------------------------------
 using T = TransformerConfig;
 const char* const kNorms[] = {"pre", "post", "none", nullptr};
 const char* const kPositions[] = {"learned", "sinusoidal", "none", "rope", nullptr};
-const char* const kRopeLayouts[] = {"half", "interleaved", nullptr};
 const char* const kActivations[] = {"gelu", "relu", nullptr};
 const FieldSpec kTransformerFields[] = {
     Access<T>(SizeRow(Row("vocab_size", "vocabSize", FieldType::kSize, Arg::kVocabSize, nullptr,
@@ -273,7 +294,8 @@ constexpr size_t Count(const OnlyWithRule (&)[N]) {
   return N;
 }
 
-const ObjectSchema kMha{"mha", kMhaFields, Count(kMhaFields), kMhaRules, Count(kMhaRules), nullptr};
+const ObjectSchema kMha{"mha",        kMhaFields,   Count(kMhaFields), kMhaRules, Count(kMhaRules),
+                        nullptr,      kMhaOnlyWith, Count(kMhaOnlyWith)};
 const ObjectSchema kTransformer{"transformer",        kTransformerFields,
                                 Count(kTransformerFields), kTransformerRules,
                                 Count(kTransformerRules),  nullptr,
@@ -418,7 +440,11 @@ void AppendSchemaJson(std::string* out, const ObjectSchema& s) {
       *out += ",";
       AppendJsonString(out, s.only_with[i].when);
       *out += ",";
-      AppendJsonString(out, s.only_with[i].value);
+      if (s.only_with[i].value != nullptr) {
+        AppendJsonString(out, s.only_with[i].value);
+      } else {
+        *out += "null";  // (the size `when` > 0)
+      }
       *out += "]";
     }
     *out += "]";
@@ -462,14 +488,13 @@ const ObjectSchema& MhaConfigSchema() { return kMha; }
 // torch.nn.MultiheadAttention argument: the Transformer sets them from its validated config).
 Status ValidateConfig(const MhaConfig& c) {
   HEADSCOPE_RETURN_IF_ERROR(CheckFields(kMha, &c));
-  if (c.rope_dims < 0 || c.rope_dims % 2 != 0 || c.rope_dims > c.head_dim()) {
-    return Status(StatusCode::kInvalidArgument,
-                  "rope_dims: expected 0 (no rotation) or an even number of dims in [2, head_dim = " +
-                      Int(c.head_dim()) + "], got " + Int(c.rope_dims));
-  }
-  if (c.rope_dims > 0 && !(std::isfinite(c.rope_base) && c.rope_base > 0)) {
-    return Status(StatusCode::kInvalidArgument,
-                  "rope_base: expected a finite number > 0, got " + Number(c.rope_base));
+  // rope_dims: even and within a head, which involves embed_dim / num_heads (no row can say it;
+  // web/lib/case.js's mhaRopeRule says it too, with this message).
+  if (c.rope_dims % 2 != 0 || c.rope_dims > c.head_dim()) {
+    return ArgError(StatusCode::kInvalidArgument, Arg::kRopeDims,
+                    "expected 0 (no rotation) or an even number of dims up to the head dim " +
+                        std::string(ArgName(Arg::kEmbedDim)) + " / " + ArgName(Arg::kNumHeads) +
+                        " = " + Int(c.head_dim()) + ", got " + Int(c.rope_dims));
   }
   return Status::Ok();
 }
@@ -577,10 +602,13 @@ Status CheckFields(const ObjectSchema& schema, const void* object, unsigned vari
     const FieldSpec* f = FindField(schema, r.field);
     const FieldSpec* when = FindField(schema, r.when);
     const double v = f->get(object).v[0], w = when->get(object).v[0];
-    if (w == ChoiceIndex(*when, r.value) || v == DefaultValue(*f)) continue;
+    const bool on = r.value != nullptr ? w == ChoiceIndex(*when, r.value) : w != 0;
+    if (on || v == DefaultValue(*f)) continue;
+    const std::string condition =
+        r.value != nullptr ? std::string(" \"") + r.value + "\"" : std::string(" > 0");
     return ArgError(StatusCode::kInvalidArgument, f->arg,
-                    std::string("applies only with ") + ArgName(when->arg) + " \"" + r.value +
-                        "\" (" + ArgName(when->arg) + " is " + ValueText(*when, w) +
+                    std::string("applies only with ") + ArgName(when->arg) + condition + " (" +
+                        ArgName(when->arg) + " is " + ValueText(*when, w) +
                         "): leave it at its default, " + ValueText(*f, DefaultValue(*f)) +
                         ", got " + ValueText(*f, v));
   }

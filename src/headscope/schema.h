@@ -70,12 +70,13 @@ struct DivisibleRule {
 };
 
 // "rope_layout applies only with positions \"rope\"": field `field` must be at its default
-// unless the choice field `when` is `value` (a setting that would otherwise be ignored is
-// refused, naming it).
+// unless the choice field `when` is `value`, or, with `value` null, unless the size `when` is not
+// 0 ("rope_base applies only with rope_dims > 0"): a setting that would otherwise be ignored is
+// refused, naming it.
 struct OnlyWithRule {
   const char* field;  // torch names
   const char* when;
-  const char* value;
+  const char* value;  // null: `when` > 0
 };
 
 struct ObjectSchema {

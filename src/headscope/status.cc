@@ -81,8 +81,9 @@ constexpr ArgNames kArgNames[] = {
     {"rope_layout", "ropeLayout", "config.ropeLayout"},
     {"rope_base", "ropeBase", "config.ropeBase"},
     {"rope_fraction", "ropeFraction", "config.ropeFraction"},
+    {"rope_dims", "ropeDims", "config.ropeDims"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kRopeFraction) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kRopeDims) + 1);
 
 }  // namespace
 

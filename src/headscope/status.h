@@ -46,7 +46,8 @@ enum class Arg {
   kConfig,  // a whole config (its weights' size)
   kNorm, kPositions, kCausal, kAct, kBias, kTieEmbeddings,  // the rest of the Transformer's config
   kNumKvHeads, kNKvHeads,  // grouped-query attention: MultiheadAttention's and the Transformer's
-  kRopeLayout, kRopeBase, kRopeFraction,  // the Transformer's rotary position embeddings
+  kRopeLayout, kRopeBase, kRopeFraction,  // rotary position embeddings (both objects' layout and
+  kRopeDims,                               // base, the Transformer's fraction, MHA's dims)
 };
 enum class Naming { kTorch, kJs };
 void SetNaming(Naming naming);

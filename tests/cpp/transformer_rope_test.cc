@@ -1,5 +1,6 @@
 // Rotary position embeddings in the Transformer (positions rope: TransformerConfig::rope_layout,
-// rope_base, rope_fraction; each layer's MultiheadAttention turns q and k, MhaConfig::rope_dims).
+// rope_base, rope_fraction; each layer's MultiheadAttention turns q and k, MhaConfig::rope_dims),
+// and MultiheadAttention's own rope_dims option (the last test).
 // The goldens (tests/golden/transformer/*-rope-*, tests/golden/train/*-rope-*) hold the numbers
 // against PyTorch; here what they cannot show: the config's rules and messages; the hooks are
 // the projections and exactly their turn; the two layouts are one model up to a permutation of
@@ -15,6 +16,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <random>
 #include <tuple>
 #include <vector>
 
@@ -417,6 +419,89 @@ TEST(TransformerRope, RecomputedAndKeptProjectionsGiveTheSameGradients) {
     EXPECT_LE(RelativeError(g1[i].data(), w32.data(), w32.size()), 1e-4) << p.name;
     ++i;
   }
+}
+
+}  // namespace
+}  // namespace headscope
+
+namespace headscope {
+namespace {
+
+// MultiheadAttention's own option (rope_dims, rope_layout, rope_base): its rules and messages; the
+// trace keeps q and k as projected and the turned ones in rot_q / rot_k, and Forward gives the
+// trace's output bits; ForwardCached over a cache continues the positions (its rows are the
+// bits of one Forward over the whole sequence, causal).
+TEST(MultiheadAttentionRope, RulesTraceAndTheCache) {
+  MhaConfig c;
+  c.embed_dim = 8;
+  c.num_heads = 2;
+  c.batch_first = true;
+  c.rope_dims = 4;
+  c.rope_layout = RopeLayout::kInterleaved;
+  c.rope_base = 100;
+  EXPECT_TRUE(ValidateConfig(c).ok());
+  MhaConfig bad = c;
+  bad.rope_dims = 3;
+  Status s = ValidateConfig(bad);
+  EXPECT_EQ(s.argument(), Arg::kRopeDims);
+  EXPECT_EQ(s.message(), "rope_dims: expected 0 (no rotation) or an even number of dims up to the "
+                         "head dim embed_dim / num_heads = 4, got 3");
+  bad.rope_dims = 6;
+  EXPECT_EQ(ValidateConfig(bad).argument(), Arg::kRopeDims);
+  bad.rope_dims = 1;  // below the row's range [2, ...] (0: none)
+  EXPECT_NE(ValidateConfig(bad).message().find("expected 0 (no rotation) or an integer in [2, "),
+            std::string::npos);
+  bad.rope_dims = 0;
+  s = ValidateConfig(bad);
+  EXPECT_EQ(s.argument(), Arg::kRopeLayout);
+  EXPECT_EQ(s.message(), "rope_layout: applies only with rope_dims > 0 (rope_dims is 0): leave it "
+                         "at its default, \"half\", got \"interleaved\"");
+  bad.rope_layout = RopeLayout::kHalf;
+  EXPECT_EQ(ValidateConfig(bad).argument(), Arg::kRopeBase);
+
+  std::unique_ptr<MultiheadAttention> mha;
+  ASSERT_TRUE(MultiheadAttention::Create(c, &mha).ok());
+  std::mt19937 rng(5);
+  test::LoadRandomWeights(mha.get(), &rng);
+  const int64_t N = 2, T = 7;
+  const std::vector<float> x = test::RandomVector(&rng, N * T * 8);
+  const TensorView in{x.data(), {N, T, 8}, x.size()};
+  ForwardOptions o;
+  o.is_causal = true;
+  o.need_weights = false;
+  AttentionTrace trace;
+  ForwardResult full;
+  ASSERT_TRUE(mha->Trace(in, in, in, o, &trace).ok());
+  ASSERT_TRUE(mha->Forward(in, in, in, o, &full).ok());
+  EXPECT_EQ(std::memcmp(trace.output.data.data(), full.output.data(), full.output.size() * 4), 0);
+  EXPECT_EQ(trace.rot_q.shape, trace.q.shape);
+  EXPECT_EQ(trace.rot_k.shape, trace.k.shape);
+  RopeTable table;
+  ASSERT_TRUE(table.Reserve(c, T));
+  std::vector<float> turned(trace.q.data.data(), trace.q.data.data() + trace.q.data.size());
+  RotateHeads(c, table, turned.data(), N * 2, T, T * 4, 4, 1, 0, false);
+  EXPECT_EQ(std::memcmp(turned.data(), trace.rot_q.data.data(), turned.size() * 4), 0);
+  // Positions 0 .. 3 then 4 .. 6 through a cache: the full call's rows, bit for bit.
+  KvCache cache;
+  ASSERT_TRUE(cache.Reset(N, T, 8));
+  CallContext context;
+  std::vector<float> got(static_cast<size_t>(N * T * 8));
+  for (const auto& [t0, len] : {std::pair<int64_t, int64_t>{0, 4}, {4, 3}}) {
+    std::vector<float> part;
+    for (int64_t n = 0; n < N; ++n) {
+      part.insert(part.end(), x.begin() + (n * T + t0) * 8, x.begin() + (n * T + t0 + len) * 8);
+    }
+    ForwardResult r;
+    ForwardOptions co;
+    ASSERT_TRUE(mha->ForwardCached({part.data(), {N, len, 8}, part.size()}, co, &cache, &r,
+                                   &context)
+                    .ok());
+    for (int64_t n = 0; n < N; ++n) {
+      std::copy(r.output.data() + n * len * 8, r.output.data() + (n + 1) * len * 8,
+                got.begin() + (n * T + t0) * 8);
+    }
+  }
+  EXPECT_EQ(std::memcmp(got.data(), full.output.data(), got.size() * 4), 0);
 }
 
 }  // namespace

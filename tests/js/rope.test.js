@@ -1,5 +1,5 @@
 // Rotary position embeddings through WebAssembly: the Transformer's positions 'rope' with
-// ropeLayout, ropeBase and ropeFraction. The PyTorch goldens with them (tests/golden/transformer/
+// ropeLayout, ropeBase and ropeFraction, and MultiheadAttention's ropeDims. The PyTorch goldens with them (tests/golden/transformer/
 // *-rope-*, tests/golden/train/*-rope-*) run in case-transformer.test.js and train.test.js with
 // every other golden; here their worst errors are reported apart, and what they cannot show
 // through the public API: the config and its hooks; the two layouts are one model up to a
@@ -183,6 +183,54 @@ test('a Worker computes the same bits (forward with the turned hooks, backward)'
   } finally {
     await remote.terminate();
   }
+});
+
+test('MultiheadAttention ropeDims: the rules, trace()\'s rotQ / rotK, the MHA rope goldens', () => {
+  assert.throws(() => hs.createMultiheadAttention({ embedDim: 8, numHeads: 2, ropeDims: 3 }),
+    { message: 'config.ropeDims: expected 0 (no rotation) or an even number of dims up to the head dim embedDim / numHeads = 4, got 3' });
+  assert.throws(() => hs.createMultiheadAttention({ embedDim: 8, numHeads: 2, ropeLayout: 'interleaved' }),
+    { message: 'config.ropeLayout: applies only with ropeDims > 0 (ropeDims is 0): leave it at its default, "half", got "interleaved"' });
+  const mha = hs.createMultiheadAttention({ embedDim: 8, numHeads: 2, ropeDims: 2, ropeLayout: 'interleaved', batchFirst: true });
+  const plain = hs.createMultiheadAttention({ embedDim: 8, numHeads: 2, batchFirst: true });
+  try {
+    const sd = {};
+    for (const [k, shape] of Object.entries(mha.parameterShapes())) {
+      sd[k] = { data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, (_, i) => Math.sin(i * 1.7)), shape };
+    }
+    mha.loadStateDict(sd);
+    plain.loadStateDict(sd);
+    const x = { data: Float32Array.from({ length: 2 * 5 * 8 }, (_, i) => Math.cos(i * 0.3)), shape: [2, 5, 8] };
+    const t = mha.trace(x, x, x, { isCausal: true });
+    const p = plain.trace(x, x, x, { isCausal: true });
+    assert.deepEqual(Object.keys(p), ['q', 'k', 'v', 'scores', 'weights', 'headOutputs', 'concat', 'output']);
+    assert.deepEqual(Object.keys(t), [...Object.keys(p), 'rotQ', 'rotK']);
+    assertSameResultBits(t.q, p.q, 'q: the projection');
+    assert.deepEqual(t.rotQ.shape, [2, 2, 5, 4]);
+    // Position 0 and dims 2, 3 (beyond rope_dims) do not turn; the others do.
+    let moved = 0;
+    for (let i = 0; i < t.q.data.length; i++) {
+      const row = Math.floor(i / 4) % 5;
+      const dim = i % 4;
+      if (row === 0 || dim >= 2) assert.equal(t.rotQ.data[i], t.q.data[i]);
+      else moved = Math.max(moved, Math.abs(t.rotQ.data[i] - t.q.data[i]));
+    }
+    assert.ok(moved > 1e-3);
+    assertSameResultBits(mha.forward(x, x, x, { isCausal: true, needWeights: false }).output, t.output, 'forward = trace');
+  } finally {
+    mha.dispose();
+    plain.dispose();
+  }
+  const dir = new URL('../golden/', import.meta.url);
+  const files = readdirSync(dir).filter((f) => f.startsWith('rope-')).sort();
+  assert.ok(files.length >= 5);
+  let worst = 0;
+  for (const f of files) {
+    const doc = JSON.parse(readFileSync(new URL(f, dir), 'utf8'));
+    const check = hs.checkCase(doc, hs.runCase(doc));
+    assert.ok(check.ok, `${f}: ${check.detail}`);
+    worst = Math.max(worst, check.maxRelativeError);
+  }
+  console.log(`# MultiheadAttention rope goldens in WebAssembly: ${files.length}, worst relative error ${worst.toExponential(2)}`);
 });
 
 test('the rope goldens in WebAssembly: forward (runCase) within 1e-4 of PyTorch, gradients within 1e-4', () => {

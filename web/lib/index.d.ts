@@ -72,6 +72,17 @@ export interface MultiheadAttentionConfig {
   vdim?: number | null;
   /** Default false: inputs are (L, N, E); true: (N, L, E). */
   batchFirst?: boolean;
+  /**
+   * = 0 (no rotation). Rotary position embeddings (headscope's, not a torch argument): the first
+   * ropeDims dims (even, at most the head dim) of every head of q and k turn by position after
+   * the projections: query i at position i, key j at j (the extra keys of addBiasKV / addZeroAttn
+   * do not turn); trace() then has rotQ / rotK.
+   */
+  ropeDims?: number;
+  /** = 'half' (ropeDims > 0 only): pairs (i, i + r/2) (GPT-NeoX, LLaMA) or (2i, 2i + 1) ('interleaved'). */
+  ropeLayout?: 'half' | 'interleaved';
+  /** = 10000 (ropeDims > 0 only): pair i of r turns by pos / ropeBase^(2i / r). */
+  ropeBase?: number;
 }
 
 export type NormalizedConfig = Required<{ [K in keyof MultiheadAttentionConfig]: NonNullable<MultiheadAttentionConfig[K]> }>;
@@ -154,6 +165,10 @@ export interface AttentionTrace {
   concat: Tensor;
   /** The query's layout: concat x W_O^T + b_O. */
   output: Tensor;
+  /** ([N,] H, L, headDim): q turned by position (config.ropeDims > 0 only): what the scores use. */
+  rotQ?: Tensor;
+  /** ([N,] G, S, headDim): k turned by position (config.ropeDims > 0 only; extra keys unturned). */
+  rotK?: Tensor;
   /** Only when options.headStats was true. */
   headStats?: HeadStats;
 }
@@ -194,6 +209,10 @@ export interface CaseDocument {
     vdim?: number | null;
     batch_first?: boolean;
     dropout?: number | null;
+    num_kv_heads?: number | null;
+    rope_dims?: number | null;
+    rope_layout?: 'half' | 'interleaved' | null;
+    rope_base?: number | null;
   };
   state_dict: { [key: string]: unknown };
   inputs: {
@@ -409,11 +428,16 @@ export interface TransformerCaseDocument {
     n_heads?: number | null;
     d_mlp?: number | null;
     norm?: 'pre' | 'post' | 'none' | null;
-    positions?: 'learned' | 'sinusoidal' | 'none' | null;
+    positions?: 'learned' | 'sinusoidal' | 'none' | 'rope' | null;
     causal?: boolean | null;
     act?: 'gelu' | 'relu' | null;
     bias?: boolean | null;
     ln_eps?: number | null;
+    tie_embeddings?: boolean | null;
+    n_kv_heads?: number | null;
+    rope_layout?: 'half' | 'interleaved' | null;
+    rope_base?: number | null;
+    rope_fraction?: number | null;
   };
   state_dict: { [key: string]: unknown };
   inputs: {

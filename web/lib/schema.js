@@ -22,9 +22,13 @@ export const SCHEMA = deepFreeze({
         {"torch":"add_zero_attn","js":"addZeroAttn","type":"bool","default":{"value":false},"doc":"a zero key and value row after the keys"},
         {"torch":"kdim","js":"kdim","type":"size","min":1,"max":16777216,"nullMeans":"embed_dim","default":{"value":null},"doc":"the key's last dimension (null: embed_dim)"},
         {"torch":"vdim","js":"vdim","type":"size","min":1,"max":16777216,"nullMeans":"embed_dim","default":{"value":null},"doc":"the value's last dimension (null: embed_dim)"},
-        {"torch":"batch_first","js":"batchFirst","type":"bool","default":{"value":false},"doc":"inputs (N, L, E) instead of (L, N, E)"}
+        {"torch":"batch_first","js":"batchFirst","type":"bool","default":{"value":false},"doc":"inputs (N, L, E) instead of (L, N, E)"},
+        {"torch":"rope_dims","js":"ropeDims","type":"size","min":2,"max":16777216,"zero":"no rotation","default":{"value":0},"doc":"rotary position embeddings: the first r dims of each head of q and k turn by position (even, at most the head dim); 0: none"},
+        {"torch":"rope_layout","js":"ropeLayout","type":"choice","choices":["half","interleaved"],"default":{"value":"half"},"doc":"rope_dims > 0: dim i pairs with i + r/2 (half: GPT-NeoX, LLaMA) or 2i with 2i + 1 (interleaved: RoFormer, GPT-J)"},
+        {"torch":"rope_base","js":"ropeBase","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":10000},"doc":"rope_dims > 0: pair i of r turns by pos / rope_base^(2i / r)"}
       ],
-      "divisible": [["embed_dim","num_heads"],["num_heads","num_kv_heads"]]
+      "divisible": [["embed_dim","num_heads"],["num_heads","num_kv_heads"]],
+      "onlyWith": [["rope_layout","rope_dims",null],["rope_base","rope_dims",null]]
     },
     {
       "name": "transformer",
