@@ -59,6 +59,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+sys.dont_write_bytecode = True  # no __pycache__ in tools/
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tiny_transformer as tt  # noqa: E402  (apply_rope: the rotary cases' torch run)
+
 TOL = 1e-10
 NEG_INF = float("-inf")
 
@@ -104,6 +108,24 @@ def additive(mask):
     if mask.dtype == bool:
         return np.where(mask, NEG_INF, 0.0)
     return mask.astype(np.float64)
+
+
+def rope_numpy(x, cfg):
+    """Rotary position embeddings (rope_dims = r > 0) of x [..., T, hd], token t at position t,
+    in float64: pair i of the first r dims turns by t / base^(2i / r) (the angles as
+    tools/tiny_transformer.py's rope_cos_sin computes them); "half" pairs (i, i + r/2),
+    "interleaved" (2i, 2i + 1); the other dims pass through."""
+    r, base, T = cfg["rope_dims"], cfg["rope_base"], x.shape[-2]
+    theta = [1.0 / math.pow(base, (2 * i) / r) for i in range(r // 2)]
+    cos = np.array([[math.cos(float(t) * th) for th in theta] for t in range(T)])
+    sin = np.array([[math.sin(float(t) * th) for th in theta] for t in range(T)])
+    half = cfg["rope_layout"] == "half"
+    a = np.arange(r // 2) if half else 2 * np.arange(r // 2)
+    b = a + r // 2 if half else a + 1
+    y = x.copy()
+    y[..., a] = x[..., a] * cos - x[..., b] * sin
+    y[..., b] = x[..., a] * sin + x[..., b] * cos
+    return y
 
 
 def manual_forward(cfg, sd, inp):
@@ -166,6 +188,9 @@ def manual_forward(cfg, sd, inp):
     Qh = Q.reshape(L, N, H, hd).transpose(1, 2, 0, 3)  # [N, H, L, hd]
     Kh = K.reshape(Sx, N, G, hd).transpose(1, 2, 0, 3)  # [N, G, S', hd]
     Vh = V.reshape(Sx, N, G, hd).transpose(1, 2, 0, 3)  # [N, G, S', hd]
+    if cfg.get("rope_dims"):  # query i at position i, key j at j; bias_k (row S) does not turn
+        Qh = rope_numpy(Qh, cfg)
+        Kh = np.concatenate([rope_numpy(Kh[:, :, :S], cfg), Kh[:, :, S:]], axis=2)
     # Head h reads K/V head h // (H / G): torch's repeat_interleave on the head axis. (Only when
     # G < H: a copy changes numpy's memory layout, and with it the matmul's last bits.)
     if G < H:
@@ -226,7 +251,8 @@ def torch_gqa_forward(cfg, sd, inp, dtype=torch.float64):
     F.scaled_dot_product_attention) with the call's masks as one additive float mask (bool: -inf
     where True; extra keys never masked), then out_proj. Fully masked rows are NaN, as in torch's
     module. Returns what torch_forward returns: (output, weights or None, folded=False)."""
-    E, H, G = cfg["embed_dim"], cfg["num_heads"], cfg["num_kv_heads"]
+    E, H = cfg["embed_dim"], cfg["num_heads"]
+    G = cfg.get("num_kv_heads") or H
     hd = E // H
     Ekv = G * hd
     d = lambda a: torch.tensor(np.asarray(a), dtype=dtype)
@@ -255,6 +281,10 @@ def torch_gqa_forward(cfg, sd, inp, dtype=torch.float64):
         V = torch.cat([V, d(sd["bias_v"]).reshape(1, 1, Ekv).expand(1, N, Ekv)])
     heads = lambda X, n: X.reshape(X.shape[0], N, n, hd).permute(1, 2, 0, 3)  # [N, n, T, hd]
     Qh, Kh, Vh = heads(Q, H), heads(K, G), heads(V, G)
+    if cfg.get("rope_dims"):  # tools/tiny_transformer.py's apply_rope (each layout written out)
+        rope = (cfg["rope_layout"], cfg["rope_base"], cfg["rope_dims"])
+        Qh = tt.apply_rope(Qh, torch.arange(L), *rope)
+        Kh = torch.cat([tt.apply_rope(Kh[:, :, :S], torch.arange(S), *rope), Kh[:, :, S:]], dim=2)
     if cfg["add_zero_attn"]:
         Kh = torch.cat([Kh, torch.zeros(N, G, 1, hd, dtype=dtype)], dim=2)
         Vh = torch.cat([Vh, torch.zeros(N, G, 1, hd, dtype=dtype)], dim=2)
@@ -291,9 +321,10 @@ def torch_forward(cfg, sd, inp, dtype=torch.float64):
     """The call through torch in `dtype`: float64 for the expected values' check, float32 for the
     numerics cases' check of what torch's float32 module itself gives. Grouped-query configs go
     through torch_gqa_forward (torch's module has no num_kv_heads)."""
-    if cfg.get("num_kv_heads") is not None:
+    if cfg.get("num_kv_heads") is not None or cfg.get("rope_dims"):
         out, w, folded = torch_gqa_forward(cfg, sd, inp, dtype)
-        if cfg["num_kv_heads"] == cfg["num_heads"]:  # G = H: torch's own module agrees
+        if cfg.get("num_kv_heads") == cfg["num_heads"] and not cfg.get("rope_dims"):
+            # G = H: torch's own module agrees
             plain = {k: v for k, v in cfg.items() if k != "num_kv_heads"}
             t_out, t_w, _ = torch_forward(plain, sd, inp, dtype)
             assert np.allclose(out, t_out, atol=TOL, rtol=0, equal_nan=True)
@@ -514,12 +545,14 @@ def build_case(spec):
     E, H = spec.get("E", 6), spec.get("H", 2)
     kdim, vdim = spec.get("kdim"), spec.get("vdim")
     G = spec.get("G")  # num_kv_heads (grouped-query attention); written only when given
+    rope = spec.get("rope")  # (rope_dims, rope_layout, rope_base); written only when given
     cfg = {
         "embed_dim": E, "num_heads": H, **({} if G is None else {"num_kv_heads": G}),
         "bias": spec.get("bias", True),
         "add_bias_kv": spec.get("bias_kv", False), "add_zero_attn": spec.get("zero_attn", False),
         "kdim": None if kdim in (None, E) else kdim, "vdim": None if vdim in (None, E) else vdim,
         "batch_first": spec.get("batch_first", False),
+        **({} if rope is None else dict(zip(("rope_dims", "rope_layout", "rope_base"), rope))),
     }
     kd, vd = kdim or E, vdim or E
     N = spec.get("N", 2)  # None: unbatched
@@ -998,6 +1031,25 @@ CASES = [
          note="E=32, 8 heads of dim 4 over 4 K/V heads (H/2), L=S=16 (the packed path), causal"),
     dict(name="gqa-explicit-kv-heads-equal-heads", E=8, H=4, G=4, N=2, L=4, S=5, cross=True,
          note="num_kv_heads=num_heads=4 given explicitly: plain multi-head attention"),
+
+    # --- rotary position embeddings (rope_dims; not a torch argument) --------------------------
+    dict(name="rope-half-self-causal-batched", E=8, H=2, N=2, L=6, causal=True, average=False,
+         rope=(4, "half", 10000.0),
+         note="rope_dims=4 (the whole head), rotate-half layout, (L,N,E) self, is_causal, per-head weights"),
+    dict(name="rope-interleaved-cross-kdim-unbatched-kpm", E=8, H=2, kdim=5, vdim=3, N=None, L=3,
+         S=5, kpm="bool", rope=(4, "interleaved", 100.0),
+         note="rope_dims=4 interleaved, base 100, unbatched cross with kdim/vdim (L=3 queries at "
+              "positions 0..2, S=5 keys at 0..4), bool kpm, averaged weights"),
+    dict(name="rope-partial-gqa-g2-h4-batch-first-mask", E=16, H=4, G=2, N=2, L=5,
+         batch_first=True, mask="bool-2d", average=False, rope=(2, "half", 10000.0),
+         note="rope_dims=2 of 4 head dims (the rest pass through), 2 K/V heads for 4, batch_first, "
+              "bool 2-D mask"),
+    dict(name="rope-bias-kv-zero-attn-interleaved", E=8, H=2, N=2, L=4, bias_kv=True,
+         zero_attn=True, average=False, rope=(2, "interleaved", 10000.0),
+         note="rope_dims=2 interleaved with add_bias_kv and add_zero_attn: the extra keys do not turn"),
+    dict(name="rope-half-packed-l16-causal", E=32, H=4, N=1, L=16, causal=True, w_scale=0.3,
+         grid_bits=6, average=False, rope=(8, "half", 500000.0),
+         note="E=32, 4 heads of dim 8, rope_dims=8, base 500000, L=S=16 (the packed path), causal"),
 ]
 
 
@@ -1172,6 +1224,14 @@ def write_readme(out, rows, gate_rows):
         "  `F._scaled_dot_product_attention` (torch 1.13's name of `scaled_dot_product_attention`) with",
         "  the masks as one additive float mask; the same 1e-10 agreement and NaN rows are asserted.",
         "  Only these files have `num_kv_heads` in their config.",
+        "- Rotary position embeddings (`rope-*`): `rope_dims` (r), `rope_layout` and `rope_base` are",
+        "  not `torch.nn.MultiheadAttention` arguments. After the projections (and their biases), the",
+        "  first r dims of each query head turn by the query's position i and of each key head by the",
+        "  key's position j (pair p by i / rope_base^(2p / r): (a, b) -> (a cos - b sin, a sin + b cos),",
+        "  pairs (p, p + r/2) with `half`, (2p, 2p + 1) with `interleaved`); the extra keys of",
+        "  `add_bias_kv` / `add_zero_attn` do not turn. The torch run is the grouped-query one above",
+        "  with `tools/tiny_transformer.py`'s `apply_rope` on q and the first S keys; the same 1e-10",
+        "  agreement is asserted. Only these files have the `rope_*` keys in their config.",
         "",
         "## Fully masked rows",
         "",

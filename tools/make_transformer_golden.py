@@ -62,10 +62,16 @@ CONFIG_KEYS = ["vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_mlp
 OPTIONAL_KEYS = {"tie_embeddings": False, "n_kv_heads": None, "attn_window": 0}
 
 
+# positions "rope": its three keys, written (all three, defaults too) exactly when positions is
+# "rope" (they must be at their defaults otherwise).
+ROPE_KEYS = ["rope_layout", "rope_base", "rope_fraction"]
+
+
 def config_keys(c):
     """The config's keys as a file writes them: CONFIG_KEYS, then each optional key not at its
-    default."""
-    return CONFIG_KEYS + [k for k, d in OPTIONAL_KEYS.items() if c.get(k, d) != d]
+    default, then the rope keys with positions "rope"."""
+    keys = CONFIG_KEYS + [k for k, d in OPTIONAL_KEYS.items() if c.get(k, d) != d]
+    return keys + (ROPE_KEYS if c["positions"] == "rope" else [])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -73,9 +79,15 @@ def config_keys(c):
 # ----------------------------------------------------------------------------------------------
 
 def config_name(c):
-    """norm-positions[-act][-nobias][-tied]-mlp|attn-only[-noncausal]-lL-hH (act only with an
-    MLP)."""
+    """norm-positions[-layout[-fracF][-baseB]][-act][-nobias][-tied]-mlp|attn-only[-noncausal]
+    -lL-hH[-kvG] (act only with an MLP; the rope parts with positions "rope")."""
     parts = [c["norm"], c["positions"]]
+    if c["positions"] == "rope":
+        parts.append(c["rope_layout"])
+        if c["rope_fraction"] != 1.0:
+            parts.append(f"frac{c['rope_fraction']:g}")
+        if c["rope_base"] != 10000.0:
+            parts.append(f"base{c['rope_base']:g}")
     if c["d_mlp"] > 0:
         parts.append(c["act"])
     if not c["bias"]:
@@ -93,9 +105,16 @@ def config_name(c):
     return "-".join(parts)
 
 
+def rope_config(pos, rope, base, fraction):
+    """The rope keys of a case's config: rope = "half" | "interleaved" with pos "rope", else
+    None (and no keys)."""
+    assert (pos == "rope") == (rope is not None)
+    return {} if rope is None else dict(rope_layout=rope, rope_base=base, rope_fraction=fraction)
+
+
 def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bias=True,
-         eps=1e-5, tie=False, kv=None, window=0, B, T, targets=None, gates=None, prefix="", suffix="",
-         covers=""):
+         eps=1e-5, tie=False, kv=None, window=0, rope=None, base=10000.0, fraction=1.0, B, T,
+         targets=None, gates=None, prefix="", suffix="", covers=""):
     """B None: unbatched tokens (T). targets: None | "next" (next token, last -100) | "some"
     (random, about a quarter -100) | "all" (random, none ignored) | "most" (all -100 but two) |
     "induction" (first half random, second half repeats it; next-token targets)."""
@@ -107,6 +126,7 @@ def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bia
         config["n_kv_heads"] = kv
     if window:
         config["attn_window"] = window
+    config.update(rope_config(pos, rope, base, fraction))
     shape = "unbatched" if B is None else f"b{B}"
     name = "-".join(p for p in (prefix, config_name(config), suffix, shape) if p)
     return dict(name=name, config=config, B=B, T=T, targets=targets, gates=gates, covers=covers)
@@ -274,6 +294,58 @@ CASES = [
     case(V=28, L=24, D=32, layers=2, heads=4, mlp=0, norm="pre", pos="alibi", window=8, B=1,
          T=24, targets="induction", prefix="induction-lab", covers="the induction lab's shape "
          "with ALiBi and window 8, T = max_len = 24 (a window shorter than the repeat's lag)"),
+    # Rotary position embeddings (positions "rope": q and k turned by position in every layer,
+    # no pos_embed; hook_rot_q / hook_rot_k), both layouts.
+    case(V=9, L=8, D=8, layers=1, heads=2, mlp=0, norm="pre", pos="rope", rope="half", B=2, T=5,
+         targets="next", covers="rope, rotate-half layout (GPT-NeoX, LLaMA), attention only"),
+    case(V=9, L=8, D=8, layers=1, heads=2, mlp=0, norm="pre", pos="rope", rope="interleaved",
+         B=2, T=5, targets="next", covers="rope, interleaved layout (RoFormer, GPT-J), the "
+         "previous case's shape"),
+    case(V=11, L=8, D=16, layers=2, heads=2, mlp=16, norm="pre", pos="rope", rope="half",
+         fraction=0.5, B=2, T=8, targets="some", covers="partial rotary: 4 of 8 head dims turn "
+         "(rope_fraction 0.5), pre-norm with MLP, T = max_len"),
+    case(V=10, L=7, D=16, layers=2, heads=2, mlp=0, norm="post", pos="rope", rope="interleaved",
+         fraction=0.5, B=None, T=7, targets="next", covers="partial rotary, interleaved, "
+         "post-norm, unbatched, T = max_len"),
+    case(V=11, L=8, D=16, layers=2, heads=4, kv=2, mlp=16, norm="pre", pos="rope", rope="half",
+         B=2, T=6, targets="next", covers="rope with grouped-query attention (2 K/V heads for 4: "
+         "hook_rot_k has the 2)"),
+    case(V=9, L=6, D=8, layers=2, heads=4, kv=1, mlp=8, norm="none", pos="rope",
+         rope="interleaved", causal=False, act="relu", B=3, T=5,
+         gates=[[0.0, 0.5, 1.0, 2.0], [1.0, 1.0, 0.0, 1.0]], suffix="gates",
+         covers="rope with multi-query attention (head dim 2: one pair), non-causal, head gates"),
+    case(V=8, L=6, D=8, layers=1, heads=2, mlp=8, norm="pre", pos="rope", rope="half", B=2, T=1,
+         targets="all", suffix="t1", covers="rope with T = 1 (position 0: no turn)"),
+    case(V=8, L=6, D=8, layers=2, heads=1, mlp=0, norm="post", pos="rope", rope="interleaved",
+         B=None, T=1, targets="all", suffix="t1", covers="rope, T = 1, unbatched"),
+    case(V=10, L=8, D=12, layers=2, heads=3, mlp=12, norm="none", pos="rope", rope="half",
+         causal=False, act="relu", bias=False, B=2, T=8, targets="some", covers="rope, "
+         "non-causal, no LayerNorm, no bias (q and k turned without their biases), T = max_len"),
+    case(V=9, L=9, D=16, layers=2, heads=2, mlp=8, norm="pre", pos="rope", rope="interleaved",
+         base=100.0, fraction=0.75, B=2, T=9, targets="next", covers="rope_base 100 (fast "
+         "turns), 6 of 8 dims turn (rope_fraction 0.75), T = max_len"),
+    case(V=9, L=8, D=20, layers=1, heads=2, mlp=0, norm="pre", pos="rope", rope="half",
+         fraction=0.3, B=1, T=7, targets="some", covers="the rounding rule: 0.3 of 10 dims is "
+         "3.0000000000000004, rounded down to an even 2 rotary dims"),
+    case(V=8, L=6, D=6, layers=2, heads=2, mlp=6, norm="pre", pos="rope", rope="half", B=2, T=6,
+         targets="next", covers="an odd head dim (3): 2 dims turn, 1 passes through"),
+    case(V=9, L=7, D=8, layers=2, heads=4, kv=2, mlp=0, norm="post", pos="rope",
+         rope="interleaved", bias=False, tie=True, B=2, T=7, targets="next", covers="rope, "
+         "grouped-query, tied embeddings, no bias, post-norm, T = max_len"),
+    case(V=12, L=8, D=8, layers=1, heads=1, mlp=8, norm="pre", pos="rope", rope="half",
+         base=500000.0, B=2, T=8, targets="next", covers="rope_base 500000 (LLaMA 3's), one "
+         "head, T = max_len"),
+    case(V=28, L=16, D=32, layers=2, heads=2, mlp=0, norm="pre", pos="rope", rope="half", B=1,
+         T=16, targets="induction", prefix="induction-lab", covers="the induction lab's model "
+         "with rotary positions, T = max_len = 16"),
+    # Rotary positions with the other variants.
+    case(V=11, L=10, D=16, layers=2, heads=4, kv=2, mlp=16, norm="pre", pos="rope", rope="half",
+         window=3, B=2, T=10, targets="next", covers="rope with a window of 3 and grouped-query "
+         "attention (2 K/V heads), T = max_len"),
+    case(V=9, L=8, D=12, layers=1, heads=3, kv=1, mlp=0, norm="pre", pos="rope",
+         rope="interleaved", fraction=0.5, causal=False, window=2, B=None, T=8,
+         covers="rope interleaved, partial, multi-query, non-causal with a bidirectional window "
+         "2, unbatched, T = max_len"),
 ]
 
 
@@ -444,6 +516,26 @@ def build_doc(spec):
 # Checking a written file
 # ----------------------------------------------------------------------------------------------
 
+def rope_check(x, c):
+    """x [B, n, T, dh] turned by rotary positions as the usual code writes each layout, apart
+    from tiny_transformer.apply_rope: GPT-NeoX / LLaMA's x * cos + rotate_half(x) * sin over the
+    rotary dims (cos and sin repeated: cat(freqs, freqs)), GPT-J's x * cos + rotate_every_two(x) *
+    sin (cos and sin repeat_interleave'd); angles from torch's own float64 pow, cos and sin."""
+    r, T = tt.rope_dims(c), x.shape[2]
+    inv_freq = 1.0 / (c["rope_base"] ** (torch.arange(0, r, 2, dtype=torch.float64) / r))
+    freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)       # [T, r/2]
+    rot, rest = x[..., :r], x[..., r:]
+    if c["rope_layout"] == "half":
+        emb = torch.cat([freqs, freqs], dim=-1)
+        x1, x2 = rot[..., : r // 2], rot[..., r // 2:]
+        turned = rot * emb.cos() + torch.cat([-x2, x1], dim=-1) * emb.sin()
+    else:
+        emb = freqs.repeat_interleave(2, dim=-1)
+        every_two = torch.stack([-rot[..., 1::2], rot[..., 0::2]], dim=-1).flatten(-2)
+        turned = rot * emb.cos() + every_two * emb.sin()
+    return torch.cat([turned, rest], dim=-1)
+
+
 def as_array(x):
     """Nested JSON values (numbers or "inf"/"-inf"/"nan") -> float64 numpy array."""
     def conv(v):
@@ -547,9 +639,9 @@ def check_file(path, spec):
     dh = D // H
     G = c.get("n_kv_heads") or H
     for k, v in hooks.items():
-        if k.endswith((".hook_k", ".hook_v")):
+        if k.endswith((".hook_k", ".hook_v", ".hook_rot_k")):
             want = (B, G, T, dh)
-        elif k.endswith((".hook_q", ".hook_z")):
+        elif k.endswith((".hook_q", ".hook_z", ".hook_rot_q")):
             want = (B, H, T, dh)
         elif k.endswith((".hook_attn_scores", ".hook_pattern")):
             want = (B, H, T, T)
@@ -572,6 +664,8 @@ def check_file(path, spec):
             mask = mask.masked_fill(blocked, float("-inf"))
         for l in range(c["n_layers"]):
             q, k, v = (hooks[f"blocks.{l}.attn.hook_{x}"] for x in "qkv")
+            if c["positions"] == "rope":  # (the scores read the turned q and k)
+                q, k = (hooks[f"blocks.{l}.attn.hook_rot_{x}"] for x in "qk")
             k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
             z, w = torch.nn.functional._scaled_dot_product_attention(q, k, v, mask, 0.0, True, False)
             if gates is not None:
@@ -601,8 +695,9 @@ def check_file(path, spec):
             if not c["causal"]:
                 blocked |= jj >= ii + w
         for l in range(c["n_layers"]):
-            q = hooks[f"blocks.{l}.attn.hook_q"].numpy()
-            k = hooks[f"blocks.{l}.attn.hook_k"].numpy().repeat(H // G, axis=1)
+            rot = "rot_" if c["positions"] == "rope" else ""  # the scores use the turned q and k
+            q = hooks[f"blocks.{l}.attn.hook_{rot}q"].numpy()
+            k = hooks[f"blocks.{l}.attn.hook_{rot}k"].numpy().repeat(H // G, axis=1)
             want = (q / math.sqrt(dh)) @ k.transpose(0, 1, 3, 2)
             if c["positions"] == "alibi":
                 want = want - slopes.astype(np.float64)[None, :, None, None] * np.abs(ii - jj)
@@ -615,6 +710,15 @@ def check_file(path, spec):
             full.load_state_dict(sd)
             l_full, _, _ = run(full, tokens, targets, gates, torch.float64)
             assert torch.equal(l_full, logits), spec["name"] + ": window >= T differs from none"
+    # Rotary positions: each layer's hook_rot_q / hook_rot_k are its hook_q / hook_k turned as
+    # the other formulations of each layout compute it (rope_check), to 1e-12.
+    if c["positions"] == "rope":
+        for l in range(c["n_layers"]):
+            for x in "qk":
+                want = rope_check(hooks[f"blocks.{l}.attn.hook_{x}"], c)
+                e = relative_error(hooks[f"blocks.{l}.attn.hook_rot_{x}"].numpy(), want.numpy(),
+                                   f"hook_rot_{x}")
+                assert e <= SELF_CHECK_TOL, f"{spec['name']}: layer {l} hook_rot_{x} off by {e}"
 
     # The float32 module on the same (float32) weights agrees within the stated tolerance.
     m32 = tt.TinyTransformer(**c).eval()
@@ -658,6 +762,10 @@ def config_summary(c):
         parts.append(f"n_kv_heads={c['n_kv_heads']}")
     if c.get("attn_window"):
         parts.append(f"attn_window={c['attn_window']}")
+    if c["positions"] == "rope":
+        parts.append(f"rope_layout={c['rope_layout']} rope_base={c['rope_base']:g} "
+                     f"rope_fraction={c['rope_fraction']:g} ({tt.rope_dims(c)} of "
+                     f"{c['d_model'] // c['n_heads']} dims turn)")
     return " ".join(parts)
 
 
@@ -716,6 +824,14 @@ rewrites byte-identical files.
   repository, rounded to float32), -inf where j > i (causal), j <= i - w or (non-causal)
   j >= i + w, to 1e-12; and a window of T keys (causal) gives the numbers of the same weights
   without a window.
+- `positions` "rope" (the `-rope-` cases): rotary position embeddings; the config then has
+  `rope_layout`, `rope_base` and `rope_fraction`, all three (written exactly when `positions` is
+  `"rope"`), there is no `pos_embed.weight` and no `hook_pos_embed`, and each layer has
+  `hook_rot_q` [B, H, T, dh] and `hook_rot_k` [B, G, T, dh] after `hook_v`: q and k turned by
+  position (`hook_q` / `hook_k` are before the turn). The script also checks each layer's
+  `hook_rot_q` / `hook_rot_k` against its `hook_q` / `hook_k` turned by the usual code of each
+  layout (GPT-NeoX's `rotate_half`, GPT-J's `rotate_every_two`, torch's own float64 angles), to
+  1e-12.
 - Every hook the reference returns is in `expected.hooks`, `logits` included (equal to
   `expected.logits`).
 - The script checks every file it writes: read back as JSON, its `state_dict` loaded into a

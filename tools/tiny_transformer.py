@@ -12,6 +12,10 @@
 # position embedding) and attn_window (default 0 = full attention: sliding-window attention,
 # Mistral's / Longformer's): both change only the attention scores, and every other config's
 # numbers stay the spec's (attention() adds nothing and masks as before when neither is set).
+# And positions "rope" with rope_layout, rope_base, rope_fraction (defaults "half", 10000.0, 1.0,
+# refused with any other positions): rotary position embeddings (Su et al. 2021) on q and k in
+# every attention layer, no position added to the stream (LLaMA); apply_rope below writes out
+# each layout. Every other config's numbers are unchanged.
 
 """The reference model for headscope's trainable transformer: a small decoder/encoder stack built
 from torch.nn.MultiheadAttention, written so that every name in its state_dict, every hook and
@@ -25,8 +29,8 @@ Config (JSON/JS names in brackets; defaults after '='):
   vocab_size [vocabSize], max_len [maxLen], d_model [dModel], n_layers [nLayers] = 1,
   n_heads [nHeads] = 1, d_mlp [dMlp] = 0 (0: attention-only, no MLP and no ln2),
   norm [norm] = "pre" ("pre" | "post" | "none"), positions [positions] = "learned"
-  ("learned" | "sinusoidal" | "none" | "alibi"; "alibi": no position embedding and no
-  hook_pos_embed, as "none", but every layer's head h adds the ALiBi bias -(m_h |i - j|) to its
+  ("learned" | "sinusoidal" | "none" | "alibi" | "rope"; "rope": see rope_layout below;
+  "alibi": no position embedding and no hook_pos_embed, as "none", but every layer's head h adds the ALiBi bias -(m_h |i - j|) to its
   score (i, j) before the masks, m_h = alibi_slopes(n_heads)[h]: Press et al. 2022's slopes
   (their repository's get_slopes, which BLOOM's build_alibi_tensor also computes; n_heads not a
   power of two included), rounded to float32 once. Causal, every visible key has j <= i and the
@@ -50,13 +54,29 @@ Config (JSON/JS names in brackets; defaults after '='):
   Longformer's causal window; w >= T is full causal attention); without causal the
   bidirectional window |i - j| < w (2 w - 1 tokens). The blocked keys are masked to -inf with the
   causal mask: window_mask() below.)
+  rope_layout [ropeLayout] = "half" ("half" | "interleaved"), rope_base [ropeBase] = 10000.0,
+  rope_fraction [ropeFraction] = 1.0 (positions "rope" only; any other value with other positions
+  is an error). positions "rope": no pos_embed, no hook_pos_embed; in every layer q and k (after
+  in_proj and its bias, per head, before the 1 / sqrt(dh) scaling) are rotated by position:
+  apply_rope(x, positions, layout, base, r) with r = rope_dims(config) = 2 * floor(rope_fraction
+  * dh / 2) (the largest even number <= rope_fraction * dh, in float64; at least 2, else an
+  error) rotary dims, the first r of each head; the other dh - r pass through (GPT-NeoX's
+  rotary_pct). Pair i in [0, r/2) turns by the angle t * theta_i, theta_i = 1 / base^(2i / r),
+  t the token's position (0 .. T-1): (a, b) -> (a cos - b sin, a sin + b cos), the pair being
+  dims (i, i + r/2) with "half" (GPT-NeoX, LLaMA: rotate_half) or (2i, 2i + 1) with
+  "interleaved" (RoFormer, GPT-J: rotate_every_two). cos and sin are computed in float64 (Python's
+  math, i.e. the C library's pow, cos and sin) and cast to the model's dtype, as the sinusoidal
+  table is. The two layouts are the same model up to a permutation of each head's rows of W_q
+  and W_k (and their biases): interleaved dim 2i <-> half dim i, 2i + 1 <-> i + r/2.
 
 Hooks (TransformerLens names; B batch, T tokens, H heads, dh = d_model / n_heads, D d_model):
-  hook_embed [B,T,D], hook_pos_embed [B,T,D] (absent when positions == "none"),
+  hook_embed [B,T,D], hook_pos_embed [B,T,D] (absent when positions == "none" or "rope"),
   blocks.{l}.hook_resid_pre [B,T,D], blocks.{l}.ln1.hook_normalized [B,T,D] (ln1's output:
   the attention's input with norm == "pre", the stream after the residual add with "post";
   absent with "none"), blocks.{l}.attn.hook_q [B,H,T,dh], hook_k / hook_v [B,G,T,dh] (the G
-  K/V heads before they are repeated, as TransformerLens keeps them; G = H without n_kv_heads),
+  K/V heads before they are repeated, as TransformerLens keeps them; G = H without n_kv_heads;
+  with "rope", before the rotation), blocks.{l}.attn.hook_rot_q [B,H,T,dh], hook_rot_k [B,G,T,dh]
+  (positions "rope" only: q and k after the rotation, what the scores use),
   blocks.{l}.attn.hook_attn_scores [B,H,T,T] (scaled, plus ALiBi's bias with positions "alibi",
   masked: -inf where blocked, by causality or the window),
   blocks.{l}.attn.hook_pattern [B,H,T,T], blocks.{l}.attn.hook_z [B,H,T,dh],
@@ -133,10 +153,51 @@ class GroupedQueryAttention(nn.Module):
             nn.init.constant_(self.out_proj.bias, 0.0)
 
 
+def rope_dims(c):
+    """The rotary dims r of each head for config c (0 unless positions == "rope"): the largest
+    even number <= rope_fraction * d_head, 2 * floor(rope_fraction * d_head / 2) in float64."""
+    if c["positions"] != "rope":
+        return 0
+    return 2 * int(c["rope_fraction"] * (c["d_model"] // c["n_heads"]) / 2)
+
+
+def rope_cos_sin(positions, rot_dims, base, dtype):
+    """cos and sin [T, rot_dims / 2] of positions[t] * theta_i, theta_i = 1 / base^(2i / r): each
+    value computed in float64 with Python's math (the C library's pow, cos, sin), then cast to
+    dtype (as the sinusoidal buffer is cast with .to(x.dtype))."""
+    theta = [1.0 / math.pow(base, (2 * i) / rot_dims) for i in range(rot_dims // 2)]
+    angles = [[float(p) * th for th in theta] for p in positions.tolist()]
+    cos = torch.tensor([[math.cos(a) for a in row] for row in angles], dtype=torch.float64)
+    sin = torch.tensor([[math.sin(a) for a in row] for row in angles], dtype=torch.float64)
+    return cos.to(dtype), sin.to(dtype)
+
+
+def apply_rope(x, positions, layout, base, rot_dims):
+    """Rotary position embeddings of x [B, n, T, dh] (n heads; token t at positions[t]): the
+    first rot_dims dims of each head turn pair by pair, (a, b) -> (a cos - b sin, a sin + b cos);
+    the rest pass through. The pairs, written out per layout:
+      "interleaved" (RoFormer, GPT-J's rotate_every_two): dims (2i, 2i + 1);
+      "half" (GPT-NeoX, LLaMA's rotate_half): dims (i, i + rot_dims / 2)."""
+    cos, sin = rope_cos_sin(positions, rot_dims, base, x.dtype)  # [T, r/2], broadcast over B, n
+    rot, rest = x[..., :rot_dims], x[..., rot_dims:]
+    if layout == "interleaved":
+        a, b = rot[..., 0::2], rot[..., 1::2]
+        turned = torch.stack([a * cos - b * sin, a * sin + b * cos], dim=-1).flatten(-2)
+    elif layout == "half":
+        h = rot_dims // 2
+        a, b = rot[..., :h], rot[..., h:]
+        turned = torch.cat([a * cos - b * sin, a * sin + b * cos], dim=-1)
+    else:
+        raise ValueError(f"rope_layout: {layout!r}")
+    return torch.cat([turned, rest], dim=-1)
+
+
 class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
         self.norm, D = c["norm"], c["d_model"]
+        self.rope = None if c["positions"] != "rope" else (c["rope_layout"], c["rope_base"],
+                                                           rope_dims(c))
         self.ln1 = nn.LayerNorm(D, eps=c["ln_eps"]) if self.norm != "none" else None
         G = c["n_kv_heads"] or c["n_heads"]
         if G == c["n_heads"]:
@@ -155,7 +216,8 @@ class Block(nn.Module):
 
         hooks[f"blocks.{l}.hook_resid_pre"] = x
         a_in = ln(self.ln1, x, "ln1") if self.norm == "pre" else x
-        a = attention(self.attn, a_in, mask, hooks, f"blocks.{l}.attn", head_gates, bias)
+        a = attention(self.attn, a_in, mask, hooks, f"blocks.{l}.attn", head_gates, bias,
+                      self.rope)
         hooks[f"blocks.{l}.hook_attn_out"] = a
         x = x + a
         if self.norm == "post":
@@ -209,13 +271,15 @@ def window_mask(T, causal, window):
     return mask if (causal or window) else None
 
 
-def attention(mha, x, mask, hooks, name, head_gates=None, bias=None):
+def attention(mha, x, mask, hooks, name, head_gates=None, bias=None, rope=None):
     """The arithmetic of mha(x, x, x, attn_mask=mask, need_weights=False)[0], written out so
     that every intermediate is a hook. head_gates (H floats, default all 1) scale each head's z
     before out_proj: gate 0 switches a head off exactly as zeroing its out_proj columns would.
     With G = num_kv_heads < H (GroupedQueryAttention), k and v have G heads, each read by H / G
     consecutive query heads: repeat_interleave on the head axis (hook_k, hook_v keep the G).
-    bias: ALiBi's [H, T, T] (alibi_bias), added to the scaled scores before the mask."""
+    bias: ALiBi's [H, T, T] (alibi_bias), added to the scaled scores before the mask.
+    rope = (layout, base, rot_dims): q and k rotated by position (apply_rope) before the scores;
+    hook_q / hook_k keep them as projected, hook_rot_q / hook_rot_k as rotated."""
     B, T, D = x.shape
     H = mha.num_heads
     G = getattr(mha, "num_kv_heads", H)
@@ -224,6 +288,11 @@ def attention(mha, x, mask, hooks, name, head_gates=None, bias=None):
     q, k, v = qkv.split([D, G * dh, G * dh], dim=-1)
     split = lambda t, n: t.view(B, T, n, dh).transpose(1, 2)       # [B,n,T,dh]
     q, k, v = split(q, H), split(k, G), split(v, G)
+    hooks.update({f"{name}.hook_q": q, f"{name}.hook_k": k, f"{name}.hook_v": v})
+    if rope is not None:
+        positions = torch.arange(T)
+        q, k = (apply_rope(t, positions, *rope) for t in (q, k))
+        hooks.update({f"{name}.hook_rot_q": q, f"{name}.hook_rot_k": k})
     k_h, v_h = k, v                                                  # [B,H,T,dh]: K/V per query head
     if G != H:
         k_h, v_h = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
@@ -236,8 +305,7 @@ def attention(mha, x, mask, hooks, name, head_gates=None, bias=None):
     z = pattern @ v_h                                                # [B,H,T,dh]
     if head_gates is not None:
         z = z * head_gates.view(1, H, 1, 1)
-    hooks.update({f"{name}.hook_q": q, f"{name}.hook_k": k, f"{name}.hook_v": v,
-                  f"{name}.hook_attn_scores": scores, f"{name}.hook_pattern": pattern,
+    hooks.update({f"{name}.hook_attn_scores": scores, f"{name}.hook_pattern": pattern,
                   f"{name}.hook_z": z})
     concat = z.transpose(1, 2).reshape(B, T, D)
     return F.linear(concat, mha.out_proj.weight, mha.out_proj.bias)
@@ -257,15 +325,22 @@ def sinusoidal(max_len, d_model):
 class TinyTransformer(nn.Module):
     DEFAULTS = dict(n_layers=1, n_heads=1, d_mlp=0, norm="pre", positions="learned",
                     causal=True, act="gelu", bias=True, ln_eps=1e-5, tie_embeddings=False,
-                    n_kv_heads=None, attn_window=0)
+                    n_kv_heads=None, attn_window=0, rope_layout="half", rope_base=10000.0,
+                    rope_fraction=1.0)
+    ROPE_KEYS = ("rope_layout", "rope_base", "rope_fraction")
 
     def __init__(self, **config):
         super().__init__()
         c = {**self.DEFAULTS, **config}
         assert c["d_model"] % c["n_heads"] == 0
         assert c["n_kv_heads"] is None or c["n_heads"] % c["n_kv_heads"] == 0
-        assert c["positions"] in ("learned", "sinusoidal", "none", "alibi")
+        assert c["positions"] in ("learned", "sinusoidal", "none", "alibi", "rope")
         assert c["attn_window"] >= 0
+        if c["positions"] == "rope":
+            assert c["rope_layout"] in ("half", "interleaved") and c["rope_base"] > 0
+            assert 0 < c["rope_fraction"] <= 1 and rope_dims(c) >= 2, "no pair of dims to rotate"
+        else:
+            assert all(c[k] == self.DEFAULTS[k] for k in self.ROPE_KEYS), "rope_* without rope"
         self.c = c
         self.tok_embed = nn.Embedding(c["vocab_size"], c["d_model"])
         if c["positions"] == "learned":

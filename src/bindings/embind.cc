@@ -62,10 +62,12 @@ constexpr int kCallWords = kFlagsWord + 1;
 // three HeadStats tensors follow (forward: slots 2..4, trace: 8..10). A call without it writes
 // only its own slots (forward leaves slots 2..4 as they were): the wrapper reads what it asked for.
 constexpr const char* kForwardResults[] = {"output", "weights"};
+// (rotQ, rotK: rotary position embeddings' turned q and k, empty when rope_dims is 0.)
 constexpr const char* kTraceResults[] = {"q",       "k",           "v",      "scores",
-                                         "weights", "headOutputs", "concat", "output"};
+                                         "weights", "headOutputs", "concat", "output",
+                                         "rotQ",    "rotK"};
 constexpr const char* kHeadStatsResults[] = {"entropy", "distance", "maxWeight"};
-constexpr int kForwardTensors = 2, kTraceTensors = 8, kHeadStatsTensors = 3;
+constexpr int kForwardTensors = 2, kTraceTensors = 10, kHeadStatsTensors = 3;
 static_assert(sizeof(kForwardResults) / sizeof(kForwardResults[0]) == kForwardTensors);
 static_assert(sizeof(kTraceResults) / sizeof(kTraceResults[0]) == kTraceTensors);
 static_assert(sizeof(kHeadStatsResults) / sizeof(kHeadStatsResults[0]) == kHeadStatsTensors);
@@ -488,7 +490,8 @@ class Handle : public ModelHandle<MultiheadAttention, kCallWords> {
       TraceTensor* stages[kTraceTensors] = {&trace_.q,       &trace_.k,
                                              &trace_.v,       &trace_.scores,
                                              &trace_.weights, &trace_.head_outputs,
-                                             &trace_.concat,  &trace_.output};
+                                             &trace_.concat,  &trace_.output,
+                                             &trace_.rot_q,   &trace_.rot_k};
       for (int i = 0; i < kTraceTensors; ++i) {
         WriteTensor(result_ + i * kWordsPerTensor, stages[i]->data.data(), stages[i]->shape,
                     stages[i]->data.size());

@@ -10,6 +10,11 @@
 
 namespace headscope {
 
+// Rotary position embeddings' pairing of a head's rotary dims (MhaConfig::rope_dims = r):
+// kHalf pairs dim i with i + r/2 (GPT-NeoX, LLaMA: "rotate_half"), kInterleaved pairs 2i with
+// 2i + 1 (RoFormer, GPT-J). Pair i turns by the angle pos * theta_i, theta_i = 1 / base^(2i / r).
+enum class RopeLayout { kHalf, kInterleaved };
+
 struct MhaConfig {
   int64_t embed_dim = 0;
   int64_t num_heads = 1;
@@ -26,6 +31,19 @@ struct MhaConfig {
   // (Positional biases are ForwardOptions, applied where masks are; per-head gates, also a
   // ForwardOptions, where each head's output is written.)
   int64_t num_kv_heads = 0;
+  // Rotary position embeddings (RoPE, Su et al. 2021; not a torch.nn.MultiheadAttention
+  // argument: headscope's rope_dims / ropeDims option, which the Transformer's positions "rope"
+  // sets in its layers; rope_layout and rope_base only with rope_dims > 0). rope_dims = r > 0 (even, at most
+  // head_dim): after the projections (and their biases) the first r dims of every query head
+  // and key head are rotated by position, in pairs (rope_layout), by the angles pos * theta_i,
+  // theta_i = 1 / rope_base^(2i / r), i in [0, r/2), whose cos and sin are computed in double and
+  // rounded to float; the other head_dim - r dims pass through. Query i has position
+  // q_offset + i (0 for Forward, the cache's length for ForwardCached), key j position j (the
+  // cache's rows keep theirs); the extra keys of add_bias_kv / add_zero_attn are not rotated. The
+  // trace's q and k stay the projections; rot_q and rot_k hold the rotated ones. 0: no rotation.
+  int64_t rope_dims = 0;
+  RopeLayout rope_layout = RopeLayout::kHalf;
+  double rope_base = 10000.0;
 
   int64_t key_dim() const { return kdim > 0 ? kdim : embed_dim; }
   int64_t value_dim() const { return vdim > 0 ? vdim : embed_dim; }

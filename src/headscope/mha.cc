@@ -1,5 +1,6 @@
 #include "headscope/mha.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -236,6 +237,33 @@ void AppendExtraKeys(const CallPlan& p, const MhaConfig& config, const PackedWei
   }
 }
 
+// Rotary position embeddings (MhaConfig::rope_dims > 0), between the projections and the
+// scores: the queries turn by their positions q_offset + i, the call's own keys (rows first ..
+// first + S - 1 of kv, a cache's rows after the cached ones) by first + j; the cached keys were
+// turned when they were computed and keep their positions, the extra keys (bias_k, the zero key)
+// have none. A trace keeps q and k as projected (its q, k), then the turned ones (rot_q, rot_k).
+Status RotatePositions(const CallPlan& p, const MhaConfig& c, const AttentionArgs& args,
+                       RopeTable* table, AttentionActivations* a, const KeyValueRows& kv,
+                       AttentionTrace* trace) {
+  const size_t N = p.batch, L = p.q_len, S = p.kv_len, hd = p.head_dim;
+  const size_t q0 = args.modifiers.q_offset;
+  if (!table->Reserve(c, std::max(q0 + L, kv.first + S))) {
+    return OutOfMemory("rotary position table", (std::max(q0 + L, kv.first + S) * 2) *
+                                                    static_cast<size_t>(c.rope_dims) *
+                                                    sizeof(float));
+  }
+  if (trace != nullptr) {
+    SplitHeads(a->q, N, L, p.heads, hd, trace->q.data.data());
+    SplitHeads(kv.k, N, p.kv_total, p.kv_heads, hd, trace->k.data.data());
+  }
+  if (N * L > 0) RotateHeads(c, *table, a->q, N, L, L * p.embed, p.embed, p.heads, q0, false);
+  if (N * S > 0) {
+    RotateHeads(c, *table, kv.k + kv.first * p.kv_embed, N, S, kv.batch_stride, p.kv_embed,
+                p.kv_heads, kv.first, false);
+  }
+  return Status::Ok();
+}
+
 // The call's masks as the attention stage's ScoreModifiers: float masks are used as given, bool
 // masks become additive floats in the activations (true -> -inf, as torch converts them).
 void PrepareMasks(const CallPlan& p, const ForwardOptions& options, AttentionActivations* a,
@@ -335,16 +363,76 @@ void ProjectOutput(const CallPlan& p, const PackedWeights& packed, const Attenti
 
 // The trace keeps what the stages left in the activations, split into heads for a reader (its
 // scores and weights were written by AttendHeads, its output by ProjectOutput).
-void FillTrace(const CallPlan& p, const AttentionActivations& a, AttentionTrace* trace) {
+// (With rotary embeddings the q and k the scores used are the turned ones, rot_q and rot_k;
+// RotatePositions kept the projections in q and k.)
+void FillTrace(const CallPlan& p, const AttentionActivations& a, bool rotated,
+               AttentionTrace* trace) {
   const size_t N = p.batch, L = p.q_len, Sp = p.kv_total, E = p.embed;
-  SplitHeads(a.q, N, L, p.heads, p.head_dim, trace->q.data.data());
-  SplitHeads(a.k, N, Sp, p.kv_heads, p.head_dim, trace->k.data.data());  // G K/V heads
+  SplitHeads(a.q, N, L, p.heads, p.head_dim, (rotated ? trace->rot_q : trace->q).data.data());
+  SplitHeads(a.k, N, Sp, p.kv_heads, p.head_dim,  // G K/V heads
+             (rotated ? trace->rot_k : trace->k).data.data());
   SplitHeads(a.v, N, Sp, p.kv_heads, p.head_dim, trace->v.data.data());
   SplitHeads(a.concat, N, L, p.heads, p.head_dim, trace->head_outputs.data.data());
   if (N * L * E > 0) std::memcpy(trace->concat.data.data(), a.concat, N * L * E * sizeof(float));
 }
 
 }  // namespace
+
+bool RopeTable::Reserve(const MhaConfig& c, size_t positions) {
+  const size_t pairs = static_cast<size_t>(c.rope_dims / 2);
+  if (pairs != pairs_) {  // (a table is for one config: a module's never changes)
+    data_.Release();
+    rows_ = 0;
+    pairs_ = pairs;
+  }
+  if (positions <= rows_ || pairs == 0) return true;
+  size_t rows = std::max(positions, 2 * rows_);
+  AlignedBuffer grown;
+  if (!grown.Resize(rows * 2 * pairs)) {
+    rows = positions;  // the doubled table did not fit: the rows asked for, if they do
+    if (!grown.Resize(rows * 2 * pairs)) return false;
+  }
+  if (rows_ > 0) std::memcpy(grown.data(), data_.data(), rows_ * 2 * pairs * sizeof(float));
+  const double r = static_cast<double>(c.rope_dims);
+  for (size_t i = 0; i < pairs; ++i) {
+    // theta_i = 1 / base^(2i / r), as GPT-NeoX and LLaMA write their inv_freq (in double here).
+    const double theta = 1.0 / std::pow(c.rope_base, static_cast<double>(2 * i) / r);
+    for (size_t pos = rows_; pos < rows; ++pos) {
+      const double angle = static_cast<double>(pos) * theta;
+      grown[pos * 2 * pairs + i] = static_cast<float>(std::cos(angle));
+      grown[pos * 2 * pairs + pairs + i] = static_cast<float>(std::sin(angle));
+    }
+  }
+  data_ = std::move(grown);
+  rows_ = rows;
+  return true;
+}
+
+void RotateHeads(const MhaConfig& c, const RopeTable& table, float* x, size_t batch, size_t len,
+                 size_t batch_stride, size_t row_stride, size_t heads, size_t pos0,
+                 bool inverse) {
+  const size_t pairs = static_cast<size_t>(c.rope_dims / 2), hd = static_cast<size_t>(c.head_dim());
+  const bool interleaved = c.rope_layout == RopeLayout::kInterleaved;
+  for (size_t n = 0; n < batch; ++n) {
+    for (size_t t = 0; t < len; ++t) {
+      const float* cs = table.cos(pos0 + t);
+      const float* sn = table.sin(pos0 + t);
+      float* row = x + n * batch_stride + t * row_stride;
+      for (size_t h = 0; h < heads; ++h) {
+        float* v = row + h * hd;
+        for (size_t i = 0; i < pairs; ++i) {
+          // Pair i: dims (2i, 2i + 1) interleaved, (i, i + r/2) rotate-half.
+          float* a = v + (interleaved ? 2 * i : i);
+          float* b = v + (interleaved ? 2 * i + 1 : i + pairs);
+          const float co = cs[i], si = inverse ? -sn[i] : sn[i];
+          const float x0 = *a, x1 = *b;
+          *a = x0 * co - x1 * si;
+          *b = x0 * si + x1 * co;
+        }
+      }
+    }
+  }
+}
 
 MultiheadAttention::MultiheadAttention(const MhaConfig& config)
     : weights_(config), packed_(new (std::nothrow) PackedWeights) {}
@@ -498,8 +586,11 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
   const uint64_t qfloats = plan.output_floats();
   const uint64_t kvfloats = SaturatingProduct({plan.batch, plan.kv_total, plan.kv_embed});
   const uint64_t wfloats = plan.weights_floats(/*average=*/false);
-  // q, head_outputs, concat, output: L x E each; k, v: S' x Ekv; scores, weights: H x L x S'.
-  for (uint64_t f : {qfloats, qfloats, qfloats, qfloats, kvfloats, kvfloats, wfloats, wfloats}) {
+  // q, head_outputs, concat, output: L x E each; k, v: S' x Ekv; scores, weights: H x L x S';
+  // with rotary embeddings rot_q (L x E) and rot_k (S' x Ekv) too.
+  const bool rope = config().rope_dims > 0;
+  for (uint64_t f : {qfloats, qfloats, qfloats, qfloats, kvfloats, kvfloats, wfloats, wfloats,
+                     rope ? qfloats : 0, rope ? kvfloats : 0}) {
     if (!AddBytes(&bytes, f, limit)) return TooLarge(plan, limit);
   }
   const bool ok = Allocate(&trace->q, TraceShape(plan, {H, L, hd})) &&
@@ -509,7 +600,9 @@ Status MultiheadAttention::Trace(const TensorView& query, const TensorView& key,
                   Allocate(&trace->weights, TraceShape(plan, {H, L, Sp})) &&
                   Allocate(&trace->head_outputs, TraceShape(plan, {H, L, hd})) &&
                   Allocate(&trace->concat, TraceShape(plan, {L, E})) &&
-                  Allocate(&trace->output, plan.output_shape);
+                  Allocate(&trace->output, plan.output_shape) &&
+                  Allocate(&trace->rot_q, rope ? TraceShape(plan, {H, L, hd}) : Shape()) &&
+                  Allocate(&trace->rot_k, rope ? TraceShape(plan, {G, Sp, hd}) : Shape());
   if (!ok) return OutOfMemory("trace", bytes);
   HEADSCOPE_RETURN_IF_ERROR(AllocateHeadStats(plan, &bytes, limit, &trace->head_stats));
   PassOutputs out;
@@ -592,10 +685,13 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
   const KeyValueRows kv = KeysAndValues(args, a, cache);
 
   ProjectQkv(p, *packed_, query, key, value, context->pool.threads, &a, kv);
-  // Positional stage (not built): rotary embeddings would rotate rows 0..L-1 of a.q and the new
-  // key rows first..first+S-1 of kv.k here, per head, by position (args.modifiers.q_offset + i
-  // for query i, first + j for key j); additive position biases (ALiBi) are ScoreModifiers.
   AppendExtraKeys(p, config(), *packed_, kv);
+  // The positional stage: rotary embeddings turn q and the call's keys by position; ALiBi's
+  // position bias is a ScoreModifiers field (its slopes, computed once per head count).
+  const bool rotated = config().rope_dims > 0;
+  if (rotated) {
+    HEADSCOPE_RETURN_IF_ERROR(RotatePositions(p, config(), args, &rope_, &a, kv, out.trace));
+  }
   if (p.alibi && alibi_slopes_.size() != p.heads) {
     if (!alibi_slopes_.Resize(p.heads)) return OutOfMemory("ALiBi slopes", p.heads * sizeof(float));
     for (size_t h = 0; h < p.heads; ++h) alibi_slopes_.data()[h] = AlibiSlope(h, p.heads);
@@ -605,7 +701,7 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
               out.trace != nullptr ? out.trace->scores.data.data() : nullptr, &args);
   ProjectOutput(p, *packed_, a, context->pool.threads, out.output);
   if (out.head_stats != nullptr) SummarizeHeads(p, a, out.head_stats);
-  if (out.trace != nullptr) FillTrace(p, a, out.trace);
+  if (out.trace != nullptr) FillTrace(p, a, rotated, out.trace);
   if (cache != nullptr) cache->length += p.kv_len;  // the call's keys and values are kept
   return Status::Ok();
 }

@@ -65,6 +65,8 @@ struct AttentionTrace {
   TraceTensor k;             // [N, G, S', hd]  key projection (+ bias_k row, + zero row); G
                              //                 K/V heads (= H unless grouped-query)
   TraceTensor v;             // [N, G, S', hd]
+  TraceTensor rot_q;         // [N, H, L, hd]   rotary embeddings (rope_dims > 0): q and k as
+  TraceTensor rot_k;         // [N, G, S', hd]  the scores use them; rank 0 otherwise
   TraceTensor scores;        // [N, H, L, S']   QK^T / sqrt(hd) + masks; -inf where blocked
   TraceTensor weights;       // [N, H, L, S']   softmax(scores); zero rows where fully masked
   TraceTensor head_outputs;  // [N, H, L, hd]   weights x V, times head_gates[h] if given
@@ -86,6 +88,33 @@ struct KvCache {
   bool Reset(size_t batch, size_t capacity, size_t width);
   size_t floats() const { return 2 * batch * capacity * width; }
 };
+
+// Rotary position embeddings' angles (MhaConfig::rope_dims = r > 0): for position p and pair i
+// in [0, r/2), cos and sin of p * theta_i, theta_i = 1 / rope_base^(2i / r), each computed in
+// double and rounded to float. Rows are computed when a call first reaches them (the table
+// grows to twice its rows, at most to what is asked when that does not fit) and kept: a
+// generation step costs no new angles but once per doubling.
+class RopeTable {
+ public:
+  // Rows 0 .. positions - 1 present for config `c` (r / 2 pairs a row); false when out of memory.
+  bool Reserve(const MhaConfig& c, size_t positions);
+  const float* cos(size_t pos) const { return data_.data() + pos * 2 * pairs_; }
+  const float* sin(size_t pos) const { return cos(pos) + pairs_; }
+  size_t rows() const { return rows_; }
+  size_t pairs() const { return pairs_; }
+
+ private:
+  AlignedBuffer data_;  // per row: r/2 cosines, then r/2 sines
+  size_t rows_ = 0, pairs_ = 0;
+};
+
+// RoPE in place on rows of heads: row t of sequence n at x + n * batch_stride + t * row_stride
+// holds `heads` heads of c.head_dim() floats and has position pos0 + t; each head's first
+// c.rope_dims dims turn pair by pair (c.rope_layout), (a, b) -> (a cos - b sin, a sin + b cos),
+// in float; the rest are left as they are. `inverse`: by the opposite angles (the rotation's
+// transpose: the backward's dq = R^T dq_rot). `table` must hold rows up to pos0 + len.
+void RotateHeads(const MhaConfig& c, const RopeTable& table, float* x, size_t batch, size_t len,
+                 size_t batch_stride, size_t row_stride, size_t heads, size_t pos0, bool inverse);
 
 class MultiheadAttention {
  public:
@@ -141,6 +170,10 @@ class MultiheadAttention {
   Status ForwardCached(const TensorView& x, const ForwardOptions& options, KvCache* cache,
                        ForwardResult* result, CallContext* context);
 
+  // The rotary angles the passes used (rope_dims > 0): rows up to the largest position a pass
+  // reached. (The Transformer's backward rotates its gradients with them.)
+  const RopeTable& rope_table() const { return rope_; }
+
   // Releases the own context's activations (they regrow on the next call).
   void ReleaseWorkspace();
   size_t workspace_bytes() const;
@@ -178,6 +211,7 @@ class MultiheadAttention {
   MhaWeights weights_;
   std::unique_ptr<PackedWeights> packed_;
   uint64_t prepared_version_ = 0;  // the store's version Prepare() last found complete and packed
+  RopeTable rope_;                 // rope_dims > 0: the angles of the positions reached so far
   CallContext own_context_;  // Forward/Trace without a context of the caller's
   // ALiBi's slopes for num_heads (AlibiSlope), filled by the first call with options.alibi: [H].
   AlignedBuffer alibi_slopes_;

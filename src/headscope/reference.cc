@@ -17,6 +17,27 @@ using ConstMap = Eigen::Map<const Matrix>;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// Rotary position embeddings (rope_dims > 0), written apart from the fast path's RotateHeads: the
+// first `rows` rows of m (heads of hd columns side by side), row t at position t, each head's
+// pair i turned by t / base^(2i / r) in double, rounded to float once.
+void Rope(const MhaConfig& c, size_t rows, size_t hd, Matrix* m) {
+  const size_t r = static_cast<size_t>(c.rope_dims), pairs = r / 2;
+  const bool interleaved = c.rope_layout == RopeLayout::kInterleaved;
+  for (size_t i = 0; i < pairs; ++i) {
+    const double theta = 1.0 / std::pow(c.rope_base, static_cast<double>(2 * i) / r);
+    const size_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + pairs;
+    for (size_t t = 0; t < rows; ++t) {
+      const double co = std::cos(static_cast<double>(t) * theta);
+      const double si = std::sin(static_cast<double>(t) * theta);
+      for (size_t col = 0; col + hd <= static_cast<size_t>(m->cols()); col += hd) {
+        const double x0 = (*m)(t, col + a), x1 = (*m)(t, col + b);
+        (*m)(t, col + a) = static_cast<float>(x0 * co - x1 * si);
+        (*m)(t, col + b) = static_cast<float>(x0 * si + x1 * co);
+      }
+    }
+  }
+}
+
 // Rows of batch element n of a (L, E)-like input, gathered into a dense (len, dim) matrix.
 Matrix Gather(const float* data, const RowLayout& layout, size_t n, size_t len, size_t dim) {
   Matrix m(len, dim);
@@ -126,13 +147,17 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
 
   // Empty matrices are skipped, not computed: Eigen offsets their null data pointers (UB).
   for (size_t n = 0; n < N && L > 0; ++n) {
-    const Matrix q = Linear(Gather(query.data, p.query, n, L, E), w.q_weight(), E, E, w.q_bias());
+    Matrix q = Linear(Gather(query.data, p.query, n, L, E), w.q_weight(), E, E, w.q_bias());
     Matrix k(Sp, Ekv), v(Sp, Ekv);
     if (S > 0) {
       k.topRows(S) = Linear(Gather(key.data, p.key, n, S, p.kdim), w.k_weight(), Ekv, p.kdim,
                             w.k_bias());
       v.topRows(S) = Linear(Gather(value.data, p.value, n, S, p.vdim), w.v_weight(), Ekv, p.vdim,
                             w.v_bias());
+    }
+    if (c.rope_dims > 0) {  // query i at position i, key j at j (the extra keys below do not turn)
+      Rope(c, L, hd, &q);
+      Rope(c, S, hd, &k);
     }
     size_t extra = S;
     if (c.add_bias_kv) {

@@ -154,11 +154,39 @@ double GeluGrad(double x) {
   return Phi(x) + x * kInvSqrt2Pi * std::exp(-0.5 * x * x);
 }
 
+// Rotary position embeddings in double (positions rope): row t of x (heads of dh side by side)
+// at position t, the first RopeDims(c) dims of each head turned pair by pair, (a, b) ->
+// (a cos - b sin, a sin + b cos) with the angle t / base^(2i / r) in double (the float64
+// module's table); `inverse`: by the opposite angle (R^T, the backward's). x as it is without
+// rope.
+Matrix Rope(const TransformerConfig& c, const Matrix& x, bool inverse) {
+  const int64_t r = RopeDims(c), dh = c.d_model / c.n_heads, pairs = r / 2;
+  if (r == 0) return x;
+  const bool interleaved = c.rope_layout == RopeLayout::kInterleaved;
+  Matrix y = x;
+  for (int64_t i = 0; i < pairs; ++i) {
+    const double theta = 1.0 / std::pow(c.rope_base, static_cast<double>(2 * i) /
+                                                         static_cast<double>(r));
+    const int64_t a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + pairs;
+    for (Eigen::Index t = 0; t < x.rows(); ++t) {
+      const double angle = static_cast<double>(t) * theta;
+      const double co = std::cos(angle), si = inverse ? -std::sin(angle) : std::sin(angle);
+      for (Eigen::Index h = 0; h < x.cols() / dh; ++h) {
+        const double x0 = x(t, h * dh + a), x1 = x(t, h * dh + b);
+        y(t, h * dh + a) = x0 * co - x1 * si;
+        y(t, h * dh + b) = x0 * si + x1 * co;
+      }
+    }
+  }
+  return y;
+}
+
 // What the attention's backward needs of its forward.
 struct AttentionSaved {
   Matrix input;                  // [T, D]  what in_proj saw
   Matrix q, k, v;                // [T, D], [T, Dkv], [T, Dkv]: the heads side by side (head h:
-                                 // columns h dh ..; K/V head g: g dh ..)
+                                 // columns h dh ..; K/V head g: g dh ..); q and k as the scores
+                                 // read them (turned, with rotary positions)
   std::vector<Matrix> pattern;   // H x [T, T]  softmax(scores)
   std::vector<Matrix> head_out;  // H x [T, dh] pattern v, before the gate
   Matrix concat;                 // [T, D]  the gated z of every head, side by side
@@ -176,8 +204,10 @@ Matrix AttentionForward(const TransformerConfig& c, const BlockParams& p, const 
   const double sqrt_dh = std::sqrt(static_cast<double>(dh));
   s->input = x;
   const Matrix qkv = LinearForward(p.in_proj, x);  // [T, D + 2 Dkv]
-  s->q = qkv.leftCols(D);
-  s->k = qkv.middleCols(D, Dkv);
+  const Matrix q_proj = qkv.leftCols(D), k_proj = qkv.middleCols(D, Dkv);
+  const bool rope = RopeDims(c) > 0;
+  s->q = Rope(c, q_proj, false);
+  s->k = Rope(c, k_proj, false);
   s->v = qkv.rightCols(Dkv);
   s->pattern.assign(static_cast<size_t>(H), Matrix());
   s->head_out.assign(static_cast<size_t>(H), Matrix());
@@ -218,10 +248,14 @@ Matrix AttentionForward(const TransformerConfig& c, const BlockParams& p, const 
     out = pattern * vh;  // [T, dh]
     const double gate = gates != nullptr ? gates[h] : 1.0;
     s->concat.middleCols(h * dh, dh) = gate * out;
-    hooks->Add(prefix + "hook_q", qh);
+    hooks->Add(prefix + "hook_q", q_proj.middleCols(h * dh, dh));  // (before the rotation)
     if (h % group == 0) {  // each K/V head once, in order
-      hooks->Add(prefix + "hook_k", kh);
+      hooks->Add(prefix + "hook_k", k_proj.middleCols(g * dh, dh));
       hooks->Add(prefix + "hook_v", vh);
+    }
+    if (rope) {
+      hooks->Add(prefix + "hook_rot_q", qh);
+      if (h % group == 0) hooks->Add(prefix + "hook_rot_k", kh);
     }
     hooks->Add(prefix + "hook_attn_scores", scores);
     hooks->Add(prefix + "hook_pattern", pattern);
@@ -264,6 +298,9 @@ Matrix AttentionBackward(const TransformerConfig& c, const BlockParams& p, const
     d_qkv.middleCols(D + g * dh, dh) +=
         d_scores.transpose() * (s.q.middleCols(h * dh, dh) / sqrt_dh);
   }
+  // Rotary positions: the scores read R q and R k, so d q = R^T d (R q), the same for k.
+  d_qkv.leftCols(D) = Rope(c, d_qkv.leftCols(D), true);
+  d_qkv.middleCols(D, Dkv) = Rope(c, d_qkv.middleCols(D, Dkv), true);
   return LinearBackward(p.in_proj, s.input, d_qkv);
 }
 

@@ -75,6 +75,7 @@ constexpr FieldSpec Access(FieldSpec f, FieldValue (*get)(const void*),
 }
 
 // ---- torch.nn.MultiheadAttention's constructor ---------------------------------------------------
+const char* const kRopeLayouts[] = {"half", "interleaved", nullptr};
 using M = MhaConfig;
 const FieldSpec kMhaFields[] = {
     Access<M>(SizeRow(Row("embed_dim", "embedDim", FieldType::kSize, Arg::kEmbedDim, nullptr,
@@ -111,13 +112,34 @@ const FieldSpec kMhaFields[] = {
     Access<M>(Row("batch_first", "batchFirst", FieldType::kBool, Arg::kNone, "false",
                   "inputs (N, L, E) instead of (L, N, E)"),
               Get<M, bool, &M::batch_first>, Set<M, bool, &M::batch_first>),
+    Access<M>(SizeRow(Row("rope_dims", "ropeDims", FieldType::kSize, Arg::kRopeDims, "0",
+                          "rotary position embeddings: the first r dims of each head of q and k "
+                          "turn by position (even, at most the head dim); 0: none"),
+                      2, kMaxDim, nullptr, "no rotation"),
+              Get<M, int64_t, &M::rope_dims>, Set<M, int64_t, &M::rope_dims>),
+    [] {
+      FieldSpec f = Access<M>(Row("rope_layout", "ropeLayout", FieldType::kChoice,
+                                  Arg::kRopeLayout, "\"half\"",
+                                  "rope_dims > 0: dim i pairs with i + r/2 (half: GPT-NeoX, "
+                                  "LLaMA) or 2i with 2i + 1 (interleaved: RoFormer, GPT-J)"),
+                              GetEnum<M, RopeLayout, &M::rope_layout>,
+                              SetEnum<M, RopeLayout, &M::rope_layout>);
+      f.choices = kRopeLayouts;
+      return f;
+    }(),
+    Access<M>(NumberRow(Row("rope_base", "ropeBase", FieldType::kNumber, Arg::kRopeBase, "10000",
+                            "rope_dims > 0: pair i of r turns by pos / rope_base^(2i / r)"),
+                        0, true, kInf, true),
+              Get<M, double, &M::rope_base>, Set<M, double, &M::rope_base>),
 };
 const DivisibleRule kMhaRules[] = {{"embed_dim", "num_heads"}, {"num_heads", "num_kv_heads"}};
+const OnlyWithRule kMhaOnlyWith[] = {{"rope_layout", "rope_dims", nullptr},
+                                     {"rope_base", "rope_dims", nullptr}};
 
 // ---- The reference transformer (tools/tiny_transformer.py) ---------------------------------------
 using T = TransformerConfig;
 const char* const kNorms[] = {"pre", "post", "none", nullptr};
-const char* const kPositions[] = {"learned", "sinusoidal", "none", "alibi", nullptr};
+const char* const kPositions[] = {"learned", "sinusoidal", "none", "alibi", "rope", nullptr};
 const char* const kActivations[] = {"gelu", "relu", nullptr};
 const FieldSpec kTransformerFields[] = {
     Access<T>(SizeRow(Row("vocab_size", "vocabSize", FieldType::kSize, Arg::kVocabSize, nullptr,
@@ -167,7 +189,8 @@ const FieldSpec kTransformerFields[] = {
       FieldSpec f = Access<T>(Row("positions", "positions", FieldType::kChoice, Arg::kPositions,
                                   "\"learned\"",
                                   "the position embedding; alibi: none, ALiBi's bias on the "
-                                  "attention scores instead (Press et al.)"),
+                                  "attention scores instead (Press et al.); rope: none added, q "
+                                  "and k rotated by position"),
                               GetEnum<T, PositionKind, &T::positions>,
                               SetEnum<T, PositionKind, &T::positions>);
       f.choices = kPositions;
@@ -195,8 +218,32 @@ const FieldSpec kTransformerFields[] = {
                   "unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x "
                   "tok_embed.weight^T (+ unembed.bias)"),
               Get<T, bool, &T::tie_embeddings>, Set<T, bool, &T::tie_embeddings>),
+    [] {
+      FieldSpec f = Access<T>(Row("rope_layout", "ropeLayout", FieldType::kChoice,
+                                  Arg::kRopeLayout, "\"half\"",
+                                  "positions rope: dim i pairs with i + r/2 (half: GPT-NeoX, "
+                                  "LLaMA) or 2i with 2i + 1 (interleaved: RoFormer, GPT-J)"),
+                              GetEnum<T, RopeLayout, &T::rope_layout>,
+                              SetEnum<T, RopeLayout, &T::rope_layout>);
+      f.choices = kRopeLayouts;
+      return f;
+    }(),
+    Access<T>(NumberRow(Row("rope_base", "ropeBase", FieldType::kNumber, Arg::kRopeBase, "10000",
+                            "positions rope: pair i of r turns by pos / rope_base^(2i / r)"),
+                        0, true, kInf, true),
+              Get<T, double, &T::rope_base>, Set<T, double, &T::rope_base>),
+    Access<T>(NumberRow(Row("rope_fraction", "ropeFraction", FieldType::kNumber,
+                            Arg::kRopeFraction, "1",
+                            "positions rope: the rotary dims r of a head are the largest even "
+                            "number <= rope_fraction * head dim (at least 2); the rest pass "
+                            "through"),
+                        0, true, 1, false),
+              Get<T, double, &T::rope_fraction>, Set<T, double, &T::rope_fraction>),
 };
 const DivisibleRule kTransformerRules[] = {{"d_model", "n_heads"}, {"n_heads", "n_kv_heads"}};
+const OnlyWithRule kTransformerOnlyWith[] = {{"rope_layout", "positions", "rope"},
+                                             {"rope_base", "positions", "rope"},
+                                             {"rope_fraction", "positions", "rope"}};
 
 // ---- The optimizer (torch.optim.AdamW / SGD with clip_grad_norm_) --------------------------------
 using O = OptimizerConfig;
@@ -249,10 +296,17 @@ template <size_t N>
 constexpr size_t Count(const DivisibleRule (&)[N]) {
   return N;
 }
+template <size_t N>
+constexpr size_t Count(const OnlyWithRule (&)[N]) {
+  return N;
+}
 
-const ObjectSchema kMha{"mha", kMhaFields, Count(kMhaFields), kMhaRules, Count(kMhaRules), nullptr};
-const ObjectSchema kTransformer{"transformer", kTransformerFields, Count(kTransformerFields),
-                                kTransformerRules, Count(kTransformerRules), nullptr};
+const ObjectSchema kMha{"mha",        kMhaFields,   Count(kMhaFields), kMhaRules, Count(kMhaRules),
+                        nullptr,      kMhaOnlyWith, Count(kMhaOnlyWith)};
+const ObjectSchema kTransformer{"transformer",        kTransformerFields,
+                                Count(kTransformerFields), kTransformerRules,
+                                Count(kTransformerRules),  nullptr,
+                                kTransformerOnlyWith,      Count(kTransformerOnlyWith)};
 const ObjectSchema kOptimizer{"optimizer", kOptimizerFields, Count(kOptimizerFields), nullptr, 0,
                               kOptimizerTypes};
 
@@ -383,7 +437,53 @@ void AppendSchemaJson(std::string* out, const ObjectSchema& s) {
     AppendJsonString(out, s.rules[i].divisor);
     *out += "]";
   }
-  *out += "]}";
+  *out += "]";
+  if (s.num_only_with > 0) {
+    *out += ",\"onlyWith\":[";
+    for (size_t i = 0; i < s.num_only_with; ++i) {
+      if (i) *out += ",";
+      *out += "[";
+      AppendJsonString(out, s.only_with[i].field);
+      *out += ",";
+      AppendJsonString(out, s.only_with[i].when);
+      *out += ",";
+      if (s.only_with[i].value != nullptr) {
+        AppendJsonString(out, s.only_with[i].value);
+      } else {
+        *out += "null";  // (the size `when` > 0)
+      }
+      *out += "]";
+    }
+    *out += "]";
+  }
+  *out += "}";
+}
+
+// A choice's index, or -1.
+int ChoiceIndex(const FieldSpec& f, const char* name) {
+  for (int c = 0; f.choices[c] != nullptr; ++c) {
+    if (std::strcmp(f.choices[c], name) == 0) return c;
+  }
+  return -1;
+}
+
+// A field's value as a message shows it: a choice quoted, a number in its shortest form.
+std::string ValueText(const FieldSpec& f, double v) {
+  if (f.type == FieldType::kChoice) return std::string("\"") + f.choices[static_cast<int>(v)] + "\"";
+  if (f.type == FieldType::kBool) return v != 0 ? "true" : "false";
+  // An integral number as JS writes it (10000, not Number's shortest 1e+04).
+  if (v == std::floor(v) && std::fabs(v) < 1e21) return std::to_string(static_cast<int64_t>(v));
+  return Number(v);
+}
+
+// The default of a choice or number field as its FieldValue's v[0] (a choice's index).
+double DefaultValue(const FieldSpec& f) {
+  if (f.type == FieldType::kChoice) {
+    const std::string quoted = f.default_json;  // "\"half\""
+    return ChoiceIndex(f, quoted.substr(1, quoted.size() - 2).c_str());
+  }
+  if (f.type == FieldType::kBool) return std::strcmp(f.default_json, "true") == 0 ? 1 : 0;
+  return std::strtod(f.default_json, nullptr);
 }
 
 }  // namespace
@@ -391,8 +491,20 @@ void AppendSchemaJson(std::string* out, const ObjectSchema& s) {
 const ObjectSchema& MhaConfigSchema() { return kMha; }
 
 // (config.h) The schema's field checks and rule: sizes in range, kdim / vdim null or in range,
-// embed_dim divisible by num_heads.
-Status ValidateConfig(const MhaConfig& c) { return CheckFields(kMha, &c); }
+// embed_dim divisible by num_heads; and the rotary fields, which are not in the schema (not a
+// torch.nn.MultiheadAttention argument: the Transformer sets them from its validated config).
+Status ValidateConfig(const MhaConfig& c) {
+  HEADSCOPE_RETURN_IF_ERROR(CheckFields(kMha, &c));
+  // rope_dims: even and within a head, which involves embed_dim / num_heads (no row can say it;
+  // web/lib/case.js's mhaRopeRule says it too, with this message).
+  if (c.rope_dims % 2 != 0 || c.rope_dims > c.head_dim()) {
+    return ArgError(StatusCode::kInvalidArgument, Arg::kRopeDims,
+                    "expected 0 (no rotation) or an even number of dims up to the head dim " +
+                        std::string(ArgName(Arg::kEmbedDim)) + " / " + ArgName(Arg::kNumHeads) +
+                        " = " + Int(c.head_dim()) + ", got " + Int(c.rope_dims));
+  }
+  return Status::Ok();
+}
 const ObjectSchema& TransformerConfigSchema() { return kTransformer; }
 const ObjectSchema& OptimizerSchema() { return kOptimizer; }
 
@@ -491,6 +603,21 @@ Status CheckFields(const ObjectSchema& schema, const void* object, unsigned vari
                       std::string(ArgName(a->arg)) + " (" + Int(x) + ") must be divisible by " +
                           ArgName(b->arg) + " (" + Int(y) + ")");
     }
+  }
+  for (size_t i = 0; i < schema.num_only_with; ++i) {
+    const OnlyWithRule& r = schema.only_with[i];
+    const FieldSpec* f = FindField(schema, r.field);
+    const FieldSpec* when = FindField(schema, r.when);
+    const double v = f->get(object).v[0], w = when->get(object).v[0];
+    const bool on = r.value != nullptr ? w == ChoiceIndex(*when, r.value) : w != 0;
+    if (on || v == DefaultValue(*f)) continue;
+    const std::string condition =
+        r.value != nullptr ? std::string(" \"") + r.value + "\"" : std::string(" > 0");
+    return ArgError(StatusCode::kInvalidArgument, f->arg,
+                    std::string("applies only with ") + ArgName(when->arg) + condition + " (" +
+                        ArgName(when->arg) + " is " + ValueText(*when, w) +
+                        "): leave it at its default, " + ValueText(*f, DefaultValue(*f)) +
+                        ", got " + ValueText(*f, v));
   }
   return Status::Ok();
 }

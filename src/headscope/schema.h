@@ -69,6 +69,16 @@ struct DivisibleRule {
   const char* divisor;
 };
 
+// "rope_layout applies only with positions \"rope\"": field `field` must be at its default
+// unless the choice field `when` is `value`, or, with `value` null, unless the size `when` is not
+// 0 ("rope_base applies only with rope_dims > 0"): a setting that would otherwise be ignored is
+// refused, naming it.
+struct OnlyWithRule {
+  const char* field;  // torch names
+  const char* when;
+  const char* value;  // null: `when` > 0
+};
+
 struct ObjectSchema {
   const char* name;          // "mha", "transformer", "optimizer"
   const FieldSpec* fields;
@@ -76,6 +86,8 @@ struct ObjectSchema {
   const DivisibleRule* rules;
   size_t num_rules;
   const char* const* variants;  // the optimizer's types by bit (null-terminated), or null
+  const OnlyWithRule* only_with = nullptr;
+  size_t num_only_with = 0;
 };
 
 const ObjectSchema& MhaConfigSchema();
@@ -97,7 +109,8 @@ std::string Expectation(const ObjectSchema& schema, const FieldSpec& field);
 Status CheckFieldNumber(const ObjectSchema& schema, const FieldSpec& field, double x,
                         const std::string& got);
 
-// The field checks of the table, in its order, then its divisibility rules: the first failure,
+// The field checks of the table, in its order, then its divisibility rules, then its only-with
+// rules: the first failure,
 // naming the field (ArgPath of its Arg) with the messages the project has always given:
 // "expected an integer in [1, 16777216], got 0", "d_model (8) must be divisible by n_heads (3)".
 // `variant`: the optimizer's type bit (fields of other types are not checked), 0 otherwise.

@@ -80,8 +80,12 @@ constexpr ArgNames kArgNames[] = {
     {"n_kv_heads", "nKvHeads", "config.nKvHeads"},
     {"window", "options.window", "options.window"},
     {"attn_window", "attnWindow", "config.attnWindow"},
+    {"rope_layout", "ropeLayout", "config.ropeLayout"},
+    {"rope_base", "ropeBase", "config.ropeBase"},
+    {"rope_fraction", "ropeFraction", "config.ropeFraction"},
+    {"rope_dims", "ropeDims", "config.ropeDims"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kAttnWindow) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kRopeDims) + 1);
 
 }  // namespace
 

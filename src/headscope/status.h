@@ -47,6 +47,8 @@ enum class Arg {
   kNorm, kPositions, kCausal, kAct, kBias, kTieEmbeddings,  // the rest of the Transformer's config
   kNumKvHeads, kNKvHeads,  // grouped-query attention: MultiheadAttention's and the Transformer's
   kWindow, kAttnWindow,  // the sliding window: MultiheadAttention's forward option, the config's
+  kRopeLayout, kRopeBase, kRopeFraction,  // rotary position embeddings (both objects' layout and
+  kRopeDims,                               // base, the Transformer's fraction, MHA's dims)
 };
 enum class Naming { kTorch, kJs };
 void SetNaming(Naming naming);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -109,8 +110,12 @@ bool IsHook(std::string_view name, int64_t layer, std::string_view suffix) {
   return name[n] == '.' && name.substr(n + 1) == suffix;
 }
 
-constexpr const char* kAttnHooks[] = {"attn.hook_q", "attn.hook_k", "attn.hook_v",
-                                      "attn.hook_attn_scores", "attn.hook_pattern", "attn.hook_z"};
+// (hook_rot_q and hook_rot_k, the rotated q and k, only with positions rope: IsRotHook.)
+constexpr const char* kAttnHooks[] = {"attn.hook_q",          "attn.hook_k",
+                                      "attn.hook_v",          "attn.hook_rot_q",
+                                      "attn.hook_rot_k",      "attn.hook_attn_scores",
+                                      "attn.hook_pattern",    "attn.hook_z"};
+bool IsRotHook(const char* suffix) { return std::strncmp(suffix, "attn.hook_rot_", 14) == 0; }
 
 // Calls f(layer, suffix) for every hook of `c` in the order the reference computes them (layer
 // -1: a model-level hook). The one list behind TransformerHookNames and Forward's checks.
@@ -124,7 +129,9 @@ void ForEachHook(const TransformerConfig& c, const F& f) {
   for (int64_t l = 0; l < c.n_layers; ++l) {
     f(l, "hook_resid_pre");
     if (pre) f(l, "ln1.hook_normalized");
-    for (const char* a : kAttnHooks) f(l, a);
+    for (const char* a : kAttnHooks) {
+      if (c.positions == PositionKind::kRope || !IsRotHook(a)) f(l, a);
+    }
     f(l, "hook_attn_out");
     if (post) f(l, "ln1.hook_normalized");
     if (c.d_mlp > 0) {
@@ -233,6 +240,23 @@ Status ValidateTransformerConfig(const TransformerConfig& c) {
   // The schema's field checks and rule (schema.cc): sizes in range (n_layers at most 256, d_mlp 0
   // for no MLP), the choices, ln_eps finite and > 0, d_model divisible by n_heads.
   HEADSCOPE_RETURN_IF_ERROR(CheckFields(TransformerConfigSchema(), &c));
+  // Rotary positions need a pair of dims to turn: rope_fraction of the head dim must reach 2
+  // (RopeDims), which no single row can say (web/lib/case.js's rotaryDimsRule says it too).
+  if (c.positions == PositionKind::kRope && RopeDims(c) < 2) {
+    const int64_t dh = c.d_model / c.n_heads;
+    char fraction[32];
+    for (int precision = 1; precision <= 17; ++precision) {  // the shortest round trip
+      std::snprintf(fraction, sizeof(fraction), "%.*g", precision, c.rope_fraction);
+      if (std::strtod(fraction, nullptr) == c.rope_fraction) break;
+    }
+    return ArgError(StatusCode::kInvalidArgument, Arg::kRopeFraction,
+                    std::string(fraction) + " of the head dim " + ArgName(Arg::kDModel) + " / " +
+                        ArgName(Arg::kNHeads) + " = " + Str(dh) + " gives no pair of dims to " +
+                        "rotate: at least 2 rotary dims are needed" +
+                        (dh >= 2 ? " (" + std::string(ArgName(Arg::kRopeFraction)) + " >= 2 / " +
+                                       Str(dh) + ")"
+                                 : " (a head of 1 dim has none)"));
+  }
   // Every size is within kMaxDim, but their products need not fit the build's address space
   // (size_t is 32 bits in WebAssembly: 2^24 x 2^24 embeddings would wrap to 0 floats). The weights,
   // counted in 64 bits, must fit half of it (the Linear weights have packed copies too).
@@ -340,6 +364,9 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
   mc.embed_dim = config.d_model;
   mc.num_heads = config.n_heads;
   mc.num_kv_heads = config.n_kv_heads;
+  mc.rope_dims = RopeDims(config);
+  mc.rope_layout = config.rope_layout;
+  mc.rope_base = config.rope_base;
   mc.bias = config.bias;
   mc.batch_first = true;
   // One store, its owned entries in TransformerParams' order. A layer's attention entries are
@@ -831,6 +858,10 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       keep(l, "attn.hook_q", attn_trace_.q.data.data(), attn_trace_.q.shape);
       keep(l, "attn.hook_k", attn_trace_.k.data.data(), attn_trace_.k.shape);
       keep(l, "attn.hook_v", attn_trace_.v.data.data(), attn_trace_.v.shape);
+      if (c.positions == PositionKind::kRope) {
+        keep(l, "attn.hook_rot_q", attn_trace_.rot_q.data.data(), attn_trace_.rot_q.shape);
+        keep(l, "attn.hook_rot_k", attn_trace_.rot_k.data.data(), attn_trace_.rot_k.shape);
+      }
       keep(l, "attn.hook_attn_scores", attn_trace_.scores.data.data(), attn_trace_.scores.shape);
       keep(l, "attn.hook_pattern", attn_trace_.weights.data.data(), attn_trace_.weights.shape);
       keep(l, "attn.hook_z", attn_trace_.head_outputs.data.data(),

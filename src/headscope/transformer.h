@@ -37,7 +37,9 @@ namespace headscope {
 enum class NormPlacement { kPre, kPost, kNone };
 // kAlibi: no position embedding (as "none"); each layer's attention adds ALiBi's bias instead
 // (Press et al.; BLOOM, MPT): -(slope_h |i - j|) on head h's score (i, j), kernels/attention.h.
-enum class PositionKind { kLearned, kSinusoidal, kNone, kAlibi };
+// kRope: rotary position embeddings, no position added to the stream (like LLaMA): each layer's
+// attention rotates q and k by position (MhaConfig::rope_dims; the rope_* fields below).
+enum class PositionKind { kLearned, kSinusoidal, kNone, kAlibi, kRope };
 enum class Activation { kGelu, kRelu };
 
 struct TransformerConfig {
@@ -66,17 +68,33 @@ struct TransformerConfig {
   // `self.unembed.weight = self.tok_embed.weight` (GPT-2's tied embeddings). See "Tied embeddings"
   // at Transformer.
   bool tie_embeddings = false;
+  // positions kRope only (the schema refuses another value with other positions): how a head's
+  // rotary dims pair up, the base of the angles, and the fraction of each head that rotates
+  // (RopeDims; GPT-NeoX's rotary_pct). See MhaConfig::rope_dims.
+  RopeLayout rope_layout = RopeLayout::kHalf;
+  double rope_base = 10000.0;
+  double rope_fraction = 1.0;
 };
 
 // Whether positions add an embedding to the residual stream (learned, sinusoidal), with its hook
-// hook_pos_embed; "none" and "alibi" add none.
+// hook_pos_embed; "none", "alibi" and "rope" add none.
 inline bool HasPositionEmbedding(const TransformerConfig& c) {
   return c.positions == PositionKind::kLearned || c.positions == PositionKind::kSinusoidal;
 }
 
 // Positive sizes within kMaxDim, d_model divisible by n_heads, n_heads by n_kv_heads, ln_eps
-// finite and > 0.
+// finite and > 0; the rope_* fields at their defaults unless positions is rope, and then at
+// least 2 rotary dims (RopeDims).
 Status ValidateTransformerConfig(const TransformerConfig& config);
+
+// The rotary dims of each head: with positions rope, the largest even number <= rope_fraction *
+// d_head, computed in double as 2 * floor(rope_fraction * d_head / 2) (0.5 of 8 dims: 4; 0.3 of
+// 10: 2); 0 for any other positions.
+inline int64_t RopeDims(const TransformerConfig& c) {
+  if (c.positions != PositionKind::kRope || c.n_heads <= 0) return 0;
+  const double half = c.rope_fraction * static_cast<double>(c.d_model / c.n_heads) / 2.0;
+  return half >= 1.0 && half < 1e18 ? 2 * static_cast<int64_t>(half) : 0;
+}
 
 // The width of a layer's keys and values: n_kv_heads * d_head (d_model unless grouped-query), the
 // K and V row blocks of in_proj_weight and a KV cache row.

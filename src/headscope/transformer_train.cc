@@ -12,6 +12,8 @@
 //     dWo = dout^T concat, dconcat = dout Wo
 //     M = dZ V^T (dZ: head h's columns of dconcat), d gate = sum(P * M), dP = g M
 //     dV = g P^T dZ,  dS = P * (dP - rowsum(P * dP)),  dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd)
+//     rotary positions (positions rope): the scores read q_rot = R q and k_rot = R k, R a rotation
+//     per position, so dq = R^T dq_rot and dk = R^T dk_rot (RotateHeads inverse); dv unchanged
 //     dWin = dqkv^T a_in, da_in = dqkv Win
 //   embeddings                     scatter-add of dx's rows into the token and position rows
 //   tied (tie_embeddings: Wu is tok_embed.weight)   d tok_embed = dWu + the scatter-add, summed
@@ -207,6 +209,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   const size_t M = static_cast<size_t>(rows), D = static_cast<size_t>(c.d_model);
   const size_t Vz = static_cast<size_t>(V), Mlp = static_cast<size_t>(c.d_mlp);
   const size_t H = static_cast<size_t>(c.n_heads), hd = D / H, Tz = static_cast<size_t>(T);
+  const size_t Bz = static_cast<size_t>(B);
   // Grouped-query attention: G K/V heads of Dkv = G hd columns; in_proj's rows Dqkv = D + 2 Dkv
   // (3 D when G = H).
   const size_t Dkv = static_cast<size_t>(KvDim(c)), G = Dkv / hd, Dqkv = D + 2 * Dkv;
@@ -297,6 +300,8 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
   for (size_t li = L; li-- > 0;) {
     const Layer& layer = *layers_[li];
     const SavedLayer& sl = sv.layers[li];
+    const MhaConfig& mc = layer.attn->config();
+    const bool rope = mc.rope_dims > 0;
     // dx: the gradient of the block's output.
     if (c.d_mlp > 0) {
       if (post) {  // x_out = ln2(sum2)
@@ -367,6 +372,13 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
         MatMulPacked(a_in, D, sv.pack.data(), bin != nullptr ? bin + r0 : nullptr, M, n, D,
                      1.0f, sv.qkv.data() + M * r0, n, threads);
       }
+      // Rotary positions: q and k turned as the forward's positional stage turned them (the
+      // same function and angles, so the same bits); the kept ones are the turned ones already.
+      if (rope) {
+        const RopeTable& angles = layer.attn->rope_table();
+        RotateHeads(mc, angles, sv.qkv.data(), Bz, Tz, Tz * D, D, H, 0, false);
+        RotateHeads(mc, angles, sv.qkv.data() + M * D, Bz, Tz, Tz * Dkv, Dkv, G, 0, false);
+      }
       qkv = sv.qkv.data();
     }
     // The heads' backward over the forward's activations (q [B, T, D], k and v [B, T, Dkv], as
@@ -393,6 +405,10 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     ab.dv = dqkv + D + Dkv;
     ab.gate_grads = options.head_gate_grads ? &result->head_gate_grads[li * H] : nullptr;
     AttentionBackward(ab, sv.head.data());
+    if (rope) {  // dq = R^T dq_rot, dk = R^T dk_rot, in place in dqkv's rows
+      RotateHeads(mc, layer.attn->rope_table(), dqkv, Bz, Tz, Tz * Dqkv, Dqkv, H, 0, true);
+      RotateHeads(mc, layer.attn->rope_table(), dqkv + D, Bz, Tz, Tz * Dqkv, Dqkv, G, 0, true);
+    }
     // in_proj: dWin = dqkv^T a_in, da_in = dqkv Win (dconcat's room is free again).
     float* da_in = sv.dtmp.data();
     linear(a_in, weight(layer.in_proj_w), dqkv, D, Dqkv, grad(layer.in_proj_w),
@@ -413,7 +429,7 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     AddInPlace(dtok + static_cast<size_t>(tokens.data[r]) * D, dx + r * D, D);
   }
   if (c.tie_embeddings) AddInPlace(grad(tok_embed_), dtok, Vz * D);
-  if (c.positions == PositionKind::kLearned) {
+  if (c.positions == PositionKind::kLearned) {  // (rope, sinusoidal and none have no table)
     float* dpos = grad(pos_embed_);
     std::memset(dpos, 0, static_cast<size_t>(c.max_len) * D * sizeof(float));
     for (size_t r = 0; r < M; ++r) AddInPlace(dpos + (r % Tz) * D, dx + r * D, D);

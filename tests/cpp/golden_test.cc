@@ -76,6 +76,11 @@ TEST(Golden, CoverEveryOption) {
   EXPECT_GT(count([](C c) { return c.config.add_zero_attn; }), 0) << "add_zero_attn";
   EXPECT_GT(count([](C c) { return !c.config.same_qkv_dim(); }), 0) << "kdim/vdim";
   EXPECT_GT(count([](C c) { return c.config.batch_first; }), 0) << "batch_first";
+  // Rotary position embeddings (rope_dims): both layouts, partial, with the extra keys.
+  EXPECT_GT(count([](C c) { return c.config.rope_dims > 0 && c.config.rope_layout == RopeLayout::kHalf; }), 0);
+  EXPECT_GT(count([](C c) { return c.config.rope_dims > 0 && c.config.rope_layout == RopeLayout::kInterleaved; }), 0);
+  EXPECT_GT(count([](C c) { return c.config.rope_dims > 0 && c.config.rope_dims < c.config.head_dim(); }), 0);
+  EXPECT_GT(count([](C c) { return c.config.rope_dims > 0 && c.config.add_bias_kv && c.config.add_zero_attn; }), 0);
   EXPECT_GT(count([](C c) { return c.query.shape.rank == 2; }), 0) << "unbatched";
   EXPECT_GT(count([](C c) { return c.query.shape.rank == 3; }), 0) << "batched";
   EXPECT_GT(count([](C c) { return c.key.shape != c.query.shape; }), 0) << "cross-attention";

@@ -51,6 +51,7 @@ constexpr size_t kElementStride = 16;
 //   mlp=<d_mlp> L=<n_layers> H=<n_heads> D=<d_model> V=<vocab> max=<max_len> B=<batch> T=<len>
 //   gates (head gates with a 0 and a value > 1; else none, all 1)  ignore (some targets -100)
 //   eps=<ln_eps>  tied (tie_embeddings)  kv=<n_kv_heads> (grouped-query attention)
+//   rope|rope-interleaved (positions rope, its layout)  frac=<rope_fraction>  base=<rope_base>
 struct Case {
   std::string spec;
   TransformerConfig config;
@@ -74,6 +75,8 @@ Case Parse(const std::string& spec) {
       const std::string key = w.substr(0, eq), value = w.substr(eq + 1);
       if (key == "eps") {
         c.ln_eps = std::stod(value);
+      } else if (key == "frac" || key == "base") {
+        (key == "frac" ? c.rope_fraction : c.rope_base) = std::stod(value);
       } else if (sizes.count(key) != 0) {
         *sizes.at(key) = std::stoll(value);
       } else {
@@ -98,6 +101,9 @@ Case Parse(const std::string& spec) {
       (w == "gates" ? k.gates : k.ignore) = true;
     } else if (w == "tied") {
       c.tie_embeddings = true;
+    } else if (w == "rope" || w == "rope-interleaved") {
+      c.positions = PositionKind::kRope;
+      c.rope_layout = w == "rope" ? RopeLayout::kHalf : RopeLayout::kInterleaved;
     } else {
       ADD_FAILURE() << "unknown word '" << w << "' in '" << spec << "'";
     }
@@ -149,6 +155,11 @@ const char* const kFdCases[] = {
     "none sinusoidal bidir gelu bias mlp=0 L=2 H=2 D=4 V=5 max=5 B=1 T=5 w=2 gates",
     "pre alibi causal relu bias mlp=4 L=2 H=4 D=8 V=6 max=6 B=2 T=6 w=3 kv=2",
     "post alibi causal gelu bias mlp=0 L=1 H=2 D=4 V=4 max=5 B=2 T=5 w=1",
+    // Rotary positions: both layouts, partial rotary, another base, grouped-query, T = 1.
+    "pre rope causal gelu bias mlp=6 L=2 H=2 D=8 V=6 max=5 B=2 T=5 gates ignore",
+    "post rope-interleaved bidir relu nobias mlp=0 L=1 H=1 D=8 V=5 max=4 B=2 T=4 frac=0.5",
+    "none rope causal gelu bias mlp=4 L=2 H=2 D=8 V=5 max=6 B=1 T=6 kv=1 base=100 frac=0.5",
+    "pre rope-interleaved causal gelu bias mlp=0 L=1 H=2 D=6 V=5 max=3 B=2 T=1 kv=1",
 };
 
 // Larger models, for the forward against the fast path only (its SIMD tiles and loops beyond a
@@ -162,6 +173,8 @@ const char* const kForwardOnlyCases[] = {
     "pre learned causal gelu bias mlp=64 L=2 H=8 D=32 V=50 max=20 B=2 T=20 kv=2 gates",
     "pre alibi causal gelu bias mlp=32 L=2 H=6 D=24 V=30 max=40 B=2 T=40 w=9 gates",
     "post alibi bidir relu bias mlp=0 L=1 H=12 D=24 V=20 max=33 B=1 T=33 w=5",
+    "pre rope causal gelu bias mlp=64 L=2 H=4 D=32 V=50 max=20 B=2 T=20 kv=2 frac=0.5",
+    "post rope-interleaved bidir relu nobias mlp=0 L=2 H=2 D=24 V=31 max=16 B=2 T=16 base=500",
 };
 
 // Inputs of a case, all drawn from one seed. Weights are floats widened to double, so the fast
@@ -269,7 +282,8 @@ double Seconds(std::chrono::steady_clock::time_point since) {
 }
 
 TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
-  bool norm[3] = {}, pos[4] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool norm[3] = {}, pos[5] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool rope_layout[2] = {};  // positions rope's layouts
   bool heads[4] = {};  // 1, 2, 4, n_heads == d_model
   bool window[2] = {};  // a causal and a bidirectional window
   bool layers[4] = {}, batch[4] = {}, t1 = false, t_max = false, gates = false, ignore = false;
@@ -295,6 +309,7 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
     gates |= k.gates;
     ignore |= k.ignore;
     if (c.tie_embeddings) tied[c.bias] = true;
+    if (c.positions == PositionKind::kRope) rope_layout[static_cast<int>(c.rope_layout)] = true;
     if (c.n_kv_heads > 0 && c.n_kv_heads < c.n_heads) {
       kv[0] |= c.n_kv_heads == 1;
       kv[1] |= c.n_kv_heads == 2;
@@ -305,8 +320,9 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
   }
   EXPECT_GE(n, 24u);
   for (bool b : norm) EXPECT_TRUE(b) << "norm pre / post / none";
-  for (bool b : pos) EXPECT_TRUE(b) << "positions learned / sinusoidal / none / alibi";
+  for (bool b : pos) EXPECT_TRUE(b) << "positions learned / sinusoidal / none / alibi / rope";
   for (bool b : window) EXPECT_TRUE(b) << "attn_window causal / bidirectional";
+  for (bool b : rope_layout) EXPECT_TRUE(b) << "rope: half and interleaved";
   for (bool b : causal) EXPECT_TRUE(b) << "causal / bidirectional";
   for (bool b : act) EXPECT_TRUE(b) << "gelu / relu";
   for (bool b : bias) EXPECT_TRUE(b) << "bias / no bias";
@@ -406,12 +422,15 @@ TEST(ReferenceTransformer, GradientsMatchFiniteDifferences) {
         [&] { return Loss(k, in, in.state_dict, in.gates.data()); }, 1);
 
     // Exact structure the numbers must have: softmax is invariant to the key bias (its gradient
-    // is rounding noise), and pos_embed rows at positions >= T are not used.
+    // is rounding noise; with rotary positions only in the dims that do not turn, a turned bias
+    // differing from key to key), and pos_embed rows at positions >= T are not used.
     for (const auto& [name, g] : r.grads) {
-      const int64_t D = k.config.d_model;
+      const int64_t D = k.config.d_model, dh = D / k.config.n_heads, r = RopeDims(k.config);
       if (name.find("attn.in_proj_bias") != std::string::npos) {  // the K rows: D .. D + Dkv
-        for (int64_t j = D; j < D + KvDim(k.config); ++j)
+        for (int64_t j = D; j < D + KvDim(k.config); ++j) {
+          if ((j - D) % dh < r) continue;  // (turned: a real gradient, checked above)
           EXPECT_LE(std::fabs(g[j]), 1e-14) << name << "[" << j << "]";
+        }
       }
       if (name == "pos_embed.weight") {
         for (size_t j = static_cast<size_t>(k.length * D); j < g.size(); ++j) EXPECT_EQ(g[j], 0.0);

@@ -55,4 +55,21 @@ void LoadRandomWeights(MultiheadAttention* mha, std::mt19937* rng, float scale) 
   }
 }
 
+std::unique_ptr<Transformer> MakeTransformer(const TransformerConfig& config, uint64_t seed) {
+  std::unique_ptr<Transformer> m;
+  const Status s = Transformer::Create(config, &m);
+  EXPECT_TRUE(s.ok()) << s.ToString();
+  if (m != nullptr && seed != 0) {
+    EXPECT_TRUE(m->InitializeFromSeed(seed).ok());
+  }
+  return m;
+}
+
+std::vector<float> EntryValues(const Transformer& model, const std::string& name, bool grad) {
+  TensorView v;
+  const Status s = grad ? model.Gradient(name, &v) : model.GetParameter(name, &v);
+  EXPECT_TRUE(s.ok()) << name << ": " << s.ToString();
+  return s.ok() ? std::vector<float>(v.data, v.data + v.size) : std::vector<float>();
+}
+
 }  // namespace headscope::test

@@ -5,12 +5,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "headscope/mha.h"
 #include "headscope/tensor.h"
+#include "headscope/transformer.h"
 
 namespace headscope::test {
 
@@ -26,6 +28,15 @@ double RelativeError(const float* a, const float* b, size_t n);
 
 // Loads a state_dict for `config` with seeded random values (weights ~ U(-scale, scale)).
 void LoadRandomWeights(MultiheadAttention* mha, std::mt19937* rng, float scale = 0.5f);
+
+// A Transformer of `config` (its creation EXPECTed to succeed), initialised from `seed` unless
+// seed is 0 (then no weights are loaded).
+std::unique_ptr<Transformer> MakeTransformer(const TransformerConfig& config, uint64_t seed);
+
+// A copy of a model's loaded entry `name` (grad: of its last gradient); empty, with a failure,
+// when there is none.
+std::vector<float> EntryValues(const Transformer& model, const std::string& name,
+                               bool grad = false);
 
 }  // namespace headscope::test
 

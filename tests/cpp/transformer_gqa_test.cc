@@ -17,9 +17,13 @@
 
 #include "headscope/reference_transformer.h"
 #include "headscope/transformer.h"
+#include "test_util.h"
 
 namespace headscope {
 namespace {
+
+using test::EntryValues;
+using test::MakeTransformer;
 
 constexpr int64_t B = 2, T = 7;
 const int32_t kTokens[B * T] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7};
@@ -35,23 +39,6 @@ TransformerConfig Config(int64_t kv_heads, NormPlacement norm = NormPlacement::k
   c.n_kv_heads = kv_heads;
   c.norm = norm;
   return c;
-}
-
-std::unique_ptr<Transformer> Make(const TransformerConfig& c, uint64_t seed) {
-  std::unique_ptr<Transformer> m;
-  const Status s = Transformer::Create(c, &m);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  if (m != nullptr && seed != 0) {
-    EXPECT_TRUE(m->InitializeFromSeed(seed).ok());
-  }
-  return m;
-}
-
-std::vector<float> Values(const Transformer& m, const std::string& name, bool grad = false) {
-  TensorView v;
-  const Status s = grad ? m.Gradient(name, &v) : m.GetParameter(name, &v);
-  EXPECT_TRUE(s.ok()) << name << ": " << s.ToString();
-  return s.ok() ? std::vector<float>(v.data, v.data + v.size) : std::vector<float>();
 }
 
 bool SameBits(const float* a, const float* b, size_t n) {
@@ -75,10 +62,10 @@ int64_t GroupedRow(const TransformerConfig& c, int64_t r) {
 std::unique_ptr<Transformer> RepeatedTwin(const Transformer& gqa) {
   TransformerConfig tc = gqa.config();
   tc.n_kv_heads = 0;
-  std::unique_ptr<Transformer> twin = Make(tc, 0);
+  std::unique_ptr<Transformer> twin = MakeTransformer(tc, 0);
   const int64_t D = tc.d_model;
   for (const TransformerParamSpec& p : TransformerParams(tc)) {
-    std::vector<float> v = Values(gqa, p.name);
+    std::vector<float> v = EntryValues(gqa, p.name);
     const bool in_w = p.name.find("attn.in_proj_weight") != std::string::npos;
     const bool in_b = p.name.find("attn.in_proj_bias") != std::string::npos;
     if (in_w || in_b) {
@@ -118,11 +105,11 @@ TEST(TransformerGroupedQuery, StateDictAndConfigRules) {
   }
   EXPECT_EQ(seen, 3);
   // The q/k/v_proj_weight aliases of in_proj_weight: 16, 8 and 8 rows.
-  std::unique_ptr<Transformer> m = Make(c, 1);
+  std::unique_ptr<Transformer> m = MakeTransformer(c, 1);
   TensorView k;
   ASSERT_TRUE(m->GetParameter("blocks.0.attn.k_proj_weight", &k).ok());
   EXPECT_EQ(k.shape, (Shape{8, 16}));
-  EXPECT_TRUE(SameBits(k.data, Values(*m, "blocks.0.attn.in_proj_weight").data() + 16 * 16, 128));
+  EXPECT_TRUE(SameBits(k.data, EntryValues(*m, "blocks.0.attn.in_proj_weight").data() + 16 * 16, 128));
 
   TransformerConfig bad = Config(3);
   const Status s = ValidateTransformerConfig(bad);
@@ -138,11 +125,11 @@ TEST(TransformerGroupedQuery, StateDictAndConfigRules) {
 // Seeds: in_proj_weight is xavier_uniform_ of its [D + 2 Dkv, D] shape (bound sqrt(6 / (2 D +
 // 2 Dkv))); the other entries are the plain model's bits (a pure function of seed, key and index).
 TEST(TransformerGroupedQuery, SeededWeights) {
-  std::unique_ptr<Transformer> g = Make(Config(1), 21);
-  std::unique_ptr<Transformer> plain = Make(Config(0), 21);
+  std::unique_ptr<Transformer> g = MakeTransformer(Config(1), 21);
+  std::unique_ptr<Transformer> plain = MakeTransformer(Config(0), 21);
   const double bound = std::sqrt(6.0 / (2.0 * 16 + 2.0 * 4));
   for (const TransformerParamSpec& p : TransformerParams(g->config())) {
-    const std::vector<float> v = Values(*g, p.name);
+    const std::vector<float> v = EntryValues(*g, p.name);
     if (p.name.find("in_proj_weight") != std::string::npos) {
       float top = 0;
       for (float x : v) top = std::max(top, std::fabs(x));
@@ -154,7 +141,7 @@ TEST(TransformerGroupedQuery, SeededWeights) {
       EXPECT_EQ(v, std::vector<float>(24, 0.0f)) << p.name;
       continue;
     }
-    EXPECT_TRUE(SameBits(v, Values(*plain, p.name))) << p.name;
+    EXPECT_TRUE(SameBits(v, EntryValues(*plain, p.name))) << p.name;
   }
 }
 
@@ -164,7 +151,7 @@ TEST(TransformerGroupedQuery, ForwardIsTheRepeatedKvModelBitForBit) {
   for (const int64_t G : {1, 2}) {
     for (const NormPlacement norm : {NormPlacement::kPre, NormPlacement::kPost}) {
       SCOPED_TRACE("G=" + std::to_string(G) + " norm " + std::to_string(static_cast<int>(norm)));
-      std::unique_ptr<Transformer> g = Make(Config(G, norm), 5 + G);
+      std::unique_ptr<Transformer> g = MakeTransformer(Config(G, norm), 5 + G);
       std::unique_ptr<Transformer> twin = RepeatedTwin(*g);
       TransformerOptions o;
       o.hooks = TransformerHookNames(g->config());
@@ -210,7 +197,7 @@ TEST(TransformerGroupedQuery, GenerationAndTheKvCachesBytes) {
   size_t plain_bytes = 0;
   for (const int64_t G : {0, 4, 2, 1}) {
     SCOPED_TRACE("G=" + std::to_string(G));
-    std::unique_ptr<Transformer> m = Make(Config(G), 31);
+    std::unique_ptr<Transformer> m = MakeTransformer(Config(G), 31);
     GenerateOptions o;
     o.max_new_tokens = n;
     o.keep_logits = true;
@@ -278,9 +265,9 @@ TEST(TransformerGroupedQuery, QuarterKvHeadsMakeTheCacheFourTimesSmaller) {
   TransformerConfig c;
   std::tie(c.vocab_size, c.max_len, c.d_model, c.n_layers, c.n_heads) =
       std::make_tuple(28, 64, 32, 2, 8);
-  std::unique_ptr<Transformer> mha = Make(c, 3);
+  std::unique_ptr<Transformer> mha = MakeTransformer(c, 3);
   c.n_kv_heads = 2;
-  std::unique_ptr<Transformer> gqa = Make(c, 3);
+  std::unique_ptr<Transformer> gqa = MakeTransformer(c, 3);
   GenerateOptions o;
   o.max_new_tokens = 40;
   GenerateResult a, b;
@@ -302,7 +289,7 @@ TEST(TransformerGroupedQuery, QuarterKvHeadsMakeTheCacheFourTimesSmaller) {
 TEST(TransformerGroupedQuery, GradientsAreTheTwinsSummedOverEachGroup) {
   for (const int64_t G : {1, 2}) {
     SCOPED_TRACE("G=" + std::to_string(G));
-    std::unique_ptr<Transformer> g = Make(Config(G), 41 + G);
+    std::unique_ptr<Transformer> g = MakeTransformer(Config(G), 41 + G);
     std::unique_ptr<Transformer> twin = RepeatedTwin(*g);
     BackwardOptions o;
     o.head_gate_grads = true;
@@ -317,13 +304,13 @@ TEST(TransformerGroupedQuery, GradientsAreTheTwinsSummedOverEachGroup) {
     }
     double scale = 0;
     for (const TransformerParamSpec& p : TransformerParams(twin->config())) {
-      for (float x : Values(*twin, p.name, true)) scale = std::max(scale, std::fabs(double{x}));
+      for (float x : EntryValues(*twin, p.name, true)) scale = std::max(scale, std::fabs(double{x}));
     }
     const int64_t D = 16;
     for (const TransformerParamSpec& p : TransformerParams(g->config())) {
-      const std::vector<float> got = Values(*g, p.name, true);
+      const std::vector<float> got = EntryValues(*g, p.name, true);
       std::vector<double> want;
-      const std::vector<float> tw = Values(*twin, p.name, true);
+      const std::vector<float> tw = EntryValues(*twin, p.name, true);
       const bool in_w = p.name.find("attn.in_proj_weight") != std::string::npos;
       const bool in_b = p.name.find("attn.in_proj_bias") != std::string::npos;
       if (in_w || in_b) {
@@ -345,7 +332,7 @@ TEST(TransformerGroupedQuery, GradientsAreTheTwinsSummedOverEachGroup) {
     // Against the float64 reference (which repeats nothing: it reads K/V head h / (H / G)).
     std::vector<std::pair<std::string, std::vector<double>>> sd;
     for (const TransformerParamSpec& p : TransformerParams(g->config())) {
-      const std::vector<float> v = Values(*g, p.name);
+      const std::vector<float> v = EntryValues(*g, p.name);
       sd.emplace_back(p.name, std::vector<double>(v.begin(), v.end()));
     }
     ReferenceTransformerResult ref;
@@ -356,7 +343,7 @@ TEST(TransformerGroupedQuery, GradientsAreTheTwinsSummedOverEachGroup) {
       for (double x : v) rscale = std::max(rscale, std::fabs(x));
     }
     for (const auto& [name, want] : ref.grads) {
-      const std::vector<float> got = Values(*g, name, true);
+      const std::vector<float> got = EntryValues(*g, name, true);
       ASSERT_EQ(got.size(), want.size()) << name;
       double e = 0;
       for (size_t i = 0; i < got.size(); ++i) e = std::max(e, std::fabs(got[i] - want[i]));
@@ -368,7 +355,7 @@ TEST(TransformerGroupedQuery, GradientsAreTheTwinsSummedOverEachGroup) {
 // A training step of a grouped model: the loss falls over a few AdamW steps and a forward sees
 // the new weights (its packed K/V panels repacked).
 TEST(TransformerGroupedQuery, TrainingSteps) {
-  std::unique_ptr<Transformer> m = Make(Config(2), 51);
+  std::unique_ptr<Transformer> m = MakeTransformer(Config(2), 51);
   OptimizerConfig adamw;
   adamw.lr = 1e-2;
   ASSERT_TRUE(m->SetOptimizer(adamw).ok());

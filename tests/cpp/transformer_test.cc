@@ -109,9 +109,13 @@ void Load(const std::string& file, GoldenCase* g) {
 TEST(TransformerGolden, TheSetCoversEveryOption) {
   const std::vector<std::string> files = TransformerGoldenFiles();
   ASSERT_GE(files.size(), 30u) << "tests/golden/transformer/ (tools/make_transformer_golden.py)";
-  bool norm[3] = {}, pos[4] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool norm[3] = {}, pos[5] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
   bool tied[2] = {};  // tie_embeddings with and without an MLP
   bool kv[3] = {};    // n_kv_heads 1 (multi-query), 2, n_heads / 2 > 2
+  // positions rope: both layouts, causal and not; partial rotary; grouped-query and multi-query;
+  // T = 1 and T = max_len; unbatched.
+  bool rope_layout[2] = {}, rope_causal[2] = {}, rope_partial = false, rope_gqa = false;
+  bool rope_mqa = false, rope_t1 = false, rope_tmax = false, rope_unbatched = false;
   bool gates = false, targets = false, t1 = false, t_max = false;
   // ALiBi with 3, 6, 8 and 12 heads; windows 1, 2, T - 1, T (causal), bidirectional; ALiBi with
   // a window, with grouped-query attention, with T = 1.
@@ -154,12 +158,25 @@ TEST(TransformerGolden, TheSetCoversEveryOption) {
       window[3] |= w == Tn;
     }
     bidirectional |= w > 0 && !c.causal;
+    if (c.positions == PositionKind::kRope) {
+      rope_layout[static_cast<int>(c.rope_layout)] = rope_causal[c.causal] = true;
+      rope_partial = rope_partial || RopeDims(c) < c.d_model / c.n_heads;
+      rope_gqa = rope_gqa || (c.n_kv_heads > 1 && c.n_kv_heads < c.n_heads);
+      rope_mqa = rope_mqa || (c.n_kv_heads == 1 && c.n_heads > 1);
+      rope_t1 = rope_t1 || T == 1;
+      rope_tmax = rope_tmax || static_cast<int64_t>(T) == c.max_len;
+      rope_unbatched = rope_unbatched || !(tok.size() > 0 && tok[0].is_array());
+    }
   }
   for (bool b : alibi_heads) EXPECT_TRUE(b) << "ALiBi with 3, 6, 8 and 12 heads";
   for (bool b : window) EXPECT_TRUE(b) << "windows 1, 2, T - 1 and T";
   EXPECT_TRUE(bidirectional && alibi_window && alibi_gqa && alibi_t1);
+  for (bool b : rope_layout) EXPECT_TRUE(b) << "rope: half and interleaved";
+  for (bool b : rope_causal) EXPECT_TRUE(b) << "rope: causal and not";
+  EXPECT_TRUE(rope_partial && rope_gqa && rope_mqa && rope_t1 && rope_tmax && rope_unbatched)
+      << "rope: partial rotary, GQA, MQA, T = 1, T = max_len, unbatched";
   for (bool b : norm) EXPECT_TRUE(b) << "norm pre / post / none";
-  for (bool b : pos) EXPECT_TRUE(b) << "positions learned / sinusoidal / none / alibi";
+  for (bool b : pos) EXPECT_TRUE(b) << "positions learned / sinusoidal / none / alibi / rope";
   for (bool b : causal) EXPECT_TRUE(b) << "causal";
   for (bool b : act) EXPECT_TRUE(b) << "gelu / relu";
   for (bool b : bias) EXPECT_TRUE(b) << "bias";
@@ -275,6 +292,9 @@ TEST(Transformer, HookedPatternsAreTheLayersMultiheadAttentionTrace) {
       mc.embed_dim = D;
       mc.num_heads = H;
       mc.num_kv_heads = g.config.n_kv_heads;
+      mc.rope_dims = RopeDims(g.config);  // (positions rope: the layer turns q and k)
+      mc.rope_layout = g.config.rope_layout;
+      mc.rope_base = g.config.rope_base;
       mc.bias = g.config.bias;
       mc.batch_first = true;
       std::unique_ptr<MultiheadAttention> mha;

@@ -15,9 +15,13 @@
 #include <vector>
 
 #include "headscope/transformer.h"
+#include "test_util.h"
 
 namespace headscope {
 namespace {
+
+using test::EntryValues;
+using test::MakeTransformer;
 
 constexpr int64_t B = 2, T = 7;
 const int32_t kTokens[B * T] = {3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7};
@@ -33,22 +37,6 @@ TransformerConfig Config(bool tied) {
   return c;
 }
 
-std::unique_ptr<Transformer> Make(const TransformerConfig& c, uint64_t seed) {
-  std::unique_ptr<Transformer> m;
-  EXPECT_TRUE(Transformer::Create(c, &m).ok());
-  if (m != nullptr && seed != 0) {
-    EXPECT_TRUE(m->InitializeFromSeed(seed).ok());
-  }
-  return m;
-}
-
-std::vector<float> Values(const Transformer& m, const std::string& name, bool grad = false) {
-  TensorView v;
-  const Status s = grad ? m.Gradient(name, &v) : m.GetParameter(name, &v);
-  EXPECT_TRUE(s.ok()) << s.ToString();
-  return s.ok() ? std::vector<float>(v.data, v.data + v.size) : std::vector<float>();
-}
-
 Status Set(Transformer* m, const std::string& name, const std::vector<float>& v, const Shape& s) {
   return m->SetParameter(name, {v.data(), s, v.size()});
 }
@@ -59,9 +47,9 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
 
 // An untied model holding a tied one's values (unembed.weight = tok_embed.weight's).
 std::unique_ptr<Transformer> UntiedTwin(const Transformer& tied) {
-  std::unique_ptr<Transformer> twin = Make(Config(false), 0);
+  std::unique_ptr<Transformer> twin = MakeTransformer(Config(false), 0);
   for (const TransformerParamSpec& p : TransformerParams(tied.config())) {
-    EXPECT_TRUE(Set(twin.get(), p.name, Values(tied, p.name), p.shape).ok()) << p.name;
+    EXPECT_TRUE(Set(twin.get(), p.name, EntryValues(tied, p.name), p.shape).ok()) << p.name;
   }
   return twin;
 }
@@ -84,7 +72,7 @@ TEST(TiedEmbeddings, TheStateDictListsOneTensorUnderBothKeysAndTheParametersOnce
   EXPECT_EQ(tied_params, static_cast<int64_t>(untied.size()) - 1);
   EXPECT_EQ(tied_floats, untied_floats - 11 * 8) << "the parameter count counts it once";
 
-  std::unique_ptr<Transformer> m = Make(Config(true), 3);
+  std::unique_ptr<Transformer> m = MakeTransformer(Config(true), 3);
   TensorView tok, unembed;
   ASSERT_TRUE(m->GetParameter("tok_embed.weight", &tok).ok());
   ASSERT_TRUE(m->GetParameter("unembed.weight", &unembed).ok());
@@ -92,17 +80,17 @@ TEST(TiedEmbeddings, TheStateDictListsOneTensorUnderBothKeysAndTheParametersOnce
   EXPECT_EQ(tok.shape, unembed.shape);
 
   // Either key loads the tensor: a state_dict without tok_embed.weight completes the model.
-  std::unique_ptr<Transformer> fresh = Make(Config(true), 0);
+  std::unique_ptr<Transformer> fresh = MakeTransformer(Config(true), 0);
   for (const TransformerParamSpec& p : tied) {
     if (p.name == "tok_embed.weight") continue;
-    ASSERT_TRUE(Set(fresh.get(), p.name, Values(*m, p.name), p.shape).ok()) << p.name;
+    ASSERT_TRUE(Set(fresh.get(), p.name, EntryValues(*m, p.name), p.shape).ok()) << p.name;
   }
   EXPECT_TRUE(fresh->CheckComplete().ok());
-  EXPECT_TRUE(SameBits(Values(*fresh, "tok_embed.weight"), Values(*m, "tok_embed.weight")));
+  EXPECT_TRUE(SameBits(EntryValues(*fresh, "tok_embed.weight"), EntryValues(*m, "tok_embed.weight")));
 }
 
 TEST(TiedEmbeddings, LogitsAndGradientsAreAnUntiedModelsWithTheSameValuesSummed) {
-  std::unique_ptr<Transformer> tied = Make(Config(true), 5);
+  std::unique_ptr<Transformer> tied = MakeTransformer(Config(true), 5);
   std::unique_ptr<Transformer> twin = UntiedTwin(*tied);
   TransformerOptions o;
   o.hooks = TransformerHookNames(tied->config());
@@ -118,12 +106,12 @@ TEST(TiedEmbeddings, LogitsAndGradientsAreAnUntiedModelsWithTheSameValuesSummed)
   EXPECT_EQ(ga.loss, gb.loss);
   for (const TransformerParamSpec& p : TransformerParams(tied->config())) {
     if (p.name == "tok_embed.weight" || p.name == "unembed.weight") continue;
-    EXPECT_TRUE(SameBits(Values(*tied, p.name, true), Values(*twin, p.name, true))) << p.name;
+    EXPECT_TRUE(SameBits(EntryValues(*tied, p.name, true), EntryValues(*twin, p.name, true))) << p.name;
   }
   // The one tensor's gradient: the unembedding's plus the embedding's, one float sum each.
-  const std::vector<float> g = Values(*tied, "tok_embed.weight", true);
-  const std::vector<float> g_embed = Values(*twin, "tok_embed.weight", true);
-  const std::vector<float> g_unembed = Values(*twin, "unembed.weight", true);
+  const std::vector<float> g = EntryValues(*tied, "tok_embed.weight", true);
+  const std::vector<float> g_embed = EntryValues(*twin, "tok_embed.weight", true);
+  const std::vector<float> g_unembed = EntryValues(*twin, "unembed.weight", true);
   ASSERT_EQ(g.size(), g_embed.size());
   std::vector<float> sum(g.size());
   for (size_t i = 0; i < g.size(); ++i) sum[i] = g_unembed[i] + g_embed[i];
@@ -134,7 +122,7 @@ TEST(TiedEmbeddings, LogitsAndGradientsAreAnUntiedModelsWithTheSameValuesSummed)
   EXPECT_EQ(gt.data, gu.data) << "both keys read the one gradient";
 
   // Setting tok_embed.weight changes the logits through the unembedding too.
-  std::vector<float> w = Values(*tied, "tok_embed.weight");
+  std::vector<float> w = EntryValues(*tied, "tok_embed.weight");
   for (float& x : w) x = -0.5f * x + 0.125f;
   const Shape vd{11, 8};
   ASSERT_TRUE(Set(tied.get(), "tok_embed.weight", w, vd).ok());
@@ -149,38 +137,38 @@ TEST(TiedEmbeddings, LogitsAndGradientsAreAnUntiedModelsWithTheSameValuesSummed)
 
 TEST(TiedEmbeddings, AStepMovesTheTensorOnce) {
   // SGD: p - lr g once, with g the summed gradient, and the norm counts the tensor once.
-  std::unique_ptr<Transformer> m = Make(Config(true), 7);
+  std::unique_ptr<Transformer> m = MakeTransformer(Config(true), 7);
   OptimizerConfig sgd;
   sgd.kind = OptimizerConfig::kSgd;
   sgd.lr = 0.1;
   ASSERT_TRUE(m->SetOptimizer(sgd).ok());
   BackwardResult br;
   ASSERT_TRUE(m->Backward(kBatch, kTargets, BackwardOptions{}, &br).ok());
-  const std::vector<float> p0 = Values(*m, "tok_embed.weight");
-  const std::vector<float> g = Values(*m, "tok_embed.weight", true);
+  const std::vector<float> p0 = EntryValues(*m, "tok_embed.weight");
+  const std::vector<float> g = EntryValues(*m, "tok_embed.weight", true);
   double norm = 0;
   for (const TransformerParamSpec& p : TransformerParams(m->config())) {
     if (!p.tied_to.empty()) continue;
-    for (float x : Values(*m, p.name, true)) norm += static_cast<double>(x) * x;
+    for (float x : EntryValues(*m, p.name, true)) norm += static_cast<double>(x) * x;
   }
   TrainStepResult r;
   ASSERT_TRUE(m->TrainStep(kBatch, kTargets, &r).ok());
   ASSERT_TRUE(r.stepped);
   EXPECT_DOUBLE_EQ(r.grad_norm, std::sqrt(norm));
-  const std::vector<float> p1 = Values(*m, "unembed.weight");
+  const std::vector<float> p1 = EntryValues(*m, "unembed.weight");
   for (size_t i = 0; i < p0.size(); ++i) {
     ASSERT_EQ(p1[i], std::fma(g[i], static_cast<float>(-sgd.lr), p0[i])) << i;
   }
 
   // AdamW with weight decay, first step: the moment is (1 - beta1) g of the summed gradient, and
   // p (1 - lr wd) - lr g / (|g| + eps) once (the bias-corrected m / sqrt(v) is g / |g|).
-  std::unique_ptr<Transformer> a = Make(Config(true), 7);
+  std::unique_ptr<Transformer> a = MakeTransformer(Config(true), 7);
   OptimizerConfig adamw;  // (lr 1e-3, betas 0.9 / 0.999, eps 1e-8)
   adamw.weight_decay = 0.1;
   ASSERT_TRUE(a->SetOptimizer(adamw).ok());
   ASSERT_TRUE(a->TrainStep(kBatch, kTargets, &r).ok());
   ASSERT_TRUE(r.stepped);
-  const std::vector<float> q1 = Values(*a, "tok_embed.weight");
+  const std::vector<float> q1 = EntryValues(*a, "tok_embed.weight");
   const float* m1 = a->optimizer()->exp_avg(0);  // slot 0: tok_embed.weight
   ASSERT_NE(m1, nullptr);
   for (size_t i = 0; i < p0.size(); ++i) {
@@ -191,12 +179,12 @@ TEST(TiedEmbeddings, AStepMovesTheTensorOnce) {
 }
 
 TEST(TiedEmbeddings, AStateDictWhoseTwoKeysDifferIsRefused) {
-  std::unique_ptr<Transformer> seeded = Make(Config(true), 9);
-  const std::vector<float> w = Values(*seeded, "tok_embed.weight");
+  std::unique_ptr<Transformer> seeded = MakeTransformer(Config(true), 9);
+  const std::vector<float> w = EntryValues(*seeded, "tok_embed.weight");
   std::vector<float> other = w;
   other[2 * 8 + 3] += 1.0f;
   const Shape vd{11, 8};
-  std::unique_ptr<Transformer> m = Make(Config(true), 0);
+  std::unique_ptr<Transformer> m = MakeTransformer(Config(true), 0);
   ASSERT_TRUE(Set(m.get(), "tok_embed.weight", w, vd).ok());
   Status s = Set(m.get(), "unembed.weight", other, vd);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
@@ -205,10 +193,10 @@ TEST(TiedEmbeddings, AStateDictWhoseTwoKeysDifferIsRefused) {
                              "state_dict['tok_embed.weight'] at [2, 3]: "),
             std::string::npos) << s.message();
   EXPECT_NE(s.message().find("tie_embeddings"), std::string::npos) << s.message();
-  EXPECT_TRUE(SameBits(Values(*m, "tok_embed.weight"), w)) << "refused: nothing written";
+  EXPECT_TRUE(SameBits(EntryValues(*m, "tok_embed.weight"), w)) << "refused: nothing written";
   EXPECT_TRUE(Set(m.get(), "unembed.weight", w, vd).ok()) << "the same values: one tensor";
   // The other order names the other key.
-  std::unique_ptr<Transformer> n = Make(Config(true), 0);
+  std::unique_ptr<Transformer> n = MakeTransformer(Config(true), 0);
   ASSERT_TRUE(Set(n.get(), "unembed.weight", w, vd).ok());
   s = Set(n.get(), "tok_embed.weight", other, vd);
   EXPECT_NE(s.message().find("state_dict['tok_embed.weight']: differs from "
@@ -220,25 +208,25 @@ TEST(TiedEmbeddings, AStateDictWhoseTwoKeysDifferIsRefused) {
   ASSERT_TRUE(Set(seeded.get(), "tok_embed.weight", w, vd).ok());
   ASSERT_TRUE(seeded->Forward(kBatch, TransformerOptions{}, &r).ok());
   EXPECT_TRUE(Set(seeded.get(), "unembed.weight", other, vd).ok());
-  EXPECT_TRUE(SameBits(Values(*seeded, "tok_embed.weight"), other));
+  EXPECT_TRUE(SameBits(EntryValues(*seeded, "tok_embed.weight"), other));
   ASSERT_TRUE(seeded->InitializeFromSeed(9).ok());
   EXPECT_TRUE(Set(seeded.get(), "unembed.weight", other, vd).ok());
   // Untied, the two keys are two tensors.
-  std::unique_ptr<Transformer> untied = Make(Config(false), 9);
+  std::unique_ptr<Transformer> untied = MakeTransformer(Config(false), 9);
   EXPECT_TRUE(Set(untied.get(), "unembed.weight", other, vd).ok());
 }
 
 TEST(TiedEmbeddings, SeedsGiveTheTensorTheEmbeddingsInitialisation) {
-  std::unique_ptr<Transformer> tied = Make(Config(true), 11);
-  std::unique_ptr<Transformer> untied = Make(Config(false), 11);
+  std::unique_ptr<Transformer> tied = MakeTransformer(Config(true), 11);
+  std::unique_ptr<Transformer> untied = MakeTransformer(Config(false), 11);
   for (const TransformerParamSpec& p : TransformerParams(tied->config())) {
     const std::string from = p.tied_to.empty() ? p.name : p.tied_to;
-    EXPECT_TRUE(SameBits(Values(*tied, p.name), Values(*untied, from))) << p.name;
+    EXPECT_TRUE(SameBits(EntryValues(*tied, p.name), EntryValues(*untied, from))) << p.name;
   }
 }
 
 TEST(TiedEmbeddings, GenerationsLogitsAreAFullRecomputations) {
-  std::unique_ptr<Transformer> m = Make(Config(true), 13);
+  std::unique_ptr<Transformer> m = MakeTransformer(Config(true), 13);
   GenerateOptions o;
   o.max_new_tokens = 2;
   o.keep_logits = true;

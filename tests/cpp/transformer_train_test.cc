@@ -127,8 +127,9 @@ struct Worst {
 TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
   const std::vector<std::string> files = GoldenFiles();
   ASSERT_GE(files.size(), 30u) << GoldenDir() << " (tools/make_train_golden.py)";
-  bool norm[3] = {}, pos[4] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
+  bool norm[3] = {}, pos[5] = {}, causal[2] = {}, act[2] = {}, bias[2] = {}, mlp[2] = {};
   bool window = false;  // attn_window (pos[3]: ALiBi)
+  bool rope_layout[2] = {};  // positions rope, both layouts
   bool gates = false, adamw = false, adamw_clip = false, sgd = false, sgd_clip = false;
   bool tied_decay = false;  // tie_embeddings under AdamW with weight decay
   bool mqa = false, gqa = false;  // n_kv_heads 1 and 1 < n_kv_heads < n_heads
@@ -141,6 +142,7 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
     window = window || c.attn_window > 0;
     mqa = mqa || (c.n_kv_heads == 1 && c.n_heads > 1);
     gqa = gqa || (c.n_kv_heads > 1 && c.n_kv_heads < c.n_heads);
+    if (c.positions == PositionKind::kRope) rope_layout[static_cast<int>(c.rope_layout)] = true;
     for (const json& run : doc.at("runs")) {
       const json& o = run.at("optimizer");
       const bool clip = o.at("clip_grad_norm").get<double>() > 0;
@@ -151,6 +153,8 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
   }
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(norm[i] && pos[i]) << i;
   EXPECT_TRUE(pos[3] && window) << "ALiBi and sliding-window cases";
+  EXPECT_TRUE(pos[static_cast<int>(PositionKind::kRope)] && rope_layout[0] && rope_layout[1])
+      << "positions rope, both layouts";
   for (int i = 0; i < 2; ++i) EXPECT_TRUE(causal[i] && act[i] && bias[i] && mlp[i]) << i;
   EXPECT_TRUE(gates && adamw && adamw_clip && sgd && sgd_clip);
   EXPECT_TRUE(tied_decay) << "a tie_embeddings case with AdamW weight decay";
@@ -366,6 +370,14 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
     // Grouped-query attention in every third trial with more than one head (drawing nothing
     // either): one K/V head (multi-query) or H / 2.
     if (trial % 3 == 1 && c.n_heads > 1) c.n_kv_heads = trial % 2 == 0 ? 1 : c.n_heads / 2;
+    // Rotary positions in every fifth trial with a head dim of 2 or more (drawing nothing):
+    // either layout, all or half of the dims, base 10000 or 100.
+    if (trial % 5 == 2 && c.d_model / c.n_heads >= 2) {
+      c.positions = PositionKind::kRope;
+      c.rope_layout = trial % 2 == 0 ? RopeLayout::kHalf : RopeLayout::kInterleaved;
+      c.rope_fraction = trial % 4 < 2 || c.d_model / c.n_heads < 4 ? 1.0 : 0.5;
+      c.rope_base = trial % 3 == 0 ? 100.0 : 10000.0;
+    }
     const int64_t B = 1 + pick(3), T = 1 + pick(static_cast<int>(c.max_len));
     std::unique_ptr<Transformer> model;
     ASSERT_TRUE(Transformer::Create(c, &model).ok());
@@ -417,6 +429,7 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
                              std::to_string(c.causal) + " act " +
                              std::to_string(static_cast<int>(c.act)) + " bias " +
                              std::to_string(c.bias) + (c.tie_embeddings ? " tied" : "") +
+                             (RopeDims(c) > 0 ? " rope" + std::to_string(RopeDims(c)) : "") +
                              (c.n_kv_heads > 0 ? " kv" + std::to_string(c.n_kv_heads) : "") + " L" +
                              std::to_string(c.n_layers) + " H" +
                              std::to_string(c.n_heads) + " D" + std::to_string(c.d_model) + " mlp" +

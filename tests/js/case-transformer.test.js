@@ -308,6 +308,7 @@ test('checkCase parses the case as runCase does; parseCase takes the kind as the
   for (const k of ['n_layers', 'n_heads', 'd_mlp', 'norm', 'positions', 'causal', 'act', 'bias', 'ln_eps']) delete minimal.config[k];
   assert.deepEqual(parseCase(minimal).config, { vocabSize: 7, maxLen: 8, dModel: 4, nLayers: 1, nHeads: 1, dMlp: 0,
     norm: 'pre', positions: 'learned', causal: true, act: 'gelu', bias: true, lnEps: 1e-5, tieEmbeddings: false,
+    ropeLayout: 'half', ropeBase: 10000, ropeFraction: 1,
     nKvHeads: null, attnWindow: 0 });
   assert.ok(hs.checkCase(minimal, hs.runCase(minimal)).ok, 'the small case is all defaults');
   // Unbatched tokens: results without the batch axis.

@@ -4,7 +4,10 @@
 //   - projections x W^T + b; in_proj_weight rows are [Wq; Wk; Wv] (or q/k/v_proj_weight when
 //     kdim or vdim differ from embedDim); bias_k / bias_v, then a zero key / value, appended after
 //     the projection (never masked); with numKvHeads G the K and V rows are G * headDim and head
-//     h reads K/V head floor(h / (H / G)) (grouped-query attention);
+//     h reads K/V head floor(h / (H / G)) (grouped-query attention); with ropeDims r > 0 the
+//     first r dims of each head of q (row i) and of the projected keys (row j; not the extra
+//     ones) turn by the position: pair p by i / ropeBase^(2p / r), (a, b) -> (a cos - b sin,
+//     a sin + b cos), pairs (p, p + r/2) ('half') or (2p, 2p + 1) ('interleaved');
 //   - scores = (q . k) / sqrt(headDim) + attnMask + keyPaddingMask, bool masks adding -inf where
 //     true; isCausal blocks key j > query i outright (-inf), as the engine and PyTorch's fused
 //     path do;
@@ -98,6 +101,22 @@ export function referenceForward(config, stateDict, query, key, value, options =
   const scores = new Float64Array(N * H * L * Sp);
   const headWeights = new Float64Array(N * H * L * Sp);
   const scale = 1 / Math.sqrt(hd);
+  // Rotary position embeddings of one row of `heads` heads at position t, in place.
+  const rope = (row, t, heads) => {
+    const r = config.ropeDims;
+    const half = (config.ropeLayout ?? 'half') === 'half';
+    for (let p = 0; p < r / 2; p++) {
+      const angle = t / Math.pow(config.ropeBase ?? 10000, (2 * p) / r);
+      const [c, s] = [Math.cos(angle), Math.sin(angle)];
+      const [a, b] = half ? [p, p + r / 2] : [2 * p, 2 * p + 1];
+      for (let h = 0; h < heads; h++) {
+        const x0 = row[h * hd + a];
+        const x1 = row[h * hd + b];
+        row[h * hd + a] = x0 * c - x1 * s;
+        row[h * hd + b] = x0 * s + x1 * c;
+      }
+    }
+  };
 
   for (let n = 0; n < N; n++) {
     const qp = linear((t, i) => Q.at(n, t, i), L, E, separate ? sd.q_proj_weight : sd.in_proj_weight, 0, E, bIn, 0);
@@ -105,6 +124,10 @@ export function referenceForward(config, stateDict, query, key, value, options =
       separate ? 0 : E, Ekv, bIn, E);
     const vp = linear((t, i) => V.at(n, t, i), S, vdim, separate ? sd.v_proj_weight : sd.in_proj_weight,
       separate ? 0 : E + Ekv, Ekv, bIn, E + Ekv);
+    if (config.ropeDims > 0) {
+      for (let t = 0; t < L; t++) rope(qp[t], t, H);
+      for (let t = 0; t < S; t++) rope(kp[t], t, G);
+    }
     if (config.addBiasKV) {
       kp.push(Float64Array.from(sd.bias_k));
       vp.push(Float64Array.from(sd.bias_v));

@@ -101,7 +101,8 @@ test('docs/case-format.md: the transformer config table is the schema\'s', () =>
     const row = rows.find((r) => r.key === f.torch);
     const written = row.dflt === 'required' ? 'required' : JSON.parse(row.dflt.replace(/`/g, ''));
     assert.deepEqual(written, f.default === 'required' ? 'required' : f.default.value, `${f.torch}: default`);
-    const type = { size: `integer >= ${f.min}`, bool: 'boolean', number: 'number > 0',
+    const type = { size: `integer >= ${f.min}`, bool: 'boolean',
+      number: f.hi === null ? 'number > 0' : `number in (${f.lo}, ${f.hi}]`,
       choice: f.choices?.map((c) => `\`"${c}"\``).join(', ') }[f.type];
     assert.equal(row.type, type, `${f.torch}: type`);
   }
@@ -125,8 +126,10 @@ test('the case parser (JS) accepts exactly what the schema accepts, and says wha
     if (f.torch === 'd_model' || f.torch === 'n_heads' || f.torch === 'max_len' || f.torch === 'n_kv_heads') continue;
     for (const v of probes(f)) {
       if (typeof v === 'number' && !Number.isFinite(v)) continue;  // (not JSON)
+      if (f.torch === 'rope_fraction' && v === 1e-9) continue;  // (no pair to turn: below)
       const doc = structuredClone(base);
       doc.config[f.torch] = v;
+      if (f.torch.startsWith('rope_')) doc.config.positions = 'rope';  // (only with rope: below)
       let error = null;
       try {
         parseCase(doc);
@@ -152,6 +155,23 @@ test('the case parser (JS) accepts exactly what the schema accepts, and says wha
   assert.throws(() => parseCase(kv(3)), { message: 'config.n_kv_heads: n_heads (4) must be divisible by n_kv_heads (3)' });
   assert.throws(() => parseCase(kv(8)), { message: 'config.n_kv_heads: n_heads (4) must be divisible by n_kv_heads (8)' });
   assert.throws(() => parseCase(kv(0)), { message: 'config.n_kv_heads: expected null (= n_heads) or an integer in [1, 16777216], got number 0' });
+  // The rope fields: only with positions "rope" (the schema's onlyWith rule), and a pair of dims
+  // to turn (rope_fraction * d_head >= 2).
+  const rope = (c) => { const d = structuredClone(base); Object.assign(d.config, c); return d; };
+  assert.deepEqual(Object.fromEntries(Object.entries(parseCase(rope({ positions: 'rope', rope_layout: 'interleaved', rope_base: 100, rope_fraction: 0.5 })).config).filter(([k]) => k.startsWith('rope'))),
+    { ropeLayout: 'interleaved', ropeBase: 100, ropeFraction: 0.5 });
+  assert.equal(parseCase(rope({ rope_layout: 'half', rope_base: 10000, rope_fraction: 1 })).config.positions, 'learned');
+  assert.throws(() => parseCase(rope({ rope_layout: 'interleaved' })),
+    { message: 'config.rope_layout: applies only with positions "rope" (positions is "learned"): leave it at its default, "half", got "interleaved"' });
+  assert.throws(() => parseCase(rope({ positions: 'none', rope_base: 500000 })),
+    { message: 'config.rope_base: applies only with positions "rope" (positions is "none"): leave it at its default, 10000, got 500000' });
+  assert.throws(() => parseCase(rope({ positions: 'sinusoidal', rope_fraction: 0.5 })),
+    { message: 'config.rope_fraction: applies only with positions "rope" (positions is "sinusoidal"): leave it at its default, 1, got 0.5' });
+  assert.throws(() => parseCase(rope({ positions: 'rope', rope_fraction: 0.4 })),
+    { message: 'config.rope_fraction: 0.4 of the head dim d_model / n_heads = 4 gives no pair of dims to rotate: at least 2 rotary dims are needed (rope_fraction >= 2 / 4)' });
+  assert.throws(() => parseCase(rope({ positions: 'rope', n_heads: 4 })),
+    { message: 'config.rope_fraction: 1 of the head dim d_model / n_heads = 1 gives no pair of dims to rotate: at least 2 rotary dims are needed (a head of 1 dim has none)' });
+  assert.equal(parseCase(rope({ positions: 'rope', rope_fraction: 0.5 })).config.ropeFraction, 0.5);  // 2 of 4
 });
 
 test('the engine (the binding and Validate) refuses exactly the values the schema refuses', () => {
@@ -159,10 +179,11 @@ test('the engine (the binding and Validate) refuses exactly the values the schem
   for (const f of TRANSFORMER_SCHEMA.fields) {
     for (const v of probes(f)) {
       if (f.torch === 'd_model' || f.torch === 'n_heads' || f.torch === 'n_kv_heads') continue;  // (divisibility: below)
+      if (f.torch === 'rope_fraction' && v === 1e-9) continue;  // (no pair to turn: below)
       let error = null;
       let model = null;
       try {
-        model = hs.createTransformer({ ...base, [f.js]: v });
+        model = hs.createTransformer({ ...base, [f.js]: v, ...(f.torch.startsWith('rope_') ? { positions: 'rope' } : {}) });
       } catch (e) {
         error = e;
       } finally {
@@ -187,6 +208,12 @@ test('the engine (the binding and Validate) refuses exactly the values the schem
   assert.throws(() => hs.createMultiheadAttention({ embedDim: 8, numHeads: 4, numKvHeads: 0 }),
     { message: 'config.numKvHeads: expected null (= numHeads) or an integer in [1, 16777216], got number 0' });
   for (const numKvHeads of [null, 1, 2, 4]) hs.createMultiheadAttention({ embedDim: 8, numHeads: 4, numKvHeads }).dispose();
+  // The rope rules, in the JS API's names.
+  assert.throws(() => hs.createTransformer({ ...base, ropeLayout: 'interleaved' }),
+    { message: 'config.ropeLayout: applies only with positions "rope" (positions is "learned"): leave it at its default, "half", got "interleaved"' });
+  assert.throws(() => hs.createTransformer({ ...base, positions: 'rope', ropeFraction: 0.4 }),
+    { message: 'config.ropeFraction: 0.4 of the head dim dModel / nHeads = 4 gives no pair of dims to rotate: at least 2 rotary dims are needed (ropeFraction >= 2 / 4)' });
+  hs.createTransformer({ ...base, positions: 'rope', ropeLayout: 'interleaved', ropeBase: 100, ropeFraction: 0.5 }).dispose();
 });
 
 test('the native case parser agrees with the schema on every field\'s boundaries (when built)', () => {
@@ -204,6 +231,11 @@ test('the native case parser agrees with the schema on every field\'s boundaries
         if (f.torch === 'd_model' || f.torch === 'n_heads' || f.torch === 'n_kv_heads') continue;
         const doc = structuredClone(base);
         doc.config[f.torch] = v;
+        // (the rope fields: with positions rope, and also without it, where only their default
+        // is accepted: both parsers' onlyWith rule and the rotary dims' rule)
+        if (f.torch.startsWith('rope_') && v !== 0) doc.config.positions = 'rope';
+        // (1e-9 of a head leaves no pair: both refuse, but C++ writes the fraction 1e-09)
+        if (f.torch === 'rope_fraction' && v === 1e-9) continue;
         const file = join(dir, 'case.json');
         writeFileSync(file, JSON.stringify(doc));
         const r = spawnSync(cli, ['run', file], { encoding: 'utf8' });

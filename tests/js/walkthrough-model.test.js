@@ -230,6 +230,26 @@ test('stateFromCase shows every tutorial-size unbatched self-attention golden ca
   }
 });
 
+test('stateFromCase leaves rotary embeddings and shared K/V heads to the Heads view', () => {
+  const doc = golden('unbatched-self.json');
+  const E = doc.config.embed_dim;
+  const H = doc.config.num_heads;
+  assert.ok(stateFromCase(doc).state);
+  const rope = { ...doc, config: { ...doc.config, rope_dims: 2 } };
+  assert.match(stateFromCase(rope).reason, /turns q and k by position \(rope_dims\).*Heads view/);
+  if (H > 1) {
+    const G = 1;
+    const rows = doc.state_dict.in_proj_weight;
+    const hd = E / H;
+    const kv = { ...doc, config: { ...doc.config, num_kv_heads: G },
+      state_dict: { ...doc.state_dict, in_proj_weight: [...rows.slice(0, E), ...rows.slice(E, E + G * hd), ...rows.slice(2 * E, 2 * E + G * hd)] } };
+    delete kv.state_dict.in_proj_bias;
+    kv.config.bias = false;
+    delete kv.state_dict['out_proj.bias'];
+    assert.match(stateFromCase(kv).reason, /shares K\/V heads/);
+  }
+});
+
 test('stateFromCase reads the seed case as the seed state, from an object or JSON text', () => {
   const { state } = stateFromCase(JSON.stringify(seedWorkedExample));
   const seed = seedState();

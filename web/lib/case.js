@@ -617,7 +617,45 @@ function caseConfig(schema, cfg, fill) {
     if (x == null || y == null) continue;  // an absent or null field (n_kv_heads: n_heads) holds
     if (x % y !== 0) throw parseError(`config.${b}`, `${a} (${x}) must be divisible by ${b} (${y})`);
   }
+  // (value null: the size `when` > 0.)
+  for (const [name, when, value] of schema.onlyWith ?? []) {
+    const f = field(schema, name);
+    const w = config[field(schema, when).js] ?? field(schema, when).default.value;
+    const v = config[f.js];
+    if (v === undefined || (value === null ? w !== 0 : w === value) || v === f.default.value) continue;
+    throw parseError(`config.${name}`, `applies only with ${when} ${value === null ? '> 0' : `"${value}"`} ` +
+      `(${when} is ${JSON.stringify(w)}): leave it at its default, ${JSON.stringify(f.default.value)}, got ${JSON.stringify(v)}`);
+  }
+  if (schema === TRANSFORMER_SCHEMA) rotaryDimsRule(config);
+  if (schema === MHA_SCHEMA) mhaRopeRule(config);
   return config;
+}
+
+/**
+ * MultiheadAttention's ropeDims: even and at most the head dim (ValidateConfig in
+ * src/headscope/schema.cc says it natively, with this message).
+ */
+function mhaRopeRule(config) {
+  const r = config.ropeDims ?? 0;
+  if (config.embedDim === undefined) return;
+  const dh = Math.floor(config.embedDim / (config.numHeads ?? 1));
+  if (r % 2 === 0 && r <= dh) return;
+  throw parseError('config.rope_dims', `expected 0 (no rotation) or an even number of dims up to the head dim ` +
+    `embed_dim / num_heads = ${dh}, got ${r}`);
+}
+
+/**
+ * positions "rope" needs a pair of dims to turn: 2 * floor(ropeFraction * dHead / 2) >= 2 (the
+ * rule no schema row can say; ValidateTransformerConfig in src/headscope/transformer.cc says it
+ * natively, with this message).
+ */
+function rotaryDimsRule(config) {
+  if (config.positions !== 'rope' || config.dModel === undefined) return;
+  const dh = Math.floor(config.dModel / (config.nHeads ?? 1));
+  const fraction = config.ropeFraction ?? 1;
+  if (2 * Math.floor(fraction * dh / 2) >= 2) return;
+  throw parseError('config.rope_fraction', `${fraction} of the head dim d_model / n_heads = ${dh} gives no pair ` +
+    `of dims to rotate: at least 2 rotary dims are needed${dh >= 2 ? ` (rope_fraction >= 2 / ${dh})` : ' (a head of 1 dim has none)'}`);
 }
 
 function transformerConfig(cfg) {

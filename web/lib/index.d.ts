@@ -72,6 +72,17 @@ export interface MultiheadAttentionConfig {
   vdim?: number | null;
   /** Default false: inputs are (L, N, E); true: (N, L, E). */
   batchFirst?: boolean;
+  /**
+   * = 0 (no rotation). Rotary position embeddings (headscope's, not a torch argument): the first
+   * ropeDims dims (even, at most the head dim) of every head of q and k turn by position after
+   * the projections: query i at position i, key j at j (the extra keys of addBiasKV / addZeroAttn
+   * do not turn); trace() then has rotQ / rotK.
+   */
+  ropeDims?: number;
+  /** = 'half' (ropeDims > 0 only): pairs (i, i + r/2) (GPT-NeoX, LLaMA) or (2i, 2i + 1) ('interleaved'). */
+  ropeLayout?: 'half' | 'interleaved';
+  /** = 10000 (ropeDims > 0 only): pair i of r turns by pos / ropeBase^(2i / r). */
+  ropeBase?: number;
 }
 
 export type NormalizedConfig = Required<{ [K in keyof MultiheadAttentionConfig]: NonNullable<MultiheadAttentionConfig[K]> }>;
@@ -154,6 +165,10 @@ export interface AttentionTrace {
   concat: Tensor;
   /** The query's layout: concat x W_O^T + b_O. */
   output: Tensor;
+  /** ([N,] H, L, headDim): q turned by position (config.ropeDims > 0 only): what the scores use. */
+  rotQ?: Tensor;
+  /** ([N,] G, S, headDim): k turned by position (config.ropeDims > 0 only; extra keys unturned). */
+  rotK?: Tensor;
   /** Only when options.headStats was true. */
   headStats?: HeadStats;
 }
@@ -194,6 +209,10 @@ export interface CaseDocument {
     vdim?: number | null;
     batch_first?: boolean;
     dropout?: number | null;
+    num_kv_heads?: number | null;
+    rope_dims?: number | null;
+    rope_layout?: 'half' | 'interleaved' | null;
+    rope_base?: number | null;
   };
   state_dict: { [key: string]: unknown };
   inputs: {
@@ -246,8 +265,12 @@ export interface TransformerConfig {
   /**
    * = 'learned'. 'alibi': no position embedding (no hook_pos_embed); every head h adds ALiBi's
    * -(m_h |i - j|) to its scores (Press et al.'s slopes m_h), shown in hook_attn_scores.
+   * 'rope': rotary position embeddings (no position added to the stream, like
+   * LLaMA): every layer turns q and k by position (ropeLayout, ropeBase, ropeFraction); the hooks
+   * hook_rot_q / hook_rot_k hold them turned, and generate() continues the positions from the KV
+   * cache.
    */
-  positions?: 'learned' | 'sinusoidal' | 'none' | 'alibi';
+  positions?: 'learned' | 'sinusoidal' | 'none' | 'alibi' | 'rope';
   /** = true */
   causal?: boolean;
   /** = 'gelu' (the exact erf form) */
@@ -263,6 +286,20 @@ export interface TransformerConfig {
    * one gradient as grads['tok_embed.weight'] and the optimizer steps it once.
    */
   tieEmbeddings?: boolean;
+  /**
+   * = 'half' (positions 'rope' only: another value with other positions is refused). How a head's
+   * r rotary dims pair up: 'half' pairs dim i with i + r/2 (GPT-NeoX, LLaMA's rotate_half),
+   * 'interleaved' 2i with 2i + 1 (RoFormer, GPT-J).
+   */
+  ropeLayout?: 'half' | 'interleaved';
+  /** = 10000 (positions 'rope' only). Pair i of r turns by the angle pos / ropeBase^(2i / r). */
+  ropeBase?: number;
+  /**
+   * = 1, in (0, 1] (positions 'rope' only). The rotary dims r of each head are the largest even
+   * number <= ropeFraction * dHead (at least 2); the other dims pass through (GPT-NeoX's
+   * rotary_pct).
+   */
+  ropeFraction?: number;
   /**
    * = 0: deterministic initial weights (PyTorch's default initialisation) from this seed. null: no
    * weights at all (nothing allocated for them) until loadStateDict; every other call refuses with
@@ -405,11 +442,16 @@ export interface TransformerCaseDocument {
     n_heads?: number | null;
     d_mlp?: number | null;
     norm?: 'pre' | 'post' | 'none' | null;
-    positions?: 'learned' | 'sinusoidal' | 'none' | 'alibi' | null;
+    positions?: 'learned' | 'sinusoidal' | 'none' | 'alibi' | 'rope' | null;
     causal?: boolean | null;
     act?: 'gelu' | 'relu' | null;
     bias?: boolean | null;
     ln_eps?: number | null;
+    tie_embeddings?: boolean | null;
+    n_kv_heads?: number | null;
+    rope_layout?: 'half' | 'interleaved' | null;
+    rope_base?: number | null;
+    rope_fraction?: number | null;
   };
   state_dict: { [key: string]: unknown };
   inputs: {

@@ -1205,7 +1205,9 @@ class MultiheadAttention extends EngineObject {
    * masked, -inf where blocked), weights (softmax), headOutputs (weights x V), concat ([N,] L, E)
    * and output. The leading N appears only for batched input. With options.headGates, headOutputs
    * and concat are the gated outputs (what out_proj sees); scores and weights are never gated.
-   * With options.headStats also headStats, as forward() returns it.
+   * With options.headStats also headStats, as forward() returns it. With config.ropeDims > 0 also
+   * rotQ and rotK: q and k turned by position (rotary embeddings), what the scores use; q and k
+   * stay the projections.
    */
   trace(query, key, value, options = {}) {
     MultiheadAttention.check(this, 'trace');
@@ -1219,7 +1221,9 @@ class MultiheadAttention extends EngineObject {
     // The trace's buffers (every intermediate, L x S per head twice) are copied out: free them.
     // (A trace that failed has freed what it had allocated already: the core's own refusal.)
     callCore(() => handle.releaseTrace());
-    const trace = Object.fromEntries(stages.map((name, i) => [name, tensors[i]]));
+    // (rotQ / rotK: only with rotary embeddings; the engine leaves their slots empty otherwise.)
+    const trace = Object.fromEntries(stages.map((name, i) => [name, tensors[i]])
+      .filter(([name, t]) => t !== null || (name !== 'rotQ' && name !== 'rotK')));
     if (statsCount > 0) trace.headStats = this._groupHeadStats(tensors.slice(stages.length));
     return trace;
   }

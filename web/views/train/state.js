@@ -24,7 +24,10 @@ export const TASK_NAMES = TASKS.map((t) => t.name);
 export const D_MODELS = [16, 32, 64, 128];
 // The model's choices are the transformer schema's (web/lib/schema.js).
 export const NORMS = choices(TRANSFORMER_SCHEMA, 'norm');
-export const POSITIONS = choices(TRANSFORMER_SCHEMA, 'positions');
+// Not 'rope' (rotary positions) yet: a head opens in the Heads view and the Walkthrough as a
+// MultiheadAttention case of its layer (layer-case.js), which would have to carry the layer's
+// rope_dims (MultiheadAttention has the option) and be checked through both views first.
+export const POSITIONS = choices(TRANSFORMER_SCHEMA, 'positions').filter((p) => p !== 'rope');
 /** Whether a setting's heads divide its dModel (the schema's rule, in the view's names). */
 export const headsDivide = (s) => divisible(TRANSFORMER_SCHEMA, { dModel: s.dModel, nHeads: s.heads });
 /** The state's fields, in the order of a link's parameters. */

@@ -16,7 +16,7 @@ function sameTensor(a, b) {
  * Whether the walkthrough can show a case document (object or JSON text), and as which state.
  * It can when the case has a packed in_proj_weight, an unbatched query of at most 16 x 16, is
  * self-attention (key and value absent or equal to the query) and adds no extra keys
- * (add_bias_kv, add_zero_attn). Biases and masks are kept, so the trace equals the case's forward.
+ * (add_bias_kv, add_zero_attn), no rotary embeddings (rope_dims) and no shared K/V heads. Biases and masks are kept, so the trace equals the case's forward.
  * Malformed documents throw the library's PARSE_ERROR.
  * @returns {{ state: object } | { reason: string }}
  */
@@ -32,6 +32,11 @@ export function stateFromCase(caseDocument) {
   if (!c.stateDict.has('in_proj_weight')) return heads('has separate q/k/v projection weights');
   if (c.config.addBiasKV || c.config.addZeroAttn) {
     return heads('adds extra keys (add_bias_kv / add_zero_attn)');
+  }
+  // (The walkthrough's model has one K/V head per head and scores q . k as projected.)
+  if ((c.config.ropeDims ?? 0) > 0) return heads('turns q and k by position (rope_dims)');
+  if (c.config.numKvHeads != null && c.config.numKvHeads !== H) {
+    return heads('shares K/V heads (num_kv_heads)');
   }
   if (c.query.shape.length !== 2) return heads(`has a batched query [${c.query.shape.join(', ')}]`);
   const [L] = c.query.shape;
