@@ -2,6 +2,9 @@
 // against ReferenceForward (Eigen) on configs, state_dicts, shapes, masks and options (head_gates
 // included) decoded from the fuzzer's bytes, valid and invalid alike.
 //
+// Position options (ALiBi, sliding windows) are drawn too, so the kernels' window paths (tiles
+// that skip the keys before a window, softmax rows from a 16-key panel) meet the reference.
+//
 // Invariants (a violation aborts, so libFuzzer reports it with the input):
 //   - nothing crashes, leaks or hits undefined behaviour (ASan, LSan, UBSan);
 //   - an invalid config is refused by Create with INVALID_ARGUMENT, and by ReferenceForward too;
@@ -59,13 +62,17 @@ constexpr int64_t kMaxFilled = int64_t{1} << 16;
 std::vector<int64_t> g_targets;  // SIMD targets of this build on this CPU
 int64_t g_target = 0;            // the one this input runs on
 fuzz::Worst g_worst;
+// Successful calls compared with the reference: with ALiBi, with a window, and with a window
+// over more than 16 query rows (the packed path's windowed tiles, which skip keys).
+long g_alibi_calls = 0, g_window_calls = 0, g_window_tiled_calls = 0;
 
 struct WorstReport {
   ~WorstReport() {
     if (g_worst.compared > 0) {
       std::fprintf(stderr, "mha_fuzzer: worst fast-vs-reference relative error %.3g over %ld "
-                   "value comparisons (tolerance %g)\n", g_worst.error, g_worst.compared,
-                   fuzz::kTolerance);
+                   "value comparisons (tolerance %g); calls compared with alibi %ld, with a "
+                   "window %ld, with a window and L > 16 %ld\n", g_worst.error, g_worst.compared,
+                   fuzz::kTolerance, g_alibi_calls, g_window_calls, g_window_tiled_calls);
     }
   }
 } g_worst_report;
@@ -691,6 +698,26 @@ void DrawCall(FuzzedDataProvider& fdp, Values& values, const MhaConfig& c, Call*
     }
   }
 
+  // Position options (headscope's, not torch's): ALiBi a quarter of the time; a window half of
+  // the time, mostly small against the sequences (1, a few keys, up to past max(L, S)) so that
+  // the packed path's 16-row tiles skip keys, sometimes 2^24 (valid, nothing skipped) and
+  // sometimes out of range (both paths refuse it, naming options.window).
+  o.alibi = fdp.ConsumeIntegralInRange<int>(0, 3) == 0;
+  const int64_t longest = std::max<int64_t>({L, S, 1});
+  switch (fdp.ConsumeIntegralInRange<int>(0, 15)) {
+    case 8: o.window = 1; break;
+    case 9: case 10: o.window = fdp.ConsumeIntegralInRange<int64_t>(1, 4); break;
+    case 11: case 12: case 13: o.window = fdp.ConsumeIntegralInRange<int64_t>(1, longest + 2); break;
+    case 14: o.window = kMaxDim; break;
+    case 15:
+      o.window = fdp.ConsumeBool() ? -fdp.ConsumeIntegralInRange<int64_t>(1, 3) : kMaxDim + 1;
+      call->valid = false;
+      call->definitely_invalid = true;
+      call->description += " window out of range";
+      break;
+    default: break;
+  }
+
   for (const MaskView* m : {&o.key_padding_mask, &o.attn_mask}) {
     if (m->present() && !DimsInRange(m->shape)) {
       call->valid = false;
@@ -704,7 +731,9 @@ void DrawCall(FuzzedDataProvider& fdp, Values& values, const MhaConfig& c, Call*
                       (self ? " self" : "") + " kpm=" + Str(kpm_kind) + " attn=" +
                       Str(attn_kind) + " causal=" + Str(o.is_causal) + " need_weights=" +
                       Str(o.need_weights) + " avg=" + Str(o.average_attn_weights) +
-                      (o.head_stats ? " head_stats" : "") + (call->absurd ? " absurd" : "") + broken + call->description;
+                      (o.head_stats ? " head_stats" : "") + (o.alibi ? " alibi" : "") +
+                      (o.window != 0 ? " window=" + Str(o.window) : "") +
+                      (call->absurd ? " absurd" : "") + broken + call->description;
 }
 
 // Head statistics of a fast-path call that also returned per-head weights: they must be the
@@ -797,7 +826,9 @@ std::string CaseJson(const MhaWeights& w, const Call& call) {
        ",\n  \"attn_mask\": " + MaskJson(call.options.attn_mask) +
        ",\n  \"need_weights\": " + (call.options.need_weights ? "true" : "false") +
        ", \"average_attn_weights\": " + (call.options.average_attn_weights ? "true" : "false") +
-       ", \"is_causal\": " + (call.options.is_causal ? "true" : "false") + "}}";
+       ", \"is_causal\": " + (call.options.is_causal ? "true" : "false") +
+       ", \"alibi\": " + (call.options.alibi ? "true" : "false") +
+       ", \"window\": " + Str(call.options.window) + "}}";
   return j;
 }
 
@@ -982,6 +1013,13 @@ int Run(const uint8_t* data, size_t size) {
           static_cast<double>(std::max({c.embed_dim, c.key_dim(), c.value_dim()}));
       const fuzz::Tier tier = mag.tier(in_dim, static_cast<double>(c.head_dim()));
       const std::string why = fuzz::CompareResults(fast, ref, tier, &g_worst);
+      if (tier != fuzz::Tier::kExtreme) {
+        const int64_t L = call.query.shape.rank == 3 && !c.batch_first ? call.query.shape[0]
+                          : call.query.shape[call.query.shape.rank - 2];
+        g_alibi_calls += call.options.alibi;
+        g_window_calls += call.options.window > 0;
+        g_window_tiled_calls += call.options.window > 0 && L > 16;
+      }
       if (!why.empty()) {
         std::fprintf(stderr, "mha_fuzzer: SIMD target %s; the call as a case document:\n%s\n",
                      hwy::TargetName(g_target),

@@ -57,6 +57,8 @@ import zlib
 
 import numpy as np
 import torch
+
+from tiny_transformer import alibi_slopes  # the contract's slopes (the ALiBi repository's get_slopes)
 import torch.nn.functional as F
 
 sys.dont_write_bytecode = True  # no __pycache__ in tools/
@@ -97,6 +99,31 @@ def normal(rng, shape, scale=1.0):
 def causal_mask(L, S):
     """True above the diagonal: query i may not attend key j > i."""
     return np.triu(np.ones((L, S), dtype=bool), k=1)
+
+
+def has_position_options(inp):
+    return bool(inp.get("alibi", False)) or inp.get("window", 0) > 0
+
+
+def position_bias(H, L, S, inp):
+    """headscope's position options (forward's alibi and window; not torch arguments) as one
+    additive float64 mask [H, L, S] over the S given keys (the extra keys of add_bias_kv and
+    add_zero_attn get none: always visible, never biased). Query i is at position i, key j at j.
+    ALiBi: -(m_h |i - j|), m_h the float32 slopes of tools/tiny_transformer.py (Press et al.'s
+    get_slopes); the distance is symmetric, so without is_causal the keys after i are biased as
+    those before. Window w >= 1: -inf where j <= i - w, and without is_causal also j >= i + w
+    (with is_causal the causal mask blocks j > i already)."""
+    i = np.arange(L)[:, None]
+    j = np.arange(S)[None, :]
+    bias = np.zeros((H, L, S))
+    if inp.get("alibi", False):
+        slopes = alibi_slopes(H).numpy().astype(np.float64)
+        bias = bias - slopes[:, None, None] * np.abs(i - j)[None].astype(np.float64)
+    w = inp.get("window", 0)
+    if w > 0:
+        outside = (j <= i - w) | ((j >= i + w) & (not inp["is_causal"]))
+        bias = np.where(outside[None], NEG_INF, bias)
+    return bias
 
 
 # ----------------------------------------------------------------------------------------------
@@ -178,6 +205,8 @@ def manual_forward(cfg, sd, inp):
         if not batched:
             kpm = kpm[None]
         add = add + kpm[:, None, None, :]
+    if has_position_options(inp):
+        add = add + position_bias(H, L, S, inp)[None]
 
     # Extra keys are never masked.
     if cfg["add_bias_kv"]:
@@ -300,6 +329,8 @@ def torch_gqa_forward(cfg, sd, inp, dtype=torch.float64):
         add[..., :S] += a if a.dim() == 2 else a.reshape(N, H, L, S)
     if inp["key_padding_mask"] is not None:
         add[..., :S] += d(additive(np.asarray(inp["key_padding_mask"]))).reshape(N, 1, 1, S)
+    if has_position_options(inp):
+        add[..., :S] += d(position_bias(H, L, S, inp))
     z, w = torch.nn.functional._scaled_dot_product_attention(Qh, Kh, Vh, add, 0.0, True, False)
     concat = z.permute(2, 0, 1, 3).reshape(L, N, E)
     out = F.linear(concat, d(sd["out_proj.weight"]),
@@ -358,6 +389,18 @@ def torch_forward(cfg, sd, inp, dtype=torch.float64):
         am = causal_mask(L, S)
     kpm = inp["key_padding_mask"]
     H = cfg["num_heads"]
+    if has_position_options(inp):
+        # ALiBi and the window as an additive float attn_mask (H, L, S), repeated for every batch
+        # element ((N*H, L, S) batched), with the call's own attn_mask or causal mask added: the
+        # module pads it with zeros for the extra keys, which so stay visible and unbiased.
+        bias = position_bias(H, L, S, inp)
+        if am is not None:
+            a = additive(np.asarray(am))
+            bias = bias + (a[None] if a.ndim == 2 else a.reshape(-1, H, L, S))
+        if batched:
+            N = q.shape[0] if cfg["batch_first"] else q.shape[1]
+            bias = np.broadcast_to(bias, (N, H, L, S)).reshape(N * H, L, S)
+        am = bias.reshape(-1, L, S) if batched else bias.reshape(H, L, S)
     folded = False
     if kpm is not None and am is not None and np.asarray(kpm).dtype != bool:
         # Torch 1.13 cannot merge a float key_padding_mask with an attn_mask: fold both into one
@@ -611,6 +654,9 @@ def build_case(spec):
             "average_attn_weights": spec.get("average", True),
             "is_causal": spec.get("causal", False) or explicit_causal,
         }
+        if "alibi" in spec or "window" in spec:  # headscope's options: only in these files
+            inp["alibi"] = spec.get("alibi", False)
+            inp["window"] = spec.get("window", 0)
         out, weights, full, max_score = manual_forward(cfg, sd, inp)
         # Random masks are redrawn until the case has fully masked rows exactly when it says so.
         if bool(full.any()) == spec.get("expect_full", False):
@@ -1050,6 +1096,50 @@ CASES = [
     dict(name="rope-half-packed-l16-causal", E=32, H=4, N=1, L=16, causal=True, w_scale=0.3,
          grid_bits=6, average=False, rope=(8, "half", 500000.0),
          note="E=32, 4 heads of dim 8, rope_dims=8, base 500000, L=S=16 (the packed path), causal"),
+    # --- ALiBi and sliding windows (headscope's forward options alibi / window; not torch's) --
+    dict(name="alibi-causal-batched-self", E=8, H=4, N=2, L=6, causal=True, alibi=True,
+         average=False, note="ALiBi, 4 heads (slopes 1/4 ... 1/256), is_causal, per-head weights"),
+    dict(name="alibi-noncausal-unbatched-cross-h3", E=6, H=3, N=None, L=4, S=7, cross=True,
+         alibi=True, average=False,
+         note="ALiBi with 3 heads (get_slopes' non-power-of-two rule), no causal (|i - j| both "
+              "ways), unbatched cross S>L"),
+    dict(name="window-causal-batch-first-kpm-bool", E=8, H=2, N=3, L=7, batch_first=True,
+         causal=True, window=3, kpm="bool", average=False,
+         note="causal window 3 (i - 3 < j <= i), bool key_padding_mask, batch_first"),
+    dict(name="window-bidirectional-unbatched-self", N=None, L=6, window=2,
+         note="bidirectional window 2 (|i - j| < 2), unbatched self, averaged weights"),
+    dict(name="alibi-window-causal-bias-kv-zero-attn", N=2, L=5, causal=True, alibi=True,
+         window=2, bias_kv=True, zero_attn=True, average=False,
+         note="ALiBi + causal window 2 + add_bias_kv + add_zero_attn: the two extra keys stay "
+              "visible and unbiased"),
+    dict(name="alibi-window-noncausal-kpm-float", E=8, H=4, N=2, L=5, alibi=True, window=3,
+         kpm="float", average=False,
+         note="ALiBi + bidirectional window 3 + float key_padding_mask (torch run folded)"),
+    dict(name="gqa-g2-h4-alibi-window-causal", E=8, H=4, G=2, N=2, L=6, causal=True, alibi=True,
+         window=3, average=False,
+         note="num_kv_heads=2 of 4, ALiBi (per query head) + causal window 3, per-head weights"),
+    dict(name="mqa-g1-h4-alibi-unbatched-cross-need-weights-false", E=8, H=4, G=1, N=None, L=3,
+         S=6, cross=True, alibi=True, need_weights=False,
+         note="multi-query, ALiBi, unbatched cross (L<S, no causal), need_weights=false"),
+    dict(name="alibi-window-causal-packed-l40", E=16, H=2, N=1, L=40, causal=True, alibi=True,
+         window=9, w_scale=0.3, grid_bits=6, average=False,
+         note="L=S=40 (the packed path: 16-row tiles that skip the keys before the window, "
+              "softmax from 16-key panels), ALiBi + causal window 9, per-head weights"),
+    dict(name="window-bidirectional-packed-gqa-batch-first", E=24, H=4, G=2, N=2, L=33,
+         batch_first=True, window=5, w_scale=0.3, grid_bits=6,
+         note="L=S=33 (packed path), 4 heads over 2 K/V heads, bidirectional window 5, "
+              "batch_first, averaged weights"),
+    dict(name="window-causal-l-gt-s-full-rows", N=None, L=6, S=3, cross=True, causal=True,
+         window=2, average=False, expect_full=True,
+         note="causal window 2 with L=6 > S=3: queries 4 and 5 see no key (zero rows)"),
+    dict(name="alibi-window-l-gt-s-rescued-by-bias-kv", N=2, L=6, S=3, cross=True, causal=True,
+         alibi=True, window=2, bias_kv=True, average=False,
+         note="as window-causal-l-gt-s-full-rows, batched, with ALiBi: the bias_k key rescues the "
+              "rows the window empties"),
+    dict(name="window-one-zero-attn-alibi-false", N=2, L=4, window=1, alibi=False, zero_attn=True,
+         average=False,
+         note="bidirectional window 1 (each query sees only its own key) + the zero key; alibi "
+              "false given explicitly"),
 ]
 
 
@@ -1110,7 +1200,7 @@ def build_gated_case(spec):
     return case, gates
 
 
-def write_gated_cases(out):
+def write_gated_cases(out, write=True):
     gdir = os.path.join(out, "gates")
     os.makedirs(gdir, exist_ok=True)
     lines = ["# Per-head gates of the cases in this folder (tools/make_golden.py): "
@@ -1120,9 +1210,10 @@ def write_gated_cases(out):
         case, gates = build_gated_case(spec)
         text = render_case(case)
         json.loads(text)
-        with open(os.path.join(gdir, case["name"] + ".json"), "w", encoding="utf-8",
-                  newline="\n") as f:
-            f.write(text)
+        if write:
+            with open(os.path.join(gdir, case["name"] + ".json"), "w", encoding="utf-8",
+                      newline="\n") as f:
+                f.write(text)
         lines.append(" ".join([case["name"] + ".json"] + [repr(float(g)) for g in gates]))
         rows.append((case["name"], spec.get("note", ""), gates))
         print(f"gates/{case['name']:38s} {len(text):7d} B  gates={gates}")
@@ -1135,12 +1226,18 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=os.path.join("tests", "golden"),
                     help="output directory (default: tests/golden, from the repo root)")
+    ap.add_argument("--only", nargs="+", metavar="NAME",
+                    help="write only these cases (and the README); every case is still built and "
+                         "checked against torch. For adding cases on a machine whose numpy rounds "
+                         "the existing files' last bits otherwise (see the README)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     torch.set_default_dtype(torch.float32)
 
     names = [c["name"] for c in CASES]
     assert len(names) == len(set(names)), "duplicate case names"
+    unknown = set(args.only or []) - set(names)
+    assert not unknown, f"--only: no such case: {sorted(unknown)}"
     total = 0
     rows = []
     folded_names = []
@@ -1154,15 +1251,16 @@ def main():
         text = render_case(case)
         json.loads(text)  # well-formed
         path = os.path.join(args.out, case["name"] + ".json")
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
+        if args.only is None or case["name"] in args.only:
+            with open(path, "w", encoding="utf-8", newline="\n") as f:
+                f.write(text)
         total += len(text.encode())
         n_full = int(case["_full"].sum())
         rows.append((case["name"], spec.get("note", ""), n_full))
         print(f"{case['name']:45s} {len(text):7d} B  |out-torch|={diff:.1e} |w-torch|={wdiff:.1e}"
               f"  full rows={n_full}  max|score|={case['_max_score']:.4g}" + ("  (folded)" if folded else ""))
 
-    gate_rows = write_gated_cases(args.out)
+    gate_rows = write_gated_cases(args.out, write=args.only is None)
     write_readme(args.out, rows, gate_rows)
     stale = sorted(set(f for f in os.listdir(args.out) if f.endswith(".json"))
                    - {n + ".json" for n in names})
@@ -1194,7 +1292,11 @@ def write_readme(out, rows, gate_rows):
         "```",
         "",
         "The script is deterministic (one fixed seed per case, derived from its name): re-running it",
-        "rewrites byte-identical files.",
+        "rewrites byte-identical files on the same kind of CPU. numpy picks SIMD code at run time",
+        "(float64 `exp` has an AVX-512 path and a libm one), so on another CPU the expected values can",
+        "differ in their last bits (~1e-16 relative; inputs and weights never do): the files before",
+        "the ALiBi/window cases were written on an AVX-512 machine, those cases on an AVX2 one with",
+        "`--only` (which writes just the named cases, still checking every case against torch).",
         "",
         "## How the expected values were made",
         "",
@@ -1232,6 +1334,15 @@ def write_readme(out, rows, gate_rows):
         "  `add_bias_kv` / `add_zero_attn` do not turn. The torch run is the grouped-query one above",
         "  with `tools/tiny_transformer.py`'s `apply_rope` on q and the first S keys; the same 1e-10",
         "  agreement is asserted. Only these files have the `rope_*` keys in their config.",
+        "- ALiBi and sliding windows (`alibi-*`, `window-*`, `gqa-*-alibi-*`, `mqa-*-alibi-*`): headscope's",
+        "  forward options `alibi` and `window` (not torch arguments; in these files' `inputs` only).",
+        "  Query i is at position i and key j at j; ALiBi adds -(m_h |i - j|) (m_h: Press et al.'s",
+        "  slopes, `alibi_slopes` of `tools/tiny_transformer.py`, float32; the distance is symmetric",
+        "  without `is_causal`) and a window w blocks j <= i - w (and j >= i + w without `is_causal`).",
+        "  The extra keys of `add_bias_kv` / `add_zero_attn` get neither: always visible, never biased.",
+        "  The torch run gives `torch.nn.MultiheadAttention` (or the GQA path) one additive float",
+        "  `attn_mask` (N*H, L, S) holding the bias, -inf outside the window and the call's own masks;",
+        "  the module pads it with zeros for the extra keys.",
         "",
         "## Fully masked rows",
         "",

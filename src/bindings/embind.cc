@@ -43,7 +43,9 @@ constexpr int kWordsPerTensor = 8;
 enum TensorWord : int { kAddressWord = 0, kTypeWord = 1, kRankWord = 2, kDimsWord = 3, kCountWord = 7 };
 enum : uint32_t { kNone = 0, kBool = 1, kFloat = 2, kInt32 = 3 };  // int32: token ids
 
-// Call block: these tensors in this order, then one word of flags.
+// Call block: these tensors in this order, then one word of flags, then the window's word
+// (ForwardOptions::window: 0 none, else a key count; JS checks it is an integer in [0, 2^24] and
+// the core checks it again).
 constexpr const char* kCallSlots[] = {"query",    "key",      "value",
                                       "keyPaddingMask", "attnMask", "headGates"};
 enum CallSlot : int { kQuery, kKey, kValue, kKeyPaddingMask, kAttnMask, kHeadGates, kCallTensors };
@@ -55,9 +57,11 @@ enum CallFlag : uint32_t {
   kAverageWeights = 2,
   kIsCausal = 4,
   kHeadStats = 8,
+  kAlibi = 16,
 };
 constexpr int kFlagsWord = kCallTensors * kWordsPerTensor;
-constexpr int kCallWords = kFlagsWord + 1;
+constexpr int kWindowWord = kFlagsWord + 1;
+constexpr int kCallWords = kWindowWord + 1;
 // Result block: what forward() and trace() return, in this order; with the kHeadStats flag the
 // three HeadStats tensors follow (forward: slots 2..4, trace: 8..10). A call without it writes
 // only its own slots (forward leaves slots 2..4 as they were): the wrapper reads what it asked for.
@@ -144,7 +148,8 @@ std::string protocol() {
   JsonNumber(&out, "flagsWord", kFlagsWord);
   JsonNumbers(&out, "flags",
               {{"needWeights", kNeedWeights}, {"averageWeights", kAverageWeights},
-               {"isCausal", kIsCausal}, {"headStats", kHeadStats}});
+               {"isCausal", kIsCausal}, {"headStats", kHeadStats}, {"alibi", kAlibi}});
+  JsonNumber(&out, "windowWord", kWindowWord);
   JsonNames(&out, "forwardResults", kForwardResults);
   JsonNames(&out, "traceResults", kTraceResults);
   JsonNames(&out, "headStatsResults", kHeadStatsResults);
@@ -514,6 +519,16 @@ class Handle : public ModelHandle<MultiheadAttention, kCallWords> {
     EchoCall(call_, kCallTensors, result_);
     return call_[kFlagsWord];
   }
+  // Protocol test: the options as a call reads them from the flags and window words, as
+  // "needWeights averageWeights isCausal headStats alibi window" (0/1 each, then the window).
+  std::string echoOptions() const {
+    const ForwardOptions o = Options();
+    std::string out;
+    for (bool b : {o.need_weights, o.average_attn_weights, o.is_causal, o.head_stats, o.alibi}) {
+      out += b ? "1 " : "0 ";
+    }
+    return out + std::to_string(o.window);
+  }
 
   // Frees what the last calls kept (workspace, arena, results, trace); they regrow on demand.
   void trim() {
@@ -562,6 +577,8 @@ class Handle : public ModelHandle<MultiheadAttention, kCallWords> {
     o.average_attn_weights = flags & kAverageWeights;
     o.is_causal = flags & kIsCausal;
     o.head_stats = flags & kHeadStats;
+    o.alibi = flags & kAlibi;
+    o.window = call_[kWindowWord];
     return o;
   }
 
@@ -1015,6 +1032,7 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("expectedParameters", &Handle::expectedParameters)
       .function("resultBlock", &Handle::resultBlock)
       .function("echoCall", &Handle::echoCall)
+      .function("echoOptions", &Handle::echoOptions)
       .function("trim", &Handle::trim)
       .function("address", &Handle::address)
       .function("forward", &Handle::forward)

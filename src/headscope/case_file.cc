@@ -585,6 +585,8 @@ ForwardOptions AttentionCase::options() const {
   o.key_padding_mask = key_padding_mask.view();
   o.attn_mask = attn_mask.view();
   o.is_causal = is_causal;
+  o.alibi = alibi;
+  o.window = window;
   o.need_weights = need_weights;
   o.average_attn_weights = average_attn_weights;
   return o;
@@ -743,7 +745,8 @@ Status ParseAttentionCase(const Json& doc, AttentionCase* out) {
   if (inputs == nullptr || !inputs->is_object()) return ParseError("inputs", "expected an object");
   HEADSCOPE_RETURN_IF_ERROR(CheckKeys(*inputs, "inputs",
                                       {"query", "key", "value", "key_padding_mask", "attn_mask",
-                                       "need_weights", "average_attn_weights", "is_causal"}));
+                                       "need_weights", "average_attn_weights", "is_causal",
+                                       "alibi", "window"}));
   const Json* query = Member(*inputs, "query");
   if (query == nullptr) return ParseError("inputs.query", "required");
   HEADSCOPE_RETURN_IF_ERROR(ParseFloatTensor(*query, "inputs.query", &c.query));
@@ -761,6 +764,16 @@ Status ParseAttentionCase(const Json& doc, AttentionCase* out) {
   HEADSCOPE_RETURN_IF_ERROR(
       GetBool(*inputs, "average_attn_weights", "inputs", &c.average_attn_weights));
   HEADSCOPE_RETURN_IF_ERROR(GetBool(*inputs, "is_causal", "inputs", &c.is_causal));
+  HEADSCOPE_RETURN_IF_ERROR(GetBool(*inputs, "alibi", "inputs", &c.alibi));
+  // window: null or absent 0 (none); else an integer (4.0 too, as JS reads it) in [0, kMaxDim].
+  if (const Json* w = Member(*inputs, "window"); w != nullptr && !w->is_null()) {
+    const double x = w->is_number() ? w->get<double>() : std::nan("");
+    if (!(x >= 0 && x <= static_cast<double>(kMaxDim) && x == std::floor(x))) {
+      return ParseError("inputs.window", "expected 0 (no window) or an integer in [1, " +
+                                             std::to_string(kMaxDim) + "], got " + Describe(*w));
+    }
+    c.window = static_cast<int64_t>(x);
+  }
 
   if (const Json* expected = Member(doc, "expected")) {
     if (!expected->is_object()) {

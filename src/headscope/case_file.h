@@ -45,6 +45,8 @@ struct AttentionCase {
   bool need_weights = true;
   bool average_attn_weights = true;
   bool is_causal = false;
+  bool alibi = false;   // headscope's forward options (not torch's): ForwardOptions::alibi, window
+  int64_t window = 0;
   bool has_expected = false;
   CaseTensor expected_output;
   CaseTensor expected_weights;  // present = false when expected.weights is null

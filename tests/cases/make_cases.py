@@ -79,6 +79,11 @@ d = seed()
 d['config']['embed_dim'] = 4.0                               # an integral float is an integer
 d['config']['dropout'] = 0.0
 good['integral-floats.json'] = compact(d)
+# headscope's forward options alibi and window (not torch's); a window written 2.0 is 2.
+d = seed()
+del d['expected']
+d['inputs'].update(is_causal=True, alibi=True, window=2.0)
+good['alibi-window.json'] = compact(d)
 
 # --- bad: JSON that is not well formed (path $, byte offset) ----------------------------------
 syntax('empty.json', b'', 0)
@@ -162,6 +167,13 @@ expect('mask-bad-leaf.json', rep(q, b'"key_padding_mask":null', b'"key_padding_m
        'PARSE_ERROR', 'inputs.key_padding_mask[1]')
 expect('mask-mixed.json', rep(q, b'"key_padding_mask":null', b'"key_padding_mask":[false,0,true]'),
        'PARSE_ERROR', 'inputs.key_padding_mask[1]')
+# window: 0 (none) or an integer in [1, 2^24]; alibi: a boolean. Both checked after is_causal.
+for name, value in (('negative', b'-1'), ('fraction', b'2.5'), ('too-large', b'16777217'),
+                    ('string', b'"2"'), ('bool', b'true')):
+    expect(f'window-{name}.json', rep(q, b'"is_causal":false', b'"is_causal":false,"window":' + value),
+           'PARSE_ERROR', 'inputs.window', message='expected 0 (no window) or an integer in [1, 16777216]')
+expect('alibi-not-bool.json', rep(q, b'"is_causal":false', b'"is_causal":false,"alibi":1,"window":-1'),
+       'PARSE_ERROR', 'inputs.alibi', message='expected true or false')
 expect('first-bad-state-dict-entry.json', rep(rep(q, b'"in_proj_weight":[[1.0', b'"in_proj_weight":[["a"'),
     b'"out_proj.weight":[[1.0', b'"out_proj.weight":[["b"'), 'PARSE_ERROR', 'state_dict.in_proj_weight[0][0]')
 

@@ -124,6 +124,30 @@ TEST(Golden, CoverEveryOption) {
   EXPECT_GT(count([&](C c) { return grouped(c) && c.config.batch_first; }), 0);
   EXPECT_GT(count([&](C c) { return grouped(c) && c.need_weights && !c.average_attn_weights; }), 0);
   EXPECT_GE(count(grouped), 8);
+  // ALiBi and sliding windows (headscope's forward options alibi / window): causal and not, with
+  // the extra keys, a float key_padding_mask, grouped-query attention, unbatched, the packed path
+  // (L > 16: tiles that skip the keys before the window) and rows the window leaves without keys.
+  const auto positional = [](C c) { return c.alibi || c.window > 0; };
+  EXPECT_GT(count([](C c) { return c.alibi && c.window == 0 && c.is_causal; }), 0);
+  EXPECT_GT(count([](C c) { return c.alibi && c.window == 0 && !c.is_causal; }), 0);
+  EXPECT_GT(count([](C c) { return c.window > 0 && c.is_causal; }), 0) << "causal window";
+  EXPECT_GT(count([](C c) { return c.window > 0 && !c.is_causal; }), 0) << "bidirectional window";
+  EXPECT_GT(count([](C c) {
+              return c.alibi && c.window > 0 && c.config.add_bias_kv && c.config.add_zero_attn;
+            }),
+            0);
+  EXPECT_GT(count([&](C c) {
+              return positional(c) && c.key_padding_mask.type == MaskType::kFloat;
+            }),
+            0);
+  EXPECT_GT(count([&](C c) { return positional(c) && c.config.kv_heads() < c.config.num_heads; }), 1);
+  EXPECT_GT(count([&](C c) { return positional(c) && c.query.shape.rank == 2; }), 0);
+  const auto q_len = [](C c) {
+    return c.query.shape[c.query.shape.rank == 3 && c.config.batch_first ? 1 : 0];
+  };
+  EXPECT_GE(count([&](C c) { return c.window > 0 && q_len(c) > 32; }), 2)
+      << "windows on the packed path (L > 2 tiles of 16 rows)";
+  EXPECT_GE(count(positional), 8);
   EXPECT_GT(count([](C c) { return c.name == "scale-before-dot-large-query"; }), 0);
   EXPECT_GT(count([](C c) { return c.name == "scale-before-dot-large-query-short-row"; }), 0);
   // Fully masked rows: the zero-row policy shows as an all-zero weights row.

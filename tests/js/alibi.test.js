@@ -11,7 +11,8 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { init } from '../../web/lib/index.js';
 import { parseCase } from '../../web/lib/case.js';
 import { makeTask } from '../../web/lib/tasks.js';
-import { expectError } from './helpers.js';
+import { expectError, mulberry32 } from './helpers.js';
+import { alibiSlopes, referenceForward } from './reference.js';
 
 const hs = await init({ simd: 'simd128' });
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));
@@ -25,14 +26,8 @@ const withModel = (config, fn) => {
   }
 };
 
-// Press et al.'s slopes, written out: p the largest power of two <= H; 2^(-8 (h + 1) / p) for h < p,
-// then 2^(-8 (2 (h - p) + 1) / (2 p)); float32 (Math.fround).
-function slopes(H) {
-  let p = 1;
-  while (p * 2 <= H) p *= 2;
-  return Array.from({ length: H }, (_, h) =>
-    Math.fround(2 ** (h < p ? (-8 * (h + 1)) / p : (-8 * (2 * (h - p) + 1)) / (2 * p))));
-}
+// Press et al.'s slopes, written out (tests/js/reference.js).
+const slopes = alibiSlopes;
 
 test('the config: positions "alibi" and attnWindow, their defaults and messages', () => {
   withModel({ vocabSize: 7, maxLen: 8, dModel: 8, nHeads: 2, positions: 'alibi', seed: 1 }, (m) => {
@@ -161,6 +156,102 @@ test('parseCase reads positions "alibi" and attn_window from the goldens; runCas
   const doc = JSON.parse(readFileSync(new URL(files[0], dir), 'utf8'));
   doc.config.attn_window = -2;
   expectError(() => parseCase(doc), 'PARSE_ERROR', 'config.attn_window');
+});
+
+// --- MultiheadAttention's forward options alibi and window --------------------------------------
+
+// A module of `config` with seeded weights (every state_dict entry uniform in [-0.5, 0.5)), and a
+// seeded (T, E) / (T, N, E) / (N, T, E) input.
+function seededModule(config, rng) {
+  const mha = hs.createMultiheadAttention(config);
+  const sd = Object.fromEntries(Object.entries(mha.parameterShapes()).map(([k, shape]) =>
+    [k, { data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => rng() - 0.5), shape }]));
+  mha.loadStateDict(sd);
+  return { mha, sd };
+}
+const seededInput = (rng, N, T, D, batchFirst) => {
+  const shape = N === null ? [T, D] : batchFirst ? [N, T, D] : [T, N, D];
+  return { data: Float32Array.from({ length: shape.reduce((a, b) => a * b, 1) }, () => 2 * rng() - 1), shape };
+};
+// max |got - want| / max(1, max |want|), with -Infinity / NaN required in the same places.
+function relativeError(got, want, name) {
+  let err = 0, scale = 1;
+  for (let i = 0; i < want.length; i++) {
+    if (!Number.isFinite(want[i])) {
+      assert.ok(Object.is(got[i], want[i]) || (Number.isNaN(got[i]) && Number.isNaN(want[i])), `${name}[${i}]: ${got[i]} vs ${want[i]}`);
+      continue;
+    }
+    scale = Math.max(scale, Math.abs(want[i]));
+    err = Math.max(err, Math.abs(got[i] - want[i]));
+  }
+  return err / scale;
+}
+
+test('MultiheadAttention forward and trace with alibi and window: the plain-JS float64 reference within 1e-5', (t) => {
+  const rng = mulberry32(11);
+  const calls = [
+    { config: { embedDim: 8, numHeads: 4 }, N: 2, L: 6, options: { isCausal: true, alibi: true } },
+    { config: { embedDim: 6, numHeads: 3 }, N: null, L: 4, S: 7, options: { alibi: true, window: 2 } },
+    { config: { embedDim: 8, numHeads: 2, addBiasKV: true, addZeroAttn: true }, N: 2, L: 5,
+      options: { isCausal: true, alibi: true, window: 2, keyPaddingMask: [[false, true, false, false, false], [false, false, false, true, false]] } },
+    // The packed path (40 and 37 keys): 16-row tiles that skip the keys before the window.
+    { config: { embedDim: 8, numHeads: 4, numKvHeads: 2, batchFirst: true }, N: 2, L: 40,
+      options: { isCausal: true, alibi: true, window: 9 } },
+    { config: { embedDim: 12, numHeads: 2 }, N: null, L: 37, options: { window: 5 } },
+    { config: { embedDim: 40, numHeads: 2 }, N: 1, L: 70, options: { isCausal: true, window: 17, alibi: true } },
+    // L > S: a causal window leaves the last queries no key (the zero-row policy).
+    { config: { embedDim: 8, numHeads: 2 }, N: 2, L: 6, S: 3, options: { isCausal: true, window: 2 } },
+  ];
+  let worst = 0;
+  for (const { config, N, L, S = null, options } of calls) {
+    const { mha, sd } = seededModule(config, rng);
+    const full = mha.config;
+    const q = seededInput(rng, N, L, full.embedDim, full.batchFirst);
+    const k = S === null ? q : seededInput(rng, N, S, full.kdim, full.batchFirst);
+    const v = S === null ? q : seededInput(rng, N, S, full.vdim, full.batchFirst);
+    const want = referenceForward(full, sd, q, k, v, { ...options, averageAttnWeights: false });
+    const got = mha.forward(q, k, v, { ...options, averageAttnWeights: false });
+    const trace = mha.trace(q, k, v, options);
+    const name = JSON.stringify({ config, options: { ...options, keyPaddingMask: undefined } });
+    assert.deepEqual(got.weights.shape, want.headWeights.shape, name);
+    worst = Math.max(worst, relativeError(got.output.data, want.output.data, `${name} output`),
+      relativeError(got.weights.data, want.headWeights.data, `${name} weights`),
+      relativeError(trace.scores.data, want.scores.data, `${name} scores`));
+    assert.deepEqual(trace.output.data, got.output.data, `${name}: trace's output is forward's`);
+    assert.deepEqual(trace.weights.data, got.weights.data, `${name}: trace's weights are forward's`);
+    mha.dispose();
+  }
+  assert.ok(worst < 1e-5, `worst relative error ${worst}`);
+  t.diagnostic(`${calls.length} calls against the float64 reference: worst relative error ${worst.toExponential(2)}`);
+});
+
+test('MultiheadAttention options.alibi / options.window: refused naming the option, the module keeps working; a window as long as the sequence changes no bit', () => {
+  const { mha } = seededModule({ embedDim: 8, numHeads: 2 }, mulberry32(3));
+  const x = seededInput(mulberry32(4), 2, 20, 8, false);
+  const before = mha.forward(x, x, x, { alibi: true, window: 3 });
+  for (const window of [-1, 2.5, '3', 2 ** 24 + 1, NaN, Infinity, null, true, 3n, [2]]) {
+    for (const call of [() => mha.forward(x, x, x, { window }), () => mha.trace(x, x, x, { window })]) {
+      expectError(call, 'INVALID_ARGUMENT', 'options.window: expected 0 (no window) or an integer in [1, 16777216], got ');
+    }
+  }
+  for (const alibi of [1, 'yes', null, {}]) {
+    expectError(() => mha.forward(x, x, x, { alibi }), 'INVALID_ARGUMENT', 'options.alibi: expected true or false, got ');
+  }
+  const after = mha.forward(x, x, x, { alibi: true, window: 3 });
+  assert.deepEqual(after.output.data, before.output.data);
+  assert.deepEqual(after.weights.data, before.weights.data);
+  // The defaults are no bias and no window; a window of L or more keys blocks nothing (it still
+  // takes the windowed path: 16-row tiles), -0 is 0.
+  for (const isCausal of [true, false]) {
+    const plain = mha.forward(x, x, x, { isCausal, averageAttnWeights: false });
+    assert.deepEqual(mha.forward(x, x, x, { isCausal, alibi: false, window: -0, averageAttnWeights: false }), plain);
+    for (const window of [20, 2 ** 24]) {
+      const wide = mha.forward(x, x, x, { isCausal, window, averageAttnWeights: false });
+      assert.deepEqual(wide.output.data, plain.output.data, `isCausal ${isCausal}, window ${window}`);
+      assert.deepEqual(wide.weights.data, plain.weights.data);
+    }
+  }
+  mha.dispose();
 });
 
 // The induction lab's model with ALiBi instead of learned positions (tests/js/learning.test.js's

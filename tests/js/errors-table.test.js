@@ -326,9 +326,9 @@ test('unknown option names, non-boolean flags, options that are not objects', ()
   }
   cases.push(
     [() => m.mha.forward(X, X, X, { need_weights: false }), 'INVALID_ARGUMENT',
-      'options.need_weights: unknown option (expected one of keyPaddingMask, attnMask, needWeights, averageAttnWeights, isCausal, headGates, headStats, out)'],
+      'options.need_weights: unknown option (expected one of keyPaddingMask, attnMask, needWeights, averageAttnWeights, isCausal, headGates, headStats, alibi, window, out)'],
     [() => m.mha.trace(X, X, X, { need_weights: false }), 'INVALID_ARGUMENT',
-      'options.need_weights: unknown option (expected one of keyPaddingMask, attnMask, needWeights, averageAttnWeights, isCausal, headGates, headStats)'],
+      'options.need_weights: unknown option (expected one of keyPaddingMask, attnMask, needWeights, averageAttnWeights, isCausal, headGates, headStats, alibi, window)'],
     [() => m.mha.forward(X, X, X, { out: new Float32Array(3) }), 'SHAPE_MISMATCH',
       'options.out: expected a Float32Array of 12 elements (the output has the query\'s shape [3, 4]), got length 3'],
     [() => m.mha.forward(X, X, X, { dropout: 0 }), 'INVALID_ARGUMENT', 'options.dropout: unknown option'],

@@ -235,6 +235,15 @@ test('options read once; out detached or shrunk by a later getter is refused, no
   const proxied = new Proxy({ isCausal: true }, { get(t, k) { gets++; return t[k]; } });
   victim.forward(X, X, X, proxied);
   assert.equal(gets, 1);
+  // alibi and window are read once each: a getter that changes its answer has its first one used
+  // (a window of 2^30 would be refused); a number-like object is no number.
+  let optionReads = 0;
+  const shifty = { isCausal: true, get window() { optionReads++; return optionReads === 1 ? 2 : 2 ** 30; },
+    get alibi() { optionReads++; return true; } };
+  const once = victim.forward(X, X, X, shifty);
+  assert.equal(optionReads, 2);
+  assert.deepEqual(once.output.data, victim.forward(X, X, X, { isCausal: true, window: 2, alibi: true }).output.data);
+  expectError(() => victim.forward(X, X, X, { window: { valueOf: () => 2 } }), 'INVALID_ARGUMENT', 'options.window');
   victim.dispose();
   seedStillExact();
 });

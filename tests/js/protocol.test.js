@@ -10,7 +10,7 @@ import { seedWorkedExample as seed } from '../../web/lib/examples.js';
 
 const hs = await init();
 
-test('every call slot, its type, rank, dims, count and data, and the flags reach C++ as JS wrote them', () => {
+test('every call slot, its type, rank, dims, count and data, the flags and the window reach C++ as JS wrote them', () => {
   const P = hs._protocol;
   assert.deepEqual(Object.keys(P.slot), ['query', 'key', 'value', 'keyPaddingMask', 'attnMask', 'headGates']);
   const mha = hs.createMultiheadAttention({ embedDim: 4, numHeads: 2 });
@@ -25,19 +25,24 @@ test('every call slot, its type, rank, dims, count and data, and the flags reach
     { data: Float32Array.from([0.5, NaN, 0]), shape: [3], count: 3, type: 'float' },
   ];
   assert.equal(tensors.length, P.callSlots, 'a tensor for every slot');
-  assert.deepEqual(Object.keys(P.flags), ['needWeights', 'averageWeights', 'isCausal', 'headStats']);
+  assert.deepEqual(Object.keys(P.flags), ['needWeights', 'averageWeights', 'isCausal', 'headStats', 'alibi']);
   const everyFlag = Object.values(P.flags).reduce((a, b) => a | b, 0);
-  assert.equal(new Set(Object.values(P.flags)).size, 4, 'distinct flags');
+  assert.equal(new Set(Object.values(P.flags)).size, 5, 'distinct flags');
+  assert.ok(Number.isInteger(P.windowWord) && P.windowWord !== P.flagsWord, 'a word of its own for options.window');
   assert.ok(Object.values(P.flags).every((f) => f > 0 && (f & (f - 1)) === 0), 'one bit each');
   for (const flags of [0, P.flags.needWeights, P.flags.averageWeights | P.flags.isCausal,
     P.flags.needWeights | P.flags.averageWeights | P.flags.isCausal, P.flags.headStats,
-    P.flags.headStats | P.flags.isCausal, everyFlag]) {
+    P.flags.headStats | P.flags.isCausal, P.flags.alibi, P.flags.alibi | P.flags.isCausal, everyFlag]) {
     for (let empty = -1; empty < tensors.length; empty++) {
-      // Every slot filled, then each slot left empty in turn.
+      // Every slot filled, then each slot left empty in turn; a window with each.
+      const window = [0, 1, 7, 2 ** 24][(empty + 1) % 4];
       tensors.forEach((t, i) => { mha._slots[i] = i === empty ? null : t; });
-      mha._writeCall(flags);
+      mha._writeCall(flags, window);
       const echoedFlags = mha._state.handle.echoCall();
       assert.equal(echoedFlags, flags);
+      // The options as a call reads them (Handle::Options): each flag's bit, then the window.
+      const bits = ['needWeights', 'averageWeights', 'isCausal', 'headStats', 'alibi'].map((f) => (flags & P.flags[f] ? 1 : 0));
+      assert.equal(mha._state.handle.echoOptions(), `${bits.join(' ')} ${window}`);
       const heap = hs._heap();
       for (let i = 0; i < tensors.length; i++) {
         const w = mha._resultBlock + i * P.wordsPerTensor;
@@ -72,6 +77,10 @@ test('a module that describes another protocol is refused with LOAD_ERROR', () =
     { ...real, parameterSlot: 'bias' },
     // A module without head statistics (built before them), or naming them otherwise.
     { ...real, flags: { needWeights: 1, averageWeights: 2, isCausal: 4 } },
+    // A module without ALiBi and the window (built before them).
+    { ...real, flags: { needWeights: 1, averageWeights: 2, isCausal: 4, headStats: 8 } },
+    (({ windowWord, ...rest }) => rest)(real),
+    { ...real, windowWord: real.flagsWord },
     (({ headStatsResults, ...rest }) => rest)(real),
     { ...real, headStatsResults: ['entropy', 'maxWeight', 'distance'] },
     { ...real, headStatsResults: ['entropy', 'distance'] },
@@ -84,6 +93,8 @@ test('a module that describes another protocol is refused with LOAD_ERROR', () =
   const read = readProtocol({ protocol: () => JSON.stringify(real) });
   assert.deepEqual(read.headStatsResults, ['entropy', 'distance', 'maxWeight']);
   assert.equal(read.flags.headStats, real.flags.headStats);
+  assert.equal(read.flags.alibi, real.flags.alibi);
+  assert.equal(read.windowWord, real.windowWord);
   assert.ok(Object.isFrozen(read.headStatsResults));
 });
 

@@ -11,6 +11,9 @@
 //   - scores = (q . k) / sqrt(headDim) + attnMask + keyPaddingMask, bool masks adding -inf where
 //     true; isCausal blocks key j > query i outright (-inf), as the engine and PyTorch's fused
 //     path do;
+//   - headscope's position options (not torch's): alibi adds -(m_h |i - j|) after the masks (m_h
+//     Press et al.'s slopes, alibiSlopes), window w blocks j <= i - w (and j >= i + w without
+//     isCausal); neither touches the extra keys of addBiasKV / addZeroAttn;
 //   - softmax as torch.softmax: a row holding NaN or +inf is all NaN; a row whose every score is
 //     -inf (every key masked) is the zero-row policy: weights 0 and that head's output 0;
 //   - weights x V with IEEE arithmetic (0 x NaN is NaN: a NaN value at a zero weight still leaks,
@@ -66,6 +69,17 @@ function softmax(row) {
   return { w: e.map((x) => x / sum), zero: false };
 }
 
+/**
+ * Press et al.'s ALiBi slopes for H heads, written out: p the largest power of two <= H;
+ * 2^(-8 (h + 1) / p) for h < p, then 2^(-8 (2 (h - p) + 1) / (2 p)); float32 (Math.fround).
+ */
+export function alibiSlopes(H) {
+  let p = 1;
+  while (p * 2 <= H) p *= 2;
+  return Array.from({ length: H }, (_, h) =>
+    Math.fround(2 ** (h < p ? (-8 * (h + 1)) / p : (-8 * (2 * (h - p) + 1)) / (2 * p))));
+}
+
 export function referenceForward(config, stateDict, query, key, value, options = {}) {
   const E = config.embedDim;
   const H = config.numHeads;
@@ -78,8 +92,9 @@ export function referenceForward(config, stateDict, query, key, value, options =
   const sd = Object.fromEntries(Object.entries(stateDict instanceof Map ? Object.fromEntries(stateDict) : stateDict)
     .map(([k, v]) => [k, tensor(v).data]));
   const {
-    needWeights = true, averageAttnWeights = true, isCausal = false,
+    needWeights = true, averageAttnWeights = true, isCausal = false, alibi = false, window = 0,
   } = options;
+  const slopes = alibi ? alibiSlopes(H) : null;
   const q = tensor(query);
   const batched = q.shape.length === 3;
   const Q = reader(q, batched, config.batchFirst);
@@ -147,7 +162,9 @@ export function referenceForward(config, stateDict, query, key, value, options =
           if (j < S) {
             if (attn) s += am.shape.length === 3 ? attn[((n * H + h) * L + i) * S + j] : attn[i * S + j];
             if (pad) s += batched ? pad[n * S + j] : pad[j];
+            if (slopes) s -= slopes[h] * Math.abs(i - j);
             if (isCausal && j > i) s = -Infinity;
+            if (window > 0 && (j <= i - window || (!isCausal && j >= i + window))) s = -Infinity;
           }
           row.push(s);
         }

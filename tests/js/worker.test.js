@@ -183,6 +183,29 @@ describe('initWorker', () => {
     await mha.dispose();
   });
 
+  test('forward and trace take alibi and window (the generic path): the in-thread bits and errors', async () => {
+    const options = { ...SEED_OPTIONS, isCausal: true, alibi: true, window: 2 };
+    const local = hs.createMultiheadAttention(SEED_CONFIG);
+    local.loadStateDict(SEED_STATE_DICT);
+    const want = local.forward(SEED_X, SEED_X, SEED_X, options);
+    const wantTrace = local.trace(SEED_X, SEED_X, SEED_X, { alibi: true, window: 2 });
+    const plain = local.forward(SEED_X, SEED_X, SEED_X, SEED_OPTIONS);
+    const badWindow = thrownBy(() => local.forward(SEED_X, SEED_X, SEED_X, { window: -1 }));
+    local.dispose();
+
+    const mha = await remote.createMultiheadAttention(SEED_CONFIG);
+    await mha.loadStateDict(SEED_STATE_DICT);
+    const got = await mha.forward(SEED_X, SEED_X, SEED_X, options);
+    assertSameResult(got, want);
+    assert.notDeepEqual(Array.from(got.output.data), Array.from(plain.output.data), 'the options changed the output');
+    assert.equal(got.weights.data[2], 0, 'query 0 does not see key 2 (causal)');
+    assertSameResult(await mha.trace(SEED_X, SEED_X, SEED_X, { alibi: true, window: 2 }), wantTrace);
+    const e = await rejectsWith(mha.forward(SEED_X, SEED_X, SEED_X, { window: -1 }), 'INVALID_ARGUMENT');
+    assert.equal(e.message, badWindow.message);
+    assertSameResult(await mha.forward(SEED_X, SEED_X, SEED_X, options), want);
+    await mha.dispose();
+  });
+
   test('errors reject with the in-thread code and message, and the worker keeps serving', async () => {
     const local = hs.createMultiheadAttention(SEED_CONFIG);
     local.loadStateDict(SEED_STATE_DICT);

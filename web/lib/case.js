@@ -6,12 +6,13 @@
 import { HeadscopeError } from './errors.js';
 import { callDims, weightsShape } from './shapes.js';
 import { MHA_SCHEMA, TRANSFORMER_SCHEMA, accepts, expectation, field } from './config.js';
-import { describe, quoteInput, toFloatTensor, toMask, toTokens, typedArrayName } from './tensor.js';
+import { MAX_DIM, describe, quoteInput, toFloatTensor, toMask, toTokens, typedArrayName } from './tensor.js';
 
 const INPUT_KEYS = ['query', 'key', 'value', 'key_padding_mask', 'attn_mask', 'need_weights',
-  'average_attn_weights', 'is_causal'];
+  'average_attn_weights', 'is_causal', 'alibi', 'window'];
+// The boolean inputs (alibi and window are headscope's forward options, not torch's).
 const FLAGS = { need_weights: 'needWeights', average_attn_weights: 'averageAttnWeights',
-  is_causal: 'isCausal' };
+  is_causal: 'isCausal', alibi: 'alibi' };
 
 // The document's "kind" (absent or null: "mha").
 const CASE_KINDS = ['mha', 'transformer'];
@@ -566,6 +567,14 @@ function parseMhaCase(doc) {
     if (v === undefined || v === null) continue;
     if (typeof v !== 'boolean') throw parseError(`inputs.${torchName}`, `expected true or false, got ${describe(v)}`);
     options[jsName] = v;
+  }
+  // window: null or absent 0 (none); else an integer in [0, 2^24] (the native parser's rule).
+  if (inputs.window !== undefined && inputs.window !== null) {
+    const w = inputs.window;
+    if (!Number.isInteger(w) || w < 0 || w > MAX_DIM) {
+      throw parseError('inputs.window', `expected 0 (no window) or an integer in [1, ${MAX_DIM}], got ${describe(w)}`);
+    }
+    options.window = w;
   }
 
   let expected = null;

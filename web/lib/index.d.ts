@@ -112,6 +112,19 @@ export interface TraceOptions {
    * the pass from every softmax row (needWeights may stay false).
    */
   headStats?: boolean;
+  /**
+   * Default false. Not a PyTorch argument: ALiBi (Press et al.): head h's score (i, j) gets
+   * -(slope_h |i - j|) added after the masks, slope_h = 2^(-8 (h + 1) / numHeads) for a power of
+   * two numHeads (get_slopes' rule otherwise). The extra keys of addBiasKV / addZeroAttn get no bias.
+   */
+  alibi?: boolean;
+  /**
+   * Default 0 (no window). Not a PyTorch argument: a sliding window of w keys, an integer in
+   * [1, 2^24]: with isCausal query i sees the keys i - w < j <= i, without it |i - j| < w. The
+   * extra keys of addBiasKV / addZeroAttn stay visible. Keys outside it are skipped (the cost
+   * grows with w, not S); they show as -Infinity in trace()'s scores and 0 in the weights.
+   */
+  window?: number;
 }
 
 /**
@@ -224,6 +237,9 @@ export interface CaseDocument {
     need_weights?: boolean | null;
     average_attn_weights?: boolean | null;
     is_causal?: boolean | null;
+    /** headscope's options (not torch's): forward()'s alibi and window. */
+    alibi?: boolean | null;
+    window?: number | null;
   };
   expected?: { output: unknown; weights?: unknown } | null;
 }

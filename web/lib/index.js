@@ -408,7 +408,7 @@ function removeNewListeners(before) {
 // (core.protocol()) when it loads, never restated here. The names below are the ones this file
 // fills; a module that describes anything else is refused with LOAD_ERROR.
 const CALL_SLOTS = ['query', 'key', 'value', 'keyPaddingMask', 'attnMask', 'headGates'];
-const FLAG_NAMES = ['needWeights', 'averageWeights', 'isCausal', 'headStats'];
+const FLAG_NAMES = ['needWeights', 'averageWeights', 'isCausal', 'headStats', 'alibi'];
 const FORWARD_RESULTS = ['output', 'weights'];
 const HEAD_STATS_RESULTS = ['entropy', 'distance', 'maxWeight'];
 // The Transformer's: its call slots (by name, as MultiheadAttention's) and its results.
@@ -430,6 +430,7 @@ export function readProtocol(core) {
   const known = p.version === 1 && same(p.callSlots, CALL_SLOTS) && same(p.forwardResults, FORWARD_RESULTS) &&
     same(p.headStatsResults, HEAD_STATS_RESULTS) &&
     FLAG_NAMES.every((f) => Number.isInteger(p.flags?.[f])) && Array.isArray(p.traceResults) &&
+    Number.isInteger(p.windowWord) && p.windowWord >= 0 && p.windowWord !== p.flagsWord &&
     CALL_SLOTS.includes(p.parameterSlot) && p.maxRank === 4 && Number.isInteger(p.types?.int32) &&
     same(p.transformer?.callSlots, MODEL_CALL_SLOTS) && MODEL_CALL_SLOTS.includes(p.transformer.parameterSlot) &&
     Object.entries(MODEL_RESULTS).every(([k, v]) => same(p.transformer[k], v));
@@ -447,6 +448,7 @@ export function readProtocol(core) {
     parameterSlot: p.callSlots.indexOf(p.parameterSlot),
     flagsWord: p.flagsWord,
     flags: Object.freeze({ ...p.flags }),
+    windowWord: p.windowWord,  // options.window's word (0: no window)
     traceResults: Object.freeze([...p.traceResults]),
     headStatsResults: Object.freeze([...p.headStatsResults]),
     transformer: Object.freeze({
@@ -454,6 +456,7 @@ export function readProtocol(core) {
       callSlots: p.transformer.callSlots.length,
       parameterSlot: p.transformer.callSlots.indexOf(p.transformer.parameterSlot),
       flagsWord: -1,  // (no flags: its options are arguments)
+      windowWord: -1,
     }),
   });
 }
@@ -473,7 +476,7 @@ function failWithStatus(status, hint = '') {
 
 const FORWARD_DEFAULTS = Object.freeze({
   keyPaddingMask: null, attnMask: null, needWeights: true, averageAttnWeights: true,
-  isCausal: false, headGates: null, headStats: false, out: null,
+  isCausal: false, headGates: null, headStats: false, alibi: false, window: 0, out: null,
 });
 // trace() takes forward()'s options except `out`.
 const TRACE_OPTIONS = Object.freeze(Object.fromEntries(
@@ -553,6 +556,16 @@ function checkNumber(value, name, { optional = false } = {}) {
 function checkBool(value, name) {
   if (typeof value !== 'boolean') {
     fail('INVALID_ARGUMENT', `${name}: expected true or false, got ${describe(value)}`);
+  }
+  return value;
+}
+
+// forward()'s options.window: 0 (no window) or a key count, the core's range (plan.cc, the same
+// words), checked here because the call block's word holds only a uint32.
+function checkWindow(value) {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_DIM) {
+    fail('INVALID_ARGUMENT', `options.window: expected 0 (no window) or an integer in [1, ${MAX_DIM}], ` +
+      `got ${describe(value)}`);
   }
   return value;
 }
@@ -923,7 +936,7 @@ function liveHandle(hs, state, className) {
  * What MultiheadAttention and Transformer share: a handle in WebAssembly memory (disposed once),
  * its input arena, and the one writer of a call block and reader of a result block, both built
  * from the module's protocol (readProtocol: the slots by name, src/bindings/embind.cc's).
- * `layout`: the object's protocol ({ slot, callSlots, flagsWord }); `className` names it in
+ * `layout`: the object's protocol ({ slot, callSlots, flagsWord, windowWord }); `className` names it in
  * DISPOSED errors.
  */
 class EngineObject {
@@ -965,9 +978,9 @@ class EngineObject {
 
   // Copies the snapshots in this._slots (null: an empty slot) into the handle's arena (one copy
   // each; data shared between slots once) and describes them in the call block, in the protocol's
-  // slot order; then the flags word, for an object whose protocol has one. The bytes reserved and
-  // copied both come from each snapshot's true element count.
-  _writeCall(flags) {
+  // slot order; then the flags word and the window's word, for an object whose protocol has
+  // them. The bytes reserved and copied both come from each snapshot's true element count.
+  _writeCall(flags, window = 0) {
     const P = this._hs._protocol;
     const slots = this._slots;
     const n = this._layout.callSlots;
@@ -1038,6 +1051,7 @@ class EngineObject {
       heapU32[w + P.count] = t.count;
     }
     if (this._layout.flagsWord >= 0) heapU32[this._callBlock + this._layout.flagsWord] = flags;
+    if (this._layout.windowWord >= 0) heapU32[this._callBlock + this._layout.windowWord] = window;
   }
 
   // Copies `count` results out of wasm memory, as Tensors (null for an empty slot); result 0 goes
@@ -1251,6 +1265,8 @@ class MultiheadAttention extends EngineObject {
     let averageAttnWeights = true;
     let isCausal = false;
     let headStats = false;
+    let alibi = false;
+    let window = 0;
     let keyPaddingMask = null;
     let attnMask = null;
     let headGates = null;
@@ -1265,6 +1281,8 @@ class MultiheadAttention extends EngineObject {
           case 'averageAttnWeights': averageAttnWeights = checkBool(v, 'options.averageAttnWeights'); break;
           case 'isCausal': isCausal = checkBool(v, 'options.isCausal'); break;
           case 'headStats': headStats = checkBool(v, 'options.headStats'); break;
+          case 'alibi': alibi = checkBool(v, 'options.alibi'); break;
+          case 'window': window = checkWindow(v); break;
           case 'keyPaddingMask': keyPaddingMask = v; break;
           case 'attnMask': attnMask = v; break;
           case 'headGates': headGates = v; break;
@@ -1291,7 +1309,7 @@ class MultiheadAttention extends EngineObject {
     const P = this._hs._protocol;
     const flags = (needWeights ? P.flags.needWeights : 0) |
       (averageAttnWeights ? P.flags.averageWeights : 0) | (isCausal ? P.flags.isCausal : 0) |
-      (headStats ? P.flags.headStats : 0);
+      (headStats ? P.flags.headStats : 0) | (alibi ? P.flags.alibi : 0);
     // The output has the query's shape, so `out` can be checked before any work is done; its
     // true length is read after every caller getter has run (one of them may have detached it).
     if (out !== null && typedArrayLength(out) !== q.count) {
@@ -1309,7 +1327,7 @@ class MultiheadAttention extends EngineObject {
     slots[at.attnMask] = am;
     slots[at.headGates] = gates;
     this._headStats = headStats;  // how many results forward() and trace() read back
-    this._writeCall(flags);
+    this._writeCall(flags, window);
     return out;
   }
 
