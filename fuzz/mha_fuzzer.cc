@@ -179,6 +179,12 @@ ConfigDraw DrawConfig(FuzzedDataProvider& fdp) {
   c.kdim = fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(1, 24) : 0;
   c.vdim = fdp.ConsumeBool() ? fdp.ConsumeIntegralInRange<int64_t>(1, 24) : 0;
   c.batch_first = fdp.ConsumeBool();
+  // Grouped-query attention a third of the time: G a divisor of the heads (1: multi-query).
+  if (fdp.ConsumeIntegralInRange<int>(0, 2) == 0) {
+    int64_t g = fdp.ConsumeIntegralInRange<int64_t>(1, heads);
+    while (heads % g != 0) --g;
+    c.num_kv_heads = g;
+  }
   switch (fdp.ConsumeIntegralInRange<int>(0, 39)) {
     case 0: c.embed_dim = 0; d.invalid = true; break;
     case 1: c.embed_dim = -c.embed_dim; d.invalid = true; break;
@@ -196,11 +202,15 @@ ConfigDraw DrawConfig(FuzzedDataProvider& fdp) {
     case 13:  // valid and huge: weights cannot be loaded, every call is MISSING_PARAMETER
       c.embed_dim = kMaxDim;
       c.num_heads = int64_t{1} << fdp.ConsumeIntegralInRange<int>(0, 24);
+      if (c.num_heads % c.kv_heads() != 0) c.num_kv_heads = 0;  // (3 K/V heads of 2^k heads)
       d.huge = true;
       break;
     case 14: c.kdim = kMaxDim; d.huge = true; break;
     case 15: c.vdim = kMaxDim - 1; d.huge = true; break;
     case 16: c.kdim = c.embed_dim; break;  // explicit kdim = vdim = E: the packed layout
+    case 17: c.num_kv_heads = heads + 1; d.invalid = true; break;  // not a divisor of the heads
+    case 18: c.num_kv_heads = -1; d.invalid = true; break;
+    case 19: c.num_kv_heads = std::numeric_limits<int64_t>::max(); d.invalid = true; break;
     default: break;
   }
   if (!d.invalid && !d.huge && c.kdim == c.embed_dim && fdp.ConsumeBool()) c.vdim = c.embed_dim;
@@ -806,7 +816,8 @@ std::string CaseJson(const MhaWeights& w, const Call& call) {
   const MhaConfig& c = w.config();
   auto dim = [](int64_t d) { return d > 0 ? std::to_string(d) : std::string("null"); };
   std::string j = "{\"name\": \"mha_fuzzer\", \"config\": {\"embed_dim\": " + Str(c.embed_dim) +
-                  ", \"num_heads\": " + Str(c.num_heads) + ", \"bias\": " +
+                  ", \"num_heads\": " + Str(c.num_heads) + ", \"num_kv_heads\": " +
+                  dim(c.num_kv_heads) + ", \"bias\": " +
                   (c.bias ? "true" : "false") + ", \"add_bias_kv\": " +
                   (c.add_bias_kv ? "true" : "false") + ", \"add_zero_attn\": " +
                   (c.add_zero_attn ? "true" : "false") + ", \"kdim\": " + dim(c.kdim) +
