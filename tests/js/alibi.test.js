@@ -44,7 +44,7 @@ test('the config: positions "alibi" and attnWindow, their defaults and messages'
     'INVALID_ARGUMENT', 'config.attnWindow', '0 (full attention)');
   expectError(() => hs.createTransformer({ vocabSize: 7, maxLen: 8, dModel: 8, attnWindow: 1.5 }),
     'INVALID_ARGUMENT', 'config.attnWindow');
-  expectError(() => hs.createTransformer({ vocabSize: 7, maxLen: 8, dModel: 8, positions: 'rope' }),
+  expectError(() => hs.createTransformer({ vocabSize: 7, maxLen: 8, dModel: 8, positions: 'rotary' }),
     'INVALID_ARGUMENT', 'config.positions', "'alibi'");
 });
 

@@ -22,9 +22,13 @@ export const SCHEMA = deepFreeze({
         {"torch":"add_zero_attn","js":"addZeroAttn","type":"bool","default":{"value":false},"doc":"a zero key and value row after the keys"},
         {"torch":"kdim","js":"kdim","type":"size","min":1,"max":16777216,"nullMeans":"embed_dim","default":{"value":null},"doc":"the key's last dimension (null: embed_dim)"},
         {"torch":"vdim","js":"vdim","type":"size","min":1,"max":16777216,"nullMeans":"embed_dim","default":{"value":null},"doc":"the value's last dimension (null: embed_dim)"},
-        {"torch":"batch_first","js":"batchFirst","type":"bool","default":{"value":false},"doc":"inputs (N, L, E) instead of (L, N, E)"}
+        {"torch":"batch_first","js":"batchFirst","type":"bool","default":{"value":false},"doc":"inputs (N, L, E) instead of (L, N, E)"},
+        {"torch":"rope_dims","js":"ropeDims","type":"size","min":2,"max":16777216,"zero":"no rotation","default":{"value":0},"doc":"rotary position embeddings: the first r dims of each head of q and k turn by position (even, at most the head dim); 0: none"},
+        {"torch":"rope_layout","js":"ropeLayout","type":"choice","choices":["half","interleaved"],"default":{"value":"half"},"doc":"rope_dims > 0: dim i pairs with i + r/2 (half: GPT-NeoX, LLaMA) or 2i with 2i + 1 (interleaved: RoFormer, GPT-J)"},
+        {"torch":"rope_base","js":"ropeBase","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":10000},"doc":"rope_dims > 0: pair i of r turns by pos / rope_base^(2i / r)"}
       ],
-      "divisible": [["embed_dim","num_heads"],["num_heads","num_kv_heads"]]
+      "divisible": [["embed_dim","num_heads"],["num_heads","num_kv_heads"]],
+      "onlyWith": [["rope_layout","rope_dims",null],["rope_base","rope_dims",null]]
     },
     {
       "name": "transformer",
@@ -38,14 +42,18 @@ export const SCHEMA = deepFreeze({
         {"torch":"attn_window","js":"attnWindow","type":"size","min":0,"max":16777216,"zero":"full attention","default":{"value":0},"doc":"sliding-window attention: with causal, token t sees the w tokens t - w < s <= t; without, |t - s| < w; 0: full attention"},
         {"torch":"d_mlp","js":"dMlp","type":"size","min":0,"max":16777216,"zero":"no MLP","default":{"value":0},"doc":"the MLP's hidden width; 0: attention only (no MLP, no ln2)"},
         {"torch":"norm","js":"norm","type":"choice","choices":["pre","post","none"],"default":{"value":"pre"},"doc":"where the LayerNorms sit: pre, post or none"},
-        {"torch":"positions","js":"positions","type":"choice","choices":["learned","sinusoidal","none","alibi"],"default":{"value":"learned"},"doc":"the position embedding; alibi: none, ALiBi's bias on the attention scores instead (Press et al.)"},
+        {"torch":"positions","js":"positions","type":"choice","choices":["learned","sinusoidal","none","alibi","rope"],"default":{"value":"learned"},"doc":"the position embedding; alibi: none, ALiBi's bias on the attention scores instead (Press et al.); rope: none added, q and k rotated by position"},
         {"torch":"causal","js":"causal","type":"bool","default":{"value":true},"doc":"token t attends only to tokens <= t"},
         {"torch":"act","js":"act","type":"choice","choices":["gelu","relu"],"default":{"value":"gelu"},"doc":"the MLP's activation (GELU: the exact erf form)"},
         {"torch":"bias","js":"bias","type":"bool","default":{"value":true},"doc":"the Linear and attention biases (LayerNorms keep theirs)"},
         {"torch":"ln_eps","js":"lnEps","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":0.00001},"doc":"the LayerNorms' epsilon"},
-        {"torch":"tie_embeddings","js":"tieEmbeddings","type":"bool","default":{"value":false},"doc":"unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x tok_embed.weight^T (+ unembed.bias)"}
+        {"torch":"tie_embeddings","js":"tieEmbeddings","type":"bool","default":{"value":false},"doc":"unembed.weight is tok_embed.weight, one tensor (as GPT-2's): logits = x tok_embed.weight^T (+ unembed.bias)"},
+        {"torch":"rope_layout","js":"ropeLayout","type":"choice","choices":["half","interleaved"],"default":{"value":"half"},"doc":"positions rope: dim i pairs with i + r/2 (half: GPT-NeoX, LLaMA) or 2i with 2i + 1 (interleaved: RoFormer, GPT-J)"},
+        {"torch":"rope_base","js":"ropeBase","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":10000},"doc":"positions rope: pair i of r turns by pos / rope_base^(2i / r)"},
+        {"torch":"rope_fraction","js":"ropeFraction","type":"number","lo":0,"loOpen":true,"hi":1,"hiOpen":false,"default":{"value":1},"doc":"positions rope: the rotary dims r of a head are the largest even number <= rope_fraction * head dim (at least 2); the rest pass through"}
       ],
-      "divisible": [["d_model","n_heads"],["n_heads","n_kv_heads"]]
+      "divisible": [["d_model","n_heads"],["n_heads","n_kv_heads"]],
+      "onlyWith": [["rope_layout","positions","rope"],["rope_base","positions","rope"],["rope_fraction","positions","rope"]]
     },
     {
       "name": "optimizer",
