@@ -24,6 +24,7 @@ async function settle(page, want) {
     return Object.entries(w).every(([k, v]) => s[k] === v) &&
       document.querySelector('#panel-train .hs-train')?.dataset.ready === 'true' &&
       document.querySelector('#panel-train .hs-train-variants')?.dataset.ready === 'true' &&
+      document.querySelector('#panel-train .hs-train-variants').dataset.drawn === JSON.stringify(s) &&
       /^step \d+/.test(document.querySelector('#panel-train .hs-train-counter')?.textContent ?? '');
   }, want, { timeout: 60_000 });
 }

@@ -13,6 +13,7 @@ import { parseCase } from '../../web/lib/case.js';
 import { makeTask } from '../../web/lib/tasks.js';
 import { expectError, mulberry32 } from './helpers.js';
 import { alibiSlopes, referenceForward } from './reference.js';
+import { trainInduction } from './transformer-helpers.js';
 
 const hs = await init({ simd: 'simd128' });
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));
@@ -44,7 +45,7 @@ test('the config: positions "alibi" and attnWindow, their defaults and messages'
     'INVALID_ARGUMENT', 'config.attnWindow', '0 (full attention)');
   expectError(() => hs.createTransformer({ vocabSize: 7, maxLen: 8, dModel: 8, attnWindow: 1.5 }),
     'INVALID_ARGUMENT', 'config.attnWindow');
-  expectError(() => hs.createTransformer({ vocabSize: 7, maxLen: 8, dModel: 8, positions: 'rope' }),
+  expectError(() => hs.createTransformer({ vocabSize: 7, maxLen: 8, dModel: 8, positions: 'rotary' }),
     'INVALID_ARGUMENT', 'config.positions', "'alibi'");
 });
 
@@ -261,47 +262,9 @@ test('MultiheadAttention options.alibi / options.window: refused naming the opti
 test('induction with ALiBi: a layer-1 induction head forms and the second half\'s loss falls, fixed seeds',
   { timeout: 300_000 }, (t) => {
     const config = { vocabSize: 28, maxLen: 32, dModel: 32, nLayers: 2, nHeads: 4, dMlp: 0, norm: 'pre', positions: 'alibi', seed: 1 };
-    const optimizer = { type: 'adamw', lr: 3e-3, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01 };
-    const task = makeTask('induction', { seqLen: 32, seed: 1 });
-    const batch = 16, maxSteps = 2000, every = 100;
     withModel(config, (m) => {
-      m.setOptimizer(optimizer);
-      const held = task.heldOut(64, 0);
-      const T = task.seqLen;
-      const half = { data: Int32Array.from(held.targets.data, (y, p) => (p % T < T / 2 ? -100 : y)), shape: held.targets.shape };
-      const measure = () => {
-        const r = m.forward(held.tokens, { hooks: ['blocks.1.attn.hook_pattern'] });
-        const pattern = r.hooks['blocks.1.attn.hook_pattern'];
-        const [B, H] = pattern.shape;
-        const scores = new Array(H).fill(0);
-        let positions = 0;
-        for (let b = 0; b < B; b++) {
-          let n = 1;
-          while (held.tokens.data[b * T + 1 + n] !== held.tokens.data[b * T + 1]) n++;
-          for (let p = n + 1; p <= Math.min(2 * n, T - 1); p++) {
-            positions++;
-            for (let h = 0; h < H; h++) scores[h] += pattern.data[((b * H + h) * T + p) * T + (p - n + 1)];
-          }
-        }
-        const s = scores.map((x) => x / positions);
-        return { score: Math.max(...s), scores: s, secondHalfLoss: task.evaluate(r.logits, half).loss,
-          ...task.evaluate(r.logits, held.targets) };
-      };
-      const start = measure();
-      let steps = 0, last = start;
-      const started = performance.now();
-      while (steps < maxSteps) {
-        for (let i = 0; i < every; i++, steps++) {
-          const { tokens, targets } = task.batch(batch, steps);
-          assert.ok(m.trainStep(tokens, targets).stepped);
-        }
-        last = measure();
-        if (last.score > 0.4 && last.secondHalfLoss < 1.0) break;
-      }
-      t.diagnostic(`induction with ALiBi (model seed 1, task seed 1, 4 heads, AdamW lr 3e-3, batch 16): ${steps} steps in ` +
-        `${((performance.now() - started) / 1000).toFixed(1)} s; layer-1 induction scores [${last.scores.map((x) => x.toFixed(3))}] ` +
-        `(at start ${start.score.toFixed(3)}); second-half loss ${start.secondHalfLoss.toFixed(3)} -> ${last.secondHalfLoss.toFixed(3)}; ` +
-        `held-out accuracy ${start.accuracy.toFixed(3)} -> ${last.accuracy.toFixed(3)}`);
+      const { start, last, steps, line } = trainInduction(m, makeTask, { label: 'ALiBi' });
+      t.diagnostic(line);
       assert.ok(last.score > 0.4, `best layer-1 induction score ${last.score} after ${steps} steps`);
       assert.ok(last.secondHalfLoss < 1.0, `second-half loss ${last.secondHalfLoss}`);
       assert.ok(start.score < 0.2 && start.secondHalfLoss > 2.5);

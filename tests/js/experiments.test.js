@@ -89,7 +89,7 @@ test('variants: one run per (variant, seed) at one head count, a row per variant
   assert.deepEqual(runs.map((r) => [r.variant, r.model.nHeads, r.model.nKvHeads ?? 8, r.seed]).filter((_, k) => k % 3 === 0),
     [['MHA (8 K/V heads)', 8, 8, 1], ['GQA (2 K/V heads)', 8, 2, 1], ['MQA (1 K/V head)', 8, 1, 1]]);
   const positions = planExperiment(EXPERIMENTS.positions).runs;
-  assert.deepEqual([...new Set(positions.map((r) => `${r.model.positions} ${r.model.attnWindow ?? 0}`))], ['learned 0', 'alibi 0', 'alibi 8']);
+  assert.deepEqual([...new Set(positions.map((r) => `${r.model.positions} ${r.model.attnWindow ?? 0}`))], ['learned 0', 'alibi 0', 'alibi 8', 'rope 0']);
   for (const [o, message] of [
     [{ task: { name: 'copy' }, heads: [1, 2], variants: [{ name: 'a' }] }, /options\.heads: expected one head count with variants/],
     [{ task: { name: 'copy' }, heads: [2], variants: [] }, /options\.variants: expected a non-empty array/],

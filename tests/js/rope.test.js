@@ -5,14 +5,16 @@
 // through the public API: the config and its hooks; the two layouts are one model up to a
 // permutation of each head's W_q / W_k rows (and differ without it); the scores depend on the
 // relative position only; generation continues the positions through the KV cache (a full
-// forward's bits, its greedy tokens); the same bits through a Worker.
+// forward's bits, its greedy tokens); the same bits through a Worker; and an induction head formed
+// with RoPE through the public API (fixed seeds, both layouts), as alibi.test.js does for ALiBi.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { init } from '../../web/lib/index.js';
 import { initWorker } from '../../web/lib/worker-client.js';
 import { assertSameResultBits } from './same-bits.js';
-import { configOf } from './transformer-helpers.js';
+import { makeTask } from '../../web/lib/tasks.js';
+import { configOf, trainInduction } from './transformer-helpers.js';
 
 const hs = await init({ simd: 'simd128' });
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));
@@ -272,3 +274,23 @@ test('the rope goldens in WebAssembly: forward (runCase) within 1e-4 of PyTorch,
   console.log(`# rope goldens in WebAssembly: ${files.length} forward, worst relative error ${worst.toExponential(2)} ` +
     `(${where}); ${tfiles.length} training, worst gradient error ${gworst.toExponential(2)} (${gwhere})`);
 });
+
+// The induction lab's model with rotary positions instead of learned ones (alibi.test.js's recipe
+// and check, transformer-helpers.js trainInduction): no position is added to the stream, so layer
+// 0's previous-token head must come from the turn of q and k alone.
+for (const ropeLayout of ['half', 'interleaved']) {
+  test(`induction with RoPE (${ropeLayout}): a layer-1 induction head forms and the second half's loss falls, fixed seeds`,
+    { timeout: 300_000 }, (t) => {
+      const m = hs.createTransformer({ vocabSize: 28, maxLen: 32, dModel: 32, nLayers: 2, nHeads: 4, dMlp: 0, norm: 'pre',
+        positions: 'rope', ropeLayout, seed: 1 });
+      try {
+        const { start, last, steps, line } = trainInduction(m, makeTask, { label: `RoPE, ${ropeLayout} layout` });
+        t.diagnostic(line);
+        assert.ok(last.score > 0.4, `best layer-1 induction score ${last.score} after ${steps} steps`);
+        assert.ok(last.secondHalfLoss < 1.0, `second-half loss ${last.secondHalfLoss}`);
+        assert.ok(start.score < 0.2 && start.secondHalfLoss > 2.5);
+      } finally {
+        m.dispose();
+      }
+    });
+}

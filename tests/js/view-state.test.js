@@ -104,7 +104,7 @@ test('bad states and URL parameters get errors naming the field', () => {
 });
 
 test('Train: state -> URL -> state is exact (random states); bad fields named', async () => {
-  const { applyTrainState, defaultTrainState, TASK_NAMES, D_MODELS } = await import('../../web/views/train/state.js');
+  const { applyTrainState, defaultTrainState, ropeDims, TASK_NAMES, D_MODELS } = await import('../../web/views/train/state.js');
   const { decodeTrainState, encodeTrainState } = await import('../../web/views/train/url-state.js');
   const divisors = (n) => Array.from({ length: n }, (_, k) => k + 1).filter((h) => n % h === 0);
   const state = fc.constantFrom(...D_MODELS).chain((dModel) => fc.constantFrom(...divisors(dModel))).chain((heads) => fc.record({
@@ -116,14 +116,18 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
     attnWindow: fc.integer({ min: 0, max: 256 }),
     mlp: fc.boolean(),
     norm: fc.constantFrom('pre', 'post', 'none'),
-    positions: fc.constantFrom('learned', 'sinusoidal', 'none', 'alibi'),
+    positions: fc.constantFrom('learned', 'sinusoidal', 'none', 'alibi', 'rope'),
+    ropeLayout: fc.constantFrom('half', 'interleaved'),
+    ropeBase: fc.oneof(fc.constant(10000), fc.double({ min: 1e-3, max: 1e7, noNaN: true })),
+    ropeFraction: fc.oneof(fc.constant(1), fc.double({ min: 0.01, max: 1, noNaN: true })),
     lr: fc.double({ min: 1e-6, max: 1, noNaN: true }),
     weightDecay: fc.double({ min: 0, max: 1, noNaN: true }).map((v) => v + 0),
     batch: fc.integer({ min: 1, max: 256 }),
     clip: fc.double({ min: 0, max: 100, noNaN: true }).map((v) => v + 0),
     seed: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
     steps: fc.integer({ min: 0, max: 100_000 }),
-  }));
+  })).map((s) => (s.positions === 'rope' ? s : { ...s, ropeLayout: 'half', ropeBase: 10000, ropeFraction: 1 }))
+    .filter((s) => s.positions !== 'rope' || ropeDims(s) >= 2);
   fc.assert(fc.property(state, (s) => {
     const checked = applyTrainState(s, defaultTrainState());
     const back = applyTrainState(decodeTrainState(encodeTrainState(checked)), defaultTrainState());
@@ -136,6 +140,12 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
     [{ colour: 1 }, /state\.colour: unknown field/],
     [{ kvHeads: 3, heads: 4 }, /state\.kvHeads: expected a divisor of heads 4, got 3/],
     [{ attnWindow: 257 }, /state\.attnWindow: expected an integer in \[0, 256\]/],
+    [{ positions: 'rope', ropeLayout: 'diagonal' }, /state\.ropeLayout: expected one of "half", "interleaved", got "diagonal"/],
+    [{ positions: 'rope', ropeBase: 0 }, /state\.ropeBase: expected a finite number > 0, got 0/],
+    [{ positions: 'rope', ropeFraction: 1.5 }, /state\.ropeFraction: expected a number in \(0, 1\], got 1\.5/],
+    [{ ropeLayout: 'interleaved' }, /state\.ropeLayout: applies only with positions 'rope' \(positions is "learned"\): leave it at "half"/],
+    [{ positions: 'rope', heads: 32 }, /state\.heads: positions 'rope' turns pairs of dims: ropeFraction 1 of the head dim dModel \/ heads = 1 leaves none/],
+    [{ positions: 'rope', ropeFraction: 0.1 }, /state\.heads: positions 'rope' turns pairs of dims: ropeFraction 0\.1 of the head dim dModel \/ heads = 16/],
   ]) {
     assert.throws(() => applyTrainState(patch, defaultTrainState()), (e) => e.code === 'INVALID_ARGUMENT' && message.test(e.message), JSON.stringify(patch));
   }
@@ -151,4 +161,11 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
   assert.equal(applyTrainState({ heads: 8 }, variant).kvHeads, 1, 'set K/V heads stay when they divide');
   assert.throws(() => applyTrainState({ heads: 2 }, applyTrainState({ heads: 8, kvHeads: 4 }, defaultTrainState())),
     /kvHeads: expected a divisor of heads 2, got 4/);
+  // RoPE: its fields in a link only off their defaults; another positions puts them back.
+  const rope = applyTrainState({ positions: 'rope', ropeLayout: 'interleaved', ropeFraction: 0.5 }, defaultTrainState());
+  assert.match(encodeTrainState(rope), /&positions=rope&ropeLayout=interleaved&ropeFraction=0\.5&lr=/);
+  assert.match(encodeTrainState(applyTrainState({ positions: 'rope' }, defaultTrainState())), /&positions=rope&lr=/);
+  assert.deepEqual(applyTrainState({ positions: 'learned' }, rope), defaultTrainState());
+  assert.equal(ropeDims(rope), 8, 'half of 16 dims');
+  assert.equal(ropeDims(defaultTrainState()), 0);
 });

@@ -31,12 +31,13 @@ export const EXPERIMENTS = Object.freeze({
   // induction head, whose match is on token identity: a head of a few dimensions cannot hold it.
   induction: Object.freeze({ task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400 }),
   // The variants on the induction task, 8 heads of 8 dims: fewer K/V heads keep fewer keys and
-  // values (GQA, MQA: 4 and 8 times smaller KV caches); ALiBi and a window replace the position
-  // embedding or restrict what a head sees. What do they cost the circuit at this budget?
+  // values (GQA, MQA: 4 and 8 times smaller KV caches); ALiBi, a window and RoPE replace the
+  // position embedding or restrict what a head sees. What do they cost the circuit at this budget?
   'kv-heads': Object.freeze({ task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400, heads: Object.freeze([8]),
     variants: Object.freeze([{ name: 'MHA (8 K/V heads)' }, { name: 'GQA (2 K/V heads)', nKvHeads: 2 }, { name: 'MQA (1 K/V head)', nKvHeads: 1 }]) }),
   positions: Object.freeze({ task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400, heads: Object.freeze([8]),
-    variants: Object.freeze([{ name: 'learned positions' }, { name: 'ALiBi', positions: 'alibi' }, { name: 'ALiBi, window 8', positions: 'alibi', attnWindow: 8 }]) }),
+    variants: Object.freeze([{ name: 'learned positions' }, { name: 'ALiBi', positions: 'alibi' }, { name: 'ALiBi, window 8', positions: 'alibi', attnWindow: 8 },
+      { name: 'RoPE', positions: 'rope' }]) }),
 });
 
 /** What a variant may set (createTransformer's fields), besides its name. */

@@ -57,7 +57,13 @@ export interface TrainState {
   dModel: 16 | 32 | 64 | 128;
   mlp: boolean;
   norm: 'pre' | 'post' | 'none';
-  positions: 'learned' | 'sinusoidal' | 'none' | 'alibi';
+  positions: 'learned' | 'sinusoidal' | 'none' | 'alibi' | 'rope';
+  /** RoPE's pairs of dims: i with i + r/2 ('half') or 2i with 2i + 1 ('interleaved'); 'half' unless positions is 'rope'. */
+  ropeLayout: 'half' | 'interleaved';
+  /** RoPE's base (> 0; 10000 unless positions is 'rope'). */
+  ropeBase: number;
+  /** The rotated fraction of each head's dims, in (0, 1] (1 unless positions is 'rope'). */
+  ropeFraction: number;
   /** Sliding-window attention, 0 (full attention) to 256. */
   attnWindow: number;
   lr: number;

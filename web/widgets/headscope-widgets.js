@@ -25,7 +25,7 @@ import {
   heads, train, walkthrough, HEAD_COUNTS, HEADS_CONTROLS, HEADS_PARTS, PRESET_NAMES, TRAIN_CONTROLS, WALKTHROUGH_CONTROLS,
   WALKTHROUGH_PRESETS, WALKTHROUGH_STAGES,
 } from '../views/index.js';
-import { D_MODELS, MAX_WINDOW, NORMS, POSITIONS, TASK_NAMES } from '../views/train/state.js';
+import { D_MODELS, MAX_WINDOW, NORMS, POSITIONS, ROPE_LAYOUTS, TASK_NAMES } from '../views/train/state.js';
 
 const STYLESHEET = new URL('../views/headscope.css', import.meta.url).href;
 let engine = null;
@@ -136,6 +136,9 @@ const TRAIN_ATTRIBUTES = {
   mlp: { parse: boolean, field: 'mlp' },
   norm: { parse: oneOf(NORMS), field: 'norm' },
   positions: { parse: oneOf(POSITIONS), field: 'positions' },
+  'rope-layout': { parse: oneOf(ROPE_LAYOUTS), field: 'ropeLayout' },
+  'rope-base': { parse: (t) => { const v = Number(t.trim()); return t.trim() !== '' && v > 0 && Number.isFinite(v) ? v : bad('a number > 0', t); }, field: 'ropeBase' },
+  'rope-fraction': { parse: (t) => { const v = Number(t.trim()); return t.trim() !== '' && v > 0 && v <= 1 ? v : bad('a number in (0, 1]', t); }, field: 'ropeFraction' },
   lr: { parse: (t) => { const v = Number(t.trim()); return t.trim() !== '' && v > 0 && v <= 1 ? v : bad('a number in (0, 1]', t); }, field: 'lr' },
   'weight-decay': { parse: number01(1), field: 'weightDecay' },
   batch: { parse: integer(1, 256), field: 'batch' },
@@ -413,8 +416,8 @@ class HeadscopeHeads extends HeadscopeWidget {
 class HeadscopeTrain extends HeadscopeWidget {
   static ATTRIBUTES = TRAIN_ATTRIBUTES;
   // One patch: a setup (and the step to train to) at once, so the model is made once.
-  static FIELD_GROUPS = [['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', 'attnWindow', 'lr',
-    'weightDecay', 'batch', 'clip', 'seed', 'steps']];
+  static FIELD_GROUPS = [['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', 'ropeLayout', 'ropeBase',
+    'ropeFraction', 'attnWindow', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps']];
 
   static VIEW = train;
   static SHARED_ENGINE = false;  // the Train view trains in a Worker of its own

@@ -1,13 +1,13 @@
 // The Train view's controls: the setup form (task; model: layers, heads, K/V heads, dModel, MLP,
-// LayerNorm, positions, attention window; optimizer: learning rate, weight decay, batch, clip, seed) and the training bar
+// LayerNorm, positions, RoPE's layout (shown only for rope), attention window; optimizer: learning rate, weight decay, batch, clip, seed) and the training bar
 // (Play, Step, Reset, the log scale, the step counter, Export model, Load model). Built once;
 // sync() shows the state in them, readSetup() reads the form as a patch.
 import { button, checkbox, el, labelled, setText } from '../common/dom.js';
-import { D_MODELS, NORMS, POSITIONS, TASK_NAMES, kvHeadChoices, windowChoices } from './state.js';
+import { D_MODELS, NORMS, POSITIONS, ROPE_LAYOUTS, TASK_NAMES, kvHeadChoices, windowChoices } from './state.js';
 
-const FIELDS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'norm', 'positions', 'attnWindow', 'lr', 'weightDecay',
-  'batch', 'clip', 'seed'];
-const TEXT_FIELDS = ['task', 'norm', 'positions'];
+const FIELDS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'norm', 'positions', 'ropeLayout', 'attnWindow', 'lr',
+  'weightDecay', 'batch', 'clip', 'seed'];
+const TEXT_FIELDS = ['task', 'norm', 'positions', 'ropeLayout'];
 
 // A select's options: `values`, each shown as text(v); rebuilt only when they change.
 function setOptions(s, values, text = String) {
@@ -30,6 +30,7 @@ const select = (name, values, label, text) => {
 // task's rows (a state's own value is always among them).
 const kvText = (heads) => (g) => `${g}${g === heads ? ' (MHA)' : g === 1 ? ' (MQA)' : ' (GQA)'}`;
 const windowText = (w) => (w === 0 ? 'full' : String(w));
+const layoutText = (l) => (l === 'half' ? 'half (GPT-NeoX, LLaMA)' : 'interleaved (RoFormer, GPT-J)');
 const number = (name, label, { min, max, step }) => {
   const i = el('input');
   i.type = 'number';
@@ -50,6 +51,7 @@ export function buildControls(hidden) {
     dModel: select('dModel', D_MODELS, 'dModel'),
     norm: select('norm', NORMS, 'LayerNorm'),
     positions: select('positions', POSITIONS, 'Positions'),
+    ropeLayout: select('ropeLayout', ROPE_LAYOUTS, 'RoPE layout', layoutText),
     attnWindow: select('attnWindow', [0], 'Attention window', windowText),
     lr: number('lr', 'Learning rate', { min: 0.00001, max: 1, step: 0.0005 }),
     weightDecay: number('weightDecay', 'Weight decay', { min: 0, max: 1, step: 0.01 }),
@@ -62,7 +64,8 @@ export function buildControls(hidden) {
   taskRow.append(c.task.label);
   const modelRow = el('div', 'hs-train-row');
   modelRow.append(c.layers.label, c.heads.label, c.kvHeads.label, c.dModel.label, mlpLabel, c.norm.label, c.positions.label,
-    c.attnWindow.label);
+    c.ropeLayout.label, c.attnWindow.label);
+  c.ropeLayout.control.title = 'Rotary embeddings\' pairs of dims: i with i + r/2 (half) or 2i with 2i + 1 (interleaved)';
   c.kvHeads.control.title = 'Key/value heads: each serves heads / K/V heads query heads (grouped-query attention; 1: multi-query)';
   c.attnWindow.control.title = 'Sliding-window attention: each token sees itself and the window - 1 tokens before it (full: all of them)';
   const optRow = el('div', 'hs-train-row');
@@ -109,6 +112,7 @@ export function buildControls(hidden) {
       control.removeAttribute('aria-invalid');
     }
     mlp.checked = state.mlp;
+    c.ropeLayout.label.hidden = state.positions !== 'rope';
     playButton.textContent = playing ? 'Pause' : 'Play';
     playButton.setAttribute('aria-pressed', String(playing));
     setText(counter, `step ${state.steps}${rate ? `, ${rate.toFixed(0)} steps/s` : ''}`);
@@ -120,6 +124,8 @@ export function buildControls(hidden) {
     for (const k of TEXT_FIELDS) patch[k] = c[k].control.value;
     for (const k of FIELDS) if (!TEXT_FIELDS.includes(k)) patch[k] = Number(c[k].control.value);
     patch.mlp = mlp.checked;
+    // The layout is a setting of rope only (another positions puts it back to its default).
+    if (patch.positions !== 'rope') delete patch.ropeLayout;
     return patch;
   }
 

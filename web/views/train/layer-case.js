@@ -1,5 +1,6 @@
 // A trained layer's attention as a case document, for the Heads view and the Walkthrough.
 import { nested } from '../common/export-data.js';
+import { ropeDims } from './state.js';
 
 /**
  * Layer l's attention on the probe row as a case document of nn.MultiheadAttention (the
@@ -9,6 +10,9 @@ import { nested } from '../common/export-data.js';
  * The position rules are the attention mask: causal, and the sliding window's band, as booleans;
  * with ALiBi a float mask per head (num_heads, T, T) adding -slope |i - j| (the engine's slopes,
  * engine.alibiSlopes) and -Infinity where the rules hide a key, which is the bias the layer adds.
+ * With rotary positions the case carries the turn: rope_dims (the Transformer's RopeDims rule,
+ * state.js ropeDims), rope_layout and rope_base; query i and key i are at position i, as in the
+ * layer. (The Walkthrough cannot show such a case and says so: walkthrough/from-case.js.)
  */
 export async function layerCase({ model, probe, state, engine }, l) {
   const hook = state.norm === 'pre' ? `blocks.${l}.ln1.hook_normalized` : `blocks.${l}.hook_resid_pre`;
@@ -26,9 +30,11 @@ export async function layerCase({ model, probe, state, engine }, l) {
     const slopes = await engine.alibiSlopes(state.heads);
     mask = Array.from(slopes, (m) => rows((i, j) => (hidden(i, j) ? -Infinity : -Math.fround(m * Math.abs(i - j)))));
   }
+  const r = ropeDims(state);
   return {
     name: `${state.task} layer ${l} at step ${state.steps}`,
-    config: { embed_dim: D, num_heads: state.heads, ...(state.kvHeads !== state.heads ? { num_kv_heads: state.kvHeads } : {}), bias: true },
+    config: { embed_dim: D, num_heads: state.heads, ...(state.kvHeads !== state.heads ? { num_kv_heads: state.kvHeads } : {}), bias: true,
+      ...(r > 0 ? { rope_dims: r, rope_layout: state.ropeLayout, rope_base: state.ropeBase } : {}) },
     state_dict: { in_proj_weight: key('in_proj_weight'), in_proj_bias: key('in_proj_bias'),
       'out_proj.weight': key('out_proj.weight'), 'out_proj.bias': key('out_proj.bias') },
     inputs: { query, attn_mask: mask, need_weights: true, average_attn_weights: false },

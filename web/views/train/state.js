@@ -10,7 +10,12 @@
 //                                    stay plain multi-head attention)
 //     attnWindow: 0..256             sliding-window attention (0: full attention)
 //     mlp: boolean                   an MLP of 4 dModel per block, or attention only
-//     norm: 'pre' | 'post' | 'none', positions: 'learned' | 'sinusoidal' | 'none' | 'alibi' (the schema's choices)
+//     norm: 'pre' | 'post' | 'none', positions: 'learned' | 'sinusoidal' | 'none' | 'alibi' | 'rope' (the schema's choices)
+//     ropeLayout: 'half' | 'interleaved', ropeBase: number > 0, ropeFraction: number in (0, 1]
+//                                    rotary embeddings' layout, base and rotated fraction of each
+//                                    head (the schema's rows); off their defaults only with
+//                                    positions 'rope' (another positions puts them back); rope
+//                                    needs 2 rotary dims per head at least (ropeDims)
 //     lr: number in (0, 1], weightDecay: number in [0, 1], batch: 1..256, clip: number >= 0 (0: off)
 //     seed: integer >= 0             the model's initial weights and the task's rows
 //     steps: integer >= 0            where training stands (the URL's: train to this step)
@@ -18,21 +23,29 @@
 import { HeadscopeError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/tensor.js';
 import { TASKS } from '../../lib/tasks.js';
-import { TRANSFORMER_SCHEMA, choices, divisible } from '../../lib/config.js';
+import { TRANSFORMER_SCHEMA, accepts, choices, divisible, expectation, field } from '../../lib/config.js';
 
 export const TASK_NAMES = TASKS.map((t) => t.name);
 export const D_MODELS = [16, 32, 64, 128];
 // The model's choices are the transformer schema's (web/lib/schema.js).
 export const NORMS = choices(TRANSFORMER_SCHEMA, 'norm');
-// Not 'rope' (rotary positions) yet: a head opens in the Heads view and the Walkthrough as a
-// MultiheadAttention case of its layer (layer-case.js), which would have to carry the layer's
-// rope_dims (MultiheadAttention has the option) and be checked through both views first.
-export const POSITIONS = choices(TRANSFORMER_SCHEMA, 'positions').filter((p) => p !== 'rope');
+// 'rope' included: a head opens in the Heads view as a MultiheadAttention case of its layer that
+// carries the rotation (layer-case.js: rope_dims, rope_layout, rope_base).
+export const POSITIONS = choices(TRANSFORMER_SCHEMA, 'positions');
+export const ROPE_LAYOUTS = choices(TRANSFORMER_SCHEMA, 'ropeLayout');
+/** The rotary fields and their defaults (the schema's), kept at them unless positions is 'rope'. */
+const ROPE_KEYS = ['ropeLayout', 'ropeBase', 'ropeFraction'];
+export const ROPE_DEFAULTS = Object.fromEntries(ROPE_KEYS.map((k) => [k, field(TRANSFORMER_SCHEMA, k).default.value]));
+/**
+ * The rotary dims of each head (the Transformer's RopeDims, src/headscope/transformer.h): the
+ * largest even number <= ropeFraction x head dim; 0 without positions 'rope'.
+ */
+export const ropeDims = (s) => (s.positions === 'rope' ? 2 * Math.floor(s.ropeFraction * Math.floor(s.dModel / s.heads) / 2) : 0);
 /** Whether a setting's heads divide its dModel (the schema's rule, in the view's names). */
 export const headsDivide = (s) => divisible(TRANSFORMER_SCHEMA, { dModel: s.dModel, nHeads: s.heads });
 /** The state's fields, in the order of a link's parameters. */
-export const TRAIN_KEYS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', 'attnWindow', 'lr',
-  'weightDecay', 'batch', 'clip', 'seed', 'steps'];
+export const TRAIN_KEYS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', ...ROPE_KEYS, 'attnWindow',
+  'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps'];
 /** The largest attention window a state takes (the tasks' rows are at most this long). */
 export const MAX_WINDOW = 256;
 /** The divisors of `heads`, from heads down: the K/V head counts a setting with `heads` can have. */
@@ -48,7 +61,7 @@ export const MAX_STEPS = 100_000;
 /** The induction preset: the two-layer attention-only model whose layer-1 head becomes an induction head. */
 export function defaultTrainState() {
   return { task: 'induction', layers: 2, heads: 2, kvHeads: 2, dModel: 32, mlp: false, norm: 'pre', positions: 'learned',
-    attnWindow: 0, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0 };
+    ...ROPE_DEFAULTS, attnWindow: 0, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0 };
 }
 
 const fail = (where, message) => { throw new HeadscopeError('INVALID_ARGUMENT', `${where}: ${message}`); };
@@ -65,6 +78,8 @@ export function applyTrainState(patch, current, where = 'setState: state') {
   const next = { ...current, ...p };
   // Heads changed alone: K/V heads that were the heads stay the heads (plain multi-head attention).
   if ('heads' in p && !('kvHeads' in p) && current.kvHeads === current.heads) next.kvHeads = next.heads;
+  // Positions other than rope: the rotary fields the patch leaves out go back to their defaults.
+  if (next.positions !== 'rope') for (const k of ROPE_KEYS) if (!(k in p)) next[k] = ROPE_DEFAULTS[k];
   const oneOf = (key, values) => {
     if (!values.includes(next[key])) fail(`${where}.${key}`, `expected one of ${values.join(', ')}, got ${describe(next[key])}`);
   };
@@ -87,6 +102,19 @@ export function applyTrainState(patch, current, where = 'setState: state') {
   if (typeof next.mlp !== 'boolean') fail(`${where}.mlp`, `expected true or false, got ${describe(next.mlp)}`);
   oneOf('norm', NORMS);
   oneOf('positions', POSITIONS);
+  for (const k of ROPE_KEYS) {
+    const f = field(TRANSFORMER_SCHEMA, k);
+    if (!accepts(f, next[k]) || (k === 'ropeFraction' && next[k] > 1)) {
+      fail(`${where}.${k}`, `expected ${k === 'ropeFraction' ? 'a number in (0, 1]' : expectation(TRANSFORMER_SCHEMA, f)}, got ${describe(next[k])}`);
+    }
+    if (next.positions !== 'rope' && next[k] !== ROPE_DEFAULTS[k]) {
+      fail(`${where}.${k}`, `applies only with positions 'rope' (positions is ${describe(next.positions)}): leave it at ${describe(ROPE_DEFAULTS[k])}`);
+    }
+  }
+  if (next.positions === 'rope' && ropeDims(next) < 2) {
+    fail(`${where}.heads`, `positions 'rope' turns pairs of dims: ropeFraction ${next.ropeFraction} of the head dim ` +
+      `dModel / heads = ${Math.floor(next.dModel / next.heads)} leaves none (fewer heads, or a larger fraction)`);
+  }
   num('lr', 0, 1, true);
   num('weightDecay', 0, 1);
   int('batch', 1, 256);
@@ -103,7 +131,9 @@ export const sameSetup = (a, b) => TRAIN_KEYS.every((k) => k === 'steps' || a[k]
 export function trainSetup(s, task) {
   return {
     model: { vocabSize: task.vocabSize, maxLen: task.seqLen, dModel: s.dModel, nLayers: s.layers, nHeads: s.heads,
-      nKvHeads: s.kvHeads === s.heads ? null : s.kvHeads, attnWindow: s.attnWindow, dMlp: s.mlp ? 4 * s.dModel : 0, norm: s.norm, positions: s.positions, causal: true, act: 'gelu', bias: true, seed: s.seed },
+      nKvHeads: s.kvHeads === s.heads ? null : s.kvHeads, attnWindow: s.attnWindow, dMlp: s.mlp ? 4 * s.dModel : 0, norm: s.norm, positions: s.positions,
+      ...(s.positions === 'rope' ? { ropeLayout: s.ropeLayout, ropeBase: s.ropeBase, ropeFraction: s.ropeFraction } : {}),
+      causal: true, act: 'gelu', bias: true, seed: s.seed },
     optimizer: { type: 'adamw', lr: s.lr, betas: [0.9, 0.999], eps: 1e-8, weightDecay: s.weightDecay,
       ...(s.clip > 0 ? { clipGradNorm: s.clip } : {}) },
     task: { name: s.task, seed: s.seed },

@@ -6,14 +6,15 @@
 // beside the head's mean attention distance on the probe row per layer (sum_j P_ij |i - j| over
 // the engine's pattern, averaged over the rows: the definition of the engine's headStats.distance).
 //
-// RoPE (positions 'rope', ropeLayout, ropeBase, ropeFraction) arrives from another branch; when it
-// merges, its invariants go in a section of their own here, drawn only for positions 'rope': the
-// relative-position property (q_i . k_j depends on i - j only) and the two layouts equal after the
-// matching permutation of W_Q / W_K rows, both from engine calls. Nothing is shown for it before.
+// RoPE (positions 'rope'): its invariants in a section of their own (variants-rope.js), drawn only
+// for rope: the relative-position property (q_m . k_n depends on m - n only) and the two layouts
+// equal after the matching permutation of W_Q / W_K rows (and different without it), both from
+// MultiheadAttention calls of the engine on each trained layer, queued after the evaluation.
 import { columnHeads, el, setText } from '../common/dom.js';
 import { formatNumber } from '../common/numbers.js';
 import { renderHeatmap } from '../common/heatmap.js';
 import { trainSetup } from './state.js';
+import { createRopeSection } from './variants-rope.js';
 
 const fmtBytes = (b) => `${b.toLocaleString('en-US')} bytes`;
 
@@ -54,14 +55,17 @@ function meanDistance(P, T) {
 }
 
 /**
- * @param {object} t  the view's shared fields (view.js): state, engine, task, last
- * @param {{ root: Element }} o  root: the panel's box (skeleton.js)
+ * @param {object} t  the view's shared fields (view.js): state, engine, model, task, probe, last, generation
+ * @param {{ root: Element, serial: Function }} o  root: the panel's box (skeleton.js); serial: the
+ *   view's job queue (session.js), which RoPE's engine calls join
  */
-export function createVariants(t, { root }) {
+export function createVariants(t, { root, serial }) {
   const kv = el('div', 'hs-train-variants-kv');
   const band = el('div', 'hs-train-variants-window');
   const alibi = el('div', 'hs-train-variants-alibi');
-  root.replaceChildren(kv, band, alibi);
+  const rope = el('div', 'hs-train-variants-rope');
+  root.replaceChildren(kv, band, alibi, rope);
+  const ropeSection = createRopeSection(t, { box: rope, serial, table });
   let key = null;
   let info = null;   // { kv: [[label, G, bytes]], slopes: Float32Array | null } of the setup `key`
   let pending = Promise.resolve();
@@ -156,6 +160,9 @@ export function createVariants(t, { root }) {
   /** After an evaluation: the panel for the view's setup (the engine's sizes fetched once per setup). */
   function draw() {
     const s = t.state;
+    // The state this panel was drawn for (a test waits for the current one: a new setup's state is
+    // the view's before its model's first evaluation is drawn).
+    root.dataset.drawn = JSON.stringify(s);
     const k = JSON.stringify([s.task, s.layers, s.heads, s.kvHeads, s.dModel, s.positions, t.task?.seqLen]);
     if (k !== key) {
       key = k;
@@ -169,6 +176,7 @@ export function createVariants(t, { root }) {
       }).catch((e) => { if (key === k) setText(kv, `KV cache: ${e.message}`); });
     }
     render();
+    ropeSection.draw();
   }
 
   return { draw, settled: () => pending };

@@ -69,7 +69,7 @@ function createTrain(root, options, where) {
   const { serial } = session;
   const ablation = createAblation(t, { root: dom.ablation, serial, fail, redraw: draw });
   const playback = createPlayback(t, { session, sync, fail, changed, say });
-  const variants = createVariants(t, { root: dom.variants });
+  const variants = createVariants(t, { root: dom.variants, serial });
   const file = createModelFile(t, { session, loaded: (name) => {
     say(`Loaded ${name ?? 'a model'}: training goes on from here (with a new optimizer).`, { keepError: true });
     changed('input');
