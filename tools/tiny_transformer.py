@@ -258,17 +258,14 @@ def alibi_bias(n_heads, T, dtype):
 
 def window_mask(T, causal, window):
     """The blocked keys [T, T] (True: -inf), or None when nothing is: causal blocks j > i; a
-    window w >= 1 blocks j <= i - w, and without causal also j >= i + w."""
+    window w >= 1 blocks j <= i - w, and without causal also j >= i + w. Without a window it is
+    the spec's triu mask itself, and it uses no in-place ops (torch.onnx cannot export |=, and
+    tools/bench/make_transformer_onnx.py exports this module)."""
+    if not window:
+        return torch.triu(torch.ones(T, T, dtype=torch.bool), 1) if causal else None
     i = torch.arange(T).view(T, 1)
     j = torch.arange(T).view(1, T)
-    mask = torch.zeros(T, T, dtype=torch.bool)
-    if causal:
-        mask |= j > i
-    if window:
-        mask |= j <= i - window
-        if not causal:
-            mask |= j >= i + window
-    return mask if (causal or window) else None
+    return (j <= i - window) | ((j > i) if causal else (j >= i + window))
 
 
 def attention(mha, x, mask, hooks, name, head_gates=None, bias=None, rope=None):

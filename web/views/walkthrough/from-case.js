@@ -16,7 +16,8 @@ function sameTensor(a, b) {
  * Whether the walkthrough can show a case document (object or JSON text), and as which state.
  * It can when the case has a packed in_proj_weight, an unbatched query of at most 16 x 16, is
  * self-attention (key and value absent or equal to the query) and adds no extra keys
- * (add_bias_kv, add_zero_attn), no rotary embeddings (rope_dims) and no shared K/V heads. Biases and masks are kept, so the trace equals the case's forward.
+ * (add_bias_kv, add_zero_attn), no rotary embeddings (rope_dims), no shared K/V heads and no
+ * ALiBi or window options. Biases and masks are kept, so the trace equals the case's forward.
  * Malformed documents throw the library's PARSE_ERROR.
  * @returns {{ state: object } | { reason: string }}
  */
@@ -38,6 +39,9 @@ export function stateFromCase(caseDocument) {
   if (c.config.numKvHeads != null && c.config.numKvHeads !== H) {
     return heads('shares K/V heads (num_kv_heads)');
   }
+  // (Nor does it add a position bias or block keys outside a window: its masks are the case's.)
+  if (c.options.alibi === true) return heads('adds ALiBi\'s position bias (alibi)');
+  if ((c.options.window ?? 0) > 0) return heads(`attends within a window of ${c.options.window} keys (window)`);
   if (c.query.shape.length !== 2) return heads(`has a batched query [${c.query.shape.join(', ')}]`);
   const [L] = c.query.shape;
   if (L < 1 || L > MAX_SIZE || E > MAX_SIZE) return heads(`is ${L} tokens x ${E} dims`);
