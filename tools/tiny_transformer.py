@@ -1,5 +1,5 @@
-# The reference module of headscope's Transformer. It began as a verbatim copy of the shared spec
-# (shared/spec/tiny_transformer.py, outside this repository); this copy is the contract now and
+# The reference module of headscope's Transformer. It began as a verbatim copy of the project's
+# first specification (kept outside this repository); this copy is the contract now and
 # extends it without changing any of its numbers: the LayerNorm hooks blocks.{l}.ln1.hook_normalized
 # and blocks.{l}.ln2.hook_normalized (TransformerLens's names) are added. State_dict names, hooks,
 # forward numbers, loss and training rules here are what headscope's Transformer is tested

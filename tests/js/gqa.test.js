@@ -6,22 +6,14 @@
 // bit for bit (output, per-head weights, head statistics, gates, the trace, whose k and v keep the
 // G heads); the Transformer's hooks, generation, gradients and a training step; the case parsers;
 // the same bits through a Worker.
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { init } from '../../web/lib/index.js';
-import { initWorker } from '../../web/lib/worker-client.js';
 import { parseCase } from '../../web/lib/case.js';
-import { expectError, mulberry32 } from './helpers.js';
+import { engineAndWorker, expectError, mulberry32 } from './helpers.js';
 import { assertSameBits, assertSameResultBits } from './same-bits.js';
 
-const hs = await init({ simd: 'simd128' });
-const remote = await initWorker(undefined, { simd: 'simd128' });
-after(async () => {
-  assert.equal(hs.liveHandles(), 0, 'live handles left after the suite');
-  assert.equal(await remote.liveHandles(), 0, 'live handles left in the worker');
-  await remote.terminate();
-});
+const { hs, remote } = await engineAndWorker({ simd: 'simd128' });
 
 const random = mulberry32(30);
 const floats = (n, scale = 1) => Float32Array.from({ length: n }, () => (2 * random() - 1) * scale);

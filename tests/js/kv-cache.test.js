@@ -3,19 +3,11 @@
 // config) against model.kvCacheBytes() (the bytes a generation's caches hold, measured), for MHA,
 // GQA and MQA, in this thread and in a Worker; and hs.alibiSlopes(nHeads) against Press et al.'s
 // slopes written out here and against the bias hook_attn_scores carries.
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { init } from '../../web/lib/index.js';
-import { initWorker } from '../../web/lib/worker-client.js';
-import { expectError } from './helpers.js';
+import { engineAndWorker, expectError } from './helpers.js';
 
-const hs = await init({ simd: 'simd128' });
-const remote = await initWorker(undefined, { simd: 'simd128' });
-after(async () => {
-  assert.equal(hs.liveHandles(), 0, 'live handles left after the suite');
-  assert.equal(await remote.liveHandles(), 0, 'live handles left in the worker');
-  await remote.terminate();
-});
+const { hs, remote } = await engineAndWorker({ simd: 'simd128' });
 
 const base = { vocabSize: 11, maxLen: 16, dModel: 32, nLayers: 2, nHeads: 4, seed: 2 };
 

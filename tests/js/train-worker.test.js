@@ -2,19 +2,13 @@
 // for bit, and train(): a run of many steps in the worker, in chunks, with progress events, pause,
 // resume and cancel, other requests served between chunks, and the weights of the same steps run
 // in the calling thread.
-import { test, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { init } from '../../web/lib/index.js';
 import { initWorker } from '../../web/lib/worker-client.js';
 import { makeTask } from '../../web/lib/tasks.js';
+import { engineAndWorker } from './helpers.js';
 
-const hs = await init();
-const remote = await initWorker();
-after(async () => {
-  assert.equal(hs.liveHandles(), 0, 'live handles left in the calling thread');
-  assert.equal(await remote.liveHandles(), 0, 'live handles left in the worker');
-  await remote.terminate();
-});
+const { hs, remote } = await engineAndWorker();
 
 const TASK = { name: 'induction', seqLen: 16, seed: 3 };
 const { name: TASK_NAME, ...TASK_OPTIONS } = TASK;
