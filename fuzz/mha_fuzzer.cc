@@ -152,7 +152,8 @@ std::string Str(int64_t v) { return std::to_string(v); }
 std::string ConfigString(const MhaConfig& c) {
   return "E=" + Str(c.embed_dim) + " H=" + Str(c.num_heads) + " kdim=" + Str(c.kdim) +
          " vdim=" + Str(c.vdim) + " bias=" + Str(c.bias) + " bias_kv=" + Str(c.add_bias_kv) +
-         " zero_attn=" + Str(c.add_zero_attn) + " batch_first=" + Str(c.batch_first);
+         " zero_attn=" + Str(c.add_zero_attn) + " batch_first=" + Str(c.batch_first) +
+         " kv_heads=" + Str(c.num_kv_heads) + " sinks=" + Str(c.attn_sinks);
 }
 
 // --- Config ------------------------------------------------------------------------------------
@@ -185,6 +186,8 @@ ConfigDraw DrawConfig(FuzzedDataProvider& fdp) {
     while (heads % g != 0) --g;
     c.num_kv_heads = g;
   }
+  // Attention sinks a quarter of the time: their logits are loaded (and drawn) as every weight.
+  c.attn_sinks = fdp.ConsumeIntegralInRange<int>(0, 3) == 0;
   switch (fdp.ConsumeIntegralInRange<int>(0, 39)) {
     case 0: c.embed_dim = 0; d.invalid = true; break;
     case 1: c.embed_dim = -c.embed_dim; d.invalid = true; break;

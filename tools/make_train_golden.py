@@ -19,8 +19,9 @@ How the numbers are made:
   * Weights are float32, made as tools/make_transformer_golden.py makes them: each case seeds
     torch with the crc32 of its name and builds the module with PyTorch's default
     initialisation; the entries that initialisation leaves constant are redrawn from a
-    generator seeded with crc32 + 1 (in_proj_bias and out_proj.bias U(-0.5, 0.5), LayerNorm
-    weights U(0.5, 1.5), LayerNorm biases U(-0.25, 0.25)) so that every parameter matters.
+    generator seeded with crc32 + 1 (in_proj_bias and out_proj.bias U(-0.5, 0.5), attention
+    sinks U(-1, 2.5), LayerNorm weights U(0.5, 1.5), LayerNorm biases U(-0.25, 0.25)) so that
+    every parameter matters.
     Tokens, targets and the runs' batches come from that generator, in that order.
   * Expected values: the same float32 weights in a float64 module (`model.double()` of a fresh
     module, so the sinusoidal table is the module's own float64 buffer), float64 autograd and
@@ -80,7 +81,8 @@ LOSS32_TOL = 1e-5
 RUN32_OTHER_TOL = 1e-2    # float32 run vs float64, other than zero-gradient entries, in lr
 CLIP_MARGIN = 0.01        # every step norm at least 1% away from max_norm
 MAX_FILE_BYTES = 1_500_000
-MAX_TOTAL_BYTES = 4_000_000
+# (4 MB until the variants: their 19 cases took the directory to 4.16 MB, the sinks to 4.34.)
+MAX_TOTAL_BYTES = 4_500_000
 
 CONFIG_KEYS = ["vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_mlp", "norm",
                "positions", "causal", "act", "bias", "ln_eps"]
@@ -125,8 +127,8 @@ SGD_CLIP_ALWAYS = sgd(5e-2, clip=ALWAYS)
 
 
 def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bias=True,
-         eps=1e-5, tie=False, kv=None, window=0, rope=None, base=10000.0, fraction=1.0, B, T,
-         targets, gates=None, runs, prefix="", suffix="", covers=""):
+         eps=1e-5, tie=False, kv=None, window=0, rope=None, base=10000.0, fraction=1.0,
+         sinks=False, B, T, targets, gates=None, runs, prefix="", suffix="", covers=""):
     """targets: "next" (next token, last position -100) | "some" (random, about a quarter -100,
     at least one counted and, with B*T > 1, one ignored) | "all" (random, none ignored) | "one"
     (all -100 but one position) | "induction" (a random half, then its repeat; next token)."""
@@ -138,6 +140,8 @@ def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bia
         config["n_kv_heads"] = kv
     if window:
         config["attn_window"] = window
+    if sinks:
+        config["attn_sinks"] = True
     config.update(rope_config(pos, rope, base, fraction))
     name = "-".join(p for p in (prefix, config_name(config), suffix, f"b{B}-t{T}") if p)
     return dict(name=name, config=config, B=B, T=T, targets=targets, gates=gates,
@@ -310,6 +314,22 @@ CASES = [
     case(V=9, L=8, D=16, layers=2, heads=4, kv=2, mlp=0, norm="pre", pos="rope", rope="half",
          window=3, B=2, T=8, targets="next", runs=[ADAMW_WD], covers="rope with a window of 3 and "
          "grouped-query attention, T = max_len"),
+    # Attention sinks (gpt-oss): d sink_h = -sum over rows of p_sink (sum_j P_ij dP_ij), and AdamW
+    # steps and decays the sinks as every parameter.
+    case(V=8, L=6, D=6, layers=2, heads=3, mlp=6, norm="pre", pos="learned", sinks=True, B=2,
+         T=6, targets="next", runs=[ADAMW_WD_98, SGD], covers="attention sinks, pre-norm with MLP, "
+         "T = max_len; AdamW with weight decay 0.1 and SGD"),
+    case(V=8, L=6, D=8, layers=2, heads=4, kv=2, mlp=0, norm="pre", pos="alibi", window=3,
+         sinks=True, B=2, T=6, targets="some", gates=[[1.0, 0.0, 2.0, 0.5], [0.5, 1.0, 1.0, 1.0]],
+         runs=[ADAMW_CLIP_SOME], covers="sinks with ALiBi, a window of 3, grouped-query attention "
+         "and head gates; AdamW clipping at some steps"),
+    case(V=8, L=6, D=8, layers=1, heads=2, mlp=8, norm="none", pos="rope", rope="interleaved",
+         sinks=True, causal=False, bias=False, act="relu", B=3, T=6, targets="all",
+         runs=[SGD_CLIP_SOME, ADAMW_NO_WD], covers="sinks with rotary positions, non-causal, no "
+         "bias, no LayerNorm, T = max_len"),
+    case(V=8, L=6, D=8, layers=1, heads=2, mlp=0, norm="post", pos="learned", sinks=True, B=2,
+         T=1, targets="all", runs=[ADAMW_WD], covers="sinks with T = 1: each row one key and the "
+         "sink"),
 ]
 
 
@@ -317,8 +337,11 @@ def zero_gradient_bias(c):
     """The entries of a layer's in_proj_bias whose gradient is zero in exact arithmetic (the
     README's note): the key bias, k = W_k x + b_k adding q . b_k to every score of a row, which
     softmax ignores. With rotary positions that holds only for the key dims that do not turn (a
-    turned b_k differs from key to key); the turned ones have a real gradient."""
+    turned b_k differs from key to key); the turned ones have a real gradient. With attention
+    sinks none is zero: the sink's logit does not move with q . b_k."""
     D = c["d_model"]
+    if c.get("attn_sinks"):
+        return torch.zeros(3 * D, dtype=torch.bool)
     zero = torch.zeros(3 * D, dtype=torch.bool)
     if c["positions"] != "rope":
         zero[D:2 * D] = True
@@ -751,8 +774,9 @@ def check_file(path, spec):
             D = c["d_model"]
             if k.endswith(".attn.in_proj_bias"):
                 zero[zero_gradient_bias(c)[:zero.numel()]] = True
-            if T == 1 and k.endswith((".attn.in_proj_bias", ".attn.in_proj_weight")):
-                zero[:2 * D] = True
+            if T == 1 and not c.get("attn_sinks") and k.endswith((".attn.in_proj_bias",
+                                                                   ".attn.in_proj_weight")):
+                zero[:2 * D] = True  # (one key: softmax is constant, unless a sink is beside it)
             if zero.any():
                 zero_dev = max(zero_dev, float(d[zero].max()))
             if (~zero).any():
@@ -938,6 +962,8 @@ def config_summary(c):
         parts.append(f"n_kv_heads={c['n_kv_heads']}")
     if c.get("attn_window"):
         parts.append(f"attn_window={c['attn_window']}")
+    if c.get("attn_sinks"):
+        parts.append("attn_sinks")
     return " ".join(parts)
 
 
@@ -985,7 +1011,7 @@ One JSON object per file, named `<name>.json`, with exactly these keys in this o
 | key | value |
 | --- | --- |
 | `name` | the case name (the file name without `.json`) |
-| `config` | `vocab_size`, `max_len`, `d_model`, `n_layers`, `n_heads`, `d_mlp`, `norm`, `positions`, `causal`, `act`, `bias`, `ln_eps`: every key explicit, names as in `tests/golden/transformer`; then `tie_embeddings`, written only where it is true, `n_kv_heads` (grouped-query attention: `attn.in_proj_weight` [(H + 2 G) dh, D]) and `attn_window` (sliding-window attention), written only where given; `positions` may be `"alibi"` (ALiBi's bias, no position embedding) |
+| `config` | `vocab_size`, `max_len`, `d_model`, `n_layers`, `n_heads`, `d_mlp`, `norm`, `positions`, `causal`, `act`, `bias`, `ln_eps`: every key explicit, names as in `tests/golden/transformer`; then `tie_embeddings`, written only where it is true, `n_kv_heads` (grouped-query attention: `attn.in_proj_weight` [(H + 2 G) dh, D]) `attn_window` (sliding-window attention) and `attn_sinks` (attention sinks: `attn.sinks` [H] after `attn.in_proj_bias`), written only where given; `positions` may be `"alibi"` (ALiBi's bias, no position embedding) |
 | `state_dict` | the initial weights: `{{key: nested lists}}`, keys in `state_dict()` order: `named_parameters()` order (the sinusoidal table is a non-persistent buffer and is not in it), and with `tie_embeddings` also `unembed.weight` (the same Parameter as `tok_embed.weight`: the same values, listed where torch's `state_dict()` lists it); shapes as PyTorch's; every value exactly a float32 |
 | `tokens` | `[[int]]`, shape (B, T) |
 | `targets` | `[[int]]`, shape (B, T); `-100` is ignore_index; never all `-100` |
@@ -1108,6 +1134,8 @@ def check_coverage(rows):
     assert any(c["positions"] == "alibi" for c in cs), "ALiBi"
     assert any(c.get("attn_window") and c["causal"] for c in cs), "a causal window"
     assert any(c.get("attn_window") and not c["causal"] for c in cs), "a bidirectional window"
+    assert any(c.get("attn_sinks") and c["causal"] for c in cs), "attention sinks, causal"
+    assert any(c.get("attn_sinks") and not c["causal"] for c in cs), "attention sinks, non-causal"
     assert have(lambda s, i: s["gates"] is not None and min(map(min, s["gates"])) == 0
                 and max(map(max, s["gates"])) > 1)
     assert sum(i["counted"] < i["total"] for _, i in rows) > len(rows) / 2, "-100 in most cases"

@@ -59,7 +59,8 @@ CONFIG_KEYS = ["vocab_size", "max_len", "d_model", "n_layers", "n_heads", "d_mlp
                "positions", "causal", "act", "bias", "ln_eps"]
 # Keys written only when they are not the default (so the files of the configs before them did not
 # change when they were added).
-OPTIONAL_KEYS = {"tie_embeddings": False, "n_kv_heads": None, "attn_window": 0}
+OPTIONAL_KEYS = {"tie_embeddings": False, "n_kv_heads": None, "attn_window": 0,
+                 "attn_sinks": False}
 
 
 # positions "rope": its three keys, written (all three, defaults too) exactly when positions is
@@ -102,6 +103,8 @@ def config_name(c):
         parts.append(f"kv{c['n_kv_heads']}")
     if c.get("attn_window"):
         parts.append(f"w{c['attn_window']}")
+    if c.get("attn_sinks"):
+        parts.append("sinks")
     return "-".join(parts)
 
 
@@ -113,7 +116,8 @@ def rope_config(pos, rope, base, fraction):
 
 
 def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bias=True,
-         eps=1e-5, tie=False, kv=None, window=0, rope=None, base=10000.0, fraction=1.0, B, T,
+         eps=1e-5, tie=False, kv=None, window=0, rope=None, base=10000.0, fraction=1.0,
+         sinks=False, B, T,
          targets=None, gates=None, prefix="", suffix="", covers=""):
     """B None: unbatched tokens (T). targets: None | "next" (next token, last -100) | "some"
     (random, about a quarter -100) | "all" (random, none ignored) | "most" (all -100 but two) |
@@ -126,6 +130,8 @@ def case(*, V, L, D, layers, heads, mlp, norm, pos, causal=True, act="gelu", bia
         config["n_kv_heads"] = kv
     if window:
         config["attn_window"] = window
+    if sinks:
+        config["attn_sinks"] = True
     config.update(rope_config(pos, rope, base, fraction))
     shape = "unbatched" if B is None else f"b{B}"
     name = "-".join(p for p in (prefix, config_name(config), suffix, shape) if p)
@@ -346,6 +352,30 @@ CASES = [
          rope="interleaved", fraction=0.5, causal=False, window=2, B=None, T=8,
          covers="rope interleaved, partial, multi-query, non-causal with a bidirectional window "
          "2, unbatched, T = max_len"),
+    # Attention sinks (gpt-oss: a learned logit per head in each softmax row's denominator), alone
+    # and with every other variant.
+    case(V=9, L=8, D=12, layers=2, heads=3, mlp=16, norm="pre", pos="learned", sinks=True, B=2,
+         T=6, targets="next", covers="attention sinks, pre-norm with MLP, learned positions"),
+    case(V=8, L=6, D=8, layers=1, heads=2, mlp=0, norm="post", pos="sinusoidal", sinks=True,
+         causal=False, bias=False, B=None, T=6, targets="some", covers="sinks, non-causal, no "
+         "bias (sinks sit after in_proj_weight), post-norm, unbatched, T = max_len"),
+    case(V=10, L=8, D=16, layers=2, heads=4, kv=2, mlp=8, norm="pre", pos="learned", sinks=True,
+         B=2, T=8, targets="next", gates=[[1.0, 0.0, 0.5, 2.0], [1.0, 1.0, 1.0, 0.25]],
+         suffix="gates", covers="sinks with grouped-query attention (2 K/V heads) and head gates, "
+         "T = max_len"),
+    case(V=11, L=10, D=16, layers=2, heads=4, mlp=16, norm="pre", pos="alibi", window=3,
+         sinks=True, B=2, T=10, targets="next", covers="sinks with ALiBi and a window of 3 (a "
+         "row's few keys against its sink), T = max_len"),
+    case(V=9, L=8, D=16, layers=2, heads=2, mlp=0, norm="pre", pos="rope", rope="half",
+         sinks=True, B=2, T=7, targets="next", covers="sinks with rotary positions (rotate-half)"),
+    case(V=9, L=8, D=12, layers=1, heads=3, kv=1, mlp=0, norm="none", pos="rope",
+         rope="interleaved", fraction=0.5, sinks=True, B=2, T=5, targets="all", covers="sinks "
+         "with multi-query attention and partial interleaved rotary positions, no LayerNorm"),
+    case(V=8, L=6, D=8, layers=1, heads=2, mlp=8, norm="pre", pos="learned", sinks=True, B=3,
+         T=1, targets="all", suffix="t1", covers="sinks with T = 1: one key against the sink"),
+    case(V=28, L=16, D=32, layers=2, heads=2, mlp=0, norm="pre", pos="learned", sinks=True, B=1,
+         T=16, targets="induction", prefix="induction-lab", covers="the induction lab's model "
+         "with attention sinks, T = max_len = 16"),
 ]
 
 
@@ -372,6 +402,8 @@ def build_model32(spec):
         for name, p in model.named_parameters():
             if name.endswith("attn.in_proj_bias") or name.endswith("attn.out_proj.bias"):
                 uniform(p, -0.5, 0.5)
+            elif name.endswith("attn.sinks"):  # (0 at first): sinks from weak to dominant
+                uniform(p, -1.0, 2.5)
             elif ".ln" in name or name.startswith("ln_final."):
                 if name.endswith(".weight"):
                     uniform(p, 0.5, 1.5)
@@ -667,7 +699,18 @@ def check_file(path, spec):
             if c["positions"] == "rope":  # (the scores read the turned q and k)
                 q, k = (hooks[f"blocks.{l}.attn.hook_rot_{x}"] for x in "qk")
             k, v = k.repeat_interleave(H // G, dim=1), v.repeat_interleave(H // G, dim=1)
-            z, w = torch.nn.functional._scaled_dot_product_attention(q, k, v, mask, 0.0, True, False)
+            m = mask
+            if c.get("attn_sinks"):
+                # The sink as one more key: k = 0 and v = 0, its score the sink through the
+                # float mask (q . 0 = 0), the weight on it dropped after.
+                zero = torch.zeros(B, H, 1, dh, dtype=torch.float64)
+                k, v = torch.cat([k, zero], dim=2), torch.cat([v, zero], dim=2)
+                m = torch.zeros(B, H, T, T + 1, dtype=torch.float64)
+                if mask is not None:
+                    m[..., :T] = mask
+                m[..., T] = sd[f"blocks.{l}.attn.sinks"].view(1, H, 1)
+            z, w = torch.nn.functional._scaled_dot_product_attention(q, k, v, m, 0.0, True, False)
+            w = w[..., :T]
             if gates is not None:
                 z = z * torch.tensor(gates[l], dtype=torch.float64).view(1, H, 1, 1)
             for name, got in (("hook_z", z), ("hook_pattern", w)):
@@ -710,6 +753,19 @@ def check_file(path, spec):
             full.load_state_dict(sd)
             l_full, _, _ = run(full, tokens, targets, gates, torch.float64)
             assert torch.equal(l_full, logits), spec["name"] + ": window >= T differs from none"
+    # Attention sinks: each layer's hook_pattern is the softmax with the sink in the denominator,
+    # written out from hook_attn_scores and the layer's sinks (not the module's cat-and-slice).
+    if c.get("attn_sinks"):
+        for l in range(c["n_layers"]):
+            s = hooks[f"blocks.{l}.attn.hook_attn_scores"].numpy()
+            sink = sd[f"blocks.{l}.attn.sinks"].numpy()[None, :, None, None]
+            m = np.maximum(s.max(axis=-1, keepdims=True), sink)
+            e = np.exp(s - m)
+            want = e / (e.sum(axis=-1, keepdims=True) + np.exp(sink - m))
+            err = relative_error(hooks[f"blocks.{l}.attn.hook_pattern"].numpy(), want,
+                                 "hook_pattern")
+            assert err <= SELF_CHECK_TOL, f"{spec['name']}: layer {l} sink pattern off by {err}"
+            assert (want.sum(axis=-1) < 1).all()
     # Rotary positions: each layer's hook_rot_q / hook_rot_k are its hook_q / hook_k turned as
     # the other formulations of each layout compute it (rope_check), to 1e-12.
     if c["positions"] == "rope":
@@ -762,6 +818,8 @@ def config_summary(c):
         parts.append(f"n_kv_heads={c['n_kv_heads']}")
     if c.get("attn_window"):
         parts.append(f"attn_window={c['attn_window']}")
+    if c.get("attn_sinks"):
+        parts.append("attn_sinks")
     if c["positions"] == "rope":
         parts.append(f"rope_layout={c['rope_layout']} rope_base={c['rope_base']:g} "
                      f"rope_fraction={c['rope_fraction']:g} ({tt.rope_dims(c)} of "
@@ -807,7 +865,7 @@ rewrites byte-identical files.
   float64 value). The masked entries of `hook_attn_scores` are the string `"-inf"`; there is
   no other non-finite number.
 - Unbatched cases ran with B = 1; the file drops the batch axis of `logits` and of every hook.
-- `config` has every key but `tie_embeddings`, `n_kv_heads` and `attn_window`, which are written
+- `config` has every key but `tie_embeddings`, `n_kv_heads`, `attn_window` and `attn_sinks`, which are written
   only where they are given (so the files of the configs before them did not change when they
   were added). With
   `tie_embeddings`, `unembed.weight` is `tok_embed.weight` (one Parameter) and the `state_dict`
@@ -832,6 +890,11 @@ rewrites byte-identical files.
   `hook_rot_q` / `hook_rot_k` against its `hook_q` / `hook_k` turned by the usual code of each
   layout (GPT-NeoX's `rotate_half`, GPT-J's `rotate_every_two`, torch's own float64 angles), to
   1e-12.
+- `attn_sinks` (the `-sinks` cases): attention sinks (gpt-oss), each layer's
+  `attn.sinks` [H] after `attn.in_proj_bias` in the `state_dict`, drawn from U(-1, 2.5) (the
+  module starts them at 0). The script also checks each layer's `hook_pattern` against
+  exp(x_j - m) / (sum_k exp(x_k - m) + exp(s_h - m)) computed from `hook_attn_scores` and the
+  sinks, m the max of the row and the sink, to 1e-12, and that every row sums to less than 1.
 - Every hook the reference returns is in `expected.hooks`, `logits` included (equal to
   `expected.logits`).
 - The script checks every file it writes: read back as JSON, its `state_dict` loaded into a

@@ -15,7 +15,9 @@
 # And positions "rope" with rope_layout, rope_base, rope_fraction (defaults "half", 10000.0, 1.0,
 # refused with any other positions): rotary position embeddings (Su et al. 2021) on q and k in
 # every attention layer, no position added to the stream (LLaMA); apply_rope below writes out
-# each layout. Every other config's numbers are unchanged.
+# each layout. Every other config's numbers are unchanged. And attn_sinks (default False):
+# gpt-oss's attention sinks, a learned logit per head in every softmax row's denominator
+# (the parameter blocks.{l}.attn.sinks); without it nothing changes.
 
 """The reference model for headscope's trainable transformer: a small decoder/encoder stack built
 from torch.nn.MultiheadAttention, written so that every name in its state_dict, every hook and
@@ -68,6 +70,15 @@ Config (JSON/JS names in brackets; defaults after '='):
   math, i.e. the C library's pow, cos and sin) and cast to the model's dtype, as the sinusoidal
   table is. The two layouts are the same model up to a permutation of each head's rows of W_q
   and W_k (and their biases): interleaved dim 2i <-> half dim i, 2i + 1 <-> i + r/2.
+  attn_sinks [attnSinks] = False (True: attention sinks, as gpt-oss has them. Every layer's
+  attention module gets a Parameter sinks [n_heads] (state_dict key blocks.{l}.attn.sinks;
+  registered on the module after its construction, so it comes after in_proj_bias and before
+  out_proj.weight in state_dict() and named_parameters()), initialised to 0. Head h's sink s_h
+  joins each softmax row of its scores (after the scaling, ALiBi's bias and the masks; the sink
+  itself is never masked) as one more column whose weight is then dropped: pattern =
+  softmax(cat([scores, s_h]))[..., :T] = exp(x_j - m) / (sum_k exp(x_k - m) + exp(s_h - m)), m
+  the max of the row and s_h, so a row sums to 1 - p_sink and a head can attend to nothing.
+  hook_attn_scores and hook_pattern keep the T key columns. AdamW decays it as every parameter.)
 
 Hooks (TransformerLens names; B batch, T tokens, H heads, dh = d_model / n_heads, D d_model):
   hook_embed [B,T,D], hook_pos_embed [B,T,D] (absent when positions == "none" or "rope"),
@@ -204,6 +215,8 @@ class Block(nn.Module):
             self.attn = nn.MultiheadAttention(D, c["n_heads"], bias=c["bias"], batch_first=True)
         else:
             self.attn = GroupedQueryAttention(D, c["n_heads"], G, c["bias"])
+        if c["attn_sinks"]:  # after the module's own parameters, before out_proj's (see above)
+            self.attn.sinks = nn.Parameter(torch.zeros(c["n_heads"]))
         self.has_mlp = c["d_mlp"] > 0
         self.ln2 = nn.LayerNorm(D, eps=c["ln_eps"]) if self.norm != "none" and self.has_mlp else None
         self.mlp = MLP(c) if self.has_mlp else None
@@ -275,6 +288,7 @@ def attention(mha, x, mask, hooks, name, head_gates=None, bias=None, rope=None):
     With G = num_kv_heads < H (GroupedQueryAttention), k and v have G heads, each read by H / G
     consecutive query heads: repeat_interleave on the head axis (hook_k, hook_v keep the G).
     bias: ALiBi's [H, T, T] (alibi_bias), added to the scaled scores before the mask.
+    mha.sinks (attn_sinks): [H] logits, one more softmax column per row whose weight is dropped.
     rope = (layout, base, rot_dims): q and k rotated by position (apply_rope) before the scores;
     hook_q / hook_k keep them as projected, hook_rot_q / hook_rot_k as rotated."""
     B, T, D = x.shape
@@ -298,7 +312,12 @@ def attention(mha, x, mask, hooks, name, head_gates=None, bias=None, rope=None):
         scores = scores + bias
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))
-    pattern = torch.softmax(scores, dim=-1)
+    sinks = getattr(mha, "sinks", None)
+    if sinks is None:
+        pattern = torch.softmax(scores, dim=-1)
+    else:  # gpt-oss's attention sinks: the sink column joins the softmax, then is dropped
+        column = sinks.view(1, H, 1, 1).expand(B, H, T, 1)
+        pattern = torch.softmax(torch.cat([scores, column], dim=-1), dim=-1)[..., :T]
     z = pattern @ v_h                                                # [B,H,T,dh]
     if head_gates is not None:
         z = z * head_gates.view(1, H, 1, 1)
@@ -323,7 +342,7 @@ class TinyTransformer(nn.Module):
     DEFAULTS = dict(n_layers=1, n_heads=1, d_mlp=0, norm="pre", positions="learned",
                     causal=True, act="gelu", bias=True, ln_eps=1e-5, tie_embeddings=False,
                     n_kv_heads=None, attn_window=0, rope_layout="half", rope_base=10000.0,
-                    rope_fraction=1.0)
+                    rope_fraction=1.0, attn_sinks=False)
     ROPE_KEYS = ("rope_layout", "rope_base", "rope_fraction")
 
     def __init__(self, **config):

@@ -44,6 +44,13 @@ struct MhaConfig {
   int64_t rope_dims = 0;
   RopeLayout rope_layout = RopeLayout::kHalf;
   double rope_base = 10000.0;
+  // Attention sinks (gpt-oss; not a torch.nn.MultiheadAttention argument): a learned logit per
+  // head, the parameter "sinks" [num_heads], joins every softmax row of that head as one more
+  // entry whose weight is dropped: weights exp(x_j - m) / (sum_j exp(x_j - m) + exp(s_h - m)),
+  // m = max(max_j x_j, s_h), so a row sums to less than 1 and a head can attend to "nothing".
+  // The sink is in the scores' units (after the 1 / sqrt(head_dim) scaling, masks and biases),
+  // is never masked, and has no value (kernels/attention.h ScoreModifiers::sinks).
+  bool attn_sinks = false;
 
   int64_t key_dim() const { return kdim > 0 ? kdim : embed_dim; }
   int64_t value_dim() const { return vdim > 0 ? vdim : embed_dim; }

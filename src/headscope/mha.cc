@@ -26,6 +26,7 @@ struct PackedWeights {
   // per call (null where the config has none).
   const float *bq = nullptr, *bk = nullptr, *bv = nullptr, *bo = nullptr;
   const float *bias_k = nullptr, *bias_v = nullptr;
+  const float* sinks = nullptr;  // attn_sinks: [H], the softmax's extra logit per head
 };
 
 namespace {
@@ -505,6 +506,7 @@ Status MultiheadAttention::Prepare() {
   packed_->bo = weights_.out_bias();
   packed_->bias_k = weights_.bias_k();
   packed_->bias_v = weights_.bias_v();
+  packed_->sinks = weights_.sinks();
   prepared_version_ = weights_.version();
   return Status::Ok();
 }
@@ -697,6 +699,7 @@ Status MultiheadAttention::Run(const CallPlan& p, const TensorView& query, const
     for (size_t h = 0; h < p.heads; ++h) alibi_slopes_.data()[h] = AlibiSlope(h, p.heads);
   }
   PrepareMasks(p, options, &a, alibi_slopes_.data(), &args.modifiers);
+  args.modifiers.sinks = packed_->sinks;  // (read by the softmax, not by the masks)
   AttendHeads(p, a, kv, out.weights, out.average_weights,
               out.trace != nullptr ? out.trace->scores.data.data() : nullptr, &args);
   ProjectOutput(p, *packed_, a, context->pool.threads, out.output);

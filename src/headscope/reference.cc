@@ -61,43 +61,57 @@ float MaskValue(const MaskView& m, size_t index) {
 }
 
 // Softmax of one row with the zero-row policy; returns true if the row was fully masked.
-bool SoftmaxRow(Eigen::Ref<Vector> row) {
+// sink: the head's attention sink (attn_sinks), or null: one more entry of the softmax whose
+// weight is dropped; NaN or +inf makes the row NaN, and a row whose weights are all 0 (every key
+// masked, or all underflowed under the sink) is fully masked.
+bool SoftmaxRow(Eigen::Ref<Vector> row, const float* sink) {
   bool any_nan = false;
   for (Eigen::Index j = 0; j < row.size(); ++j) any_nan |= std::isnan(row(j));
-  const float max = row.size() > 0 ? row.maxCoeff() : -kInf;
-  if (any_nan || max == kInf) {
+  const float row_max = row.size() > 0 ? row.maxCoeff() : -kInf;
+  const bool bad_sink = sink != nullptr && !(*sink < kInf) && row_max != -kInf;
+  if (any_nan || row_max == kInf || bad_sink) {
     row.setConstant(std::numeric_limits<float>::quiet_NaN());
     return false;
   }
-  if (max == -kInf) {
+  if (row_max == -kInf) {
     row.setZero();
     return true;
   }
+  const float max = sink != nullptr && *sink > row_max ? *sink : row_max;
   // std::exp per entry, not Eigen's vectorized exp: that clamps its input at -88.7, so it
   // returns ~3e-39 for -inf (0 * inf in V became inf instead of NaN) and misses float's
   // subnormal range (exp(-90) = 8.2e-40, a weight torch keeps; 0 only below -103.97).
   row = row.unaryExpr([max](float x) { return std::exp(x - max); });
-  row /= row.sum();
+  const float sum = row.sum();
+  if (!(sum > 0.0f)) {
+    row.setZero();
+    return true;
+  }
+  row /= sink != nullptr ? sum + std::exp(*sink - max) : sum;
   return false;
 }
 
 // HeadStats of one head's (L, S') weights, in double, straight from the definitions (mha.h):
 // means over the rows that are not fully masked.
+// With attention sinks the entropy is the whole distribution's: the sink's missing mass
+// 1 - sum_j w_j adds its -m ln m.
 void HeadStatsOf(const Matrix& weights, const Eigen::Array<bool, Eigen::Dynamic, 1>& fully_masked,
-                 size_t S, size_t at, HeadStats* stats) {
+                 size_t S, size_t at, bool sinks, HeadStats* stats) {
   double entropy = 0.0, distance = 0.0, max_weight = 0.0;
   size_t rows = 0;
   for (Eigen::Index i = 0; i < weights.rows(); ++i) {
     if (fully_masked(i)) continue;
-    double row_max = 0.0;
+    double row_max = 0.0, mass = 0.0;
     for (Eigen::Index j = 0; j < weights.cols(); ++j) {
       const double w = weights(i, j);
+      mass += w;
       if (std::isnan(w)) row_max = w;
       if (!std::isnan(row_max)) row_max = std::max(row_max, w);
       if (w > 0.0 || std::isnan(w)) entropy -= w * std::log(w);
       if (static_cast<size_t>(j) < S) distance += w * std::abs(static_cast<double>(i - j));
       if (std::isnan(w)) distance += w;
     }
+    if (sinks && row_max > 0.0 && 1.0 - mass > 0.0) entropy -= (1.0 - mass) * std::log(1.0 - mass);
     max_weight += row_max;
     ++rows;
   }
@@ -199,13 +213,14 @@ Status ReferenceForward(const MhaWeights& w, const TensorView& query, const Tens
         }
       }
       Eigen::Array<bool, Eigen::Dynamic, 1> fully_masked(L);
-      for (size_t i = 0; i < L; ++i) fully_masked(i) = SoftmaxRow(scores.row(i));
+      const float* sink = c.attn_sinks ? w.sinks() + h : nullptr;
+      for (size_t i = 0; i < L; ++i) fully_masked(i) = SoftmaxRow(scores.row(i), sink);
       Matrix head = scores * vh;  // (L, hd)
       for (size_t i = 0; i < L; ++i) {
         if (fully_masked(i)) head.row(i).setZero();
       }
       concat.middleCols(h * hd, hd) = head;
-      if (p.head_stats) HeadStatsOf(scores, fully_masked, S, n * H + h, &stats);
+      if (p.head_stats) HeadStatsOf(scores, fully_masked, S, n * H + h, c.attn_sinks, &stats);
 
       if (opt.need_weights) {
         float* dst = result->weights.data() + (average ? n * L * Sp : (n * H + h) * L * Sp);

@@ -52,6 +52,7 @@ struct BlockParams {
   LayerNorm ln1, ln2;  // absent (null) as the config says: norm 'none', no MLP
   Linear in_proj;      // [D + 2 Dkv, D]: the rows of q (D), then k, then v (Dkv = G dh each)
   Linear out_proj, fc_in, fc_out;
+  Entry sinks;  // [H], attn_sinks only
 };
 
 struct Params {
@@ -188,6 +189,7 @@ struct AttentionSaved {
                                  // columns h dh ..; K/V head g: g dh ..); q and k as the scores
                                  // read them (turned, with rotary positions)
   std::vector<Matrix> pattern;   // H x [T, T]  softmax(scores)
+  std::vector<std::vector<double>> sink_weight;  // H x [T]: each row's sink weight (attn_sinks)
   std::vector<Matrix> head_out;  // H x [T, dh] pattern v, before the gate
   Matrix concat;                 // [T, D]  the gated z of every head, side by side
 };
@@ -210,6 +212,7 @@ Matrix AttentionForward(const TransformerConfig& c, const BlockParams& p, const 
   s->k = Rope(c, k_proj, false);
   s->v = qkv.rightCols(Dkv);
   s->pattern.assign(static_cast<size_t>(H), Matrix());
+  s->sink_weight.assign(static_cast<size_t>(H), std::vector<double>(static_cast<size_t>(T), 0.0));
   s->head_out.assign(static_cast<size_t>(H), Matrix());
   s->concat.resize(T, D);
   for (Eigen::Index h = 0; h < H; ++h) {
@@ -239,10 +242,17 @@ Matrix AttentionForward(const TransformerConfig& c, const BlockParams& p, const 
     pattern.resize(T, T);
     for (Eigen::Index i = 0; i < T; ++i) {
       // Key i (the query's own) is never masked, so every row has a finite maximum; exp(-inf)
-      // is exactly 0.
-      const double max = scores.row(i).maxCoeff();
+      // is exactly 0. Attention sinks: the head's sink logit joins the max and the sum, its
+      // weight kept apart (the reference's cat of the sink column, softmax, and [..., :-1]).
+      double max = scores.row(i).maxCoeff();
+      const bool sink = c.attn_sinks;
+      const double logit = sink ? p.sinks.value[h] : 0.0;
+      if (sink) max = std::max(max, logit);
       for (Eigen::Index j = 0; j < T; ++j) pattern(i, j) = std::exp(scores(i, j) - max);
-      pattern.row(i) /= pattern.row(i).sum();
+      const double e_sink = sink ? std::exp(logit - max) : 0.0;
+      const double sum = pattern.row(i).sum() + e_sink;
+      pattern.row(i) /= sum;
+      s->sink_weight[static_cast<size_t>(h)][static_cast<size_t>(i)] = e_sink / sum;
     }
     Matrix& out = s->head_out[static_cast<size_t>(h)];
     out = pattern * vh;  // [T, dh]
@@ -288,10 +298,13 @@ Matrix AttentionBackward(const TransformerConfig& c, const BlockParams& p, const
     d_qkv.middleCols(D + Dkv + g * dh, dh) += pattern.transpose() * d_out_h;
     // Softmax per row: d scores_j = P_j (dP_j - sum_k P_k dP_k). A masked entry has P = 0 exactly,
     // so its gradient is 0: the -inf it was set to does not depend on q or k.
+    // An attention sink is one more entry of the row, with dP = 0: d sink_h = sum over rows of
+    // p_sink (0 - sum_k P_k dP_k), and the keys' formula is unchanged.
     Matrix d_scores(T, T);
     for (Eigen::Index i = 0; i < T; ++i) {
       const double dot = pattern.row(i).dot(d_pattern.row(i));
       d_scores.row(i) = pattern.row(i).array() * (d_pattern.row(i).array() - dot);
+      if (c.attn_sinks) p.sinks.grad[h] -= s.sink_weight[hs][static_cast<size_t>(i)] * dot;
     }
     // scores = (q / sqrt(dh)) k^T.
     d_qkv.middleCols(h * dh, dh) = d_scores * s.k.middleCols(g * dh, dh) / sqrt_dh;
@@ -573,6 +586,7 @@ Entry* Slot(const TransformerConfig& c, Params* p, const std::string& name) {
     if (key == "attn.in_proj_bias") return &bp.in_proj.bias;
     if (key == "attn.out_proj.weight") return &bp.out_proj.weight;
     if (key == "attn.out_proj.bias") return &bp.out_proj.bias;
+    if (key == "attn.sinks") return &bp.sinks;
     if (key == "mlp.fc_in.weight") return &bp.fc_in.weight;
     if (key == "mlp.fc_in.bias") return &bp.fc_in.bias;
     if (key == "mlp.fc_out.weight") return &bp.fc_out.weight;

@@ -131,6 +131,10 @@ const FieldSpec kMhaFields[] = {
                             "rope_dims > 0: pair i of r turns by pos / rope_base^(2i / r)"),
                         0, true, kInf, true),
               Get<M, double, &M::rope_base>, Set<M, double, &M::rope_base>),
+    Access<M>(Row("attn_sinks", "attnSinks", FieldType::kBool, Arg::kNone, "false",
+                  "attention sinks (gpt-oss): a learned logit per head (the parameter sinks [H]) "
+                  "joins each softmax row's denominator; rows sum to less than 1"),
+              Get<M, bool, &M::attn_sinks>, Set<M, bool, &M::attn_sinks>),
 };
 const DivisibleRule kMhaRules[] = {{"embed_dim", "num_heads"}, {"num_heads", "num_kv_heads"}};
 const OnlyWithRule kMhaOnlyWith[] = {{"rope_layout", "rope_dims", nullptr},
@@ -173,6 +177,10 @@ const FieldSpec kTransformerFields[] = {
                           "t - w < s <= t; without, |t - s| < w; 0: full attention"),
                       0, kMaxDim, nullptr, "full attention"),
               Get<T, int64_t, &T::attn_window>, Set<T, int64_t, &T::attn_window>),
+    Access<T>(Row("attn_sinks", "attnSinks", FieldType::kBool, Arg::kNone, "false",
+                  "attention sinks (gpt-oss): every layer's blocks.{l}.attn.sinks [n_heads], a "
+                  "learned logit per head, joins each softmax row's denominator"),
+              Get<T, bool, &T::attn_sinks>, Set<T, bool, &T::attn_sinks>),
     Access<T>(SizeRow(Row("d_mlp", "dMlp", FieldType::kSize, Arg::kDMlp, "0",
                           "the MLP's hidden width; 0: attention only (no MLP, no ln2)"),
                       0, kMaxDim, nullptr, "no MLP"),

@@ -193,6 +193,9 @@ InitRule InitRuleOf(const TransformerConfig& c, std::string_view name) {
   // MultiheadAttention._reset_parameters zeroes both biases; out_proj.weight keeps the
   // nn.Linear initialisation its NonDynamicallyQuantizableLinear got when it was built.
   if (ends(".attn.in_proj_bias") || ends(".attn.out_proj.bias")) return {InitRule::kConstant, 0.0};
+  // Attention sinks start at 0: each row's sink is then one more key of score 0 and no value (as
+  // add_zero_attn's zero key, at first), which small models train from; gpt-oss's are learned.
+  if (ends(".attn.sinks")) return {InitRule::kConstant, 0.0};
   if (ends(".attn.out_proj.weight")) return linear_in_d;
   if (ends(".mlp.fc_in.weight") || ends(".mlp.fc_in.bias")) return linear_in_d;
   if (ends(".mlp.fc_out.weight") || ends(".mlp.fc_out.bias")) {
@@ -316,6 +319,7 @@ std::vector<TransformerParamSpec> TransformerParams(const TransformerConfig& c) 
     }
     add(b + "attn.in_proj_weight", {D + 2 * Dkv, D});  // [Wq; Wk; Wv]: D, Dkv, Dkv rows
     if (c.bias) add(b + "attn.in_proj_bias", {D + 2 * Dkv});
+    if (c.attn_sinks) add(b + "attn.sinks", {c.n_heads});  // (MhaWeights' order: ExpectedParams)
     add(b + "attn.out_proj.weight", {D, D});
     if (c.bias) add(b + "attn.out_proj.bias", {D});
     if (HasLn2(c)) {
@@ -367,6 +371,7 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
   mc.rope_dims = RopeDims(config);
   mc.rope_layout = config.rope_layout;
   mc.rope_base = config.rope_base;
+  mc.attn_sinks = config.attn_sinks;
   mc.bias = config.bias;
   mc.batch_first = true;
   // One store, its owned entries in TransformerParams' order. A layer's attention entries are
@@ -386,6 +391,7 @@ Status Transformer::Create(const TransformerConfig& config, std::unique_ptr<Tran
       layer.in_proj_b = w.entry(Param::kInProjBias);
       layer.out_proj_w = w.entry(Param::kOutProjWeight);
       layer.out_proj_b = w.entry(Param::kOutProjBias);
+      layer.sinks = w.entry(Param::kSinks);
       continue;
     }
     if (!p.tied_to.empty()) {  // tie_embeddings: a name for the whole of an earlier entry

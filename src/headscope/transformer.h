@@ -57,6 +57,9 @@ struct TransformerConfig {
   // tokens t - w < s <= t (Mistral, Longformer's causal window); without, |t - s| < w. Every
   // layer's MultiheadAttention gets it as ForwardOptions::window.
   int64_t attn_window = 0;
+  // Attention sinks (gpt-oss): every layer has blocks.{l}.attn.sinks [n_heads], a learned logit
+  // per head in each softmax row's denominator (MhaConfig::attn_sinks), initialised to 0.
+  bool attn_sinks = false;
   int64_t d_mlp = 0;  // 0: attention-only (no MLP, no ln2)
   NormPlacement norm = NormPlacement::kPre;
   PositionKind positions = PositionKind::kLearned;

@@ -22,6 +22,7 @@ struct Transformer::Layer {
   KvCache cache;  // Generate's keys and values of this layer (causal models)
   int ln1_w = -1, ln1_b = -1, ln2_w = -1, ln2_b = -1;
   int in_proj_w = -1, in_proj_b = -1, out_proj_w = -1, out_proj_b = -1;
+  int sinks = -1;  // attn_sinks: blocks.{l}.attn.sinks [H]
   int fc_in_w = -1, fc_in_b = -1, fc_out_w = -1, fc_out_b = -1;
 };
 

@@ -14,6 +14,8 @@
 //     dV = g P^T dZ,  dS = P * (dP - rowsum(P * dP)),  dQ = dS K / sqrt(hd),  dK = dS^T Q / sqrt(hd)
 //     rotary positions (positions rope): the scores read q_rot = R q and k_rot = R k, R a rotation
 //     per position, so dq = R^T dq_rot and dk = R^T dk_rot (RotateHeads inverse); dv unchanged
+//     attention sinks (attn_sinks): d sink_h = -sum over rows of p_sink sum_j P_ij dP_ij, with
+//     p_sink = 1 - sum_j P_ij (AttentionBackwardArgs::sink_grads); dS over the keys unchanged
 //     dWin = dqkv^T a_in, da_in = dqkv Win
 //   embeddings                     scatter-add of dx's rows into the token and position rows
 //   tied (tie_embeddings: Wu is tok_embed.weight)   d tok_embed = dWu + the scatter-add, summed
@@ -404,7 +406,17 @@ Status Transformer::BackwardPass(const TokenView& tokens, const int32_t* targets
     ab.dk = dqkv + D;
     ab.dv = dqkv + D + Dkv;
     ab.gate_grads = options.head_gate_grads ? &result->head_gate_grads[li * H] : nullptr;
+    // Attention sinks: their logits in the softmax (as the forward had them) and their gradient,
+    // summed in double over the batch's rows, then stored as the entry's float gradient.
+    std::vector<double> sink_grads(layer.sinks >= 0 ? H : 0, 0.0);
+    if (layer.sinks >= 0) {
+      ab.modifiers.sinks = weight(layer.sinks);
+      ab.sink_grads = sink_grads.data();
+    }
     AttentionBackward(ab, sv.head.data());
+    for (size_t h = 0; h < sink_grads.size(); ++h) {
+      grad(layer.sinks)[h] = static_cast<float>(sink_grads[h]);
+    }
     if (rope) {  // dq = R^T dq_rot, dk = R^T dk_rot, in place in dqkv's rows
       RotateHeads(mc, layer.attn->rope_table(), dqkv, Bz, Tz, Tz * Dqkv, Dqkv, H, 0, true);
       RotateHeads(mc, layer.attn->rope_table(), dqkv + D, Bz, Tz, Tz * Dqkv, Dqkv, G, 0, true);

@@ -8,7 +8,7 @@ namespace {
 
 constexpr const char* kNames[] = {
     "in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
-    "out_proj.weight", "out_proj.bias", "bias_k", "bias_v",
+    "out_proj.weight", "out_proj.bias", "bias_k", "bias_v", "sinks",
 };
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<int>(Param::kCount));
 
@@ -46,6 +46,9 @@ std::vector<ParamSpec> ExpectedParams(const MhaConfig& c) {
     add(Param::kBiasK, {1, 1, Ekv});
     add(Param::kBiasV, {1, 1, Ekv});
   }
+  // A parameter registered on the module after its construction (the reference module's
+  // `attn.sinks = nn.Parameter(...)`) comes after torch's own and before the submodule out_proj.
+  if (c.attn_sinks) add(Param::kSinks, {c.num_heads});
   add(Param::kOutProjWeight, {E, E});
   if (c.bias) add(Param::kOutProjBias, {E});
   return specs;

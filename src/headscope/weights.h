@@ -33,6 +33,8 @@ enum class Param {
   kOutProjBias,    // "out_proj.bias"   (E)                       when bias
   kBiasK,          // "bias_k"          (1, 1, Ekv)               when add_bias_kv
   kBiasV,          // "bias_v"          (1, 1, Ekv)
+  kSinks,          // "sinks"           (H)                       when attn_sinks (after torch's
+                   //                                              own, before out_proj's)
   kCount,
 };
 
@@ -87,6 +89,7 @@ class MhaWeights {
   const float* out_bias() const { return config_.bias ? Get(Param::kOutProjBias) : nullptr; }
   const float* bias_k() const { return config_.add_bias_kv ? Get(Param::kBiasK) : nullptr; }
   const float* bias_v() const { return config_.add_bias_kv ? Get(Param::kBiasV) : nullptr; }
+  const float* sinks() const { return config_.attn_sinks ? Get(Param::kSinks) : nullptr; }
   const float* Get(Param p) const {
     const int i = index_[static_cast<int>(p)];
     return i >= 0 ? store_->data(i) : nullptr;

@@ -38,6 +38,7 @@ struct StageCall {
   size_t q_offset = 0;  // ScoreModifiers::q_offset (the scalar stage knows none: 0 there)
   std::vector<float> slopes;  // [H] ALiBi slopes; empty: none
   size_t window = 0;          // ScoreModifiers::window
+  std::vector<float> head_sinks;  // [H] attention sinks' logits (ScoreModifiers::sinks); empty: none
   bool want_weights = false, average = false, want_scores = false, want_sinks = false;
   std::vector<float> gates;  // [H] head gates; empty: none (AttentionOutputs::head_gates null)
   std::string description;
@@ -54,8 +55,9 @@ struct StageResult {
 };
 
 // The row statistics of RowSinks from one row of weights, in double, from their definitions.
+// With an attention sink (head_sink) the entropy counts the sink's mass 1 - sum_j w_j too.
 void RowStats(const float* w, size_t Sp, size_t S, size_t i, float* max_weight, double* entropy,
-              double* distance) {
+              double* distance, bool head_sink = false) {
   float best = 0.0f;
   double e = 0.0, d = 0.0;
   for (size_t j = 0; j < Sp; ++j) {
@@ -64,6 +66,9 @@ void RowStats(const float* w, size_t Sp, size_t S, size_t i, float* max_weight, 
     if (w[j] > 0.0f || std::isnan(w[j])) e -= static_cast<double>(w[j]) * std::log(static_cast<double>(w[j]));
     if (j < S) d += static_cast<double>(w[j]) * std::fabs(static_cast<double>(i) - static_cast<double>(j));
   }
+  double mass = 0.0;
+  for (size_t j = 0; j < Sp; ++j) mass += w[j];
+  if (head_sink && best > 0.0f && 1.0 - mass > 0.0) e -= (1.0 - mass) * std::log(1.0 - mass);
   *max_weight = best;
   *entropy = e;
   *distance = std::isnan(best) ? kNaN : d;  // a NaN row is NaN throughout, extra keys or not
@@ -115,12 +120,17 @@ StageResult ScalarStage(const StageCall& c) {
         }
         // Softmax: NaN or +inf anywhere -> NaN row; all -inf (or no keys) -> zero row.
         float* wrow = per_head.data() + ((n * H + h) * L + i) * Sp;
+        // An attention sink joins the max and the sum (NaN or +inf: a NaN row), its weight dropped;
+        // a row with no visible key stays a zero row.
+        const bool sink = !c.head_sinks.empty();
+        const double logit = sink ? c.head_sinks[h] : 0.0;
         bool nan = false;
         double max = -kInf;
         for (size_t j = 0; j < Sp; ++j) {
           if (std::isnan(srow[j]) || srow[j] == kInf) nan = true;
           if (srow[j] > max) max = srow[j];
         }
+        if (sink && max != -kInf && (std::isnan(logit) || logit == kInf)) nan = true;
         bool masked = false;
         if (nan) {
           for (size_t j = 0; j < Sp; ++j) wrow[j] = kNaN;
@@ -128,14 +138,15 @@ StageResult ScalarStage(const StageCall& c) {
           masked = true;
           for (size_t j = 0; j < Sp; ++j) wrow[j] = 0.0f;
         } else {
-          double sum = 0.0;
+          if (sink) max = std::max(max, logit);
+          double sum = sink ? std::exp(logit - max) : 0.0;
           for (size_t j = 0; j < Sp; ++j) sum += std::exp(srow[j] - max);
           for (size_t j = 0; j < Sp; ++j)
             wrow[j] = static_cast<float>(std::exp(srow[j] - max) / sum);
         }
         double entropy, distance;
         const size_t row = (n * H + h) * L + i;
-        RowStats(wrow, Sp, S, i, &r.max_weight[row], &entropy, &distance);
+        RowStats(wrow, Sp, S, i, &r.max_weight[row], &entropy, &distance, sink);
         r.entropy[row] = static_cast<float>(entropy);
         r.distance[row] = static_cast<float>(distance);
         float* out = r.concat.data() + n * s.q_batch_stride + i * s.q_row_stride + h * hd;
@@ -197,6 +208,7 @@ StageResult RunStage(const StageCall& c, size_t workers) {
   a.modifiers.q_offset = c.q_offset;
   a.modifiers.alibi_slopes = c.slopes.empty() ? nullptr : c.slopes.data();
   a.modifiers.window = c.window;
+  a.modifiers.sinks = c.head_sinks.empty() ? nullptr : c.head_sinks.data();
   a.out.concat = r.concat.data();
   a.out.weights = c.want_weights ? r.weights.data() : nullptr;
   a.out.average_weights = c.average;
@@ -292,6 +304,15 @@ StageCall Draw(std::mt19937& rng) {
   c.average = coin(0.5);
   c.want_scores = coin(0.5);
   c.want_sinks = coin(0.6);
+  // Attention sinks (gpt-oss): a logit per head, now and then -inf (no effect), NaN or +inf
+  // (NaN rows), or far above the scores (every weight tiny).
+  if (coin(0.3)) {
+    for (size_t h = 0; h < H; ++h) {
+      const int kind = pick(0, 19);
+      c.head_sinks.push_back(kind == 0 ? -kInf : kind == 1 ? kNaN : kind == 2 ? kInf
+                             : kind == 3 ? 40.0f : 2.0f * value(rng));
+    }
+  }
   c.description = "N=" + std::to_string(N) + " H=" + std::to_string(H) +
                   " H_kv=" + std::to_string(s.kv_heads) + " L=" + std::to_string(L) +
                   " S=" + std::to_string(S) + " S'=" + std::to_string(s.kv_total) +
@@ -301,7 +322,8 @@ StageCall Draw(std::mt19937& rng) {
                   (c.slopes.empty() ? "" : " alibi") +
                   (c.window > 0 ? " window=" + std::to_string(c.window) : "") +
                   (c.want_weights ? (c.average ? " avg-weights" : " weights") : "") +
-                  (c.want_scores ? " scores" : "") + (c.want_sinks ? " sinks" : "");
+                  (c.want_scores ? " scores" : "") + (c.want_sinks ? " row-stats" : "") +
+                  (c.head_sinks.empty() ? "" : " attn-sinks");
   return c;
 }
 
@@ -323,7 +345,7 @@ void ExpectSinksMatchOwnWeights(const StageCall& c, const StageResult& got) {
     float max_weight;
     double entropy, distance;
     RowStats(got.weights.data() + row * s.kv_total, s.kv_total, s.kv_len, row % s.q_len,
-             &max_weight, &entropy, &distance);
+             &max_weight, &entropy, &distance, !c.head_sinks.empty());
     const auto close = [](float x, double want) {
       return (std::isnan(x) && std::isnan(want)) ||
              std::fabs(static_cast<double>(x) - want) <= 1e-6 * std::fabs(want) + 1e-30;
@@ -531,15 +553,20 @@ TEST(AttentionStage, ACausalRowDependsNeitherOnLaterKeysNorOnThePath) {
     struct Positions {
       size_t window;
       bool alibi;
+      bool sinks = false;  // attention sinks: -0.5 and 3 (a dominant one)
     };
     for (const Positions pos : {Positions{0, false}, Positions{0, true}, Positions{1, false},
-                                Positions{5, true}, Positions{17, false}, Positions{40, true}})
+                                Positions{5, true}, Positions{17, false}, Positions{40, true},
+                                Positions{0, false, true}, Positions{5, true, true}})
     for (size_t hd : {1, 3, 4, 5, 8, 12, 16, 17}) {
       const size_t H = 2, E = H * hd, L = 70;
       const std::vector<float> slopes =
           pos.alibi ? std::vector<float>{AlibiSlope(0, H), AlibiSlope(1, H)} : std::vector<float>();
+      const std::vector<float> sinks =
+          pos.sinks ? std::vector<float>{-0.5f, 3.0f} : std::vector<float>();
       StageCall full = DenseCall(1, H, H, L, L, hd, rng);
       full.causal = true;
+      full.head_sinks = sinks;
       full.slopes = slopes;
       full.window = pos.window;
       full.want_weights = true;
@@ -547,13 +574,14 @@ TEST(AttentionStage, ACausalRowDependsNeitherOnLaterKeysNorOnThePath) {
       for (size_t P : {1, 2, 5, 11, 12, 13, 16, 33, 64, 65, 70}) {
         SCOPED_TRACE(std::string(target) + " hd=" + std::to_string(hd) + " P=" +
                      std::to_string(P) + " window=" + std::to_string(pos.window) +
-                     (pos.alibi ? " alibi" : ""));
+                     (pos.alibi ? " alibi" : "") + (pos.sinks ? " sinks" : ""));
         // The first P positions alone, causal.
         StageCall prefix = DenseCall(1, H, H, P, P, hd, rng);
         prefix.q.assign(full.q.begin(), full.q.begin() + P * E);
         prefix.k.assign(full.k.begin(), full.k.begin() + P * E);
         prefix.v.assign(full.v.begin(), full.v.begin() + P * E);
         prefix.causal = true;
+        prefix.head_sinks = sinks;
         prefix.slopes = slopes;
         prefix.window = pos.window;
         prefix.want_weights = true;
@@ -564,6 +592,7 @@ TEST(AttentionStage, ACausalRowDependsNeitherOnLaterKeysNorOnThePath) {
         step.k = prefix.k;
         step.v = prefix.v;
         step.causal = true;
+        step.head_sinks = sinks;
         step.slopes = slopes;
         step.window = pos.window;
         step.q_offset = P - 1;
@@ -681,13 +710,16 @@ struct BackwardCall {
   size_t window = 0;  // P is 0 outside the window (so the scalar backward needs no rule of its own)
   std::vector<float> p, dz, gates;
   std::vector<float> q, k, v;  // planar, [N, T, E] each
+  bool sinks = false;  // attention sinks: P's rows sum to less than 1, the rest the sink's
 };
 
 // dq, dk, dv [N, T, E] each and the gate gradients [H] (with the sums of their terms' sizes), in
 // double.
+// With sinks also d sink_h = -sum_i p_sink(i) sum_j P_ij g M_ij, p_sink(i) = 1 - sum_j P_ij
+// (dsink [2 H]: the gradients, then the sums of their terms' sizes).
 void ScalarBackward(const BackwardCall& c, std::vector<double>* dq, std::vector<double>* dk,
                     std::vector<double>* dv, std::vector<double>* dgate,
-                    std::vector<double>* dgate_size) {
+                    std::vector<double>* dgate_size, std::vector<double>* dsink) {
   const AttentionShape& s = c.shape;
   const size_t T = s.q_len, hd = s.head_dim, E = s.heads * hd;
   const double scale = 1.0 / static_cast<double>(std::sqrt(static_cast<float>(hd)));
@@ -696,6 +728,7 @@ void ScalarBackward(const BackwardCall& c, std::vector<double>* dq, std::vector<
   dv->assign(s.batch * T * E, 0.0);
   dgate->assign(s.heads, 0.0);
   dgate_size->assign(s.heads, 0.0);
+  dsink->assign(2 * s.heads, 0.0);
   for (size_t n = 0; n < s.batch; ++n) {
     for (size_t h = 0; h < s.heads; ++h) {
       const double g = c.gates.empty() ? 1.0 : c.gates[h];
@@ -712,6 +745,14 @@ void ScalarBackward(const BackwardCall& c, std::vector<double>* dq, std::vector<
           (*dgate)[h] += P[i * T + j] * m[j];
           (*dgate_size)[h] += std::fabs(P[i * T + j] * m[j]);
           dot += P[i * T + j] * g * m[j];
+        }
+        double mass = 0.0;
+        for (size_t j = 0; j < end; ++j) mass += P[i * T + j];
+        if (c.sinks) {
+          (*dsink)[h] -= (1.0 - mass) * dot;
+          for (size_t j = 0; j < end; ++j) {
+            (*dsink)[s.heads + h] += std::fabs((1.0 - mass) * P[i * T + j] * g * m[j]);
+          }
         }
         for (size_t j = 0; j < end; ++j) ds[i * T + j] = P[i * T + j] * (g * m[j] - dot);
       }
@@ -748,6 +789,7 @@ TEST(AttentionBackward, MatchesScalarBackwardInEveryLayout) {
       c.v = test::RandomVector(&rng, N * T * E);
       c.dz = test::RandomVector(&rng, N * T * E);
       if (pick(0, 2) == 0) c.gates = test::RandomVector(&rng, H, 2.0f);
+      c.sinks = trial % 5 == 3;
       // Softmax rows over the visible keys, 0 past them (as the forward leaves them).
       c.p.assign(N * H * T * T, 0.0f);
       for (size_t r = 0; r < N * H * T; ++r) {
@@ -758,17 +800,20 @@ TEST(AttentionBackward, MatchesScalarBackwardInEveryLayout) {
         float sum = 0.0f;
         for (size_t j = begin; j < end; ++j)
           sum += c.p[r * T + j] = std::exp(test::RandomVector(&rng, 1)[0]);
+        // (With a sink its exp(s - max) joins the sum: here a share of the row's mass.)
+        if (c.sinks) sum *= 1.0f + static_cast<float>(r % 7) / 4.0f;
         for (size_t j = begin; j < end; ++j) c.p[r * T + j] /= sum;
       }
       SCOPED_TRACE("N=" + std::to_string(N) + " H=" + std::to_string(H) + " hd=" +
                    std::to_string(hd) + " T=" + std::to_string(T) + (c.causal ? " causal" : "") +
                    " window=" + std::to_string(c.window));
-      std::vector<double> dq, dk, dv, dgate, dgate_size;
-      ScalarBackward(c, &dq, &dk, &dv, &dgate, &dgate_size);
+      std::vector<double> dq, dk, dv, dgate, dgate_size, dsink;
+      ScalarBackward(c, &dq, &dk, &dv, &dgate, &dgate_size, &dsink);
 
       // Runs the kernel with q, k, v and the gradients at `stride` floats a row (each block of E
       // at offsets 0, E, 2 E of a row in the interleaved layout); returns dq | dk | dv planar.
-      const auto run = [&](bool interleaved, std::vector<double>* gate_grads) {
+      const auto run = [&](bool interleaved, std::vector<double>* gate_grads,
+                           std::vector<double>* sink_grads) {
         const size_t stride = interleaved ? 3 * E + 5 : E;  // + padding that must not be read
         const size_t part = interleaved ? E : N * T * stride;
         std::vector<float> in(N * T * stride * (interleaved ? 1 : 3), kNaN);
@@ -805,6 +850,13 @@ TEST(AttentionBackward, MatchesScalarBackwardInEveryLayout) {
         a.dv = grads.data() + 2 * part;
         gate_grads->assign(H, 0.0);
         a.gate_grads = gate_grads->data();
+        // The sinks' logits are not read by the backward (P has them in): any pointer will do.
+        const std::vector<float> logits(H, 0.0f);
+        sink_grads->assign(H, 0.0);
+        if (c.sinks) {
+          a.modifiers.sinks = logits.data();
+          a.sink_grads = sink_grads->data();
+        }
         AlignedBuffer scratch;
         EXPECT_TRUE(scratch.Resize(AttentionBackwardFloats(T, hd)));
         AttentionBackward(a, scratch.data());
@@ -820,11 +872,15 @@ TEST(AttentionBackward, MatchesScalarBackwardInEveryLayout) {
         }
         return out;
       };
-      std::vector<double> gates_planar, gates_interleaved;
-      const std::vector<float> planar = run(false, &gates_planar);
-      const std::vector<float> interleaved = run(true, &gates_interleaved);
+      std::vector<double> gates_planar, gates_interleaved, sinks_planar, sinks_interleaved;
+      const std::vector<float> planar = run(false, &gates_planar, &sinks_planar);
+      const std::vector<float> interleaved = run(true, &gates_interleaved, &sinks_interleaved);
       EXPECT_EQ(std::memcmp(planar.data(), interleaved.data(), planar.size() * sizeof(float)), 0);
       EXPECT_EQ(gates_planar, gates_interleaved);
+      EXPECT_EQ(sinks_planar, sinks_interleaved);
+      for (size_t h = 0; h < H && c.sinks; ++h) {  // (P and M are float: 1e-5 of the terms' sizes)
+        EXPECT_NEAR(sinks_planar[h], dsink[h], 1e-5 * (1e-30 + dsink[H + h])) << "sink " << h;
+      }
       double scale = 1e-30, worst = 0.0;
       for (size_t b = 0; b < 3; ++b) {
         const std::vector<double>& want = b == 0 ? dq : b == 1 ? dk : dv;

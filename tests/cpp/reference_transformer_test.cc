@@ -52,6 +52,7 @@ constexpr size_t kElementStride = 16;
 //   gates (head gates with a 0 and a value > 1; else none, all 1)  ignore (some targets -100)
 //   eps=<ln_eps>  tied (tie_embeddings)  kv=<n_kv_heads> (grouped-query attention)
 //   rope|rope-interleaved (positions rope, its layout)  frac=<rope_fraction>  base=<rope_base>
+//   sinks (attn_sinks)
 struct Case {
   std::string spec;
   TransformerConfig config;
@@ -101,6 +102,8 @@ Case Parse(const std::string& spec) {
       (w == "gates" ? k.gates : k.ignore) = true;
     } else if (w == "tied") {
       c.tie_embeddings = true;
+    } else if (w == "sinks") {
+      c.attn_sinks = true;
     } else if (w == "rope" || w == "rope-interleaved") {
       c.positions = PositionKind::kRope;
       c.rope_layout = w == "rope" ? RopeLayout::kHalf : RopeLayout::kInterleaved;
@@ -160,6 +163,11 @@ const char* const kFdCases[] = {
     "post rope-interleaved bidir relu nobias mlp=0 L=1 H=1 D=8 V=5 max=4 B=2 T=4 frac=0.5",
     "none rope causal gelu bias mlp=4 L=2 H=2 D=8 V=5 max=6 B=1 T=6 kv=1 base=100 frac=0.5",
     "pre rope-interleaved causal gelu bias mlp=0 L=1 H=2 D=6 V=5 max=3 B=2 T=1 kv=1",
+    // Attention sinks: alone, with every other variant, bidirectional, T = 1.
+    "pre learned causal gelu bias mlp=6 L=2 H=2 D=4 V=6 max=5 B=2 T=5 sinks gates ignore",
+    "post alibi bidir relu nobias mlp=0 L=1 H=3 D=6 V=5 max=4 B=2 T=4 w=2 sinks",
+    "none rope causal gelu bias mlp=4 L=2 H=4 D=8 V=5 max=5 B=1 T=5 kv=2 sinks gates",
+    "pre sinusoidal causal gelu bias mlp=0 L=1 H=2 D=4 V=4 max=3 B=3 T=1 sinks",
 };
 
 // Larger models, for the forward against the fast path only (its SIMD tiles and loops beyond a
@@ -175,6 +183,7 @@ const char* const kForwardOnlyCases[] = {
     "post alibi bidir relu bias mlp=0 L=1 H=12 D=24 V=20 max=33 B=1 T=33 w=5",
     "pre rope causal gelu bias mlp=64 L=2 H=4 D=32 V=50 max=20 B=2 T=20 kv=2 frac=0.5",
     "post rope-interleaved bidir relu nobias mlp=0 L=2 H=2 D=24 V=31 max=16 B=2 T=16 base=500",
+    "pre alibi causal gelu bias mlp=32 L=2 H=4 D=32 V=30 max=40 B=2 T=40 w=17 kv=2 sinks gates",
 };
 
 // Inputs of a case, all drawn from one seed. Weights are floats widened to double, so the fast
@@ -289,6 +298,7 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
   bool layers[4] = {}, batch[4] = {}, t1 = false, t_max = false, gates = false, ignore = false;
   bool tied[2] = {};  // tie_embeddings with and without bias
   bool kv[3] = {};    // n_kv_heads 1 (multi-query), 2, H / 2
+  bool sinks[2] = {};  // attn_sinks, causal and bidirectional
   size_t n = 0;
   for (const char* spec : kFdCases) {
     const Case k = Parse(spec);
@@ -316,6 +326,7 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
       kv[2] |= c.n_kv_heads > 2 && 2 * c.n_kv_heads == c.n_heads;
     }
     if (c.attn_window > 0) window[c.causal] = true;
+    if (c.attn_sinks) sinks[c.causal] = true;
     ++n;
   }
   EXPECT_GE(n, 24u);
@@ -333,6 +344,7 @@ TEST(ReferenceTransformer, TheTablesCoverEveryOption) {
   EXPECT_TRUE(t1 && t_max && gates && ignore);
   EXPECT_TRUE(tied[0] && tied[1]) << "tie_embeddings with and without unembed.bias";
   EXPECT_TRUE(kv[0] && kv[1] && kv[2]) << "n_kv_heads 1, 2 and n_heads / 2";
+  EXPECT_TRUE(sinks[0] && sinks[1]) << "attn_sinks, causal and bidirectional";
 }
 
 // Every element of every entry and every head gate, by central differences of the reference's
@@ -426,7 +438,8 @@ TEST(ReferenceTransformer, GradientsMatchFiniteDifferences) {
     // differing from key to key), and pos_embed rows at positions >= T are not used.
     for (const auto& [name, g] : r.grads) {
       const int64_t D = k.config.d_model, dh = D / k.config.n_heads, r = RopeDims(k.config);
-      if (name.find("attn.in_proj_bias") != std::string::npos) {  // the K rows: D .. D + Dkv
+      // (With attention sinks the key bias has a real gradient: the sink does not move with it.)
+      if (!k.config.attn_sinks && name.find("attn.in_proj_bias") != std::string::npos) {
         for (int64_t j = D; j < D + KvDim(k.config); ++j) {
           if ((j - D) % dh < r) continue;  // (turned: a real gradient, checked above)
           EXPECT_LE(std::fabs(g[j]), 1e-14) << name << "[" << j << "]";

@@ -295,12 +295,14 @@ TEST(Transformer, HookedPatternsAreTheLayersMultiheadAttentionTrace) {
       mc.rope_dims = RopeDims(g.config);  // (positions rope: the layer turns q and k)
       mc.rope_layout = g.config.rope_layout;
       mc.rope_base = g.config.rope_base;
+      mc.attn_sinks = g.config.attn_sinks;  // (the layer's sinks are the module's parameter)
       mc.bias = g.config.bias;
       mc.batch_first = true;
       std::unique_ptr<MultiheadAttention> mha;
       ASSERT_TRUE(MultiheadAttention::Create(mc, &mha).ok());
       const std::string b = "blocks." + std::to_string(l) + ".attn.";
-      for (const char* key : {"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"}) {
+      for (const char* key :
+           {"in_proj_weight", "in_proj_bias", "sinks", "out_proj.weight", "out_proj.bias"}) {
         TensorView v;
         if (g.model->GetParameter(b + key, &v).ok()) {
           ASSERT_TRUE(mha->SetParameter(key, v).ok());

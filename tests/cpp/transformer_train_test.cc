@@ -133,6 +133,7 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
   bool gates = false, adamw = false, adamw_clip = false, sgd = false, sgd_clip = false;
   bool tied_decay = false;  // tie_embeddings under AdamW with weight decay
   bool mqa = false, gqa = false;  // n_kv_heads 1 and 1 < n_kv_heads < n_heads
+  bool sinks[2] = {};  // attn_sinks, causal and bidirectional
   for (const std::string& f : files) {
     const json doc = ReadJson(f);
     const TransformerConfig c = ConfigOf(doc.at("config"));
@@ -142,6 +143,7 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
     window = window || c.attn_window > 0;
     mqa = mqa || (c.n_kv_heads == 1 && c.n_heads > 1);
     gqa = gqa || (c.n_kv_heads > 1 && c.n_kv_heads < c.n_heads);
+    if (c.attn_sinks) sinks[c.causal] = true;
     if (c.positions == PositionKind::kRope) rope_layout[static_cast<int>(c.rope_layout)] = true;
     for (const json& run : doc.at("runs")) {
       const json& o = run.at("optimizer");
@@ -159,6 +161,7 @@ TEST(TransformerTrainGolden, TheSetCoversEveryStageAndOptimizer) {
   EXPECT_TRUE(gates && adamw && adamw_clip && sgd && sgd_clip);
   EXPECT_TRUE(tied_decay) << "a tie_embeddings case with AdamW weight decay";
   EXPECT_TRUE(mqa && gqa) << "multi-query and grouped-query cases (n_kv_heads)";
+  EXPECT_TRUE(sinks[0] && sinks[1]) << "attention sinks, causal and bidirectional";
 }
 
 TEST(TransformerTrainGolden, LossGradientsAndGateGradientsMatchPyTorch) {
@@ -311,12 +314,14 @@ TEST(TransformerTrainGolden, FiveOptimizerStepsMatchPyTorch) {
         // Entries whose gradient is zero in exact arithmetic get float32 rounding noise, which
         // Adam's normalisation turns into steps of up to lr (the contract's rule): the key part
         // of in_proj_bias always, and the query and key parts of the projections when every
-        // batch has one position (one key: softmax is constant).
+        // batch has one position (one key: softmax is constant). Not with attention sinks: the
+        // sink's logit does not move with q . b_k, nor is one key's weight constant beside it.
         std::vector<bool> noise(want.size(), false);
         const bool in_w = name.find("in_proj_weight") != std::string::npos;
         const bool in_b = name.find("in_proj_bias") != std::string::npos;
         for (size_t i = 0; i < want.size(); ++i) {
           const size_t row = in_w ? i / D : i;
+          if (c.attn_sinks) break;
           if (in_b && row >= D && row < 2 * D) noise[i] = true;
           if (all_t1 && (in_w || in_b) && row < 2 * D) noise[i] = true;
         }
@@ -378,6 +383,7 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
       c.rope_fraction = trial % 4 < 2 || c.d_model / c.n_heads < 4 ? 1.0 : 0.5;
       c.rope_base = trial % 3 == 0 ? 100.0 : 10000.0;
     }
+    c.attn_sinks = trial % 7 == 3;  // attention sinks (drawing nothing)
     const int64_t B = 1 + pick(3), T = 1 + pick(static_cast<int>(c.max_len));
     std::unique_ptr<Transformer> model;
     ASSERT_TRUE(Transformer::Create(c, &model).ok());
@@ -393,8 +399,14 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
       ASSERT_TRUE(model->GetParameter(p.name, &w).ok());
       std::vector<float> v(w.data, w.data + w.size);
       const bool ln = p.name.find("ln") != std::string::npos;
-      if (ln || p.name.find("bias") != std::string::npos) {
+      const bool sinks = p.name.find("attn.sinks") != std::string::npos;  // (0 at first)
+      if (ln || sinks || p.name.find("bias") != std::string::npos) {
+        if (sinks) {  // from their own generator, so the other trials keep their draws
+        std::mt19937 sink_rng(static_cast<uint32_t>(trial));
+        for (float& x : v) x = 5.0f * u(sink_rng);
+      } else {
         for (float& x : v) x += u(rng);
+      }
         ASSERT_TRUE(model->SetParameter(p.name, {v.data(), p.shape, v.size()}).ok());
       }
       sd.emplace_back(p.name, std::vector<double>(v.begin(), v.end()));
@@ -430,7 +442,8 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
                              std::to_string(static_cast<int>(c.act)) + " bias " +
                              std::to_string(c.bias) + (c.tie_embeddings ? " tied" : "") +
                              (RopeDims(c) > 0 ? " rope" + std::to_string(RopeDims(c)) : "") +
-                             (c.n_kv_heads > 0 ? " kv" + std::to_string(c.n_kv_heads) : "") + " L" +
+                             (c.n_kv_heads > 0 ? " kv" + std::to_string(c.n_kv_heads) : "") +
+                             (c.attn_sinks ? " sinks" : "") + " L" +
                              std::to_string(c.n_layers) + " H" +
                              std::to_string(c.n_heads) + " D" + std::to_string(c.d_model) + " mlp" +
                              std::to_string(c.d_mlp) + " B" + std::to_string(B) + " T" +

@@ -13,19 +13,12 @@ import { parseCase } from '../../web/lib/case.js';
 import { makeTask } from '../../web/lib/tasks.js';
 import { expectError, mulberry32 } from './helpers.js';
 import { alibiSlopes, referenceForward } from './reference.js';
-import { trainInduction } from './transformer-helpers.js';
+import { trainInduction, withTransformer } from './transformer-helpers.js';
 
 const hs = await init({ simd: 'simd128' });
 after(() => assert.equal(hs.liveHandles(), 0, 'live handles left after the suite'));
 
-const withModel = (config, fn) => {
-  const m = hs.createTransformer(config);
-  try {
-    return fn(m);
-  } finally {
-    m.dispose();
-  }
-};
+const withModel = (config, fn) => withTransformer(hs, config, fn);
 
 // Press et al.'s slopes, written out (tests/js/reference.js).
 const slopes = alibiSlopes;

@@ -333,7 +333,7 @@ test('unknown option names, non-boolean flags, options that are not objects', ()
       'options.out: expected a Float32Array of 12 elements (the output has the query\'s shape [3, 4]), got length 3'],
     [() => m.mha.forward(X, X, X, { dropout: 0 }), 'INVALID_ARGUMENT', 'options.dropout: unknown option'],
     [() => hs.createMultiheadAttention({ embedDim: 4, numHeads: 2, dropout: 0.1 }), 'INVALID_ARGUMENT',
-      'config.dropout: unknown option (expected one of embedDim, numHeads, numKvHeads, bias, addBiasKV, addZeroAttn, kdim, vdim, batchFirst, ropeDims, ropeLayout, ropeBase)'],
+      'config.dropout: unknown option (expected one of embedDim, numHeads, numKvHeads, bias, addBiasKV, addZeroAttn, kdim, vdim, batchFirst, ropeDims, ropeLayout, ropeBase, attnSinks)'],
     [() => m.mha.forward(X, X, X, null), 'INVALID_ARGUMENT', 'options: expected an object, got null'],
     [() => m.mha.forward(X, X, X, []), 'INVALID_ARGUMENT', 'options: expected an object, got an array of length 0'],
     [() => m.mha.forward(X, X, X, 'fast'), 'INVALID_ARGUMENT', 'options: expected an object, got string "fast"'],

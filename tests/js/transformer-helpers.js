@@ -4,6 +4,16 @@ import assert from 'node:assert/strict';
 import { HeadscopeError } from '../../web/lib/index.js';
 import { expectError, mulberry32 } from './helpers.js';
 
+/** fn(model) for a Transformer of `config` made by `hs`, disposed after whatever fn does. */
+export function withTransformer(hs, config, fn) {
+  const m = hs.createTransformer(config);
+  try {
+    return fn(m);
+  } finally {
+    m.dispose();
+  }
+}
+
 /** What a call (sync or async) gives: { value } or { error } (whatever it threw or rejected with). */
 export async function settle(fn) {
   try {

@@ -83,6 +83,12 @@ export interface MultiheadAttentionConfig {
   ropeLayout?: 'half' | 'interleaved';
   /** = 10000 (ropeDims > 0 only): pair i of r turns by pos / ropeBase^(2i / r). */
   ropeBase?: number;
+  /**
+   * = false. Attention sinks (gpt-oss; not a torch argument): the parameter 'sinks' (numHeads),
+   * loaded as every other, is a logit per head that joins each softmax row's denominator without
+   * a value: the weights of a row sum to less than 1.
+   */
+  attnSinks?: boolean;
 }
 
 export type NormalizedConfig = Required<{ [K in keyof MultiheadAttentionConfig]: NonNullable<MultiheadAttentionConfig[K]> }>;
@@ -274,6 +280,13 @@ export interface TransformerConfig {
    * (cost grows with w, not T); hook_attn_scores is -Infinity there.
    */
   attnWindow?: number;
+  /**
+   * = false. true: attention sinks (gpt-oss): each layer L has the parameter
+   * blocks.L.attn.sinks (nHeads), a learned logit per head (0 at first) that joins each softmax
+   * row's denominator without a value, so hook_pattern's rows sum to less than 1 (a head can
+   * attend to nothing). backward() gives its gradient and the optimizer steps and decays it.
+   */
+  attnSinks?: boolean;
   /** = 0: attention-only (no MLP, no ln2). */
   dMlp?: number;
   /** = 'pre' */

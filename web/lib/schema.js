@@ -25,7 +25,8 @@ export const SCHEMA = deepFreeze({
         {"torch":"batch_first","js":"batchFirst","type":"bool","default":{"value":false},"doc":"inputs (N, L, E) instead of (L, N, E)"},
         {"torch":"rope_dims","js":"ropeDims","type":"size","min":2,"max":16777216,"zero":"no rotation","default":{"value":0},"doc":"rotary position embeddings: the first r dims of each head of q and k turn by position (even, at most the head dim); 0: none"},
         {"torch":"rope_layout","js":"ropeLayout","type":"choice","choices":["half","interleaved"],"default":{"value":"half"},"doc":"rope_dims > 0: dim i pairs with i + r/2 (half: GPT-NeoX, LLaMA) or 2i with 2i + 1 (interleaved: RoFormer, GPT-J)"},
-        {"torch":"rope_base","js":"ropeBase","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":10000},"doc":"rope_dims > 0: pair i of r turns by pos / rope_base^(2i / r)"}
+        {"torch":"rope_base","js":"ropeBase","type":"number","lo":0,"loOpen":true,"hi":null,"hiOpen":true,"default":{"value":10000},"doc":"rope_dims > 0: pair i of r turns by pos / rope_base^(2i / r)"},
+        {"torch":"attn_sinks","js":"attnSinks","type":"bool","default":{"value":false},"doc":"attention sinks (gpt-oss): a learned logit per head (the parameter sinks [H]) joins each softmax row's denominator; rows sum to less than 1"}
       ],
       "divisible": [["embed_dim","num_heads"],["num_heads","num_kv_heads"]],
       "onlyWith": [["rope_layout","rope_dims",null],["rope_base","rope_dims",null]]
@@ -40,6 +41,7 @@ export const SCHEMA = deepFreeze({
         {"torch":"n_heads","js":"nHeads","type":"size","min":1,"max":16777216,"default":{"value":1},"doc":"H; d_model must be divisible by it (head dim D / H)"},
         {"torch":"n_kv_heads","js":"nKvHeads","type":"size","min":1,"max":16777216,"nullMeans":"n_heads","default":{"value":null},"doc":"G, the key/value heads (grouped-query attention; 1: multi-query); n_heads must be divisible by it, head h reads K/V head h / (n_heads / G) (null: n_heads)"},
         {"torch":"attn_window","js":"attnWindow","type":"size","min":0,"max":16777216,"zero":"full attention","default":{"value":0},"doc":"sliding-window attention: with causal, token t sees the w tokens t - w < s <= t; without, |t - s| < w; 0: full attention"},
+        {"torch":"attn_sinks","js":"attnSinks","type":"bool","default":{"value":false},"doc":"attention sinks (gpt-oss): every layer's blocks.{l}.attn.sinks [n_heads], a learned logit per head, joins each softmax row's denominator"},
         {"torch":"d_mlp","js":"dMlp","type":"size","min":0,"max":16777216,"zero":"no MLP","default":{"value":0},"doc":"the MLP's hidden width; 0: attention only (no MLP, no ln2)"},
         {"torch":"norm","js":"norm","type":"choice","choices":["pre","post","none"],"default":{"value":"pre"},"doc":"where the LayerNorms sit: pre, post or none"},
         {"torch":"positions","js":"positions","type":"choice","choices":["learned","sinusoidal","none","alibi","rope"],"default":{"value":"learned"},"doc":"the position embedding; alibi: none, ALiBi's bias on the attention scores instead (Press et al.); rope: none added, q and k rotated by position"},

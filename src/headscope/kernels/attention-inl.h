@@ -99,6 +99,13 @@ HWY_INLINE void MaskScores(const AttentionArgs& a, size_t n, size_t h, size_t i,
   MaskScores(a, n, h, i, row, 0, a.shape.kv_total);
 }
 
+// Head h's attention sink (ScoreModifiers::sinks) as the softmax takes it; none without sinks.
+HWY_INLINE SinkTerm HeadSink(const AttentionArgs& a, size_t h) {
+  SinkTerm t;
+  if (a.modifiers.sinks != nullptr) t.logit = a.modifiers.sinks + h;
+  return t;
+}
+
 // The sinks of one softmax row (query i of head h, batch element n), from its weights [first,
 // keys) (the rest, skipped keys, are 0, or NaN in a NaN row whose entry `first` is NaN too).
 // Sums run in double, key by key in order: every term of the entropy and of the distance is >= 0,
@@ -119,7 +126,7 @@ HWY_NOINLINE void WriteRowSinksSlow(const AttentionArgs& a, size_t n, size_t h, 
     return;
   }
   float max = 0.0f;  // weights are >= 0; a fully masked row (all 0, or no keys) gives 0
-  double entropy = 0.0, distance = 0.0;
+  double entropy = 0.0, distance = 0.0, mass = 0.0;
   const size_t positioned = keys < a.shape.kv_len ? keys : a.shape.kv_len;
   const size_t pos = a.modifiers.q_offset + i;
   for (size_t j = first; j < keys; ++j) {
@@ -132,9 +139,17 @@ HWY_NOINLINE void WriteRowSinksSlow(const AttentionArgs& a, size_t n, size_t h, 
     if (w > max) max = w;
     if (w > 0.0f) {
       const double wd = static_cast<double>(w);
+      mass += wd;
       if (sinks.entropy != nullptr) entropy -= wd * std::log(wd);
       if (j < positioned) distance += wd * static_cast<double>(pos > j ? pos - j : j - pos);
     }
+  }
+  // An attention sink holds the row's missing mass 1 - sum_j w_j: the entropy is the whole
+  // distribution's (the sink's term too); the max weight and the distance are the keys' only.
+  // (A row with no weight left, masked or underflowed, stays 0 throughout.)
+  const double sink_mass = 1.0 - mass;
+  if (a.modifiers.sinks != nullptr && max > 0.0f && sink_mass > 0.0) {
+    entropy -= sink_mass * std::log(sink_mass);
   }
   if (sinks.max_weight != nullptr) sinks.max_weight[at] = max;
   if (sinks.entropy != nullptr) sinks.entropy[at] = static_cast<float>(entropy);
@@ -292,7 +307,7 @@ HWY_INLINE void SmallAttentionImpl(const AttentionArgs& a, float* workspace) {
           std::memcpy(a.out.scores + ((n * s.heads + h) * L + i0) * S, scores,
                       rows * S * sizeof(float));
         }
-        SoftmaxRowsImpl(scores, rows, S, row_state);
+        SoftmaxRowsImpl(scores, rows, S, row_state, HeadSink(a, h));
         float* const out_rows = concat_base + i0 * s.q_row_stride + h * hd;
         SmallProduct(scores, S, v_base + kv_col, s.kv_row_stride, S, rows, hd, out_rows,
                      s.q_row_stride);
@@ -421,7 +436,7 @@ HWY_INLINE void PackedHeadTiles(const AttentionArgs& a, size_t n, size_t h, size
         std::memcpy(trace_row + first, row + first, (keys - first) * sizeof(float));
         std::fill(trace_row + keys, trace_row + S, kNegInf);
       }
-      fully_masked[r] = SoftmaxImpl(row + soft.begin, soft.end - soft.begin);
+      fully_masked[r] = SoftmaxImpl(row + soft.begin, soft.end - soft.begin, HeadSink(a, h));
       // The invisible and the skipped keys' weights: 0, or NaN in a row the NaN policy made all
       // NaN (a NaN query poisons every score of its row, the masked ones too: NaN + -inf is NaN).
       // Keys outside [first, keys) only where the caller reads the weights.
@@ -485,6 +500,7 @@ struct HeadBackwardOperands {
   size_t ld_dkv;
   float gate;
   double* gate_grad;  // null, or += the head's sum of P M
+  double* sink_grad;  // null, or += d loss / d the head's sink (AttentionBackwardArgs::sink_grads)
 };
 
 // One head of AttentionBackward (attention.h), in row chunks of kPanel. Which keys a row saw is
@@ -573,10 +589,15 @@ HWY_INLINE void HeadBackwardImpl(const AttentionBackwardArgs& a, const HeadBackw
     float* HWY_RESTRICT mr = ds + i * T;
     const KeyRange keys = visible(i);
     if (i % kPanel == 0) sp = span(i);
-    if (o.gate_grad != nullptr) {
-      double sum = 0;
-      for (size_t j = keys.begin; j < keys.end; ++j) sum += static_cast<double>(pr[j]) * mr[j];
-      *o.gate_grad += sum;
+    if (o.gate_grad != nullptr || o.sink_grad != nullptr) {
+      double sum = 0, mass = 0;
+      for (size_t j = keys.begin; j < keys.end; ++j) {
+        sum += static_cast<double>(pr[j]) * mr[j];
+        mass += pr[j];
+      }
+      if (o.gate_grad != nullptr) *o.gate_grad += sum;
+      // The sink's dS: p_sink (0 - sum_j P_ij dP_ij), dP = g M; p_sink the row's missing mass.
+      if (o.sink_grad != nullptr) *o.sink_grad -= (1.0 - mass) * static_cast<double>(g) * sum;
     }
     auto acc = hn::Zero(d);
     size_t j = keys.begin;
@@ -639,6 +660,7 @@ HWY_INLINE void AttentionBackwardImpl(const AttentionBackwardArgs& a, float* scr
       o.ld_dkv = first_of_group ? a.grads.kv_row_stride : hd;
       o.gate = a.head_gates != nullptr ? a.head_gates[h] : 1.0f;
       o.gate_grad = a.gate_grads != nullptr ? a.gate_grads + h : nullptr;
+      o.sink_grad = a.sink_grads != nullptr ? a.sink_grads + h : nullptr;
       HeadBackwardImpl(a, o, scratch);
       if (first_of_group) continue;
       const size_t ld = a.grads.kv_row_stride;

@@ -94,6 +94,14 @@ struct ScoreModifiers {
   // causal the bidirectional window |p - j| < w. Through VisibleKeys, so every kernel skips the
   // keys outside it: cost grows with w, not with S.
   size_t window = 0;
+  // Attention sinks (gpt-oss): [H] logits, or null. Head h's sink joins each of its softmax rows
+  // as one more entry, in the max and the sum, whose weight is not kept: the row's weights sum to
+  // 1 - p_sink. Not a key: never masked, no position, no value, not in the trace's scores. The
+  // softmax consumes it, not MaskScores (SoftmaxImpl's `sink`). A row whose every key is masked
+  // gets weights 0 and output 0 (the zero-row policy; torch's weights are 0 there too), whatever
+  // the sink. A NaN or +inf sink makes the head's other rows NaN, as torch.softmax over the row
+  // and the sink does.
+  const float* sinks = nullptr;
   // (A slot for later, not implemented: soft-capping, `float soft_cap`, scores = cap *
   // tanh(scores / cap) before the masks, Gemma 2.)
 
@@ -262,6 +270,11 @@ struct AttentionBackwardArgs {
   float* dk = nullptr;
   float* dv = nullptr;
   double* gate_grads = nullptr;  // null, or [H]: += sum over n, i, j of P[i, j] M[i, j], in double
+  // null, or [H] (with modifiers.sinks): += d loss / d sink_h = -sum over n, i of p_sink(i)
+  // sum_j P[i, j] g M[i, j], in double; p_sink(i) = 1 - sum_j P[i, j] (the row's missing mass,
+  // summed in double over the visible keys). The sink is one more softmax entry whose dP is 0,
+  // so dS over the real keys keeps its formula.
+  double* sink_grads = nullptr;
 };
 // A head's scratch: the packed operand of each product (the larger of K/V and their
 // transposes), rounded to 64 bytes, then the [T, T] tile of M and dS, then (grouped-query only)

@@ -7,6 +7,7 @@
 #define HEADSCOPE_KERNELS_SOFTMAX_INL_H_
 #endif
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -161,7 +162,26 @@ HWY_INLINE void ScaleInPlaceImpl(float* HWY_RESTRICT row, size_t n, float factor
   for (; i < n; ++i) row[i] *= factor;
 }
 
-HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n) {
+// An attention sink's part of a row's softmax (ScoreModifiers::sinks): the sink logit joins the
+// max, and exp(sink - max) the sum, after the row's own entries (one float exp, the same
+// expression on every path, so a row's bits do not depend on the path). No sink: nothing.
+struct SinkTerm {
+  const float* logit = nullptr;
+  // True if the sink makes the whole row NaN: NaN, or +inf (exp(inf - inf)), as torch.softmax
+  // over the row and the sink gives; but a row with no visible key keeps the zero-row policy, so
+  // the softmaxes decide it after the row's sum (which finds such rows on every target).
+  bool Poisons() const { return logit != nullptr && !(*logit < std::numeric_limits<float>::infinity()); }
+  // The row's max with the sink's (a poisoning sink is left out: its row becomes NaN anyway).
+  float Max(float row_max) const {
+    return logit != nullptr && *logit > row_max && !Poisons() ? *logit : row_max;
+  }
+  float Exp(float max) const { return logit != nullptr ? std::exp(*logit - max) : 0.0f; }
+};
+
+// sink: an attention sink's logit, or null (see SinkTerm; null gives the bits of the plain
+// softmax: no operation is added). With a sink a row whose every entry is -inf has weights 0 and
+// returns true (the zero-row policy), and n == 0 returns true as before.
+HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n, SinkTerm sink = SinkTerm()) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   if (n == 0) return true;
   const hn::ScalableTag<float> d;
@@ -173,16 +193,17 @@ HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n) {
   // Pass 1: the row max, its min, and whether any entry is NaN.
   bool nan;
   float min;
-  const float max = RowMax(row, n, &nan, &min);
-  if (nan || max == kInf) {
+  const float row_max = RowMax(row, n, &nan, &min);
+  if (nan || row_max == kInf) {
     // exp(inf - inf) and exp(NaN) are NaN, so PyTorch's whole row is NaN.
     for (size_t i = 0; i < n; ++i) row[i] = std::numeric_limits<float>::quiet_NaN();
     return false;
   }
-  if (max == -kInf) {  // every key masked: the zero-row policy
+  if (row_max == -kInf) {  // every key masked: the zero-row policy, with or without a sink
     std::memset(row, 0, n * sizeof(float));
     return true;
   }
+  const float max = sink.Max(row_max);
 
   // Pass 2: e = exp(x - max) in place, and its sum. Exp maps -inf (masked keys) to 0. The padding
   // lanes of the tail are -inf, outside kInRange: that vector takes the general exp.
@@ -206,15 +227,23 @@ HWY_INLINE bool SoftmaxImpl(float* HWY_RESTRICT row, size_t n) {
     StoreTail(e, d, row + full, rem);
     vsum = hn::Add(vsum, e);  // padding lanes are exp(-inf) = 0
   }
-  const float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
-  if (!(sum > 0.0f)) {
+  const float row_sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+  if (!(row_sum > 0.0f)) {
     // Every entry was -inf after all: Highway 1.0.3's EMU128 MaxOfLanes starts from -FLT_MAX
     // rather than -inf, so a fully masked row can get past the check above on that target.
+    // With a sink, also a row whose every weight underflowed under a far larger sink: weights 0
+    // either way.
     std::memset(row, 0, n * sizeof(float));
     return true;
   }
+  if (sink.Poisons()) {  // a row with a visible key beside a NaN or +inf sink: NaN, as torch's
+    for (size_t i = 0; i < n; ++i) row[i] = std::numeric_limits<float>::quiet_NaN();
+    return false;
+  }
+  const float sum = sink.logit != nullptr ? row_sum + sink.Exp(max) : row_sum;
 
-  // Pass 3: normalize. sum >= 1 (the max entry contributes exp(0)), so 1/sum is finite.
+  // Pass 3: normalize. sum >= 1 (the max entry, or the sink, contributes exp(0)), so 1/sum is
+  // finite.
   ScaleInPlaceImpl(row, n, 1.0f / sum);
   return false;
 }
@@ -226,9 +255,20 @@ enum : uint8_t { kRowNormal = 0, kRowMasked = 1, kRowNaN = 2 };
 // shapes have), with SoftmaxImpl's results and policy per row; state[r] says which applied
 // (kRowMasked: SoftmaxImpl's true). The exponentials run over the tile as one array, so rows
 // shorter than a vector (n = 3) do not each pay a padded vector and tail handling.
+// sink: one attention sink for every row (one head's tile), as SoftmaxImpl's; each row's max is
+// kept for its exp(sink - max), at most kSinkRows rows at a time.
+inline constexpr size_t kSinkRows = 64;
 HWY_INLINE void SoftmaxRowsImpl(float* HWY_RESTRICT tile, size_t rows, size_t n,
-                                uint8_t* HWY_RESTRICT state) {
+                                uint8_t* HWY_RESTRICT state, SinkTerm sink = SinkTerm()) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
+  if (sink.logit != nullptr && rows > kSinkRows) {  // rows are independent: the same bits
+    for (size_t r = 0; r < rows; r += kSinkRows) {
+      SoftmaxRowsImpl(tile + r * n, rows - r < kSinkRows ? rows - r : kSinkRows, n, state + r,
+                      sink);
+    }
+    return;
+  }
+  float sink_max[kSinkRows];  // with a sink: row r's max, the sink's included
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
   const size_t full = n - n % N;  // whole vectors of a row; the rest is scalar
@@ -237,14 +277,16 @@ HWY_INLINE void SoftmaxRowsImpl(float* HWY_RESTRICT tile, size_t rows, size_t n,
     float* HWY_RESTRICT row = tile + r * n;
     bool nan;
     float min;
-    const float max = RowMax(row, n, &nan, &min);
-    if (nan || max == kInf) {
+    const float row_max = RowMax(row, n, &nan, &min);
+    const float max = sink.Max(row_max);
+    if (sink.logit != nullptr) sink_max[r] = max;
+    if (nan || row_max == kInf) {
       // PyTorch's whole row is NaN (exp(NaN), exp(inf - inf)). Exp is not asked about NaN (it
       // need not return NaN): the row goes through it as -inf and is filled with NaN after.
       state[r] = kRowNaN;
       in_range = false;
       for (size_t j = 0; j < n; ++j) row[j] = -kInf;
-    } else if (max == -kInf) {
+    } else if (row_max == -kInf) {
       state[r] = kRowMasked;  // all -inf: exp gives 0 everywhere, the zero-row policy
       in_range = false;
     } else {
@@ -285,15 +327,22 @@ HWY_INLINE void SoftmaxRowsImpl(float* HWY_RESTRICT tile, size_t rows, size_t n,
       for (size_t j = full; j < n; ++j) tail[j - full] = row[j];
       vsum = hn::Add(vsum, hn::Load(d, tail));
     }
-    const float sum = hn::GetLane(hn::SumOfLanes(d, vsum));
-    if (!(sum > 0.0f)) {
+    const float row_sum = hn::GetLane(hn::SumOfLanes(d, vsum));
+    if (!(row_sum > 0.0f)) {
       // All -inf (masked), including rows Highway 1.0.3's EMU128 MaxOfLanes let through (it
-      // starts from -FLT_MAX rather than -inf, see RowMax): the zero-row policy.
+      // starts from -FLT_MAX rather than -inf, see RowMax), or with a sink every weight
+      // underflowed: the zero-row policy, as SoftmaxImpl's.
       for (size_t j = 0; j < n; ++j) row[j] = 0.0f;
       state[r] = kRowMasked;
       continue;
     }
-    ScaleInPlaceImpl(row, n, 1.0f / sum);  // sum >= 1: the max entry contributes exp(0)
+    if (sink.Poisons()) {  // as SoftmaxImpl: NaN where the row has a visible key
+      for (size_t j = 0; j < n; ++j) row[j] = std::numeric_limits<float>::quiet_NaN();
+      state[r] = kRowNaN;
+      continue;
+    }
+    const float sum = sink.logit != nullptr ? row_sum + sink.Exp(sink_max[r]) : row_sum;
+    ScaleInPlaceImpl(row, n, 1.0f / sum);  // sum >= 1: the max entry (or sink) contributes exp(0)
   }
 }
 
