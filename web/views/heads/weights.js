@@ -105,8 +105,7 @@ export function buildStateDict({ embedDim = 64, numHeads, heads, seed = 1, sharp
  * Seeded random weights distributed as PyTorch initialises nn.MultiheadAttention: in_proj_weight
  * xavier_uniform (bound sqrt(6 / (fan_in + fan_out)) of its shape), out_proj.weight
  * uniform(-1/sqrt(E), 1/sqrt(E)) (Linear's default), both biases 0. An untrained layer: what its
- * heads see before any learning. numKvHeads G < H: the grouped layer's own shape, in_proj_weight
- * (E + 2 G hd, E), initialised the same way (the first E rows' draws are the plain layer's, scaled).
+ * heads see before any learning. numKvHeads G < H: the grouped layer's shape (E + 2 G hd, E), alike.
  */
 export function randomStateDict({ embedDim = 64, numHeads, seed = 1, numKvHeads = numHeads } = {}) {
   checkHeads(embedDim, numHeads);
