@@ -74,6 +74,8 @@ test('<headscope-heads>: text, heads, show-heads, off, padded, causal, view, wei
     assert.deepEqual({ ...a.state, presets: a.state.presets.length }, {
       text: TEXT, heads: 8, weights: 'presets', presets: 8, seed: 1, sharpness: 6, causal: false,
       padded: [1], off: [5], show: [2, 5], view: 'heads',
+      // The attention variant's fields, at their defaults (no variant); K/V heads follow heads="8".
+      kvHeads: 8, alibi: false, window: 0, ropeDims: 0, ropeLayout: 'half', ropeBase: 10000,
     });
     const b = await inspect(p.page, '#b');
     assert.deepEqual(b.problems, []);
