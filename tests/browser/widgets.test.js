@@ -74,6 +74,8 @@ test('<headscope-heads>: text, heads, show-heads, off, padded, causal, view, wei
     assert.deepEqual({ ...a.state, presets: a.state.presets.length }, {
       text: TEXT, heads: 8, weights: 'presets', presets: 8, seed: 1, sharpness: 6, causal: false,
       padded: [1], off: [5], show: [2, 5], view: 'heads',
+      // The attention variant's fields, at their defaults (no variant); K/V heads follow heads="8".
+      kvHeads: 8, alibi: false, window: 0, ropeDims: 0, ropeLayout: 'half', ropeBase: 10000,
     });
     const b = await inspect(p.page, '#b');
     assert.deepEqual(b.problems, []);
@@ -280,6 +282,93 @@ test('<headscope-train>: task, model and steps attributes train in the widget; a
     await page.evaluate(() => document.querySelector('#t').play());
     await page.waitForFunction(() => document.querySelector('#t').state.steps >= 30, null, { timeout: 60_000 });
     await page.evaluate(() => document.querySelector('#t').pause());
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+test('<headscope-train>: kv-heads, attn-window and the rope attributes reach the model\'s config; bad ones are named', { timeout: 120_000 }, async () => {
+  const p = await widgetPage(`
+    <headscope-train id="r" task="copy" layers="1" heads="4" kv-heads="2" attn-window="4" positions="rope"
+      rope-layout="interleaved" rope-base="500" rope-fraction="0.5" compact hide="ablation whatif"></headscope-train>
+    <headscope-train id="parse" positions="rope" rope-base="-2" rope-fraction="1.5" rope-layout="spiral" kv-heads="x" attn-window="999"></headscope-train>
+    <headscope-train id="rule" heads="4" kv-heads="3" positions="learned" rope-base="100"></headscope-train>`, { count: 3 });
+  try {
+    const { page } = p;
+    // The model the widget trains: its exported case's config (what createTransformer was given).
+    const configOf = (id) => page.evaluate(async (sel) => {
+      const el = document.querySelector(sel);
+      await el.ready;
+      return JSON.parse(await (await el.exportAs('case')).text()).config;
+    }, id);
+    const config = await configOf('#r');
+    assert.deepEqual([config.n_heads, config.n_kv_heads, config.attn_window, config.positions, config.rope_layout, config.rope_base, config.rope_fraction],
+      [4, 2, 4, 'rope', 'interleaved', 500, 0.5]);
+    const state = await page.evaluate(() => document.querySelector('#r').state);
+    assert.deepEqual([state.kvHeads, state.attnWindow, state.ropeLayout, state.ropeBase, state.ropeFraction], [2, 4, 'interleaved', 500, 0.5]);
+    // A changed attribute changes the model.
+    await page.evaluate(() => document.querySelector('#r').setAttribute('rope-base', '2500'));
+    await page.waitForFunction(() => document.querySelector('#r').state.ropeBase === 2500);
+    assert.equal((await configOf('#r')).rope_base, 2500);
+    const problems = (id) => page.evaluate((sel) => [...document.querySelector(sel).shadowRoot.querySelectorAll('.hs-widget-problems li')]
+      .map((li) => li.textContent), id);
+    const parse = (await problems('#parse')).join('\n');
+    assert.match(parse, /^rope-base="-2": expected a number > 0/m);
+    assert.match(parse, /^rope-fraction="1\.5": expected a number in \(0, 1\]/m);
+    assert.match(parse, /^rope-layout="spiral": expected one of half, interleaved/m);
+    assert.match(parse, /^kv-heads="x": expected an integer in \[1, 128\]/m);
+    assert.match(parse, /^attn-window="999": expected an integer in \[0, 256\]/m);
+    // Values of the right kind that the setup refuses: the message shows the attributes and names the field.
+    const rule = (await problems('#rule')).join('\n');
+    assert.match(rule, /kv-heads="3".*state\.kvHeads: expected a divisor of heads 4, got 3/);
+    await page.evaluate(() => document.querySelector('#rule').setAttribute('kv-heads', '2'));
+    await page.waitForFunction(() => /rope-base="100".*ropeBase: applies only with positions 'rope'/.test(
+      [...document.querySelector('#rule').shadowRoot.querySelectorAll('.hs-widget-problems li')].map((li) => li.textContent).join('\n')));
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+test('<headscope-heads>: kv-heads, alibi, window, rope-dims, rope-layout and rope-base set the variant; bad ones are named', { timeout: 60_000 }, async () => {
+  const p = await widgetPage(`
+    <headscope-heads id="v" text="${TEXT}" heads="8" kv-heads="2" alibi window="2" causal rope-dims="4" rope-layout="interleaved" rope-base="100"></headscope-heads>
+    <headscope-heads id="bad" text="${TEXT}" heads="8" rope-dims="16" window="x" kv-heads="3"></headscope-heads>`, { count: 2 });
+  try {
+    const { page } = p;
+    const v = await inspect(page, '#v');
+    assert.deepEqual(v.problems, []);
+    const { kvHeads, alibi, window, causal, ropeDims, ropeLayout, ropeBase } = v.state;
+    assert.deepEqual({ kvHeads, alibi, window, causal, ropeDims, ropeLayout, ropeBase },
+      { kvHeads: 2, alibi: true, window: 2, causal: true, ropeDims: 4, ropeLayout: 'interleaved', ropeBase: 100 });
+    assert.ok(v.visibleControls.includes('ropeBase') && v.visibleControls.includes('kvHeads'), v.visibleControls.join(' '));
+    // The exported weights are the engine's for that variant (same sentence, weights and options).
+    const worst = await page.evaluate(async (text) => {
+      const el = document.querySelector('#v');
+      const shown = JSON.parse(await (await el.exportAs('json')).text()).heads.map((h) => h.weights.flat()).flat();
+      const { init } = await import('/lib/index.js');
+      const { tokenize } = await import('/views/heads/tokens.js');
+      const { embed } = await import('/views/heads/features.js');
+      const { buildStateDict, groupKeyValues } = await import('/views/heads/weights.js');
+      const hs = await init();
+      const { tokens } = tokenize(text);
+      const x = embed(tokens, { embedDim: 64 });
+      const sd = groupKeyValues(buildStateDict({ embedDim: 64, numHeads: 8, seed: 1, sharpness: 6, length: 32 }), { embedDim: 64, numHeads: 8, numKvHeads: 2 });
+      const mha = hs.createMultiheadAttention({ embedDim: 64, numHeads: 8, numKvHeads: 2, ropeDims: 4, ropeLayout: 'interleaved', ropeBase: 100 });
+      try {
+        mha.loadStateDict(sd);
+        const w = mha.forward(x, x, x, { averageAttnWeights: false, alibi: true, window: 2, isCausal: true }).weights.data;
+        return shown.reduce((m, s, k) => Math.max(m, Math.abs(s - w[k])), 0);
+      } finally {
+        mha.dispose();
+      }
+    }, TEXT);
+    assert.ok(worst <= 1e-6, `the widget's weights are the engine's (worst ${worst})`);
+    const bad = (await inspect(page, '#bad')).problems.join('\n');
+    assert.match(bad, /^window="x": expected an integer in \[0, 4096\]/m);
+    assert.match(bad, /^kv-heads="3": expected one of 1, 2, 4, 8, 16/m);
+    assert.match(bad, /heads="8" rope-dims="16": setState: state\.ropeDims: expected 0 \(no RoPE\) or an even number of dims at most the head dim 64 \/ 8 heads = 8, got 16/);
     assertClean(p);
   } finally {
     await p.close();

@@ -17,6 +17,18 @@ export interface HeadsState {
   off: number[];
   show: number[] | null;
   view: 'heads' | 'average';
+  /** The attention variant (heads/variant-state.js); the defaults are none. K/V heads, a divisor of heads (= heads: multi-head attention; 1: multi-query). */
+  kvHeads: number;
+  /** forward's alibi option: head h subtracts slope_h |i - j| from its scores. */
+  alibi: boolean;
+  /** forward's window option, 0 (off) to 4096 keys; with causal, query i sees keys i - w < j <= i, without, |i - j| < w. */
+  window: number;
+  /** RoPE: the rotated dims of each head, even, 0 (off) to the head dim 64 / heads. */
+  ropeDims: number;
+  /** 'half' unless ropeDims > 0. */
+  ropeLayout: 'half' | 'interleaved';
+  /** > 0; 10000 unless ropeDims > 0. */
+  ropeBase: number;
 }
 
 /** The Walkthrough's state (walkthrough/state.js), in the seed's x·W notation. */
@@ -75,7 +87,7 @@ export interface TrainState {
 }
 
 export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' | 'causal' | 'view' | 'batch' |
-  'padding' | 'presets' | 'switches' | 'export' | 'explain';
+  'padding' | 'presets' | 'switches' | 'export' | 'explain' | 'variants';
 export type HeadsPart = 'grid' | 'lines' | 'ablation';
 export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
 export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain' | 'export';

@@ -85,6 +85,10 @@ function numbers1(max) {  // 1-based numbers, e.g. heads "1 3"
 }
 const boolean = (text) => (['', 'true', 'false'].includes(text.trim()) ? text.trim() !== 'false'
   : bad('no value (present means on), "true" or "false"', text));
+const positive = (t) => {
+  const v = Number(t.trim());
+  return t.trim() !== '' && v > 0 && Number.isFinite(v) ? v : bad('a number > 0', t);
+};
 const number01 = (max) => (text) => {
   const v = Number(text.trim());
   return text.trim() !== '' && v >= 0 && v <= max ? v : bad(`a number in [0, ${max}]`, text);
@@ -111,6 +115,13 @@ const HEADS_ATTRIBUTES = {
   off: { parse: numbers1(16), field: 'off' },
   'show-heads': { parse: numbers1(16), field: 'show' },
   view: { parse: oneOf(['heads', 'average']), field: 'view' },
+  // The attention variant (the view's state checks how they combine with heads).
+  'kv-heads': { parse: numberOneOf(HEAD_COUNTS), field: 'kvHeads' },
+  alibi: { parse: boolean, field: 'alibi' },
+  window: { parse: integer(0, 4096), field: 'window' },
+  'rope-dims': { parse: integer(0, 64), field: 'ropeDims' },
+  'rope-layout': { parse: oneOf(ROPE_LAYOUTS), field: 'ropeLayout' },
+  'rope-base': { parse: positive, field: 'ropeBase' },
   parts: { parse: namesOf(HEADS_PARTS), option: 'parts' },
   ...viewOptions(HEADS_CONTROLS, { readonly: true }),
 };
@@ -137,7 +148,7 @@ const TRAIN_ATTRIBUTES = {
   norm: { parse: oneOf(NORMS), field: 'norm' },
   positions: { parse: oneOf(POSITIONS), field: 'positions' },
   'rope-layout': { parse: oneOf(ROPE_LAYOUTS), field: 'ropeLayout' },
-  'rope-base': { parse: (t) => { const v = Number(t.trim()); return t.trim() !== '' && v > 0 && Number.isFinite(v) ? v : bad('a number > 0', t); }, field: 'ropeBase' },
+  'rope-base': { parse: positive, field: 'ropeBase' },
   'rope-fraction': { parse: (t) => { const v = Number(t.trim()); return t.trim() !== '' && v > 0 && v <= 1 ? v : bad('a number in (0, 1]', t); }, field: 'ropeFraction' },
   lr: { parse: (t) => { const v = Number(t.trim()); return t.trim() !== '' && v > 0 && v <= 1 ? v : bad('a number in (0, 1]', t); }, field: 'lr' },
   'weight-decay': { parse: number01(1), field: 'weightDecay' },
@@ -252,18 +263,25 @@ class HeadscopeWidget extends HTMLElement {
   attributeChangedCallback(name, _old, value) {
     if (!this._view) return;  // read when mounting
     const spec = this.constructor.ATTRIBUTES[name];
-    if (spec.option) {
+    // An option, or a field of a group the view refused at mount (which applied none of the
+    // group's fields): every attribute is read again, so the fixed group applies as a whole.
+    if (spec.option || [...this._problems.keys()].some((k) => k.includes(' ') && k.split(' ').includes(name))) {
       this._remount();
       return;
     }
     const parsed = this._parse(name, value);
     this._showProblems();
     if (parsed === undefined) return;
+    const refused = (e) => {
+      this._problems.set(name, `${name}="${(value ?? '').slice(0, 60)}": ${e.message}`);
+      this._showProblems();
+    };
     try {
-      this._view.update({ [spec.field]: parsed.value });
+      // The Train view's update is asynchronous: its refusal arrives as a rejection.
+      this._view.update({ [spec.field]: parsed.value })?.catch?.(refused);
       this._problems.delete(name);
     } catch (e) {
-      this._problems.set(name, `${name}="${(value ?? '').slice(0, 60)}": ${e.message}`);
+      refused(e);
     }
     this._showProblems();
   }
@@ -335,7 +353,8 @@ class HeadscopeWidget extends HTMLElement {
         const attrs = Object.keys(specs).filter((a) => specs[a].field in patch);
         const shown = attrs.map((a) => `${a}="${this.getAttribute(a).slice(0, 60)}"`).join(' ');
         for (const a of attrs) this._problems.delete(a);
-        this._problems.set(attrs[0], `${shown}: ${e.message}`);
+        // Keyed by the group's attributes: a later change of any of them reads the group again.
+        this._problems.set(attrs.join(' '), `${shown}: ${e.message}`);
         this._showProblems();
       };
       try {
@@ -400,8 +419,10 @@ class HeadscopeWalkthrough extends HeadscopeWidget {
 
 class HeadscopeHeads extends HeadscopeWidget {
   static ATTRIBUTES = HEADS_ATTRIBUTES;
-  // The head count before what is per head.
-  static FIELD_GROUPS = [['text', 'padded'], ['heads'], ['weights', 'seed', 'sharpness', 'causal', 'view'],
+  // The head count before what is per head; with it what must fit it (K/V heads divide it, the
+  // rotary dims fit its head dim), so the three are checked together.
+  static FIELD_GROUPS = [['text', 'padded'], ['heads', 'kvHeads', 'ropeDims', 'ropeLayout', 'ropeBase'],
+    ['weights', 'seed', 'sharpness', 'causal', 'view', 'alibi', 'window'],
     ['presets'], ['off'], ['show']];
 
   static VIEW = heads;

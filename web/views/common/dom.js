@@ -34,6 +34,21 @@ export function labelled(text, control, className = '') {
   return label;
 }
 
+/**
+ * A select's options: `values`, each shown as text(v) with the value String(v); rebuilt only when
+ * they change (a rebuild would lose the reader's place in an open list).
+ */
+export function setOptions(select, values, text = String) {
+  const key = values.map((v) => `${v}:${text(v)}`).join(',');
+  if (select.dataset.options === key) return;
+  select.dataset.options = key;
+  select.replaceChildren(...values.map((v) => {
+    const o = el('option', '', text(v));
+    o.value = String(v);
+    return o;
+  }));
+}
+
 /** A named checkbox inside its label (the text after the box): { input, label }. */
 export function checkbox(name, text) {
   const input = el('input');

@@ -7,8 +7,9 @@ import { callDims } from '../../lib/shapes.js';
 import { Engine } from './engine.js';
 import { caseLabels, sameTensor, traceWeights, viewData, MAX_SHOWN } from './data.js';
 import { embed, PRESET_LENGTH } from './features.js';
-import { buildStateDict, randomStateDict } from './weights.js';
+import { buildStateDict, groupKeyValues, randomStateDict } from './weights.js';
 import { causalMask, keyPaddingMask } from './masks.js';
+import { variantCall } from './variant-state.js';
 
 /** The sentence's layer: embedding size (the head counts are its divisors up to 16). */
 export const EMBED_DIM = 64;
@@ -23,16 +24,19 @@ export function createCompute(hs, { onStatus }) {
   const stateDicts = new Map();
 
   // The weights for L tokens: the presets are written for max(32, L) positions (features.js).
+  // Grouped-query K/V heads: the random layer is initialised in its own shape; the presets' K and
+  // V are pooled per group (groupKeyValues), as a multi-head checkpoint is converted.
   function stateDictFor(state, L) {
     const length = Math.max(PRESET_LENGTH, L);
-    const key = JSON.stringify([state.source, state.numHeads, state.presets, state.seed, state.sharpness,
+    const key = JSON.stringify([state.source, state.numHeads, state.kvHeads, state.presets, state.seed, state.sharpness,
       state.source === 'random' ? 0 : length]);
     let sd = stateDicts.get(key);
     if (sd === undefined) {
+      const dims = { embedDim: EMBED_DIM, numHeads: state.numHeads, numKvHeads: state.kvHeads };
       sd = state.source === 'random'
-        ? randomStateDict({ embedDim: EMBED_DIM, numHeads: state.numHeads, seed: state.seed })
-        : buildStateDict({ embedDim: EMBED_DIM, numHeads: state.numHeads, heads: state.presets,
-          seed: state.seed, sharpness: state.sharpness, length });
+        ? randomStateDict({ ...dims, seed: state.seed })
+        : groupKeyValues(buildStateDict({ embedDim: EMBED_DIM, numHeads: state.numHeads, heads: state.presets,
+          seed: state.seed, sharpness: state.sharpness, length }), dims);
       if (stateDicts.size > 16) stateDicts.clear();
       stateDicts.set(key, sd);
     }
@@ -50,18 +54,23 @@ export function createCompute(hs, { onStatus }) {
     const x = embed(tokens, { embedDim: EMBED_DIM });
     const L = tokens.length;
     const padded = [...state.padded].filter((j) => j < L);
+    // The attention variant's config fields and options (none by default: the plain module's call).
+    const variant = variantCall(state);
     const options = {
       keyPaddingMask: padded.length ? keyPaddingMask(L, padded) : null,
-      attnMask: state.causal ? causalMask(L) : null,
+      attnMask: variant.causalMask ? causalMask(L) : null,
+      ...variant.options,
     };
-    const config = { embedDim: EMBED_DIM, numHeads: state.numHeads };
+    const config = { embedDim: EMBED_DIM, numHeads: state.numHeads, ...variant.config };
     const run = await local.run({ config, stateDict: stateDictFor(state, L), headGates: headGatesFor(state, state.numHeads),
       needAverage: state.view === 'average', query: x, key: x, value: x, options });
     const presets = state.source === 'random' ? Array(state.numHeads).fill('random (PyTorch init)') : state.presets;
     let note = '';
     if (padded.length === L) note = 'Every token is padded: no query has a key left, so every weight is 0.';
-    return { data: viewData(run, callDims(config, x.shape), { labels: { queries: tokens, keys: tokens }, presets, note }),
-      layout: x.layout };
+    const data = viewData(run, callDims(config, x.shape), { labels: { queries: tokens, keys: tokens }, presets, note });
+    // ALiBi's slopes as the engine's kernel uses them, for the variant's note.
+    data.alibiSlopes = state.alibi ? await local.hs.alibiSlopes(state.numHeads) : null;
+    return { data, layout: x.layout };
   }
 
   /**
@@ -90,8 +99,10 @@ export function createCompute(hs, { onStatus }) {
         config: parsed.config, stateDict: parsed.stateDict,
         headGates: headGatesFor(state, dims.H), needAverage: state.view === 'average',
         query: parsed.query, key: parsed.key, value: parsed.value,
+        // The case's own options, headscope's alibi and window included (without them a case
+        // made with a window would show full attention).
         options: { keyPaddingMask: parsed.options.keyPaddingMask, attnMask: parsed.options.attnMask,
-          isCausal: parsed.options.isCausal ?? false },
+          isCausal: parsed.options.isCausal ?? false, alibi: parsed.options.alibi ?? false, window: parsed.options.window ?? 0 },
         trace: loaded.trace,
       });
       if (!isCurrent()) return stale();

@@ -1,9 +1,11 @@
 // The Heads view's controls: the sentence, the weights, head count, seed, sharpness, causal mask,
-// the view mode, the batch element of a case, and the key-padding chips' box. Built once
+// the view mode, the attention variant (variants.js), the batch element of a case, and the
+// key-padding chips' box. Built once
 // (buildControls); syncControls() shows the state in them and hides what the options and the mode
 // leave out; listenToControls() turns their events into patches of the state.
 import { checkbox, el, focusedIn, labelled } from '../common/dom.js';
 import { tokenize } from './tokens.js';
+import { buildVariants, listenToVariants, syncVariants } from './variants.js';
 
 /** @param { headCounts: number[], embedDim: number } o @returns the elements, by name */
 export function buildControls({ headCounts, embedDim }) {
@@ -77,7 +79,10 @@ export function buildControls({ headCounts, embedDim }) {
   const headsLabel = labelled('Heads', heads);
   const seedLabel = labelled('Seed', seed);
   row2.append(sourceLabel, headsLabel, seedLabel, sharpnessLabel, causalLabel, viewGroup, batchLabel);
-  controls.append(row1, row2);
+  const variants = buildVariants();
+  const row3 = el('div', 'hs-heads-row');
+  row3.append(variants.box);
+  controls.append(row1, row2, row3, variants.note);
 
   const chipsBox = el('div', 'hs-heads-chips-box');
   const chipsTitle = el('p', 'hs-note', 'Key padding: click a token to mask it as a key (key_padding_mask); ' +
@@ -86,15 +91,16 @@ export function buildControls({ headCounts, embedDim }) {
   chips.setAttribute('role', 'group');
   chips.setAttribute('aria-label', 'Tokens: press to pad (mask as a key)');
   chipsBox.append(chipsTitle, chips);
-  return { controls, text, textLabel, tokenNote, caseNote, source, sourceLabel, heads, headsLabel, seed, seedLabel, sharpness, sharpnessValue, sharpnessLabel, causal, causalLabel, viewGroup, viewRadios, batch, batchLabel, row1, row2, chipsBox, chips };
+  return { controls, text, textLabel, tokenNote, caseNote, source, sourceLabel, heads, headsLabel, seed, seedLabel, sharpness, sharpnessValue, sharpnessLabel, causal, causalLabel, viewGroup, viewRadios, batch, batchLabel, row1, row2, row3, variants, chipsBox, chips };
 }
 
 /**
  * Shows the state in the controls (also after update()); hides what the `hide` option and
  * read-only mode leave out, and in case mode the sentence's controls (a case has its own tokens,
- * heads and weights). `batched`: the shown case has a batch (its element is a control).
+ * heads, weights and variant). `batched`: the shown case has a batch (its element is a control);
+ * `slopes`: the engine's ALiBi slopes of the shown run (the variant's note).
  */
-export function syncControls(c, state, { hidden, readonly, batched, view }) {
+export function syncControls(c, state, { hidden, readonly, batched, view, slopes = null }) {
   const caseMode = state.source === 'case';
   c.source.value = state.source;
   if (c.text.value !== state.text) c.text.value = state.text;
@@ -115,10 +121,13 @@ export function syncControls(c, state, { hidden, readonly, batched, view }) {
   c.viewGroup.hidden = off('view');
   c.chipsBox.hidden = caseMode || off('padding');
   c.batchLabel.hidden = !(caseMode && batched) || off('batch');
-  const rowsShown = [c.row1, c.row2].map((r) => [...r.children].some((child) => !child.hidden));
-  c.row1.hidden = !rowsShown[0];
-  c.row2.hidden = !rowsShown[1];
-  c.controls.hidden = !rowsShown[0] && !rowsShown[1];
+  c.variants.box.hidden = caseMode || off('variants');
+  c.variants.note.hidden = c.variants.box.hidden;
+  if (!caseMode) syncVariants(c.variants, state, { headsSelect: c.heads, slopes, view });
+  const rows = [c.row1, c.row2, c.row3];
+  const rowsShown = rows.map((r) => [...r.children].some((child) => !child.hidden));
+  rows.forEach((r, k) => { r.hidden = !rowsShown[k]; });
+  c.controls.hidden = !rowsShown.some(Boolean);
 }
 
 /**
@@ -167,6 +176,7 @@ export function listenToControls(c, { vs, edit, schedule }) {
       if (r.checked) edit({ view: r.value });
     });
   }
+  listenToVariants(c.variants, { edit });
   c.batch.addEventListener('change', () => {
     state.batch = Number(c.batch.value) - 1;
     state.pinned = null;

@@ -5,7 +5,7 @@ import { applyHeadsState, defaultHeadsState } from './state.js';
 
 /** Controls a `hide` option can name, and the parts a `parts` option can show. */
 export const HEADS_CONTROLS = ['text', 'weights', 'heads', 'seed', 'sharpness', 'causal', 'view', 'batch',
-  'padding', 'presets', 'switches', 'export', 'explain'];
+  'padding', 'presets', 'switches', 'export', 'explain', 'variants'];
 export const HEADS_PARTS = ['grid', 'lines', 'ablation'];
 
 /**

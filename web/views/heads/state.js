@@ -16,6 +16,9 @@
 //     show: number[] | null         heads (1-based) shown in the grid and the lines; null: all.
 //                                   Hiding a head only hides it; it keeps contributing.
 //     view: 'heads' | 'average'     per-head weights, or PyTorch's averaged weights
+//     kvHeads, alibi, window, ropeDims, ropeLayout, ropeBase
+//                                   the attention variant (variant-state.js: K/V heads, ALiBi, a
+//                                   sliding window, RoPE); their defaults are no variant
 //   }
 //
 // Heads and tokens are 1-based everywhere a reader sees them (Head 1 is the first), so they are
@@ -24,6 +27,7 @@ import { HeadscopeError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/tensor.js';
 import { DEFAULT_TEXT } from './tokens.js';
 import { ALL_PRESETS, defaultPresets } from './presets.js';
+import { applyVariants, defaultVariants, VARIANT_KEYS } from './variant-state.js';
 
 export const HEAD_COUNTS = [1, 2, 4, 8, 16];
 export const PRESET_NAMES = ALL_PRESETS;
@@ -34,11 +38,12 @@ export const MAX_TEXT_LENGTH = 2000;
 export function defaultHeadsState() {
   return {
     text: DEFAULT_TEXT, heads: 4, weights: 'presets', presets: defaultPresets(4), seed: 1,
-    sharpness: 6, causal: false, padded: [], off: [], show: null, view: 'heads',
+    sharpness: 6, causal: false, padded: [], off: [], show: null, view: 'heads', ...defaultVariants(4),
   };
 }
 
-const KEYS = ['text', 'heads', 'weights', 'presets', 'seed', 'sharpness', 'causal', 'padded', 'off', 'show', 'view'];
+const KEYS = ['text', 'heads', 'weights', 'presets', 'seed', 'sharpness', 'causal', 'padded', 'off', 'show', 'view',
+  ...VARIANT_KEYS];
 
 function fail(where, message) {
   throw new HeadscopeError('INVALID_ARGUMENT', `${where}: ${message}`);
@@ -143,6 +148,8 @@ export function applyHeadsState(patch, current, where = 'setState: state', { liv
     if (p.view !== 'heads' && p.view !== 'average') fail(`${where}.view`, `expected 'heads' or 'average', got ${describe(p.view)}`);
     next.view = p.view;
   }
+  for (const k of VARIANT_KEYS) if (k in p) next[k] = p[k];
+  applyVariants(p, current, next, where, fail);
   return next;
 }
 

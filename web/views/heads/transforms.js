@@ -11,8 +11,9 @@ export { DEFAULT_TEXT, MAX_TOKENS, tokenize, KEYWORDS, isKeyword, tokenClasses }
 export { PRESET_LENGTH, CLASS_FEATURES, featureLayout, IDENTITY_SEED, embed } from './features.js';
 export { positionMargin } from './channels.js';
 export { PRESETS, ALL_PRESETS, PRESET_DESCRIPTIONS, defaultPresets } from './presets.js';
-export { buildStateDict, randomStateDict, ablateStateDict } from './weights.js';
+export { buildStateDict, randomStateDict, ablateStateDict, groupKeyValues } from './weights.js';
 export { causalMask, keyPaddingMask } from './masks.js';
+export { variantCall, headsBlocked, kvHeadChoices, ropeDimChoices } from './variant-state.js';
 export {
   HEAD_STATS, headStatsRow, meanOverHeads, headWeights, argmaxRows, outputDifference, batchRows,
 } from './summaries.js';

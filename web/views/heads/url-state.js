@@ -19,14 +19,22 @@ const HEADS_PARAMS = {
   off: { write: numberText, read: numberList },
   show: { write: (v) => (v === null ? 'all' : numberText(v)), read: (t, p) => (t === 'all' ? null : numberList(t, p)) },
   view: { write: same, read: same },
+  // The attention variant (variant-state.js), written only off its defaults: K/V heads only when
+  // they are not the heads, the RoPE fields only with RoPE on.
+  kvHeads: { write: String, read: numberOf },
+  alibi: { write: boolText, read: boolOf },
+  window: { write: String, read: numberOf },
+  ropeDims: { write: String, read: numberOf },
+  ropeLayout: { write: same, read: same },
+  ropeBase: { write: String, read: numberOf },
 };
 
 /** The Heads view's state as URL parameters (without '#heads?'), default fields left out. */
 export function encodeHeadsState(state) {
   const defaults = defaultHeadsState();
   // presets are written whenever the head count is: the defaults of another count differ.
-  return encodeParams(HEADS_PARAMS, state, (name) => sameValue(state[name], defaults[name]) &&
-    !(name === 'presets' && state.heads !== defaults.heads));
+  return encodeParams(HEADS_PARAMS, state, (name) => (name === 'kvHeads' ? state.kvHeads === state.heads
+    : sameValue(state[name], defaults[name]) && !(name === 'presets' && state.heads !== defaults.heads)));
 }
 
 /** A patch for the Heads view's update() from URL parameters; an unknown parameter is an error. */

@@ -3,9 +3,12 @@
 // from the public state of state.js (1-based lists, what update() takes and getState() returns).
 //
 // While a case is shown, the sentence's own head count, presets and weights are kept aside (the
-// public state keeps describing the sentence) and come back when the view returns to it.
+// public state keeps describing the sentence) and come back when the view returns to it. The
+// attention variant's fields (variant-state.js) always describe the sentence's layer: a case
+// brings its own config and options.
 import { applyHeadsState, copyHeadsState } from './state.js';
 import { defaultPresets } from './presets.js';
+import { defaultVariants, VARIANT_KEYS } from './variant-state.js';
 
 const DEFAULT_HEADS = 4;
 const oneBased = (set) => [...set].map((k) => k + 1).sort((a, b) => a - b);
@@ -28,6 +31,7 @@ export function createViewState(start, { presetMenus, switches }) {
     ablated: new Set(),     // heads switched off (0-based): output removed, lines faded
     shown: null,            // null, or the heads (0-based) shown in the grid and the lines
     view: 'heads',          // 'heads' | 'average'
+    ...defaultVariants(DEFAULT_HEADS),  // kvHeads, alibi, window, ropeDims, ropeLayout, ropeBase
     presetMenus,
     switches,
     hover: null,            // { side: 'query' | 'key', index }
@@ -48,6 +52,7 @@ export function createViewState(start, { presetMenus, switches }) {
       padded: oneBased(state.padded), off: oneBased(state.ablated),
       show: state.shown === null ? null : oneBased(state.shown),
       view: state.view,
+      ...Object.fromEntries(VARIANT_KEYS.map((k) => [k, state[k]])),
     });
   }
 
@@ -68,6 +73,7 @@ export function createViewState(start, { presetMenus, switches }) {
     state.ablated = new Set(s.off.map((h) => h - 1));
     state.shown = s.show === null ? null : new Set(s.show.map((h) => h - 1));
     state.view = s.view;
+    for (const k of VARIANT_KEYS) state[k] = s[k];
   }
 
   /** Applies a patch of the public state; a bad field throws (state.js) and nothing changes. */

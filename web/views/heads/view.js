@@ -73,8 +73,12 @@ function createHeads(root, options, where) {
   const painter = createRender(dom, { shownParts, state, actions, current: () => live });
   const caseMode = createCaseMode({ live, vs, controls: c, onStatus, changed, loop, update, fail, busy, compute });
 
+  // The controls show the state; the variant's note quotes the shown run's ALiBi slopes.
+  const sync = () => syncControls(c, state, { hidden, readonly, batched: live.loaded?.dims.batched, view: dom.view,
+    slopes: live.data?.alibiSlopes?.length === state.numHeads ? live.data.alibiSlopes : null });
+
   function draw() {
-    syncControls(c, state, { hidden, readonly, batched: live.loaded?.dims.batched, view: dom.view });
+    sync();
     painter.render();
   }
 
@@ -87,7 +91,7 @@ function createHeads(root, options, where) {
 
   async function update() {
     const mine = ++live.generation;
-    syncControls(c, state, { hidden, readonly, batched: live.loaded?.dims.batched, view: dom.view });
+    sync();
     dom.message.textContent = live.nextMessage;
     live.nextMessage = '';
     dom.message.classList.remove('hs-error');

@@ -103,19 +103,66 @@ export function buildStateDict({ embedDim = 64, numHeads, heads, seed = 1, sharp
 
 /**
  * Seeded random weights distributed as PyTorch initialises nn.MultiheadAttention: in_proj_weight
- * xavier_uniform (bound sqrt(6 / (E + 3E))), out_proj.weight uniform(-1/sqrt(E), 1/sqrt(E)) (Linear's
- * default), both biases 0. An untrained layer: what its heads see before any learning.
+ * xavier_uniform (bound sqrt(6 / (fan_in + fan_out)) of its shape), out_proj.weight
+ * uniform(-1/sqrt(E), 1/sqrt(E)) (Linear's default), both biases 0. An untrained layer: what its
+ * heads see before any learning. numKvHeads G < H: the grouped layer's shape (E + 2 G hd, E), alike.
  */
-export function randomStateDict({ embedDim = 64, numHeads, seed = 1 } = {}) {
+export function randomStateDict({ embedDim = 64, numHeads, seed = 1, numKvHeads = numHeads } = {}) {
   checkHeads(embedDim, numHeads);
+  checkKvHeads(numHeads, numKvHeads);
   const E = embedDim;
+  const rows = E + 2 * numKvHeads * (E / numHeads);
   const random = seededRandom(seed);
   const uniform = (n, bound) => Float32Array.from({ length: n }, () => (2 * random() - 1) * bound);
   return {
-    in_proj_weight: { data: uniform(3 * E * E, Math.sqrt(6 / (4 * E))), shape: [3 * E, E] },
-    in_proj_bias: { data: new Float32Array(3 * E), shape: [3 * E] },
+    in_proj_weight: { data: uniform(rows * E, Math.sqrt(6 / (E + rows))), shape: [rows, E] },
+    in_proj_bias: { data: new Float32Array(rows), shape: [rows] },
     'out_proj.weight': { data: uniform(E * E, 1 / Math.sqrt(E)), shape: [E, E] },
     'out_proj.bias': { data: new Float32Array(E), shape: [E] },
+  };
+}
+
+function checkKvHeads(numHeads, numKvHeads) {
+  if (!Number.isInteger(numKvHeads) || numKvHeads < 1 || numHeads % numKvHeads !== 0) {
+    throw new RangeError(`numKvHeads must be a positive divisor of numHeads (${numHeads}), got ${numKvHeads}`);
+  }
+}
+
+/**
+ * A plain layer's state_dict (in_proj (3E, E), in_proj_bias (3E)) as a grouped-query layer of
+ * numKvHeads K/V heads G: the K and V rows (and bias entries) of each group of H / G heads are the
+ * mean of the group's heads' rows, as the GQA paper (Ainslie et al. 2023) converts a multi-head
+ * checkpoint; W_Q and out_proj stay. G = H returns the state_dict itself.
+ */
+export function groupKeyValues(stateDict, { embedDim, numHeads, numKvHeads }) {
+  checkHeads(embedDim, numHeads);
+  checkKvHeads(numHeads, numKvHeads);
+  if (numKvHeads === numHeads) return stateDict;
+  const E = embedDim;
+  const hd = E / numHeads;
+  const group = numHeads / numKvHeads;
+  const Ekv = numKvHeads * hd;
+  // Rows of width `cols` (1: the bias): Q's E rows, then K's and V's pooled to Ekv rows each.
+  const pool = (from, cols) => {
+    const out = new Float32Array((E + 2 * Ekv) * cols);
+    out.set(from.subarray(0, E * cols));
+    for (let part = 0; part < 2; part++) {
+      for (let g = 0; g < numKvHeads; g++) {
+        for (let r = 0; r < hd; r++) {
+          for (let c = 0; c < cols; c++) {
+            let sum = 0;
+            for (let k = 0; k < group; k++) sum += from[(E + part * E + (g * group + k) * hd + r) * cols + c];
+            out[(E + part * Ekv + g * hd + r) * cols + c] = sum / group;
+          }
+        }
+      }
+    }
+    return out;
+  };
+  return {
+    ...stateDict,
+    in_proj_weight: { data: pool(stateDict.in_proj_weight.data, E), shape: [E + 2 * Ekv, E] },
+    in_proj_bias: { data: pool(stateDict.in_proj_bias.data, 1), shape: [E + 2 * Ekv] },
   };
 }
 

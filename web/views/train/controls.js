@@ -1,25 +1,18 @@
 // The Train view's controls: the setup form (task; model: layers, heads, K/V heads, dModel, MLP,
-// LayerNorm, positions, RoPE's layout (shown only for rope), attention window; optimizer: learning rate, weight decay, batch, clip, seed) and the training bar
+// LayerNorm, positions, RoPE's layout, base and rotated fraction (shown only for rope), attention
+// window; optimizer: learning rate, weight decay, batch, clip, seed) and the training bar
 // (Play, Step, Reset, the log scale, the step counter, Export model, Load model). Built once;
 // sync() shows the state in them, readSetup() reads the form as a patch.
-import { button, checkbox, el, labelled, setText } from '../common/dom.js';
+import { button, checkbox, el, labelled, setOptions, setText } from '../common/dom.js';
 import { D_MODELS, NORMS, POSITIONS, ROPE_LAYOUTS, TASK_NAMES, kvHeadChoices, windowChoices } from './state.js';
 
-const FIELDS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'norm', 'positions', 'ropeLayout', 'attnWindow', 'lr',
-  'weightDecay', 'batch', 'clip', 'seed'];
+const FIELDS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'norm', 'positions', 'ropeLayout', 'ropeBase', 'ropeFraction',
+  'attnWindow', 'lr', 'weightDecay', 'batch', 'clip', 'seed'];
+// The settings of rope only: shown with it, and left out of a patch without it (applyTrainState
+// puts them back to their defaults when positions is not rope).
+const ROPE_FIELDS = ['ropeLayout', 'ropeBase', 'ropeFraction'];
 const TEXT_FIELDS = ['task', 'norm', 'positions', 'ropeLayout'];
 
-// A select's options: `values`, each shown as text(v); rebuilt only when they change.
-function setOptions(s, values, text = String) {
-  const key = values.map((v) => `${v}:${text(v)}`).join(',');
-  if (s.dataset.options === key) return;
-  s.dataset.options = key;
-  s.replaceChildren(...values.map((v) => {
-    const o = el('option', '', text(v));
-    o.value = String(v);
-    return o;
-  }));
-}
 const select = (name, values, label, text) => {
   const s = el('select');
   s.name = name;
@@ -52,6 +45,9 @@ export function buildControls(hidden) {
     norm: select('norm', NORMS, 'LayerNorm'),
     positions: select('positions', POSITIONS, 'Positions'),
     ropeLayout: select('ropeLayout', ROPE_LAYOUTS, 'RoPE layout', layoutText),
+    // Any base > 0 and fraction in (0, 1] is a setting (step any: no value is "out of step").
+    ropeBase: number('ropeBase', 'RoPE base', { min: 1, max: 1e9, step: 'any' }),
+    ropeFraction: number('ropeFraction', 'RoPE fraction', { min: 0.0625, max: 1, step: 'any' }),
     attnWindow: select('attnWindow', [0], 'Attention window', windowText),
     lr: number('lr', 'Learning rate', { min: 0.00001, max: 1, step: 0.0005 }),
     weightDecay: number('weightDecay', 'Weight decay', { min: 0, max: 1, step: 0.01 }),
@@ -64,8 +60,10 @@ export function buildControls(hidden) {
   taskRow.append(c.task.label);
   const modelRow = el('div', 'hs-train-row');
   modelRow.append(c.layers.label, c.heads.label, c.kvHeads.label, c.dModel.label, mlpLabel, c.norm.label, c.positions.label,
-    c.ropeLayout.label, c.attnWindow.label);
+    c.ropeLayout.label, c.ropeBase.label, c.ropeFraction.label, c.attnWindow.label);
   c.ropeLayout.control.title = 'Rotary embeddings\' pairs of dims: i with i + r/2 (half) or 2i with 2i + 1 (interleaved)';
+  c.ropeBase.control.title = 'Rotary embeddings\' base: pair i of r turns by position / base^(2i / r) (LLaMA: 10000; larger: slower angles)';
+  c.ropeFraction.control.title = 'The fraction of each head\'s dims that turn (GPT-NeoX\'s rotary_pct): the largest even number <= fraction x head dim';
   c.kvHeads.control.title = 'Key/value heads: each serves heads / K/V heads query heads (grouped-query attention; 1: multi-query)';
   c.attnWindow.control.title = 'Sliding-window attention: each token sees itself and the window - 1 tokens before it (full: all of them)';
   const optRow = el('div', 'hs-train-row');
@@ -112,7 +110,7 @@ export function buildControls(hidden) {
       control.removeAttribute('aria-invalid');
     }
     mlp.checked = state.mlp;
-    c.ropeLayout.label.hidden = state.positions !== 'rope';
+    for (const k of ROPE_FIELDS) c[k].label.hidden = state.positions !== 'rope';
     playButton.textContent = playing ? 'Pause' : 'Play';
     playButton.setAttribute('aria-pressed', String(playing));
     setText(counter, `step ${state.steps}${rate ? `, ${rate.toFixed(0)} steps/s` : ''}`);
@@ -124,8 +122,8 @@ export function buildControls(hidden) {
     for (const k of TEXT_FIELDS) patch[k] = c[k].control.value;
     for (const k of FIELDS) if (!TEXT_FIELDS.includes(k)) patch[k] = Number(c[k].control.value);
     patch.mlp = mlp.checked;
-    // The layout is a setting of rope only (another positions puts it back to its default).
-    if (patch.positions !== 'rope') delete patch.ropeLayout;
+    // The rotary settings are rope's only (another positions puts them back to their defaults).
+    if (patch.positions !== 'rope') for (const k of ROPE_FIELDS) delete patch[k];
     return patch;
   }
 
