@@ -6,9 +6,12 @@
 #ifndef HEADSCOPE_TESTS_CPP_JSON_CONFIG_H_
 #define HEADSCOPE_TESTS_CPP_JSON_CONFIG_H_
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "headscope/schema.h"
+#include "headscope/transformer.h"
 #include "nlohmann/json.hpp"
 
 namespace headscope::test {
@@ -43,6 +46,34 @@ Config ConfigFromJson(const ObjectSchema& schema, const nlohmann::json& j) {
     f.set(&c, value);
   }
   return c;
+}
+
+// The numbers of a nested JSON array, row-major, and (shape non-null) its dims.
+template <class T>
+void FlattenJson(const nlohmann::json& j, std::vector<T>* out, std::vector<int64_t>* shape = nullptr,
+                 size_t depth = 0) {
+  if (j.is_array()) {
+    if (shape != nullptr && shape->size() == depth) shape->push_back(static_cast<int64_t>(j.size()));
+    for (const nlohmann::json& e : j) FlattenJson(e, out, shape, depth + 1);
+  } else {
+    out->push_back(static_cast<T>(j.get<double>()));
+  }
+}
+
+// A Transformer of a golden file's "config" (PyTorch names) with its "state_dict" loaded; the
+// first failing Status, if any.
+inline Status TransformerFromJson(const nlohmann::json& doc, std::unique_ptr<Transformer>* model) {
+  HEADSCOPE_RETURN_IF_ERROR(Transformer::Create(
+      ConfigFromJson<TransformerConfig>(TransformerConfigSchema(), doc.at("config")), model));
+  for (const auto& [name, value] : doc.at("state_dict").items()) {
+    std::vector<float> data;
+    std::vector<int64_t> dims;
+    FlattenJson(value, &data, &dims);
+    Shape shape;
+    for (int64_t d : dims) shape.dims[shape.rank++] = d;
+    HEADSCOPE_RETURN_IF_ERROR((*model)->SetParameter(name, {data.data(), shape, data.size()}));
+  }
+  return Status::Ok();
 }
 
 }  // namespace headscope::test

@@ -4,18 +4,24 @@
 // packed one) and query tile (64 rows) while the context grows; sampling's rules (top_k, top_p,
 // seeds); non-causal models; head gates; bad options; tiny temperatures; generation in steps
 // (GenerateBegin / GenerateContinue) against Generate, and what ends one; the sinusoidal table's
-// rows computed once.
+// rows computed once; and PyTorch's greedy tokens (tests/golden/generate/, from
+// tools/make_generate_golden.py) for every attention variant.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "headscope/transformer.h"
+#include "json_config.h"
+#include "nlohmann/json.hpp"
 
 namespace headscope {
 namespace {
@@ -451,6 +457,45 @@ TEST(TransformerGenerate, BadOptionsAreRefusedNamingThem) {
   ok.max_new_tokens = 5;
   ASSERT_TRUE(m->Generate({p.data(), 1, 3}, ok, &g).ok());
   EXPECT_EQ(g.tokens.size(), 8u);
+}
+
+// tests/golden/generate: the reference module's greedy tokens with PyTorch (the whole sequence
+// recomputed in float64 at every step; every step's margin >= 1e-3, so float32 with a KV cache
+// must choose the same), for grouped-query / multi-query attention, both RoPE layouts, ALiBi,
+// windows shorter than the sequence and attention sinks.
+TEST(TransformerGenerate, GreedyTokensArePyTorchsOnEveryVariant) {
+  const std::string dir = std::string(HEADSCOPE_GOLDEN_DIR) + "/generate";
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_GE(files.size(), 9u) << dir << " (tools/make_generate_golden.py)";
+  size_t tokens_checked = 0;
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    const nlohmann::json doc = nlohmann::json::parse(text.str());
+    ASSERT_EQ(doc.at("kind"), "generate");
+    std::unique_ptr<Transformer> m;
+    const Status s = test::TransformerFromJson(doc, &m);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    std::vector<int32_t> prompt, want;
+    std::vector<int64_t> prompt_shape, want_shape;
+    test::FlattenJson(doc.at("prompt"), &prompt, &prompt_shape);
+    test::FlattenJson(doc.at("expected").at("tokens"), &want, &want_shape);
+    GenerateOptions o;
+    o.max_new_tokens = doc.at("max_new_tokens").get<int64_t>();
+    GenerateResult g;
+    ASSERT_TRUE(m->Generate({prompt.data(), prompt_shape[0], prompt_shape[1]}, o, &g).ok());
+    ASSERT_EQ(g.tokens_shape, (Shape{want_shape[0], want_shape[1]}));
+    EXPECT_EQ(g.tokens, want);
+    tokens_checked += static_cast<size_t>(want_shape[0] * o.max_new_tokens);
+  }
+  std::printf("[ generate goldens ] %zu files, %zu generated tokens equal PyTorch's\n",
+              files.size(), tokens_checked);
 }
 
 }  // namespace

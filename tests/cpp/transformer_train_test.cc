@@ -56,14 +56,8 @@ json ReadJson(const std::string& file) {
 }
 
 template <class T>
-void Flatten(const json& j, std::vector<T>* out, std::vector<int64_t>* shape = nullptr,
-             size_t depth = 0) {
-  if (j.is_array()) {
-    if (shape != nullptr && shape->size() == depth) shape->push_back(static_cast<int64_t>(j.size()));
-    for (const json& e : j) Flatten(e, out, shape, depth + 1);
-  } else {
-    out->push_back(static_cast<T>(j.get<double>()));
-  }
+void Flatten(const json& j, std::vector<T>* out, std::vector<int64_t>* shape = nullptr) {
+  test::FlattenJson(j, out, shape);
 }
 
 // (Through the schema: tests/cpp/json_config.h.)
@@ -88,19 +82,9 @@ Batch BatchOf(const json& tokens, const json& targets) {
 
 std::unique_ptr<Transformer> ModelOf(const json& doc) {
   std::unique_ptr<Transformer> model;
-  const Status s = Transformer::Create(ConfigOf(doc.at("config")), &model);
+  const Status s = test::TransformerFromJson(doc, &model);
   EXPECT_TRUE(s.ok()) << s.ToString();
-  if (!s.ok()) return nullptr;
-  for (const auto& [name, value] : doc.at("state_dict").items()) {
-    std::vector<float> data;
-    std::vector<int64_t> dims;
-    Flatten(value, &data, &dims);
-    Shape shape;
-    for (int64_t d : dims) shape.dims[shape.rank++] = d;
-    const Status set = model->SetParameter(name, {data.data(), shape, data.size()});
-    EXPECT_TRUE(set.ok()) << set.ToString();
-  }
-  return model;
+  return s.ok() ? std::move(model) : nullptr;
 }
 
 // max |got - want| / max(max |want|, floor).

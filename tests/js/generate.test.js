@@ -1,10 +1,13 @@
 // model.generate through WebAssembly: greedy generation with the KV cache gives, at every step,
 // the bits forward() gives the last position of the whole sequence so far (so its tokens are the
-// argmax of a full recomputation); sampling is a function of the seed and stays inside topK /
+// argmax of a full recomputation), and its greedy tokens are PyTorch's on every attention variant
+// (tests/golden/generate, tools/make_generate_golden.py); sampling is a function of the seed and stays inside topK /
 // topP; bad options are refused naming them and leave the model working.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { readFileSync, readdirSync } from 'node:fs';
 import { init } from '../../web/lib/index.js';
+import { field, TRANSFORMER_SCHEMA } from '../../web/lib/config.js';
 import { expectError } from './helpers.js';
 
 // The SIMD128 build, which the threaded module is: the bits compared with it below are a build's
@@ -239,4 +242,31 @@ test('the threaded module generates the same tokens and logits, bit for bit', as
     b.dispose();
     mt.close();
   }
+});
+
+test('greedy tokens equal PyTorch\'s on every attention variant (tests/golden/generate)', (t) => {
+  const dir = new URL('../golden/generate/', import.meta.url);
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+  assert.ok(files.length >= 9, `${files.length} generation goldens`);
+  let tokens = 0;
+  for (const f of files) {
+    const doc = JSON.parse(readFileSync(new URL(f, dir), 'utf8'));
+    // The golden's PyTorch-named config, in the JS API's names (through the schema).
+    const config = Object.fromEntries(Object.entries(doc.config).map(([k, v]) => [field(TRANSFORMER_SCHEMA, k).js, v]));
+    const m = hs.createTransformer({ ...config, seed: null });
+    try {
+      m.loadStateDict(Object.fromEntries(Object.entries(doc.state_dict).map(([k, v]) => {
+        const flat = v.flat(Infinity);
+        const shape = [];
+        for (let x = v; Array.isArray(x); x = x[0]) shape.push(x.length);
+        return [k, { data: Float32Array.from(flat), shape }];
+      })));
+      const g = m.generate(doc.prompt, { maxNewTokens: doc.max_new_tokens });
+      assert.deepEqual(g.tokens.toArray(), doc.expected.tokens, f);
+      tokens += doc.prompt.length * doc.max_new_tokens;
+    } finally {
+      m.dispose();
+    }
+  }
+  t.diagnostic(`${files.length} generation goldens: ${tokens} greedy tokens equal PyTorch's`);
 });
