@@ -78,6 +78,8 @@ export interface TrainState {
   ropeFraction: number;
   /** Sliding-window attention, 0 (full attention) to 256. */
   attnWindow: number;
+  /** Attention sinks (gpt-oss): a learned sink logit per head, so a head can attend to nothing (false: none). */
+  attnSinks: boolean;
   lr: number;
   weightDecay: number;
   batch: number;
