@@ -32,12 +32,13 @@ export async function sinkNumbers(model, heldRun, layers) {
 }
 
 /**
- * The section for a state with sinks (none without): a row per head, its sink logit and mean sink
- * mass per layer. `table` is variants.js's; `sinks` the evaluation's sinkNumbers.
+ * The section for an evaluation of a model with sinks (none without): a row per head, its sink
+ * logit and mean sink mass per layer. `sinks`: the evaluation's sinkNumbers (null without sinks),
+ * so the table is always that model's; `table` is variants.js's.
  */
-export function sinksTable(s, sinks, table) {
-  if (!s.attnSinks || !sinks) return [];
-  const rows = Array.from({ length: s.heads }, (_, h) => [[`H${h + 1}`],
+export function sinksTable(sinks, table) {
+  if (!sinks) return [];
+  const rows = Array.from({ length: sinks[0].logits.length }, (_, h) => [[`H${h + 1}`],
     ...sinks.flatMap(({ logits, mass }) => [[formatNumber(logits[h], 4), logits[h]], [formatNumber(mass[h], 4), mass[h]]])]);
   return [table('Attention sinks (gpt-oss): each head has a learned sink logit in every softmax row, so rows of the pattern ' +
     'may sum to less than 1: the head can attend to nothing. Each head\'s logit (the model\'s weights, 0 at step 0) and its mean ' +

@@ -6,9 +6,9 @@
 // beside the head's mean attention distance on the probe row per layer (sum_j P_ij |i - j| over
 // the engine's pattern, averaged over the rows: the definition of the engine's headStats.distance).
 //
-// Attention sinks (attnSinks): each head's learned sink logit (the model's stateDict()) and its mean
-// sink mass on the held-out rows (1 - the row sum of the engine's hook_pattern), measured in each
-// evaluation (session.js, variants-sinks.js).
+// Attention sinks (attnSinks): each head's learned sink logit (the model's stateDict()) and its
+// mean sink mass on the held-out rows (1 - the row sum of the engine's hook_pattern), measured in
+// each evaluation (session.js, variants-sinks.js).
 //
 // RoPE (positions 'rope'): its invariants in a section of their own (variants-rope.js), drawn only
 // for rope: the relative-position property (q_m . k_n depends on m - n only) and the two layouts
@@ -161,7 +161,7 @@ export function createVariants(t, { root, serial }) {
     drawKv(s);
     drawBand(s, t.task.seqLen);
     drawAlibi(s, t.task.seqLen);
-    sinks.replaceChildren(...sinksTable(s, t.last.sinks, table));
+    sinks.replaceChildren(...sinksTable(t.last.sinks, table));
   }
 
   /** After an evaluation: the panel for the view's setup (the engine's sizes fetched once per setup). */
