@@ -10,6 +10,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openPage, screenshot } from './harness.js';
 import { axe } from './axe.js';
+import { fromLink, openTrainedHead } from './train-helpers.js';
 
 const TRAIN = '#panel-train';
 
@@ -145,25 +146,10 @@ test('RoPE in the Train view: the layout control, the panel\'s RoPE tables are t
 
     // The URL: the same setting, the same run, the same panel.
     const before = await page.evaluate(() => window.headscopeDemo.train.getState());
-    const q = await openPage(`/demo/${hash}`);
-    try {
-      await settle(q.page, { steps: 30 });
-      assert.deepEqual(await q.page.evaluate(() => window.headscopeDemo.train.getState()), before);
-      assert.deepEqual(await q.page.evaluate(readRope), panel);
-      assert.deepEqual(q.pageErrors, []);
-    } finally {
-      await q.close();
-    }
+    assert.deepEqual(await fromLink(hash, { steps: 30, read: readRope, settle }), { state: before, panel, pageErrors: [] });
 
     // A head opens in the Heads view with the trained weights; the Walkthrough says why it cannot.
-    await page.click(`${TRAIN} .hs-train-head[data-layer="1"][data-head="2"] .hs-train-open`);
-    await page.waitForFunction(() => /layer 1 at step 30/.test(document.querySelector('#panel-heads .hs-heads-case-note')?.textContent ?? ''));
-    const [exported, hook] = await page.evaluate(async () => {
-      const blob = await window.headscopeDemo.heads.exportAs('json');
-      return [JSON.parse(await blob.text()).heads[0].weights, await window.headscopeDemo.train.patternOf(1, 2)];
-    });
-    let worst = 0;
-    exported.forEach((row, i) => row.forEach((v, j) => { worst = Math.max(worst, Math.abs(v - hook[i][j])); }));
+    const { worst } = await openTrainedHead(page, { layer: 1, head: 2, step: 30 });
     assert.ok(worst < 1e-5, `the Heads view's weights are the trained head's pattern (worst ${worst})`);
     assert.match(await page.textContent('#panel-walkthrough .hs-wt-note'), /turns q and k by position \(rope_dims\)\. A Heads view/);
 

@@ -9,6 +9,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { openPage } from './harness.js';
 import { axe } from './axe.js';
+import { fromLink, settleTrain as settle } from './train-helpers.js';
 
 const TRAIN = '#panel-train';
 
@@ -17,17 +18,6 @@ const readTables = () => [...document.querySelectorAll('#panel-train .hs-train-v
   t.caption.textContent,
   [...t.tBodies[0].rows].map((r) => [r.cells[0].textContent, ...[...r.cells].slice(1).map((c) => Number(c.dataset.value))]),
 ]);
-
-async function settle(page, want) {
-  await page.waitForFunction((w) => {
-    const s = window.headscopeDemo.train.getState();
-    return Object.entries(w).every(([k, v]) => s[k] === v) &&
-      document.querySelector('#panel-train .hs-train')?.dataset.ready === 'true' &&
-      document.querySelector('#panel-train .hs-train-variants')?.dataset.ready === 'true' &&
-      document.querySelector('#panel-train .hs-train-variants').dataset.drawn === JSON.stringify(s) &&
-      /^step \d+/.test(document.querySelector('#panel-train .hs-train-counter')?.textContent ?? '');
-  }, want, { timeout: 60_000 });
-}
 
 test('the variant controls: GQA, a window and ALiBi train; the panel is the engine\'s numbers; the URL round-trips', { timeout: 240_000 }, async () => {
   const p = await openPage('/demo/#train?steps=0');
@@ -151,15 +141,10 @@ test('the variant controls: GQA, a window and ALiBi train; the panel is the engi
 
     // The URL: the same setting opens from the link.
     const before = await page.evaluate(() => window.headscopeDemo.train.getState());
-    const q = await openPage(`/demo/${hash}`);
-    try {
-      await settle(q.page, { steps: 30 });
-      assert.deepEqual(await q.page.evaluate(() => window.headscopeDemo.train.getState()), before);
-      assert.deepEqual(await q.page.evaluate(readTables), tables, 'the same run, the same panel');
-      assert.deepEqual(q.pageErrors, []);
-    } finally {
-      await q.close();
-    }
+    const again = await fromLink(hash, { steps: 30, read: readTables });
+    assert.deepEqual(again.state, before);
+    assert.deepEqual(again.panel, tables, 'the same run, the same panel');
+    assert.deepEqual(again.pageErrors, []);
     // Export then Load model carries n_kv_heads and attn_window.
     const doc = await page.evaluate(() => window.headscopeDemo.train.exportModel());
     assert.equal(doc.config.n_kv_heads, 2);

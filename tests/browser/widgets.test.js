@@ -288,11 +288,12 @@ test('<headscope-train>: task, model and steps attributes train in the widget; a
   }
 });
 
-test('<headscope-train>: kv-heads, attn-window and the rope attributes reach the model\'s config; bad ones are named', { timeout: 120_000 }, async () => {
+test('<headscope-train>: kv-heads, attn-window, attn-sinks and the rope attributes reach the model\'s config; bad ones are named', { timeout: 120_000 }, async () => {
   const p = await widgetPage(`
-    <headscope-train id="r" task="copy" layers="1" heads="4" kv-heads="2" attn-window="4" positions="rope"
+    <headscope-train id="r" task="copy" layers="1" heads="4" kv-heads="2" attn-window="4" attn-sinks positions="rope"
       rope-layout="interleaved" rope-base="500" rope-fraction="0.5" compact hide="ablation whatif"></headscope-train>
-    <headscope-train id="parse" positions="rope" rope-base="-2" rope-fraction="1.5" rope-layout="spiral" kv-heads="x" attn-window="999"></headscope-train>
+    <headscope-train id="parse" positions="rope" rope-base="-2" rope-fraction="1.5" rope-layout="spiral" kv-heads="x" attn-window="999"
+      attn-sinks="maybe"></headscope-train>
     <headscope-train id="rule" heads="4" kv-heads="3" positions="learned" rope-base="100"></headscope-train>`, { count: 3 });
   try {
     const { page } = p;
@@ -303,14 +304,25 @@ test('<headscope-train>: kv-heads, attn-window and the rope attributes reach the
       return JSON.parse(await (await el.exportAs('case')).text()).config;
     }, id);
     const config = await configOf('#r');
-    assert.deepEqual([config.n_heads, config.n_kv_heads, config.attn_window, config.positions, config.rope_layout, config.rope_base, config.rope_fraction],
-      [4, 2, 4, 'rope', 'interleaved', 500, 0.5]);
+    assert.deepEqual([config.n_heads, config.n_kv_heads, config.attn_window, config.attn_sinks, config.positions, config.rope_layout,
+      config.rope_base, config.rope_fraction], [4, 2, 4, true, 'rope', 'interleaved', 500, 0.5]);
     const state = await page.evaluate(() => document.querySelector('#r').state);
-    assert.deepEqual([state.kvHeads, state.attnWindow, state.ropeLayout, state.ropeBase, state.ropeFraction], [2, 4, 'interleaved', 500, 0.5]);
+    assert.deepEqual([state.kvHeads, state.attnWindow, state.attnSinks, state.ropeLayout, state.ropeBase, state.ropeFraction],
+      [2, 4, true, 'interleaved', 500, 0.5]);
+    // The model has its sink logits (one per head, 0 from the seed at step 0).
+    const sinks = await page.evaluate(async () => {
+      const doc = JSON.parse(await (await document.querySelector('#r').exportAs('case')).text());
+      return doc.state_dict['blocks.0.attn.sinks'];
+    });
+    assert.deepEqual(sinks, [0, 0, 0, 0]);
     // A changed attribute changes the model.
     await page.evaluate(() => document.querySelector('#r').setAttribute('rope-base', '2500'));
     await page.waitForFunction(() => document.querySelector('#r').state.ropeBase === 2500);
     assert.equal((await configOf('#r')).rope_base, 2500);
+    // attn-sinks="false" turns the sinks off: a model without them.
+    await page.evaluate(() => document.querySelector('#r').setAttribute('attn-sinks', 'false'));
+    await page.waitForFunction(() => document.querySelector('#r').state.attnSinks === false);
+    assert.equal((await configOf('#r')).attn_sinks, undefined, 'no attn_sinks in the case of a model without sinks');
     const problems = (id) => page.evaluate((sel) => [...document.querySelector(sel).shadowRoot.querySelectorAll('.hs-widget-problems li')]
       .map((li) => li.textContent), id);
     const parse = (await problems('#parse')).join('\n');
@@ -319,6 +331,7 @@ test('<headscope-train>: kv-heads, attn-window and the rope attributes reach the
     assert.match(parse, /^rope-layout="spiral": expected one of half, interleaved/m);
     assert.match(parse, /^kv-heads="x": expected an integer in \[1, 128\]/m);
     assert.match(parse, /^attn-window="999": expected an integer in \[0, 256\]/m);
+    assert.match(parse, /^attn-sinks="maybe": expected no value \(present means on\), "true" or "false"/m);
     // Values of the right kind that the setup refuses: the message shows the attributes and names the field.
     const rule = (await problems('#rule')).join('\n');
     assert.match(rule, /kv-heads="3".*state\.kvHeads: expected a divisor of heads 4, got 3/);

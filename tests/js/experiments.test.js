@@ -3,7 +3,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { init, initWorker } from '../../web/lib/index.js';
-import { describeResult, EXPERIMENTS, formatTable, HEAD_COUNTS, planExperiment, runExperiment, summarize } from '../../web/lib/experiments.js';
+import { describeResult, EXPERIMENTS, formatTable, HEAD_COUNTS, planExperiment, runExperiment, summarize, VARIANT_FIELDS } from '../../web/lib/experiments.js';
 
 const hs = await init();
 after(() => assert.equal(hs.liveHandles(), 0));
@@ -79,7 +79,7 @@ test('describeResult says what the rows measured, whichever way it went', () => 
   assert.equal(describeResult({ rows: rows([[1, 64, 0.998], [4, 16, 1], [64, 1, 0.887]]) }),
     'Best: 4 heads of 16 dims, 100.0% held-out accuracy (mean of 3 seeds). One head does as well here: 99.8%. ' +
     'Heads of 1 dim are too narrow here: 88.7%.');
-  assert.deepEqual(Object.keys(EXPERIMENTS), ['log-line', 'induction', 'kv-heads', 'positions']);
+  assert.deepEqual(Object.keys(EXPERIMENTS), ['log-line', 'induction', 'kv-heads', 'positions', 'sinks']);
   assert.equal(planExperiment(EXPERIMENTS.induction).runs.length, 18);
 });
 
@@ -90,16 +90,33 @@ test('variants: one run per (variant, seed) at one head count, a row per variant
     [['MHA (8 K/V heads)', 8, 8, 1], ['GQA (2 K/V heads)', 8, 2, 1], ['MQA (1 K/V head)', 8, 1, 1]]);
   const positions = planExperiment(EXPERIMENTS.positions).runs;
   assert.deepEqual([...new Set(positions.map((r) => `${r.model.positions} ${r.model.attnWindow ?? 0}`))], ['learned 0', 'alibi 0', 'alibi 8', 'rope 0']);
+  // Attention sinks: plain vs sinks, the plain runs the kv-heads experiment's MHA runs (the same
+  // model config, task and seeds, so the same bits), the others with attnSinks in the config.
+  assert.deepEqual(VARIANT_FIELDS, ['nKvHeads', 'positions', 'attnWindow', 'attnSinks']);
+  const sinks = planExperiment(EXPERIMENTS.sinks).runs;
+  assert.deepEqual(sinks.map((r) => [r.variant, r.model.nHeads, r.model.attnSinks ?? false, r.seed]),
+    [['no sinks', 8, false, 1], ['no sinks', 8, false, 2], ['no sinks', 8, false, 3],
+      ['attention sinks', 8, true, 1], ['attention sinks', 8, true, 2], ['attention sinks', 8, true, 3]]);
+  assert.deepEqual(sinks.slice(0, 3).map(({ model, task }) => ({ model, task })),
+    runs.slice(0, 3).map(({ model, task }) => ({ model, task })), 'no sinks = kv-heads\' MHA runs');
+  assert.equal(planExperiment(EXPERIMENTS.sinks).options.steps, EXPERIMENTS['kv-heads'].steps);
   for (const [o, message] of [
     [{ task: { name: 'copy' }, heads: [1, 2], variants: [{ name: 'a' }] }, /options\.heads: expected one head count with variants/],
     [{ task: { name: 'copy' }, heads: [2], variants: [] }, /options\.variants: expected a non-empty array/],
-    [{ task: { name: 'copy' }, heads: [2], variants: [{ name: 'a', dModel: 8 }] }, /options\.variants\[0\]\.dModel: unknown field/],
+    [{ task: { name: 'copy' }, heads: [2], variants: [{ name: 'a', dModel: 8 }] },
+      /options\.variants\[0\]\.dModel: unknown field \(expected name, nKvHeads, positions, attnWindow, attnSinks\)/],
   ]) assert.throws(() => planExperiment(o), (e) => e.name === 'HeadscopeError' && message.test(e.message), JSON.stringify(o));
   // A small experiment of variants, run: a row per variant, in their order, with the variant named.
   const hs = await init({ simd: 'simd128' });
   const result = await runExperiment(hs, { task: { name: 'copy' }, dModel: 16, heads: [4], seeds: [1, 2], steps: 4, evalEvery: 2, evalRows: 4,
-    variants: [{ name: 'MHA' }, { name: 'MQA', nKvHeads: 1 }, { name: 'ALiBi, window 2', positions: 'alibi', attnWindow: 2 }] });
-  assert.deepEqual(result.rows.map((r) => [r.variant, r.heads, r.seeds]), [['MHA', 4, [1, 2]], ['MQA', 4, [1, 2]], ['ALiBi, window 2', 4, [1, 2]]]);
+    variants: [{ name: 'MHA' }, { name: 'MQA', nKvHeads: 1 }, { name: 'ALiBi, window 2', positions: 'alibi', attnWindow: 2 },
+      { name: 'sinks', attnSinks: true }] });
+  assert.deepEqual(result.rows.map((r) => [r.variant, r.heads, r.seeds]),
+    [['MHA', 4, [1, 2]], ['MQA', 4, [1, 2]], ['ALiBi, window 2', 4, [1, 2]], ['sinks', 4, [1, 2]]]);
+  // The sinks runs are another model: at step 0 the sink (logit 0) takes weight from every row, so
+  // the held-out loss differs from MHA's in the same seed.
+  const byVariant = (name) => result.runs.filter((r) => r.variant === name);
+  for (const k of [0, 1]) assert.notEqual(byVariant('sinks')[k].curve[0].heldOutLoss, byVariant('MHA')[k].curve[0].heldOutLoss);
   assert.match(formatTable(result), /^\| variant \| heads \|[^\n]*\n\|---\|---:\|[^\n]*\n\| MHA \| 4 \| 4 \|/);
   assert.match(describeResult(result), /^Best: (MHA|MQA|ALiBi, window 2), [\d.]+% held-out accuracy \(mean of 2 seeds\)\. .*: [\d.]+%, (worse|as good) here\.$/);
   assert.equal(hs.liveHandles(), 0);

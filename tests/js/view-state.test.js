@@ -114,6 +114,7 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
     heads: fc.constant(heads),
     kvHeads: fc.constantFrom(...divisors(heads)),
     attnWindow: fc.integer({ min: 0, max: 256 }),
+    attnSinks: fc.boolean(),
     mlp: fc.boolean(),
     norm: fc.constantFrom('pre', 'post', 'none'),
     positions: fc.constantFrom('learned', 'sinusoidal', 'none', 'alibi', 'rope'),
@@ -140,6 +141,7 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
     [{ colour: 1 }, /state\.colour: unknown field/],
     [{ kvHeads: 3, heads: 4 }, /state\.kvHeads: expected a divisor of heads 4, got 3/],
     [{ attnWindow: 257 }, /state\.attnWindow: expected an integer in \[0, 256\]/],
+    [{ attnSinks: 1 }, /state\.attnSinks: expected true or false, got 1/],
     [{ positions: 'rope', ropeLayout: 'diagonal' }, /state\.ropeLayout: expected one of "half", "interleaved", got "diagonal"/],
     [{ positions: 'rope', ropeBase: 0 }, /state\.ropeBase: expected a finite number > 0, got 0/],
     [{ positions: 'rope', ropeFraction: 1.5 }, /state\.ropeFraction: expected a number in \(0, 1\], got 1\.5/],
@@ -159,6 +161,12 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
   const variant = applyTrainState({ heads: 4, kvHeads: 1, attnWindow: 8, positions: 'alibi' }, defaultTrainState());
   assert.match(encodeTrainState(variant), /&heads=4&kvHeads=1&.*&positions=alibi&attnWindow=8&/);
   assert.equal(applyTrainState({ heads: 8 }, variant).kvHeads, 1, 'set K/V heads stay when they divide');
+  // Attention sinks: in a link only when on (attnSinks=1, after attnWindow), off by default.
+  assert.equal(defaultTrainState().attnSinks, false);
+  const sinks = applyTrainState({ attnSinks: true }, defaultTrainState());
+  assert.match(encodeTrainState(sinks), /&positions=learned&attnSinks=1&lr=/);
+  assert.deepEqual(applyTrainState(decodeTrainState(encodeTrainState(sinks)), defaultTrainState()), sinks);
+  assert.throws(() => applyTrainState(decodeTrainState('attnSinks=yes'), defaultTrainState()), /state\.attnSinks: expected true or false, got "yes"/);
   assert.throws(() => applyTrainState({ heads: 2 }, applyTrainState({ heads: 8, kvHeads: 4 }, defaultTrainState())),
     /kvHeads: expected a divisor of heads 2, got 4/);
   // RoPE: its fields in a link only off their defaults; another positions puts them back.

@@ -230,13 +230,17 @@ test('stateFromCase shows every tutorial-size unbatched self-attention golden ca
   }
 });
 
-test('stateFromCase leaves rotary embeddings and shared K/V heads to the Heads view', () => {
+test('stateFromCase leaves rotary embeddings, attention sinks and shared K/V heads to the Heads view', () => {
   const doc = golden('unbatched-self.json');
   const E = doc.config.embed_dim;
   const H = doc.config.num_heads;
   assert.ok(stateFromCase(doc).state);
   const rope = { ...doc, config: { ...doc.config, rope_dims: 2 } };
   assert.match(stateFromCase(rope).reason, /turns q and k by position \(rope_dims\).*Heads view/);
+  // Attention sinks: the walkthrough's rows sum to 1; a case with a sink logit per head is not its model.
+  const sinks = { ...doc, config: { ...doc.config, attn_sinks: true },
+    state_dict: { ...doc.state_dict, sinks: Array.from({ length: H }, () => 0.5) } };
+  assert.match(stateFromCase(sinks).reason, /has attention sinks \(attn_sinks\).*Heads view/);
   if (H > 1) {
     const G = 1;
     const rows = doc.state_dict.in_proj_weight;

@@ -2,12 +2,12 @@
 import type { Headscope, OptimizerOptions, RemoteHeadscope, TransformerConfig } from './index.js';
 
 export declare const HEAD_COUNTS: readonly number[];
-/** The documented experiments (docs/experiments.md): two of head counts, two of attention variants. */
-export declare const EXPERIMENTS: Readonly<Record<'log-line' | 'induction' | 'kv-heads' | 'positions', Readonly<ExperimentOptions>>>;
+/** The documented experiments (docs/experiments.md): two of head counts, three of attention variants. */
+export declare const EXPERIMENTS: Readonly<Record<'log-line' | 'induction' | 'kv-heads' | 'positions' | 'sinks', Readonly<ExperimentOptions>>>;
 /** The fields a variant may set. */
-export declare const VARIANT_FIELDS: readonly ['nKvHeads', 'positions', 'attnWindow'];
+export declare const VARIANT_FIELDS: readonly ['nKvHeads', 'positions', 'attnWindow', 'attnSinks'];
 /** One attention variant of an experiment: its name (the row's) and the config fields it sets. */
-export interface ExperimentVariant extends Partial<Pick<TransformerConfig, 'nKvHeads' | 'positions' | 'attnWindow'>> { name: string }
+export interface ExperimentVariant extends Partial<Pick<TransformerConfig, 'nKvHeads' | 'positions' | 'attnWindow' | 'attnSinks'>> { name: string }
 /** The rows in words: one head against the best, the narrowest heads against the best. */
 export declare function describeResult(result: { rows: readonly ExperimentRow[] }): string;
 

@@ -4,8 +4,8 @@
 // transformer on one built-in task (headscope/tasks) once per head count and seed, everything else
 // fixed (dModel, layers, optimizer, batches, steps), and reports each run's loss curves (training
 // and held-out) and final held-out accuracy, and per head count the mean, spread and time. An
-// experiment with `variants` compares attention variants instead (K/V heads, positions, a window)
-// at one head count: one run per (variant, seed), a row per variant. It runs
+// experiment with `variants` compares attention variants instead (K/V heads, positions, a window,
+// attention sinks) at one head count: one run per (variant, seed), a row per variant. It runs
 // on init()'s API (in this thread, one run after another) or on initWorker() engines (runs side by
 // side, one per worker): the same seeds give the same bits either way (docs/experiments.md).
 //
@@ -19,8 +19,9 @@ import { makeTask } from './tasks.js';
 export const HEAD_COUNTS = Object.freeze([1, 2, 4, 8, 16, 64]);
 
 /**
- * The two documented experiments (docs/experiments.md; tools/whatif.mjs and the Train view's
- * "What if?" run them): dModel 64, heads 1 ... 64, three seeds, the rest fixed.
+ * The documented experiments (docs/experiments.md; tools/whatif.mjs and the Train view's "What
+ * if?" run them): dModel 64, heads 1 ... 64, three seeds, the rest fixed; or 8 heads and a row per
+ * attention variant.
  */
 export const EXPERIMENTS = Object.freeze({
   // One counted position per line, the label after "?": PAGE iff the level is ERROR, service= is
@@ -38,10 +39,14 @@ export const EXPERIMENTS = Object.freeze({
   positions: Object.freeze({ task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400, heads: Object.freeze([8]),
     variants: Object.freeze([{ name: 'learned positions' }, { name: 'ALiBi', positions: 'alibi' }, { name: 'ALiBi, window 8', positions: 'alibi', attnWindow: 8 },
       { name: 'RoPE', positions: 'rope' }]) }),
+  // Attention sinks (gpt-oss): a learned logit per head in every softmax row lets a head attend to
+  // nothing. Does the induction circuit form as well with them? (The first row is kv-heads' MHA row.)
+  sinks: Object.freeze({ task: { name: 'induction', seqLen: 32 }, nLayers: 2, dMlp: 0, steps: 400, heads: Object.freeze([8]),
+    variants: Object.freeze([{ name: 'no sinks' }, { name: 'attention sinks', attnSinks: true }]) }),
 });
 
 /** What a variant may set (createTransformer's fields), besides its name. */
-export const VARIANT_FIELDS = Object.freeze(['nKvHeads', 'positions', 'attnWindow']);
+export const VARIANT_FIELDS = Object.freeze(['nKvHeads', 'positions', 'attnWindow', 'attnSinks']);
 
 /**
  * What an experiment's rows say, in words: one head against the best, the narrowest heads against

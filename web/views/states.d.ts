@@ -78,6 +78,8 @@ export interface TrainState {
   ropeFraction: number;
   /** Sliding-window attention, 0 (full attention) to 256. */
   attnWindow: number;
+  /** Attention sinks (gpt-oss): a learned sink logit per head, so a head can attend to nothing (false: none). */
+  attnSinks: boolean;
   lr: number;
   weightDecay: number;
   batch: number;
@@ -92,5 +94,5 @@ export type HeadsPart = 'grid' | 'lines' | 'ablation';
 export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
 export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain' | 'export';
 export type TrainControl = 'task' | 'model' | 'optimizer' | 'buttons' | 'variants' | 'detectors' | 'ablation' | 'whatif';
-export type ExperimentName = 'log-line' | 'induction' | 'kv-heads' | 'positions';
+export type ExperimentName = 'log-line' | 'induction' | 'kv-heads' | 'positions' | 'sinks';
 export type ExportFormat = 'svg' | 'png' | 'json' | 'csv';

@@ -143,6 +143,7 @@ const TRAIN_ATTRIBUTES = {
   heads: { parse: integer(1, 128), field: 'heads' },
   'kv-heads': { parse: integer(1, 128), field: 'kvHeads' },
   'attn-window': { parse: integer(0, MAX_WINDOW), field: 'attnWindow' },
+  'attn-sinks': { parse: boolean, field: 'attnSinks' },
   dmodel: { parse: numberOneOf(D_MODELS), field: 'dModel' },
   mlp: { parse: boolean, field: 'mlp' },
   norm: { parse: oneOf(NORMS), field: 'norm' },
@@ -438,7 +439,7 @@ class HeadscopeTrain extends HeadscopeWidget {
   static ATTRIBUTES = TRAIN_ATTRIBUTES;
   // One patch: a setup (and the step to train to) at once, so the model is made once.
   static FIELD_GROUPS = [['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', 'ropeLayout', 'ropeBase',
-    'ropeFraction', 'attnWindow', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps']];
+    'ropeFraction', 'attnWindow', 'attnSinks', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps']];
 
   static VIEW = train;
   static SHARED_ENGINE = false;  // the Train view trains in a Worker of its own

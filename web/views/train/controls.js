@@ -1,8 +1,8 @@
 // The Train view's controls: the setup form (task; model: layers, heads, K/V heads, dModel, MLP,
 // LayerNorm, positions, RoPE's layout, base and rotated fraction (shown only for rope), attention
-// window; optimizer: learning rate, weight decay, batch, clip, seed) and the training bar
-// (Play, Step, Reset, the log scale, the step counter, Export model, Load model). Built once;
-// sync() shows the state in them, readSetup() reads the form as a patch.
+// window, attention sinks; optimizer: learning rate, weight decay, batch, clip, seed) and the
+// training bar (Play, Step, Reset, the log scale, the step counter, Export model, Load model).
+// Built once; sync() shows the state in them, readSetup() reads the form as a patch.
 import { button, checkbox, el, labelled, setOptions, setText } from '../common/dom.js';
 import { D_MODELS, NORMS, POSITIONS, ROPE_LAYOUTS, TASK_NAMES, kvHeadChoices, windowChoices } from './state.js';
 
@@ -56,16 +56,19 @@ export function buildControls(hidden) {
     seed: number('seed', 'Seed', { min: 0, max: 2147483647, step: 1 }),
   };
   const { input: mlp, label: mlpLabel } = checkbox('mlp', ' MLP');
+  const { input: sinks, label: sinksLabel } = checkbox('attnSinks', ' attention sinks');
   const taskRow = el('div', 'hs-train-row');
   taskRow.append(c.task.label);
   const modelRow = el('div', 'hs-train-row');
   modelRow.append(c.layers.label, c.heads.label, c.kvHeads.label, c.dModel.label, mlpLabel, c.norm.label, c.positions.label,
-    c.ropeLayout.label, c.ropeBase.label, c.ropeFraction.label, c.attnWindow.label);
+    c.ropeLayout.label, c.ropeBase.label, c.ropeFraction.label, c.attnWindow.label, sinksLabel);
   c.ropeLayout.control.title = 'Rotary embeddings\' pairs of dims: i with i + r/2 (half) or 2i with 2i + 1 (interleaved)';
   c.ropeBase.control.title = 'Rotary embeddings\' base: pair i of r turns by position / base^(2i / r) (LLaMA: 10000; larger: slower angles)';
   c.ropeFraction.control.title = 'The fraction of each head\'s dims that turn (GPT-NeoX\'s rotary_pct): the largest even number <= fraction x head dim';
   c.kvHeads.control.title = 'Key/value heads: each serves heads / K/V heads query heads (grouped-query attention; 1: multi-query)';
   c.attnWindow.control.title = 'Sliding-window attention: each token sees itself and the window - 1 tokens before it (full: all of them)';
+  sinks.title = 'Attention sinks (gpt-oss): each head has a learned sink logit in every softmax row, so a row of the pattern may ' +
+    'sum to less than 1: the head can attend to nothing';
   const optRow = el('div', 'hs-train-row');
   optRow.append(c.lr.label, c.weightDecay.label, c.batch.label, c.clip.label, c.seed.label);
   taskRow.hidden = hidden.has('task');
@@ -110,6 +113,7 @@ export function buildControls(hidden) {
       control.removeAttribute('aria-invalid');
     }
     mlp.checked = state.mlp;
+    sinks.checked = state.attnSinks;
     for (const k of ROPE_FIELDS) c[k].label.hidden = state.positions !== 'rope';
     playButton.textContent = playing ? 'Pause' : 'Play';
     playButton.setAttribute('aria-pressed', String(playing));
@@ -122,6 +126,7 @@ export function buildControls(hidden) {
     for (const k of TEXT_FIELDS) patch[k] = c[k].control.value;
     for (const k of FIELDS) if (!TEXT_FIELDS.includes(k)) patch[k] = Number(c[k].control.value);
     patch.mlp = mlp.checked;
+    patch.attnSinks = sinks.checked;
     // The rotary settings are rope's only (another positions puts them back to their defaults).
     if (patch.positions !== 'rope') for (const k of ROPE_FIELDS) delete patch[k];
     return patch;

@@ -12,7 +12,9 @@ import { ropeDims } from './state.js';
  * engine.alibiSlopes) and -Infinity where the rules hide a key, which is the bias the layer adds.
  * With rotary positions the case carries the turn: rope_dims (the Transformer's RopeDims rule,
  * state.js ropeDims), rope_layout and rope_base; query i and key i are at position i, as in the
- * layer. (The Walkthrough cannot show such a case and says so: walkthrough/from-case.js.)
+ * layer. (The Walkthrough cannot show such a case and says so: walkthrough/from-case.js.) With
+ * attention sinks the case carries attn_sinks and the layer's trained sinks, so the Heads view's
+ * rows sum to less than 1 as the layer's do (the Walkthrough cannot show that either).
  */
 export async function layerCase({ model, probe, state, engine }, l) {
   const hook = state.norm === 'pre' ? `blocks.${l}.ln1.hook_normalized` : `blocks.${l}.hook_resid_pre`;
@@ -34,9 +36,10 @@ export async function layerCase({ model, probe, state, engine }, l) {
   return {
     name: `${state.task} layer ${l} at step ${state.steps}`,
     config: { embed_dim: D, num_heads: state.heads, ...(state.kvHeads !== state.heads ? { num_kv_heads: state.kvHeads } : {}), bias: true,
-      ...(r > 0 ? { rope_dims: r, rope_layout: state.ropeLayout, rope_base: state.ropeBase } : {}) },
+      ...(r > 0 ? { rope_dims: r, rope_layout: state.ropeLayout, rope_base: state.ropeBase } : {}),
+      ...(state.attnSinks ? { attn_sinks: true } : {}) },
     state_dict: { in_proj_weight: key('in_proj_weight'), in_proj_bias: key('in_proj_bias'),
-      'out_proj.weight': key('out_proj.weight'), 'out_proj.bias': key('out_proj.bias') },
+      ...(state.attnSinks ? { sinks: key('sinks') } : {}), 'out_proj.weight': key('out_proj.weight'), 'out_proj.bias': key('out_proj.bias') },
     inputs: { query, attn_mask: mask, need_weights: true, average_attn_weights: false },
   };
 }

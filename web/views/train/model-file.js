@@ -35,6 +35,7 @@ export function createModelFile(t, { session, loaded }) {
           n_heads: cfg.nHeads, n_kv_heads: cfg.nKvHeads, attn_window: cfg.attnWindow, d_mlp: cfg.dMlp, norm: cfg.norm,
           positions: cfg.positions,
           ...(cfg.positions === 'rope' ? { rope_layout: cfg.ropeLayout, rope_base: cfg.ropeBase, rope_fraction: cfg.ropeFraction } : {}),
+          ...(cfg.attnSinks ? { attn_sinks: true } : {}),
           causal: true, act: 'gelu',
           bias: true, ln_eps: 1e-5 },
         state_dict: Object.fromEntries(Object.entries(sd).map(([k, v]) => [k, nested(v)])),
@@ -60,7 +61,7 @@ export function createModelFile(t, { session, loaded }) {
       // The name's step is checked as a link's is (a step of 10^20 would be a run that never ends).
       const patch = { layers: cfg.nLayers, heads: cfg.nHeads, kvHeads: cfg.nKvHeads ?? cfg.nHeads, dModel: cfg.dModel,
         mlp: cfg.dMlp > 0, norm: cfg.norm, positions: cfg.positions, ropeLayout: cfg.ropeLayout, ropeBase: cfg.ropeBase,
-        ropeFraction: cfg.ropeFraction, attnWindow: cfg.attnWindow, steps: named[3] ? Number(named[3]) : 0,
+        ropeFraction: cfg.ropeFraction, attnWindow: cfg.attnWindow, attnSinks: cfg.attnSinks, steps: named[3] ? Number(named[3]) : 0,
         ...(named[1] ? { task: named[1], seed: Number(named[2]) } : {}) };
       if (cfg.dMlp !== 0 && cfg.dMlp !== 4 * cfg.dModel) throw new HeadscopeError('INVALID_ARGUMENT', `loadModel: config.d_mlp: the Train view takes 0 or 4 d_model (${4 * cfg.dModel}), got ${cfg.dMlp}`);
       for (const [key, want, name = key] of [['causal', true], ['act', 'gelu'], ['bias', true], ['tieEmbeddings', false, 'tie_embeddings']]) {

@@ -2,11 +2,13 @@
 // at a time (serial), so a reset, a chunk, an ablation or an export never interleave. Training
 // goes in chunks (the worker's train(), the batches task.batch(B, step) from the run's seed) with
 // an evaluation after each: held-out loss and accuracy, the probe row with every hook_pattern,
-// the head detectors. The page's thread only computes the task's `evaluate` and the detectors'
-// sums from the returned arrays.
+// the head detectors, and with attention sinks each head's sink logit and mean sink mass. The
+// page's thread only computes the task's `evaluate` and the detectors' sums (and the sink masses)
+// from the returned arrays.
 import { makeTask } from '../../lib/tasks.js';
 import { headScores } from '../../lib/detectors.js';
 import { trainSetup } from './state.js';
+import { sinkNumbers } from './variants-sinks.js';
 
 /** Held-out rows of each evaluation. */
 const EVAL_ROWS = 64;
@@ -69,12 +71,15 @@ export function createSession(t, { startWorker, draw, stopped, changed }) {
     const mine = t.generation;
     const hooks = Array.from({ length: t.state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`);
     const { model, held, probe, task } = t;
+    const withSinks = t.state.attnSinks;  // this model's (a new setup may replace the state meanwhile)
     const [heldRun, probeRun] = [await model.forward(held.tokens, { hooks }), await model.forward(probe.tokens, { hooks })];
+    // Attention sinks: each head's logit and mean sink mass on the held-out rows (variants-sinks.js).
+    const sinks = withSinks ? await sinkNumbers(model, heldRun, hooks.length) : null;
     if (mine !== t.generation || t.destroyed) return;
     const e = task.evaluate(heldRun.logits, held.targets);
     t.curve.push({ step: t.state.steps, trainLoss, heldOutLoss: e.loss, accuracy: e.accuracy });
     const scores = hooks.map((h) => headScores(heldRun.hooks[h], held.tokens));
-    t.last = { probeRun, scores };  // the last evaluation, which the ablation redraws with
+    t.last = { probeRun, scores, sinks };  // the last evaluation, which the ablation redraws with
     draw();
   }
 

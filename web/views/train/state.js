@@ -9,6 +9,8 @@
 //                                    heads equal to heads when they were (so links without it
 //                                    stay plain multi-head attention)
 //     attnWindow: 0..256             sliding-window attention (0: full attention)
+//     attnSinks: boolean             attention sinks (gpt-oss): a learned sink logit per head in
+//                                    every softmax row, so a head can attend to nothing
 //     mlp: boolean                   an MLP of 4 dModel per block, or attention only
 //     norm: 'pre' | 'post' | 'none', positions: 'learned' | 'sinusoidal' | 'none' | 'alibi' | 'rope' (the schema's choices)
 //     ropeLayout: 'half' | 'interleaved', ropeBase: number > 0, ropeFraction: number in (0, 1]
@@ -45,7 +47,7 @@ export const ropeDims = (s) => (s.positions === 'rope' ? 2 * Math.floor(s.ropeFr
 export const headsDivide = (s) => divisible(TRANSFORMER_SCHEMA, { dModel: s.dModel, nHeads: s.heads });
 /** The state's fields, in the order of a link's parameters. */
 export const TRAIN_KEYS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', ...ROPE_KEYS, 'attnWindow',
-  'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps'];
+  'attnSinks', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps'];
 /** The largest attention window a state takes (the tasks' rows are at most this long). */
 export const MAX_WINDOW = 256;
 /** The divisors of `heads`, from heads down: the K/V head counts a setting with `heads` can have. */
@@ -61,7 +63,7 @@ export const MAX_STEPS = 100_000;
 /** The induction preset: the two-layer attention-only model whose layer-1 head becomes an induction head. */
 export function defaultTrainState() {
   return { task: 'induction', layers: 2, heads: 2, kvHeads: 2, dModel: 32, mlp: false, norm: 'pre', positions: 'learned',
-    ...ROPE_DEFAULTS, attnWindow: 0, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0 };
+    ...ROPE_DEFAULTS, attnWindow: 0, attnSinks: false, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0 };
 }
 
 const fail = (where, message) => { throw new HeadscopeError('INVALID_ARGUMENT', `${where}: ${message}`); };
@@ -99,7 +101,7 @@ export function applyTrainState(patch, current, where = 'setState: state') {
   if (!headsDivide(next)) fail(`${where}.heads`, `expected a divisor of dModel ${next.dModel}, got ${next.heads}`);
   if (!Number.isInteger(next.kvHeads) || next.kvHeads < 1 || next.heads % next.kvHeads !== 0) fail(`${where}.kvHeads`, `expected a divisor of heads ${next.heads}, got ${next.kvHeads}`);
   int('attnWindow', 0, MAX_WINDOW);
-  if (typeof next.mlp !== 'boolean') fail(`${where}.mlp`, `expected true or false, got ${describe(next.mlp)}`);
+  for (const k of ['mlp', 'attnSinks']) if (typeof next[k] !== 'boolean') fail(`${where}.${k}`, `expected true or false, got ${describe(next[k])}`);
   oneOf('norm', NORMS);
   oneOf('positions', POSITIONS);
   for (const k of ROPE_KEYS) {
@@ -133,6 +135,7 @@ export function trainSetup(s, task) {
     model: { vocabSize: task.vocabSize, maxLen: task.seqLen, dModel: s.dModel, nLayers: s.layers, nHeads: s.heads,
       nKvHeads: s.kvHeads === s.heads ? null : s.kvHeads, attnWindow: s.attnWindow, dMlp: s.mlp ? 4 * s.dModel : 0, norm: s.norm, positions: s.positions,
       ...(s.positions === 'rope' ? { ropeLayout: s.ropeLayout, ropeBase: s.ropeBase, ropeFraction: s.ropeFraction } : {}),
+      ...(s.attnSinks ? { attnSinks: true } : {}),
       causal: true, act: 'gelu', bias: true, seed: s.seed },
     optimizer: { type: 'adamw', lr: s.lr, betas: [0.9, 0.999], eps: 1e-8, weightDecay: s.weightDecay,
       ...(s.clip > 0 ? { clipGradNorm: s.clip } : {}) },

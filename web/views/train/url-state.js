@@ -1,9 +1,9 @@
 // The Train view's state in a URL (`#train?task=induction&steps=300`): every field, numbers in
 // their shortest round-trip form, booleans 1/0. A value that is not of its field's kind is passed
 // on as it is, for applyTrainState to name (common/url-state.js has the codec). The variants'
-// fields are left out at their defaults (kvHeads equal to heads, attnWindow 0, the rotary fields'
-// defaults: ropeLayout half, ropeBase 10000, ropeFraction 1), so a link made before they existed
-// is the link of the same setting now, and decodes to it.
+// fields are left out at their defaults (kvHeads equal to heads, attnWindow 0, attnSinks off, the
+// rotary fields' defaults: ropeLayout half, ropeBase 10000, ropeFraction 1), so a link made before
+// they existed is the link of the same setting now, and decodes to it.
 import { boolText, decodeParams, encodeParams } from '../common/url-state.js';
 import { ROPE_DEFAULTS, TRAIN_KEYS } from './state.js';
 
@@ -11,12 +11,13 @@ const TEXT = new Set(['task', 'norm', 'positions', 'ropeLayout']);
 const readBoolean = (t) => (t === '1' || t === 'true' ? true : t === '0' || t === 'false' ? false : t);
 const readNumber = (t) => (t.trim() === '' ? NaN : Number(t));
 const TRAIN_PARAMS = Object.fromEntries(TRAIN_KEYS.map((k) => [k,
-  k === 'mlp' ? { write: boolText, read: readBoolean }
+  k === 'mlp' || k === 'attnSinks' ? { write: boolText, read: readBoolean }
     : TEXT.has(k) ? { write: String, read: (t) => t } : { write: String, read: readNumber }]));
 
 /** The Train view's state as URL parameters (without '#train?'): every field but the variants' defaults. */
 export function encodeTrainState(s) {
   return encodeParams(TRAIN_PARAMS, s, (k) => (k === 'kvHeads' && s.kvHeads === s.heads) || (k === 'attnWindow' && s.attnWindow === 0) ||
+    (k === 'attnSinks' && s.attnSinks === false) ||
     (k in ROPE_DEFAULTS && s[k] === ROPE_DEFAULTS[k]));
 }
 

@@ -6,6 +6,10 @@
 // beside the head's mean attention distance on the probe row per layer (sum_j P_ij |i - j| over
 // the engine's pattern, averaged over the rows: the definition of the engine's headStats.distance).
 //
+// Attention sinks (attnSinks): each head's learned sink logit (the model's stateDict()) and its
+// mean sink mass on the held-out rows (1 - the row sum of the engine's hook_pattern), measured in
+// each evaluation (session.js, variants-sinks.js).
+//
 // RoPE (positions 'rope'): its invariants in a section of their own (variants-rope.js), drawn only
 // for rope: the relative-position property (q_m . k_n depends on m - n only) and the two layouts
 // equal after the matching permutation of W_Q / W_K rows (and different without it), both from
@@ -15,6 +19,7 @@ import { formatNumber } from '../common/numbers.js';
 import { renderHeatmap } from '../common/heatmap.js';
 import { trainSetup } from './state.js';
 import { createRopeSection } from './variants-rope.js';
+import { sinksTable } from './variants-sinks.js';
 
 const fmtBytes = (b) => `${b.toLocaleString('en-US')} bytes`;
 
@@ -63,8 +68,9 @@ export function createVariants(t, { root, serial }) {
   const kv = el('div', 'hs-train-variants-kv');
   const band = el('div', 'hs-train-variants-window');
   const alibi = el('div', 'hs-train-variants-alibi');
+  const sinks = el('div', 'hs-train-variants-sinks');
   const rope = el('div', 'hs-train-variants-rope');
-  root.replaceChildren(kv, band, alibi, rope);
+  root.replaceChildren(kv, band, alibi, sinks, rope);
   const ropeSection = createRopeSection(t, { box: rope, serial, table });
   let key = null;
   let info = null;   // { kv: [[label, G, bytes]], slopes: Float32Array | null } of the setup `key`
@@ -155,6 +161,7 @@ export function createVariants(t, { root, serial }) {
     drawKv(s);
     drawBand(s, t.task.seqLen);
     drawAlibi(s, t.task.seqLen);
+    sinks.replaceChildren(...sinksTable(t.last.sinks, table));
   }
 
   /** After an evaluation: the panel for the view's setup (the engine's sizes fetched once per setup). */

@@ -97,7 +97,7 @@ function createTrain(root, options, where) {
     try {
       eachHead.disabled = true;
       await playback.update({ task: 'log-line', layers: 2, heads: 4, kvHeads: 4, dModel: 64, mlp: false, norm: 'pre',
-        positions: 'learned', attnWindow: 0, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 300 });
+        positions: 'learned', attnWindow: 0, attnSinks: false, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 300 });
       await serial(ablation.measureEachOff);
       dom.ablationBox.scrollIntoView?.({ block: 'start' });
     } catch (e) {

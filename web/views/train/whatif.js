@@ -15,7 +15,8 @@ import { button, el, setText, statusEl, svgEl } from '../common/dom.js';
 import { drawCurves, drawTable, H, W } from './whatif-draw.js';
 
 const LABELS = { 'log-line': 'How many heads? (log line)', induction: 'How many heads? (induction)',
-  'kv-heads': 'K/V heads: 8, 2 or 1? (induction)', positions: 'Learned positions, ALiBi, a window or RoPE? (induction)' };
+  'kv-heads': 'K/V heads: 8, 2 or 1? (induction)', positions: 'Learned positions, ALiBi, a window or RoPE? (induction)',
+  sinks: 'Attention sinks or none? (induction)' };
 const ownWorker = () => initWorker(undefined, { simd: 'simd128' });
 
 /**
@@ -32,7 +33,7 @@ function createWhatIf(root, { engine, state, workers = 2, startWorker = ownWorke
   const title = el('h2', 'hs-prose hs-train-h2', 'What if? The seeds\' experiments, run here');
   const note = el('p', 'hs-note hs-prose', 'The same model (dModel 64, 2 layers, attention only) trained with 1, 2, 4, 8, 16 ' +
     'and 64 heads (head dims 64 to 1), three seeds each, everything else fixed; or with 8 heads and the attention ' +
-    `variants (K/V heads; learned positions, ALiBi, a window, RoPE). The runs go side by side in ${workers} Workers.`);
+    `variants (K/V heads; learned positions, ALiBi, a window, RoPE; attention sinks). The runs go side by side in ${workers} Workers.`);
   const buttons = el('div', 'hs-train-buttons');
   const runButtons = Object.keys(EXPERIMENTS).map((name) => {
     const b = button(LABELS[name], 'hs-train-whatif-run');

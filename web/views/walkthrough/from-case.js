@@ -16,8 +16,9 @@ function sameTensor(a, b) {
  * Whether the walkthrough can show a case document (object or JSON text), and as which state.
  * It can when the case has a packed in_proj_weight, an unbatched query of at most 16 x 16, is
  * self-attention (key and value absent or equal to the query) and adds no extra keys
- * (add_bias_kv, add_zero_attn), no rotary embeddings (rope_dims), no shared K/V heads and no
- * ALiBi or window options. Biases and masks are kept, so the trace equals the case's forward.
+ * (add_bias_kv, add_zero_attn), no rotary embeddings (rope_dims), no attention sinks
+ * (attn_sinks), no shared K/V heads and no ALiBi or window options. Biases and masks are kept,
+ * so the trace equals the case's forward.
  * Malformed documents throw the library's PARSE_ERROR.
  * @returns {{ state: object } | { reason: string }}
  */
@@ -36,6 +37,7 @@ export function stateFromCase(caseDocument) {
   }
   // (The walkthrough's model has one K/V head per head and scores q . k as projected.)
   if ((c.config.ropeDims ?? 0) > 0) return heads('turns q and k by position (rope_dims)');
+  if (c.config.attnSinks) return heads('has attention sinks (attn_sinks): its rows of weights sum to less than 1');
   if (c.config.numKvHeads != null && c.config.numKvHeads !== H) {
     return heads('shares K/V heads (num_kv_heads)');
   }
