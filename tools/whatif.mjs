@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // The seeds' what-if experiments, measured (docs/experiments.md has the committed tables):
-//   node tools/whatif.mjs                       both experiments, as documented
-//   node tools/whatif.mjs --experiment log-line  one of them (log-line, induction)
+//   node tools/whatif.mjs                       every experiment of EXPERIMENTS, as documented
+//   node tools/whatif.mjs --experiment sinks     one of them (log-line, induction, kv-heads,
+//                                                positions, sinks)
 //   node tools/whatif.mjs --workers 2 --json    runs side by side in 2 Workers; JSON instead of tables
 // The same seeds give the same numbers on every run and machine (the times differ). Needs the
 // built package (npm run build).

@@ -309,7 +309,7 @@ test('checkCase parses the case as runCase does; parseCase takes the kind as the
   assert.deepEqual(parseCase(minimal).config, { vocabSize: 7, maxLen: 8, dModel: 4, nLayers: 1, nHeads: 1, dMlp: 0,
     norm: 'pre', positions: 'learned', causal: true, act: 'gelu', bias: true, lnEps: 1e-5, tieEmbeddings: false,
     ropeLayout: 'half', ropeBase: 10000, ropeFraction: 1,
-    nKvHeads: null, attnWindow: 0 });
+    nKvHeads: null, attnWindow: 0, attnSinks: false });
   assert.ok(hs.checkCase(minimal, hs.runCase(minimal)).ok, 'the small case is all defaults');
   // Unbatched tokens: results without the batch axis.
   const unbatched = hs.runCase(load('none-learned-gelu-mlp-l2-h2-unbatched.json'));

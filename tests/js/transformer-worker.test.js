@@ -57,7 +57,7 @@ test('createTransformer: config, parameterShapes and hookNames as the calling th
     const d = await remote.createTransformer({ vocabSize: 5, maxLen: 3, dModel: 4 });
     assert.deepEqual(d.config, { vocabSize: 5, maxLen: 3, dModel: 4, nLayers: 1, nHeads: 1, nKvHeads: null, attnWindow: 0, dMlp: 0, norm: 'pre',
       positions: 'learned', causal: true, act: 'gelu', bias: true, lnEps: 1e-5, tieEmbeddings: false,
-      ropeLayout: 'half', ropeBase: 10000, ropeFraction: 1, seed: 0 });
+      ropeLayout: 'half', ropeBase: 10000, ropeFraction: 1, attnSinks: false, seed: 0 });
     await d.dispose();
   } finally {
     await m.dispose();

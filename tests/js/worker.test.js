@@ -144,7 +144,7 @@ describe('initWorker', () => {
 
     const mha = await remote.createMultiheadAttention(SEED_CONFIG);
     assert.deepEqual(mha.config, { ...SEED_CONFIG, numKvHeads: 2, addBiasKV: false, addZeroAttn: false,
-      kdim: 4, vdim: 4, batchFirst: false, ropeDims: 0, ropeLayout: 'half', ropeBase: 10000 });
+      kdim: 4, vdim: 4, batchFirst: false, ropeDims: 0, ropeLayout: 'half', ropeBase: 10000, attnSinks: false });
     assert.ok(Object.isFrozen(mha.config));
     assert.deepEqual(mha.parameterShapes(), { in_proj_weight: [12, 4], 'out_proj.weight': [4, 4] });
     assert.equal(await mha.loadStateDict(SEED_STATE_DICT), undefined);
