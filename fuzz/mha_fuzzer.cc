@@ -153,7 +153,8 @@ std::string ConfigString(const MhaConfig& c) {
   return "E=" + Str(c.embed_dim) + " H=" + Str(c.num_heads) + " kdim=" + Str(c.kdim) +
          " vdim=" + Str(c.vdim) + " bias=" + Str(c.bias) + " bias_kv=" + Str(c.add_bias_kv) +
          " zero_attn=" + Str(c.add_zero_attn) + " batch_first=" + Str(c.batch_first) +
-         " kv_heads=" + Str(c.num_kv_heads) + " sinks=" + Str(c.attn_sinks);
+         " kv_heads=" + Str(c.num_kv_heads) + " sinks=" + Str(c.attn_sinks) +
+         " rope_dims=" + Str(c.rope_dims);
 }
 
 // --- Config ------------------------------------------------------------------------------------
@@ -217,6 +218,13 @@ ConfigDraw DrawConfig(FuzzedDataProvider& fdp) {
     default: break;
   }
   if (!d.invalid && !d.huge && c.kdim == c.embed_dim && fdp.ConsumeBool()) c.vdim = c.embed_dim;
+  // Rotary positions a quarter of the time on a valid config: r even and at most the head dim,
+  // either layout, the usual base or a fast one.
+  if (!d.invalid && !d.huge && c.head_dim() >= 2 && fdp.ConsumeIntegralInRange<int>(0, 3) == 0) {
+    c.rope_dims = 2 * fdp.ConsumeIntegralInRange<int64_t>(1, c.head_dim() / 2);
+    c.rope_layout = fdp.ConsumeBool() ? RopeLayout::kInterleaved : RopeLayout::kHalf;
+    c.rope_base = fdp.ConsumeBool() ? 100.0 : 10000.0;
+  }
   return d;
 }
 
@@ -751,7 +759,8 @@ void DrawCall(FuzzedDataProvider& fdp, Values& values, const MhaConfig& c, Call*
 
 // Head statistics of a fast-path call that also returned per-head weights: they must be the
 // statistics of those very weights (mha.h's definitions) computed here in double, to 1e-6 relative
-// plus float32's absolute resolution. Returns what differs, or "".
+// plus float32's absolute resolution; with attention sinks the entropy also counts the sink's
+// mass, 1 - the row's sum (kernels/attention.h). Returns what differs, or "".
 std::string HeadStatsMismatch(const ForwardResult& r, const MhaConfig& c) {
   const HeadStats& s = r.head_stats;
   const Shape& ws = r.weights_shape;
@@ -766,15 +775,17 @@ std::string HeadStatsMismatch(const ForwardResult& r, const MhaConfig& c) {
     for (size_t i = 0; i < L; ++i) {
       const float* w = r.weights.data() + (nh * L + i) * Sp;
       bool zero = true, nan = false;
-      double re = 0, rd = 0, rm = 0;
+      double re = 0, rd = 0, rm = 0, mass = 0;
       for (size_t j = 0; j < Sp; ++j) {
         zero = zero && w[j] == 0.0f;
         nan = nan || std::isnan(w[j]);
+        if (w[j] > 0) mass += static_cast<double>(w[j]);
         if (w[j] > 0) re -= static_cast<double>(w[j]) * std::log(static_cast<double>(w[j]));
         if (j < S) rd += static_cast<double>(w[j]) * (i > j ? i - j : j - i);
         rm = std::max(rm, static_cast<double>(w[j]));
       }
       if (zero) continue;
+      if (c.attn_sinks && 1.0 - mass > 0.0) re -= (1.0 - mass) * std::log(1.0 - mass);
       if (nan) re = rd = rm = std::numeric_limits<double>::quiet_NaN();
       e += re;
       d += rd;
