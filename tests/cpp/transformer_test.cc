@@ -81,17 +81,8 @@ void Load(const std::string& file, GoldenCase* g) {
   g->doc = ReadJson(file);
   ASSERT_EQ(g->doc.at("kind"), "transformer") << file;
   g->config = ConfigOf(g->doc.at("config"));
-  const Status s = Transformer::Create(g->config, &g->model);
+  const Status s = test::TransformerFromJson(g->doc, &g->model);  // (config, state_dict)
   ASSERT_TRUE(s.ok()) << file << ": " << s.ToString();
-  for (const auto& [name, value] : g->doc.at("state_dict").items()) {
-    std::vector<float> data;
-    std::vector<int64_t> dims;
-    Flatten(value, &data, &dims);
-    Shape shape;
-    for (int64_t d : dims) shape.dims[shape.rank++] = d;
-    const Status set = g->model->SetParameter(name, {data.data(), shape, data.size()});
-    ASSERT_TRUE(set.ok()) << file << ": " << set.ToString();
-  }
   const json& tokens = g->doc.at("inputs").at("tokens");
   const bool batched = tokens.size() > 0 && tokens[0].is_array();
   g->batch = batched ? static_cast<int64_t>(tokens.size()) : 1;

@@ -55,11 +55,6 @@ json ReadJson(const std::string& file) {
   return json::parse(text.str());
 }
 
-template <class T>
-void Flatten(const json& j, std::vector<T>* out, std::vector<int64_t>* shape = nullptr) {
-  test::FlattenJson(j, out, shape);
-}
-
 // (Through the schema: tests/cpp/json_config.h.)
 TransformerConfig ConfigOf(const json& j) {
   return test::ConfigFromJson<TransformerConfig>(TransformerConfigSchema(), j);
@@ -75,8 +70,8 @@ Batch BatchOf(const json& tokens, const json& targets) {
   Batch b;
   b.batch = static_cast<int64_t>(tokens.size());
   b.length = static_cast<int64_t>(tokens.at(0).size());
-  Flatten(tokens, &b.tokens);
-  Flatten(targets, &b.targets);
+  test::FlattenJson(tokens, &b.tokens);
+  test::FlattenJson(targets, &b.targets);
   return b;
 }
 
@@ -159,7 +154,7 @@ TEST(TransformerTrainGolden, LossGradientsAndGateGradientsMatchPyTorch) {
     ASSERT_NE(model, nullptr);
     const Batch b = BatchOf(doc.at("tokens"), doc.at("targets"));
     std::vector<float> gates;
-    if (!doc.at("head_gates").is_null()) Flatten(doc.at("head_gates"), &gates);
+    if (!doc.at("head_gates").is_null()) test::FlattenJson(doc.at("head_gates"), &gates);
     BackwardOptions o;
     o.head_gate_grads = true;
     const TransformerConfig& c = model->config();
@@ -175,12 +170,12 @@ TEST(TransformerTrainGolden, LossGradientsAndGateGradientsMatchPyTorch) {
     double scale = 0;
     for (const auto& [name, value] : doc.at("grads").items()) {
       std::vector<double> want;
-      Flatten(value, &want);
+      test::FlattenJson(value, &want);
       for (double v : want) scale = std::max(scale, std::abs(v));
     }
     for (const auto& [name, value] : doc.at("grads").items()) {
       std::vector<double> want;
-      Flatten(value, &want);
+      test::FlattenJson(value, &want);
       TensorView got;
       const Status g = model->Gradient(name, &got);
       ASSERT_TRUE(g.ok()) << g.ToString();
@@ -190,7 +185,7 @@ TEST(TransformerTrainGolden, LossGradientsAndGateGradientsMatchPyTorch) {
       worst.Note(e, f + " " + name);
     }
     std::vector<double> want_gates;
-    Flatten(doc.at("head_gate_grads"), &want_gates);
+    test::FlattenJson(doc.at("head_gate_grads"), &want_gates);
     ASSERT_EQ(r.head_gate_grads.size(), want_gates.size());
     std::vector<float> got_gates(r.head_gate_grads.begin(), r.head_gate_grads.end());
     double gscale = 0;
@@ -233,7 +228,7 @@ TEST(TransformerTrainGolden, CrossEntropyOfGivenLogitsMatchesPyTorch) {
     const std::string name = c.at("name");
     std::vector<float> logits;
     std::vector<int64_t> shape;
-    Flatten(c.at("logits"), &logits, &shape);
+    test::FlattenJson(c.at("logits"), &logits, &shape);
     ASSERT_EQ(shape.size(), 2u) << name;
     const int64_t P = shape[0], V = shape[1];
     const std::vector<int32_t> targets = c.at("targets").get<std::vector<int32_t>>();
@@ -251,7 +246,7 @@ TEST(TransformerTrainGolden, CrossEntropyOfGivenLogitsMatchesPyTorch) {
               loss)
         << name << ": the backward's loss is Loss's bits";
     std::vector<double> want_grad;
-    Flatten(c.at("grad"), &want_grad);
+    test::FlattenJson(c.at("grad"), &want_grad);
     ASSERT_EQ(want_grad.size(), grad.size()) << name;
     for (size_t i = 0; i < grad.size(); ++i) {
       EXPECT_NEAR(grad[i], want_grad[i], 1e-6) << name << " d loss / d logits[" << i << "]";
@@ -292,7 +287,7 @@ TEST(TransformerTrainGolden, FiveOptimizerStepsMatchPyTorch) {
       const size_t D = static_cast<size_t>(c.d_model);
       for (const auto& [name, value] : run.at("state_dict_after").items()) {
         std::vector<double> want;
-        Flatten(value, &want);
+        test::FlattenJson(value, &want);
         TensorView got;
         ASSERT_TRUE(model->GetParameter(name, &got).ok()) << name;
         // Entries whose gradient is zero in exact arithmetic get float32 rounding noise, which

@@ -89,6 +89,22 @@ export function optimizerOf(o) {
  * or maxSteps. Returns the measures at the start and the end ({ score, scores, secondHalfLoss,
  * loss, accuracy }), the steps and the seconds, and a line for the test's diagnostic.
  */
+/**
+ * The learning check of the variants' suites: trainInduction on `model`, its line as a
+ * diagnostic of test `t`, and a layer-1 induction head formed (best score > 0.4, second-half loss
+ * < 1.0) from a start without one (score < 0.2, second-half loss > 2.5). Returns trainInduction's
+ * result.
+ */
+export function expectInductionForms(t, model, makeTask, label) {
+  const result = trainInduction(model, makeTask, { label });
+  const { start, last, steps, line } = result;
+  t.diagnostic(line);
+  assert.ok(last.score > 0.4, `best layer-1 induction score ${last.score} after ${steps} steps`);
+  assert.ok(last.secondHalfLoss < 1.0, `second-half loss ${last.secondHalfLoss}`);
+  assert.ok(start.score < 0.2 && start.secondHalfLoss > 2.5);
+  return result;
+}
+
 export function trainInduction(model, makeTask, { maxSteps = 2000, every = 100, label = '' } = {}) {
   const optimizer = { type: 'adamw', lr: 3e-3, betas: [0.9, 0.999], eps: 1e-8, weightDecay: 0.01 };
   const task = makeTask('induction', { seqLen: 32, seed: 1 });
