@@ -18,6 +18,10 @@
 # each layout. Every other config's numbers are unchanged. And attn_sinks (default False):
 # gpt-oss's attention sinks, a learned logit per head in every softmax row's denominator
 # (the parameter blocks.{l}.attn.sinks); without it nothing changes.
+# And forward(..., patches=...): activation patching (TransformerLens's hook functions that return
+# a value), {hook name: function(activation) -> activation} for the residual-stream hooks and
+# attn.hook_z; the rest of the pass runs on what the function returns. Without patches (the
+# default) every number is the spec's.
 
 """The reference model for headscope's trainable transformer: a small decoder/encoder stack built
 from torch.nn.MultiheadAttention, written so that every name in its state_dict, every hook and
@@ -203,6 +207,21 @@ def apply_rope(x, positions, layout, base, rot_dims):
     return torch.cat([turned, rest], dim=-1)
 
 
+class Hooks(dict):
+    """The hooks of one forward (name -> tensor), and its activation patches: put() keeps a
+    patchable hook's value after its patch, which the pass then continues with."""
+
+    def __init__(self, patches=None):
+        super().__init__()
+        self.patches = patches or {}
+
+    def put(self, name, x):
+        if name in self.patches:
+            x = self.patches[name](x)
+        self[name] = x
+        return x
+
+
 class Block(nn.Module):
     def __init__(self, c):
         super().__init__()
@@ -227,23 +246,22 @@ class Block(nn.Module):
             hooks[f"blocks.{l}.{name}.hook_normalized"] = y
             return y
 
-        hooks[f"blocks.{l}.hook_resid_pre"] = x
+        x = hooks.put(f"blocks.{l}.hook_resid_pre", x)
         a_in = ln(self.ln1, x, "ln1") if self.norm == "pre" else x
         a = attention(self.attn, a_in, mask, hooks, f"blocks.{l}.attn", head_gates, bias,
                       self.rope)
-        hooks[f"blocks.{l}.hook_attn_out"] = a
+        a = hooks.put(f"blocks.{l}.hook_attn_out", a)
         x = x + a
         if self.norm == "post":
             x = ln(self.ln1, x, "ln1")
         if self.has_mlp:
-            hooks[f"blocks.{l}.hook_resid_mid"] = x
+            x = hooks.put(f"blocks.{l}.hook_resid_mid", x)
             m = self.mlp(ln(self.ln2, x, "ln2") if self.norm == "pre" else x)
-            hooks[f"blocks.{l}.hook_mlp_out"] = m
+            m = hooks.put(f"blocks.{l}.hook_mlp_out", m)
             x = x + m
             if self.norm == "post":
                 x = ln(self.ln2, x, "ln2")
-        hooks[f"blocks.{l}.hook_resid_post"] = x
-        return x
+        return hooks.put(f"blocks.{l}.hook_resid_post", x)
 
 
 def alibi_slopes(n):
@@ -321,8 +339,8 @@ def attention(mha, x, mask, hooks, name, head_gates=None, bias=None, rope=None):
     z = pattern @ v_h                                                # [B,H,T,dh]
     if head_gates is not None:
         z = z * head_gates.view(1, H, 1, 1)
-    hooks.update({f"{name}.hook_attn_scores": scores, f"{name}.hook_pattern": pattern,
-                  f"{name}.hook_z": z})
+    hooks.update({f"{name}.hook_attn_scores": scores, f"{name}.hook_pattern": pattern})
+    z = hooks.put(f"{name}.hook_z", z)
     concat = z.transpose(1, 2).reshape(B, T, D)
     return F.linear(concat, mha.out_proj.weight, mha.out_proj.bias)
 
@@ -369,11 +387,12 @@ class TinyTransformer(nn.Module):
         if c["tie_embeddings"]:
             self.unembed.weight = self.tok_embed.weight  # one Parameter, (V, D) as both need
 
-    def forward(self, tokens, head_gates=None):
+    def forward(self, tokens, head_gates=None, patches=None):
         """tokens: LongTensor [B, T] with T <= max_len. head_gates: optional [n_layers, n_heads].
+        patches: optional {hook name: function(tensor) -> tensor} (see Hooks).
         Returns (logits [B, T, vocab_size], hooks: dict name -> tensor)."""
         B, T = tokens.shape
-        hooks = {}
+        hooks = Hooks(patches)
         x = self.tok_embed(tokens)
         hooks["hook_embed"] = x
         if self.c["positions"] == "learned":

@@ -84,8 +84,15 @@ constexpr ArgNames kArgNames[] = {
     {"rope_base", "ropeBase", "config.ropeBase"},
     {"rope_fraction", "ropeFraction", "config.ropeFraction"},
     {"rope_dims", "ropeDims", "config.ropeDims"},
+    {"patches", "options.patches", "options.patches"},
+    {"layer", "options.layer", "options.layer"},
+    {"head", "options.head", "options.head"},
+    {"position", "options.position", "options.position"},
+    {"batch", "options.batch", "options.batch"},
+    {"corrupted", "corrupted", "corrupted"},
+    {"site", "options.site", "options.site"},
 };
-static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kRopeDims) + 1);
+static_assert(sizeof(kArgNames) / sizeof(kArgNames[0]) == static_cast<int>(Arg::kSite) + 1);
 
 }  // namespace
 

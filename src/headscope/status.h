@@ -49,6 +49,8 @@ enum class Arg {
   kWindow, kAttnWindow,  // the sliding window: MultiheadAttention's forward option, the config's
   kRopeLayout, kRopeBase, kRopeFraction,  // rotary position embeddings (both objects' layout and
   kRopeDims,                               // base, the Transformer's fraction, MHA's dims)
+  kPatches,  // the Transformer's activation patches (TransformerOptions::patches)
+  kLayer, kHead, kPosition, kBatch, kCorrupted, kSite,  // the causal experiments' (experiments.h)
 };
 enum class Naming { kTorch, kJs };
 void SetNaming(Naming naming);

@@ -597,6 +597,154 @@ Status Transformer::CheckGates(const TensorView& gates) const {
   return Status::Ok();
 }
 
+namespace {
+
+// Where an ActivationPatch lands: a residual-stream hook ([B, T, D]) or the heads' z.
+enum class PatchSite { kResidPre, kAttnOut, kResidMid, kMlpOut, kResidPost, kZ };
+struct PatchableHook {
+  const char* suffix;
+  PatchSite site;
+};
+constexpr PatchableHook kPatchable[] = {
+    {"hook_resid_pre", PatchSite::kResidPre}, {"hook_attn_out", PatchSite::kAttnOut},
+    {"hook_resid_mid", PatchSite::kResidMid}, {"hook_mlp_out", PatchSite::kMlpOut},
+    {"hook_resid_post", PatchSite::kResidPost}, {"attn.hook_z", PatchSite::kZ}};
+
+}  // namespace
+
+// An ActivationPatch checked against the config and the call's tokens (ResolvePatches).
+struct Transformer::Patch {
+  int64_t layer = -1;
+  PatchSite site = PatchSite::kResidPre;
+  int64_t head = -1, position = -1;
+  const float* values = nullptr;
+};
+
+Status Transformer::ResolvePatches(const TokenView& tokens,
+                                   const std::vector<ActivationPatch>& patches,
+                                   std::vector<Patch>* out) const {
+  const TransformerConfig& c = config_;
+  const int64_t B = tokens.batch, T = tokens.length, D = c.d_model, H = c.n_heads;
+  out->clear();
+  for (size_t i = 0; i < patches.size(); ++i) {
+    const ActivationPatch& p = patches[i];
+    const std::string at = std::string(ArgPath(Arg::kPatches)) + "[" + std::to_string(i) + "]";
+    Patch r;
+    for (int64_t l = 0; l < c.n_layers && r.layer < 0; ++l) {
+      for (const PatchableHook& h : kPatchable) {
+        const bool mlp = h.site == PatchSite::kResidMid || h.site == PatchSite::kMlpOut;
+        if ((!mlp || c.d_mlp > 0) && IsHook(p.hook, l, h.suffix)) {
+          r.layer = l;
+          r.site = h.site;
+          break;
+        }
+      }
+    }
+    if (r.layer < 0) {
+      return Status(StatusCode::kInvalidArgument, Arg::kPatches,
+                    at + ".hook: '" + QuoteInput(p.hook) +
+                        "' is not a patchable hook of this model (patchable: blocks.{l}." +
+                        "hook_resid_pre, hook_attn_out, " +
+                        (c.d_mlp > 0 ? "hook_resid_mid, hook_mlp_out, " : "") +
+                        "hook_resid_post and attn.hook_z, l in [0, " + Str(c.n_layers) + "))");
+    }
+    const bool z = r.site == PatchSite::kZ;
+    if (p.head != -1 && (!z || p.head < 0 || p.head >= H)) {
+      return Status(StatusCode::kInvalidArgument, Arg::kPatches,
+                    at + ".head: expected " +
+                        (z ? "-1 (every head) or a head in [0, " + Str(H) + ")"
+                           : std::string("-1 (only attn.hook_z patches one head)")) +
+                        ", got " + Str(p.head));
+    }
+    if (p.position < -1 || p.position >= T) {
+      return Status(StatusCode::kInvalidArgument, Arg::kPatches,
+                    at + ".position: expected -1 (every position) or a position in [0, " + Str(T) +
+                        "), got " + Str(p.position));
+    }
+    const Shape want = z ? Shape{B, H, T, D / H} : Shape{B, T, D};
+    if (p.values.data == nullptr || !(p.values.shape == want) ||
+        static_cast<int64_t>(p.values.size) != want.NumElements()) {
+      return Status(StatusCode::kShapeMismatch, Arg::kPatches,
+                    at + ".values: expected the hook's shape " + want.ToString() + ", got " +
+                        (p.values.data == nullptr ? std::string("no data")
+                                                  : p.values.shape.ToString()));
+    }
+    r.head = p.head;
+    r.position = p.position;
+    r.values = p.values.data;
+    out->push_back(r);
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Copies the selected positions of a [B, T, D] patch into `x` ([B*T, D] rows).
+void ApplyRowPatch(int64_t position, const float* values, int64_t B, int64_t T, int64_t D,
+                   float* x) {
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = position < 0 ? 0 : position; t < (position < 0 ? T : position + 1); ++t) {
+      const size_t row = static_cast<size_t>((b * T + t) * D);
+      std::memcpy(x + row, values + row, static_cast<size_t>(D) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace
+
+// Layer l's attn.hook_z patches: `concat` [B, T, D] holds the (gated) heads side by side, `out`
+// [B, T, D] the layer's output concat W_O^T + b_O. For each selected (b, t, h) the patched z
+// replaces the head's slice of concat, and out's row changes by W_O[:, h dh .. (h + 1) dh] times
+// (z_new - z_old), summed in double: the product with the other heads keeps its own bits.
+void Transformer::ApplyZPatches(int64_t l, int64_t B, int64_t T, const std::vector<Patch>& patches,
+                                float* concat, float* out) {
+  const int64_t D = config_.d_model, H = config_.n_heads, dh = D / H;
+  const float* wo = store_.data(layers_[static_cast<size_t>(l)]->out_proj_w);  // [D, D]
+  std::vector<double> diff(static_cast<size_t>(dh));
+  for (const Patch& p : patches) {
+    if (p.layer != l || p.site != PatchSite::kZ) continue;
+    for (int64_t b = 0; b < B; ++b) {
+      for (int64_t t = p.position < 0 ? 0 : p.position; t < (p.position < 0 ? T : p.position + 1);
+           ++t) {
+        float* row = concat + (b * T + t) * D;
+        float* o = out + (b * T + t) * D;
+        for (int64_t h = p.head < 0 ? 0 : p.head; h < (p.head < 0 ? H : p.head + 1); ++h) {
+          const float* z = p.values + ((b * H + h) * T + t) * dh;  // [B, H, T, dh]
+          for (int64_t k = 0; k < dh; ++k) {
+            diff[static_cast<size_t>(k)] =
+                static_cast<double>(z[k]) - static_cast<double>(row[h * dh + k]);
+            row[h * dh + k] = z[k];
+          }
+          for (int64_t e = 0; e < D; ++e) {
+            double sum = 0;
+            for (int64_t k = 0; k < dh; ++k) {
+              sum += static_cast<double>(wo[e * D + h * dh + k]) * diff[static_cast<size_t>(k)];
+            }
+            o[e] = static_cast<float>(static_cast<double>(o[e]) + sum);
+          }
+        }
+      }
+    }
+  }
+}
+
+Status Transformer::ReadOut(const float* rows, int64_t M, float* logits) {
+  HEADSCOPE_RETURN_IF_ERROR(Prepare());
+  const size_t D = static_cast<size_t>(config_.d_model), m = static_cast<size_t>(M);
+  if (config_.norm != NormPlacement::kPre) {
+    Unembed(rows, m, logits);
+    return Status::Ok();
+  }
+  AlignedBuffer normed;
+  if (!normed.Resize(m * D)) {
+    return Status(StatusCode::kResourceExhausted, "ReadOut: out of memory for " + Str(M) + " rows");
+  }
+  LayerNorm(rows, m, D, store_.data(ln_final_w_), store_.data(ln_final_b_), config_.ln_eps,
+            normed.data());
+  Unembed(normed.data(), m, logits);
+  return Status::Ok();
+}
+
 // What a refused call leaves (transformer.h ReleaseWorkspace): a forward that fails part way (the
 // logits of (2^20, 16) tokens, 1.81 GiB, grown before its activations did not fit) frees what it
 // grew, and its result.
@@ -656,6 +804,8 @@ Status Transformer::ForwardPass(const TokenView& tokens, const TransformerOption
     }
     result->hooks[i].first = options.hooks[i];
   }
+  std::vector<Patch> patches;
+  HEADSCOPE_RETURN_IF_ERROR(ResolvePatches(tokens, options.patches, &patches));
   HEADSCOPE_RETURN_IF_ERROR(Prepare());
   const uint64_t rows = static_cast<uint64_t>(B * T);
   size_t bytes = 0;
@@ -667,7 +817,7 @@ Status Transformer::ForwardPass(const TokenView& tokens, const TransformerOption
   bool hooks_failed = false;
   HEADSCOPE_RETURN_IF_ERROR(
       RunBlocks(tokens, /*pos0=*/0, options.head_gates, /*cached=*/false, bytes, &result->hooks,
-                &hooks_failed));
+                &hooks_failed, /*saved=*/nullptr, &patches));
   const size_t M = static_cast<size_t>(rows);
   const auto keep = [&](const char* suffix, const float* data, const Shape& shape) {
     KeepHook(-1, suffix, data, shape, &result->hooks, &hooks_failed);
@@ -729,7 +879,8 @@ void Transformer::Unembed(const float* rows, size_t M, float* logits) {
 Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const TensorView& gates,
                               bool cached, size_t bytes,
                               std::vector<std::pair<std::string, TraceTensor>>* hooks,
-                              bool* hooks_failed, Saved* saved) {
+                              bool* hooks_failed, Saved* saved,
+                              const std::vector<Patch>* patches) {
   const TransformerConfig& c = config_;
   const int64_t B = tokens.batch, T = tokens.length, D = c.d_model;
   const int64_t H = c.n_heads, L = c.n_layers;
@@ -750,6 +901,16 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     KeepHook(l, suffix, data, shape, hooks, hooks_failed);
   };
   const Shape btd{B, T, D};
+  // Forward's activation patches (none in training and generation): the [B, T, D] ones of
+  // layer l at `site` overwrite `x` before the hook there is kept.
+  const bool patching = patches != nullptr && !patches->empty();
+  const auto patch_rows = [&](int64_t l, PatchSite site, float* x) {
+    if (!patching) return;
+    for (const Patch& p : *patches) {
+      if (p.layer == l && p.site == site) ApplyRowPatch(p.position, p.values, B, T, D, x);
+    }
+  };
+  bool z_patched = false;  // this layer has an attn.hook_z patch
   // A training forward (saved): each stage's numbers the backward reads, copied as they appear.
   bool save_failed = false;
   const auto save = [&](AlignedBuffer* dst, const float* src, uint64_t n) {
@@ -799,7 +960,12 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
   for (int64_t l = 0; l < L; ++l) {
     Layer& layer = *layers_[static_cast<size_t>(l)];
     SavedLayer* sl = saved != nullptr ? &saved->layers[static_cast<size_t>(l)] : nullptr;
+    patch_rows(l, PatchSite::kResidPre, x_.data());
     keep(l, "hook_resid_pre", x_.data(), btd);
+    z_patched = false;
+    for (size_t i = 0; patching && i < patches->size(); ++i) {
+      z_patched = z_patched || ((*patches)[i].layer == l && (*patches)[i].site == PatchSite::kZ);
+    }
     if (sl != nullptr) save(&sl->resid_pre, x_.data(), MD);
     const float* a_in = x_.data();
     if (pre) {
@@ -818,7 +984,7 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
         traced = traced || IsHook((*hooks)[i].first, l, a);
       }
     }
-    const float* attn_out;
+    float* attn_out;
     if (sl != nullptr) {
       // Forward with the per-head weights: the same kernels and bits as without them (mha.h).
       // The gated concatenation (in the context's activations until the next layer's call) and
@@ -861,6 +1027,23 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       attn_out = attn_result_.output.data();
     } else if (traced) {
       HEADSCOPE_RETURN_IF_ERROR(layer.attn->Trace(in, in, in, o, &attn_trace_, &context_));
+      if (z_patched) {
+        // The trace's concat and output take the patch; its head_outputs (hook_z) are the same
+        // numbers split by head, copied back from the patched concat.
+        ApplyZPatches(l, B, T, *patches, attn_trace_.concat.data.data(),
+                      attn_trace_.output.data.data());
+        const int64_t dh = D / H;
+        float* z = attn_trace_.head_outputs.data.data();  // [B, H, T, dh]
+        const float* cat = attn_trace_.concat.data.data();
+        for (int64_t b = 0; b < B; ++b) {
+          for (int64_t h = 0; h < H; ++h) {
+            for (int64_t t = 0; t < T; ++t) {
+              std::memcpy(z + ((b * H + h) * T + t) * dh, cat + (b * T + t) * D + h * dh,
+                          static_cast<size_t>(dh) * sizeof(float));
+            }
+          }
+        }
+      }
       keep(l, "attn.hook_q", attn_trace_.q.data.data(), attn_trace_.q.shape);
       keep(l, "attn.hook_k", attn_trace_.k.data.data(), attn_trace_.k.shape);
       keep(l, "attn.hook_v", attn_trace_.v.data.data(), attn_trace_.v.shape);
@@ -876,12 +1059,16 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
     } else {
       HEADSCOPE_RETURN_IF_ERROR(layer.attn->Forward(in, in, in, o, &attn_result_, &context_));
       attn_out = attn_result_.output.data();
+      // The call leaves the gated concatenation in the context's activations (mha.cc).
+      if (z_patched) ApplyZPatches(l, B, T, *patches, context_.activations.concat, attn_out);
     }
+    patch_rows(l, PatchSite::kAttnOut, attn_out);
     keep(l, "hook_attn_out", attn_out, btd);
     AddInPlace(x_.data(), attn_out, M * Dz);
     if (post && sl != nullptr) save(&sl->sum1, x_.data(), MD);
     if (post) layer_norm(l, layer.ln1_w, layer.ln1_b, x_.data(), "ln1.hook_normalized");
     if (c.d_mlp > 0) {
+      patch_rows(l, PatchSite::kResidMid, x_.data());
       keep(l, "hook_resid_mid", x_.data(), btd);
       if (sl != nullptr) save(&sl->resid_mid, x_.data(), MD);
       const float* m_in = x_.data();
@@ -897,11 +1084,13 @@ Status Transformer::RunBlocks(const TokenView& tokens, int64_t pos0, const Tenso
       Activate(c.act, hidden_.data(), M * Mlp);
       MatMulPacked(hidden_.data(), Mlp, packed_->fc_out[static_cast<size_t>(l)].panels.data(),
                    fc_out_b, M, Dz, Mlp, 1.0f, mlp_out_.data(), Dz, threads);
+      patch_rows(l, PatchSite::kMlpOut, mlp_out_.data());
       keep(l, "hook_mlp_out", mlp_out_.data(), btd);
       AddInPlace(x_.data(), mlp_out_.data(), M * Dz);
       if (post && sl != nullptr) save(&sl->sum2, x_.data(), MD);
       if (post) layer_norm(l, layer.ln2_w, layer.ln2_b, x_.data(), "ln2.hook_normalized");
     }
+    patch_rows(l, PatchSite::kResidPost, x_.data());
     keep(l, "hook_resid_post", x_.data(), btd);
   }
   if (save_failed) return TooLarge(B, T, limit);

@@ -139,6 +139,28 @@ struct TokenView {
   int64_t length = 0;
 };
 
+// Activation patching (TransformerLens's hook functions that return a value): Forward replaces
+// part of one hook's activation with the caller's numbers, and everything after it in the pass
+// (the rest of the layer, the later layers, the logits, the hooks kept after that point) is
+// computed from the patched activation. The patchable hooks are the residual stream's and the
+// heads' outputs:
+//   blocks.{l}.hook_resid_pre, hook_attn_out, hook_resid_mid (d_mlp > 0), hook_mlp_out
+//   (d_mlp > 0), hook_resid_post  [B, T, D]: `position` selects one position (-1: all); `head`
+//   must be -1;
+//   blocks.{l}.attn.hook_z  [B, H, T, d_head]: `head` selects one head, `position` one position
+//   (-1: all). The patched z replaces the (gated) z that out_proj reads; the layer's output
+//   changes by out_proj.weight's columns of that head times the change of z, summed in double
+//   (the unpatched part of the product is the layer's own bits).
+// `values` has the whole hook's shape (the hook of another run, typically: a clean prompt's
+// activation patched into a corrupted run); only the selected slice is read. Patches apply in
+// their order; a hook asked for in `hooks` shows its patched values.
+struct ActivationPatch {
+  std::string hook;
+  int64_t head = -1;
+  int64_t position = -1;
+  TensorView values;
+};
+
 struct TransformerOptions {
   // Hooks to return, by name (TransformerHookNames); unknown names are refused. None: no hook is
   // kept and no layer runs its trace.
@@ -146,6 +168,10 @@ struct TransformerOptions {
   // [n_layers * n_heads] or empty: head h of layer l's output times head_gates[l * n_heads + h]
   // before its out_proj (MultiheadAttention's head_gates).
   TensorView head_gates;
+  // Activation patches (ActivationPatch), checked before any work: a hook that is not patchable
+  // for this config, a head or position out of range, or values of another shape are refused
+  // naming patches[i].
+  std::vector<ActivationPatch> patches;
 };
 
 struct TransformerResult {
@@ -366,6 +392,12 @@ class Transformer {
   static Status Loss(const float* logits, int64_t positions, int64_t vocab, const int32_t* targets,
                      double* loss);
 
+  // The model's read-out of residual-stream rows [M, d_model]: ln_final (pre-norm only) and the
+  // unembedding, into logits [M, vocab_size]; the kernels Forward ends with, so Forward's own
+  // final rows give its logits bit for bit. The logit lens (experiments.h) reads every layer's
+  // stream through it. kResourceExhausted if its scratch cannot be allocated.
+  Status ReadOut(const float* rows, int64_t M, float* logits);
+
   // ---- Training (transformer_train.cc) ----
   // The gradient of Loss(Forward(tokens).logits, targets) with respect to every parameter (and,
   // when asked, every head gate), by the backward of each stage of the reference module: the
@@ -422,9 +454,15 @@ class Transformer {
   static void KeepHook(int64_t l, const char* suffix, const float* data, const Shape& shape,
                        std::vector<std::pair<std::string, TraceTensor>>* hooks, bool* failed);
   void Unembed(const float* rows, size_t M, float* logits);
+  struct Patch;  // an ActivationPatch checked and resolved (transformer.cc)
+  Status ResolvePatches(const TokenView& tokens, const std::vector<ActivationPatch>& patches,
+                        std::vector<Patch>* out) const;
+  void ApplyZPatches(int64_t l, int64_t B, int64_t T, const std::vector<Patch>& patches,
+                     float* concat, float* out);
   Status RunBlocks(const TokenView& tokens, int64_t pos0, const TensorView& gates, bool cached,
                    size_t bytes, std::vector<std::pair<std::string, TraceTensor>>* hooks,
-                   bool* hooks_failed, Saved* saved = nullptr);
+                   bool* hooks_failed, Saved* saved = nullptr,
+                   const std::vector<Patch>* patches = nullptr);
   bool GrowSinusoids(int64_t need);
   void LastLogits(int64_t B, int64_t T);
   int32_t Sample(const float* row, const GenerateOptions& options, double u);
