@@ -27,6 +27,7 @@
 #include "headscope/mha.h"
 #include "headscope/parallel.h"
 #include "headscope/schema.h"
+#include "headscope/experiments.h"
 #include "headscope/transformer.h"
 
 namespace headscope {
@@ -80,8 +81,9 @@ constexpr int kResultWords = kResultTensors * kWordsPerTensor;
 
 // The Transformer's call block: these tensors, named as MultiheadAttention's are (no flags word:
 // its options are arguments). setParameter reads a state_dict entry from the parameter slot.
-constexpr const char* kModelCallSlots[] = {"tokens", "headGates", "targets"};
-enum ModelSlot : int { kTokensSlot, kGatesSlot, kTargetsSlot, kModelCallTensors };
+// (corrupted: activationPatching's corrupted tokens, int32 of the tokens' shape.)
+constexpr const char* kModelCallSlots[] = {"tokens", "headGates", "targets", "corrupted"};
+enum ModelSlot : int { kTokensSlot, kGatesSlot, kTargetsSlot, kCorruptedSlot, kModelCallTensors };
 static_assert(sizeof(kModelCallSlots) / sizeof(kModelCallSlots[0]) == kModelCallTensors);
 constexpr int kModelParameterSlot = kTokensSlot;
 // Its results, in this order; "*name" is a run of tensors of the call's own length (forward's
@@ -880,12 +882,78 @@ class TransformerHandle : public ModelHandle<Transformer, kModelCallTensors * kW
                : 0;
   }
 
+  // ---- The causal experiments (experiments.h) ----
+  // Tokens in slot 0, optional gates in slot 1. Result slot 0: the lens' logits (L + 1, B, T, V).
+  int logitLens() {
+    TokenView tokens;
+    const int code = ExperimentTokens(&tokens);
+    if (code != 0) return code;
+    return WriteExperiment(LogitLens(model_.get(), tokens, Gates(), &experiments_.lens),
+                           {{&experiments_.lens.logits, experiments_.lens.shape}});
+  }
+  // As logitLens. Result slot 0: the rollout (L, B, T, T).
+  int attentionRollout() {
+    TokenView tokens;
+    const int code = ExperimentTokens(&tokens);
+    if (code != 0) return code;
+    return WriteExperiment(AttentionRollout(model_.get(), tokens, Gates(), &experiments_.rollout),
+                           {{&experiments_.rollout.rollout, experiments_.rollout.shape}});
+  }
+  // As logitLens, and the score's indices as numbers (JS checks they are integers; here anything
+  // else becomes -1, which the core refuses by its range). Result slots 0..3: terms (S, d_head),
+  // dot, bias, score (S).
+  int scoreContributions(double layer, double head, double batch, double position) {
+    TokenView tokens;
+    const int code = ExperimentTokens(&tokens);
+    if (code != 0) return code;
+    const auto index = [](double v) {
+      return v >= 0 && v <= 16777216.0 && v == std::floor(v) ? static_cast<int64_t>(v) : int64_t{-1};
+    };
+    ScoreContributionsResult& r = experiments_.score;
+    return WriteExperiment(
+        ScoreContributions(model_.get(), tokens, Gates(),
+                           {index(layer), index(head), index(batch), index(position)}, &r),
+        {{&r.terms, r.terms_shape}, {&r.dot, r.row_shape}, {&r.bias, r.row_shape},
+         {&r.score, r.row_shape}});
+  }
+  // Clean tokens in slot 0, gates in slot 1, targets in slot 2, corrupted tokens in slot 3; site
+  // 0 heads, 1 positions. Result slots 0, 1: the loss and logit grids; the clean and corrupted
+  // runs' metrics in patchingBaseline(0..3) (clean loss, clean logit, corrupted loss, logit).
+  int activationPatching(int site) {
+    TokenView clean;
+    const int32_t* targets = nullptr;
+    int code = ExperimentTokens(&clean);
+    if (code == 0) code = TrainingInputs(&clean, &targets);
+    if (code != 0) return code;
+    PatchingOptions o;
+    o.targets = targets;
+    o.head_gates = Gates();
+    if (site != 0 && site != 1) {
+      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kSite,
+                             "expected 'heads' or 'positions'"));
+    }
+    o.site = site == 0 ? PatchingSite::kHeads : PatchingSite::kPositions;
+    const uint32_t* t = Slot(kCorruptedSlot);
+    if (t[kTypeWord] == kInt32 && t[kRankWord] == 2) {
+      o.corrupted = {reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(t[kAddressWord])),
+                     static_cast<int64_t>(t[kDimsWord]), static_cast<int64_t>(t[kDimsWord + 1])};
+    }
+    PatchingResult& r = experiments_.patching;
+    return WriteExperiment(ActivationPatching(model_.get(), clean, o, &r),
+                           {{&r.loss, r.shape}, {&r.logit, r.shape}});
+  }
+  double patchingBaseline(int i) const {
+    const PatchingResult& r = experiments_.patching;
+    return i == 0 ? r.clean_loss : i == 1 ? r.clean_logit : i == 2 ? r.corrupted_loss : r.corrupted_logit;
+  }
+
   // Frees what the last call kept (hooks, arena, generation, the model's workspace); they
   // regrow on demand. A generation in progress ends (it writes into generated_).
   void trim() {
     generateCancel();
     arena_.Release();
     result_store_ = TransformerResult();
+    experiments_ = Experiments();
     if (model_ != nullptr) model_->ReleaseWorkspace();
   }
 
@@ -928,6 +996,28 @@ class TransformerHandle : public ModelHandle<Transformer, kModelCallTensors * kW
     *targets = reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(t[kAddressWord]));
     return 0;
   }
+  int ExperimentTokens(TokenView* tokens) {
+    if (model_ == nullptr) return NotInitialized();
+    if (!CallTokens(tokens)) {
+      return Report(ArgError(StatusCode::kInvalidArgument, Arg::kTokens, "expected int32 (B, T)"));
+    }
+    return 0;
+  }
+  // An experiment's status; when it succeeded, its tensors into result slots 0, 1, ...
+  struct Out {
+    const AlignedBuffer* data;
+    Shape shape;
+  };
+  int WriteExperiment(const Status& status, std::initializer_list<Out> outs) {
+    const int code = Report(status);
+    if (code != 0) return code;
+    if (!GrowResult(outs.size())) return OutOfMemory();
+    size_t i = 0;
+    for (const Out& o : outs) {
+      WriteTensor(result_.data() + (i++) * kWordsPerTensor, o.data->data(), o.shape, o.data->size());
+    }
+    return 0;
+  }
   bool GrowResult(size_t tensors) {
     if (result_.size() >= tensors * kWordsPerTensor) return true;
     result_.resize(tensors * kWordsPerTensor);  // (a few words per hook: allocation cannot fail
@@ -946,6 +1036,13 @@ class TransformerHandle : public ModelHandle<Transformer, kModelCallTensors * kW
   double last_loss_ = 0;
   double kv_cache_bytes_ = 0;  // the last kvCacheBytesFor
   std::vector<float> gate_grads_;
+  // The last causal experiment's results (the result slots point into them).
+  struct Experiments {
+    LogitLensResult lens;
+    RolloutResult rollout;
+    ScoreContributionsResult score;
+    PatchingResult patching;
+  } experiments_;
   std::vector<uint32_t> result_ = std::vector<uint32_t>(kModelCallTensors * kWordsPerTensor);
 };
 
@@ -1025,7 +1122,12 @@ EMSCRIPTEN_BINDINGS(headscope) {
       .function("optimizerSteps", &TransformerHandle::optimizerSteps)
       .function("kvCacheBytesFor", &TransformerHandle::kvCacheBytesFor)
       .function("lastKvCacheBytes", &TransformerHandle::lastKvCacheBytes)
-      .function("kvCacheBytes", &TransformerHandle::kvCacheBytes);
+      .function("kvCacheBytes", &TransformerHandle::kvCacheBytes)
+      .function("logitLens", &TransformerHandle::logitLens)
+      .function("attentionRollout", &TransformerHandle::attentionRollout)
+      .function("scoreContributions", &TransformerHandle::scoreContributions)
+      .function("activationPatching", &TransformerHandle::activationPatching)
+      .function("patchingBaseline", &TransformerHandle::patchingBaseline);
   headscope::BindModelHandle<Handle::ModelHandle>("MultiheadAttentionModelHandle");
   emscripten::class_<Handle, emscripten::base<Handle::ModelHandle>>("Handle")
       .constructor<>()

@@ -170,13 +170,14 @@ test('errors arrive as one status (code and message) and name the JS argument', 
 // written by the one writer both classes share.
 test('the Transformer\'s named call slots reach C++ as JS wrote them (int32 ids, float gates)', () => {
   const T = hs._protocol.transformer;
-  assert.deepEqual(Object.keys(T.slot), ['tokens', 'headGates', 'targets']);
+  assert.deepEqual(Object.keys(T.slot), ['tokens', 'headGates', 'targets', 'corrupted']);
   assert.equal(T.parameterSlot, T.slot.tokens);
   const model = hs.createTransformer({ vocabSize: 11, maxLen: 8, dModel: 8, nLayers: 2, nHeads: 2 });
   const tensors = {
     tokens: { data: Int32Array.from([1, 2, 3, 4, 5, 6]), shape: [2, 3], count: 6, type: 'int32' },
     headGates: { data: Float32Array.from([1, 0.5, NaN, -0]), shape: [2, 2], count: 4, type: 'float' },
     targets: { data: Int32Array.from([2, 3, -100, 5, 6, 7]), shape: [2, 3], count: 6, type: 'int32' },
+    corrupted: { data: Int32Array.from([9, 8, 7, 0, 1, 10]), shape: [2, 3], count: 6, type: 'int32' },
   };
   const names = Object.keys(T.slot);
   for (let empty = -1; empty < names.length; empty++) {

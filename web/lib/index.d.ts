@@ -412,6 +412,53 @@ export interface TrainStepResult {
 /** Targets: the tokens' shape, integers in [0, vocabSize) or -100 (not counted). */
 export type TargetsInput = TokensInput;
 
+/** The experiments' options.headGates, as forward's. */
+export interface ExperimentOptions {
+  headGates?: TransformerForwardOptions['headGates'];
+}
+
+export interface ScoreContributionsOptions extends ExperimentOptions {
+  /** The layer, the query head and the query position (integers from 0). */
+  layer: number;
+  head: number;
+  position: number;
+  /** The batch row for (B, T) tokens; default 0. */
+  batch?: number;
+}
+
+/** One score split into its terms: for every key j of the query. */
+export interface ScoreContributions {
+  /** (T, dHead): q_d k_d / sqrt(dHead), with q and k as the scores use them (rotated under RoPE). */
+  terms: Tensor;
+  /** (T): the sum of each key's terms. */
+  dot: Tensor;
+  /** (T): what the kernels add to the product: ALiBi's -slope |i - j|, -Infinity where masked, else 0. */
+  bias: Tensor;
+  /** (T): the model's own score (attn.hook_attn_scores): dot + bias up to float rounding. */
+  score: Tensor;
+}
+
+export interface ActivationPatchingOptions extends ExperimentOptions {
+  /** 'heads' (default): a grid (nLayers, nHeads) patching attn.hook_z; 'positions': (nLayers, T) patching hook_resid_pre. */
+  site?: 'heads' | 'positions';
+}
+
+/** A run's metrics: the mean cross-entropy, and the mean logit of the target tokens. */
+export interface PatchingMetrics {
+  loss: number;
+  logit: number;
+}
+
+export interface ActivationPatchingResult {
+  site: 'heads' | 'positions';
+  /** The grid of the patched runs' losses. */
+  loss: Tensor;
+  /** The grid of the patched runs' mean target logits. */
+  logit: Tensor;
+  clean: PatchingMetrics;
+  corrupted: PatchingMetrics;
+}
+
 /** A tensor of int32 token ids. */
 export interface TokenTensor {
   data: Int32Array;
@@ -455,6 +502,15 @@ export interface Transformer {
    * generate(), for a non-causal model and after a cancelled generation.
    */
   kvCacheBytes(): number;
+  /** The logit lens: logits (nLayers + 1, B, T, V) (or (nLayers + 1, T, V)); stage 0 the embeddings, the last forward()'s logits. */
+  logitLens(tokens: TokensInput, options?: ExperimentOptions): { logits: Tensor };
+  /** Attention rollout (Abnar and Zuidema 2020): (nLayers, B, T, T) (or (nLayers, T, T)). */
+  attentionRollout(tokens: TokensInput, options?: ExperimentOptions): { rollout: Tensor };
+  /** One score split into its per-dimension terms, for every key of the query. */
+  scoreContributions(tokens: TokensInput, options: ScoreContributionsOptions): ScoreContributions;
+  /** Activation patching: the clean run's activation of each cell patched into the corrupted run. */
+  activationPatching(clean: TokensInput, corrupted: TokensInput, targets: TargetsInput,
+    options?: ActivationPatchingOptions): ActivationPatchingResult;
   dispose(): void;
 }
 
@@ -682,6 +738,10 @@ export interface RemoteTransformer {
   trainStep(...args: Parameters<Transformer['trainStep']>): Promise<TrainStepResult>;
   checkBatch(...args: Parameters<Transformer['checkBatch']>): Promise<void>;
   kvCacheBytes(): Promise<number>;
+  logitLens(...args: Parameters<Transformer['logitLens']>): Promise<ReturnType<Transformer['logitLens']>>;
+  attentionRollout(...args: Parameters<Transformer['attentionRollout']>): Promise<ReturnType<Transformer['attentionRollout']>>;
+  scoreContributions(...args: Parameters<Transformer['scoreContributions']>): Promise<ScoreContributions>;
+  activationPatching(...args: Parameters<Transformer['activationPatching']>): Promise<ActivationPatchingResult>;
   /** Many steps in the worker, in chunks, with progress events; resolves at once to the run. */
   train(spec: TrainSpec, options?: { onProgress?: (event: TrainProgress) => void }): Promise<TrainingRun>;
   /** Never rejects. */

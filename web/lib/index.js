@@ -412,7 +412,7 @@ const FLAG_NAMES = ['needWeights', 'averageWeights', 'isCausal', 'headStats', 'a
 const FORWARD_RESULTS = ['output', 'weights'];
 const HEAD_STATS_RESULTS = ['entropy', 'distance', 'maxWeight'];
 // The Transformer's: its call slots (by name, as MultiheadAttention's) and its results.
-const MODEL_CALL_SLOTS = ['tokens', 'headGates', 'targets'];
+const MODEL_CALL_SLOTS = ['tokens', 'headGates', 'targets', 'corrupted'];
 const MODEL_RESULTS = {
   forwardResults: ['logits', '*hooks'], generateResults: ['tokens', 'logits'],
   backwardResults: ['*grads', 'headGates'], parameterResults: ['parameter'],
@@ -1350,6 +1350,23 @@ function normalizeTransformerConfig(config) {
 }
 
 const TRANSFORMER_FORWARD = Object.freeze({ hooks: null, headGates: null });
+const EXPERIMENT_OPTIONS = Object.freeze({ headGates: null });
+const SCORE_OPTIONS = Object.freeze({ layer: null, head: null, position: null, batch: 0, headGates: null });
+const PATCHING_OPTIONS = Object.freeze({ site: 'heads', headGates: null });
+const PATCHING_SITES = Object.freeze(['heads', 'positions']);
+
+/** An index option of scoreContributions: an integer (the core checks its range). */
+function checkIndex(value, name) {
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0 || value > MAX_DIM) {
+    fail('INVALID_ARGUMENT', `${name}: expected an integer >= 0, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** A (n0, B, ...) result of unbatched tokens as (n0, ...): the batch axis (1) dropped. */
+function dropBatchAxis(t, batched) {
+  return batched ? t : new Tensor(t.data, [t.shape[0], ...t.shape.slice(2)]);
+}
 const TRANSFORMER_BACKWARD = Object.freeze({ headGates: null, headGateGrads: false });
 const TRANSFORMER_GENERATE = Object.freeze({
   maxNewTokens: 1, temperature: 0, topK: 0, topP: 1, seed: 0, headGates: null, logits: false,
@@ -1707,6 +1724,108 @@ class Transformer extends EngineObject {
     Transformer.check(this, 'kvCacheBytes');
     const handle = this._handle();
     return callCore(() => handle.kvCacheBytes());
+  }
+
+  // ---- Causal experiments (src/headscope/experiments.h; docs/api.md "Inside the model") ----
+
+  // tokens and options.headGates of an experiment into the call block.
+  _experimentInputs(tokens, options, allowed) {
+    const o = withDefaults(readOptions(options, allowed), allowed);
+    const { t, batched } = toTokenRows(tokens, 'tokens');
+    const gates = o.headGates === null ? null : toFloatTensor(o.headGates, 'options.headGates');
+    return { o, t, batched, gates };
+  }
+
+  /**
+   * The logit lens: the residual stream before the first block and after each block, read out as
+   * the model reads its last (ln_final under pre-norm, then the unembedding). Returns { logits }:
+   * a Tensor (nLayers + 1, B, T, vocabSize), or (nLayers + 1, T, vocabSize) for (T) tokens; stage
+   * 0 is the embeddings, stage l + 1 the stream after block l, and the last stage is forward()'s
+   * logits bit for bit. options.headGates as forward's.
+   */
+  logitLens(tokens, options = {}) {
+    Transformer.check(this, 'logitLens');
+    this._handle();
+    const { t, batched, gates } = this._experimentInputs(tokens, options, EXPERIMENT_OPTIONS);
+    const handle = this._handle();  // a getter may have disposed this object
+    this._write({ tokens: t, headGates: gates });
+    this._check(callCore(() => handle.logitLens()));
+    return { logits: dropBatchAxis(this._readResults(1)[0], batched) };
+  }
+
+  /**
+   * Attention rollout (Abnar & Zuidema 2020): per layer the heads' mean pattern with the residual
+   * connection, 0.5 A + 0.5 I, rows renormalised, multiplied through the layers in float64.
+   * Returns { rollout }: a Tensor (nLayers, B, T, T) (or (nLayers, T, T)); entry l is the rollout
+   * through blocks 0..l, row i how much each input position flows into position i's stream.
+   */
+  attentionRollout(tokens, options = {}) {
+    Transformer.check(this, 'attentionRollout');
+    this._handle();
+    const { t, batched, gates } = this._experimentInputs(tokens, options, EXPERIMENT_OPTIONS);
+    const handle = this._handle();
+    this._write({ tokens: t, headGates: gates });
+    this._check(callCore(() => handle.attentionRollout()));
+    return { rollout: dropBatchAxis(this._readResults(1)[0], batched) };
+  }
+
+  /**
+   * "Why is this weight high": head options.head of layer options.layer, query position
+   * options.position (of batch row options.batch, default 0): for every key j the score's terms
+   * q_d k_d / sqrt(dHead) (the rotated q and k under RoPE; a grouped-query head reads its group's
+   * key head), their sum dot, the bias the kernels add (ALiBi's -slope |i - j|; -Infinity where the
+   * key is masked; else 0) and the model's own score (dot + bias up to float rounding). Returns
+   * { terms: Tensor (T, dHead), dot, bias, score: Tensor (T) }.
+   */
+  scoreContributions(tokens, options) {
+    Transformer.check(this, 'scoreContributions');
+    this._handle();
+    if (options === undefined) {
+      fail('INVALID_ARGUMENT', 'options: expected { layer, head, position } (integers), got undefined');
+    }
+    const { o, t, gates } = this._experimentInputs(tokens, options, SCORE_OPTIONS);
+    const [layer, head, position, batch] = readArgument('options', () =>
+      ['layer', 'head', 'position', 'batch'].map((k) => checkIndex(o[k], `options.${k}`)));
+    const handle = this._handle();
+    this._write({ tokens: t, headGates: gates });
+    this._check(callCore(() => handle.scoreContributions(layer, head, batch, position)));
+    const [terms, dot, bias, score] = this._readResults(4);
+    return { terms, dot, bias, score };
+  }
+
+  /**
+   * Activation patching: runs `clean` and `corrupted` (token ids of one shape), then for every
+   * cell one run of `corrupted` with that cell's clean activation patched in, scored against
+   * `targets` (the tokens' shape; -100 where nothing is predicted). options.site 'heads' (the
+   * default): cell (l, h) patches head h's output (attn.hook_z) at every position, a grid
+   * (nLayers, nHeads); 'positions': cell (l, t) patches the residual stream entering block l
+   * (hook_resid_pre) at position t, a grid (nLayers, T). Returns { site, loss, logit: Tensor (the
+   * grid), clean: { loss, logit }, corrupted: { loss, logit } }: loss the mean cross-entropy,
+   * logit the mean logit of the target tokens over the counted positions (the correct token's
+   * logit). options.headGates apply to every run.
+   */
+  activationPatching(clean, corrupted, targets, options = {}) {
+    Transformer.check(this, 'activationPatching');
+    this._handle();
+    const o = withDefaults(readOptions(options, PATCHING_OPTIONS), PATCHING_OPTIONS);
+    const site = PATCHING_SITES.indexOf(o.site);
+    if (site < 0) {
+      fail('INVALID_ARGUMENT', `options.site: expected 'heads' or 'positions', got ${describe(o.site)}`);
+    }
+    const { t, y } = trainingRows(clean, targets);
+    const bad = toTokenRows(corrupted, 'corrupted').t;
+    if (bad.shape[0] !== t.shape[0] || bad.shape[1] !== t.shape[1]) {
+      fail('SHAPE_MISMATCH', `corrupted: expected the clean tokens' shape [${t.shape.join(', ')}], ` +
+        `got [${bad.shape.join(', ')}]`);
+    }
+    const gates = o.headGates === null ? null : toFloatTensor(o.headGates, 'options.headGates');
+    const handle = this._handle();
+    this._write({ tokens: t, headGates: gates, targets: y, corrupted: bad });
+    this._check(callCore(() => handle.activationPatching(site)));
+    const [loss, logit] = this._readResults(2);
+    const base = (i) => callCore(() => handle.patchingBaseline(i));
+    return { site: o.site, loss, logit, clean: { loss: base(0), logit: base(1) },
+      corrupted: { loss: base(2), logit: base(3) } };
   }
 
   /** Steps the current optimizer has taken (0 before setOptimizer). */
