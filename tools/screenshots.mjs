@@ -1,5 +1,5 @@
 // Regenerates the docs' screenshots (docs/screenshots/*.png) from the running page in Debian's
-// Chromium: `npm run build && node tools/screenshots.mjs`. Viewport-sized, one per view.
+// Chromium: `npm run build && node tools/screenshots.mjs [name ...]`. Viewport-sized, one per view.
 import { fileURLToPath } from 'node:url';
 import { openPage, shutdown } from '../tests/browser/harness.js';
 
@@ -20,6 +20,15 @@ const shots = [
   { name: 'train', path: '/demo/#train?steps=300', waitFor: () => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 300') },
   { name: 'train-heads', path: '/demo/#train?steps=300', scroll: '#panel-train .hs-train-grid',
     waitFor: () => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 300') },
+  // The causal experiments at step 500 of the induction preset: patching, then the lens and rollout.
+  { name: 'train-patching', path: '/demo/#train?steps=500', scroll: '#panel-train .hs-inside-patching',
+    waitFor: () => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 500'),
+    click: '#panel-train [name="inside-run"]',
+    then: () => document.querySelector('#panel-train .hs-train-inside')?.dataset.ready === 'true' },
+  { name: 'train-lens', path: '/demo/#train?steps=500', scroll: '#panel-train .hs-inside-lens',
+    waitFor: () => document.querySelector('#panel-train .hs-train-counter')?.textContent.startsWith('step 500'),
+    click: '#panel-train [name="inside-run"]',
+    then: () => document.querySelector('#panel-train .hs-train-inside')?.dataset.ready === 'true' },
   // The log-line experiment, run in the page (about a minute): curves, table and verdict.
   { name: 'whatif', path: '/demo/#train', scroll: '#panel-train .hs-train-whatif',
     waitFor: () => document.querySelector('#panel-train .hs-train')?.dataset.ready === 'true',
@@ -27,8 +36,10 @@ const shots = [
     then: () => document.querySelector('#panel-train .hs-train-whatif')?.dataset.done === 'log-line' },
 ];
 
+// `node tools/screenshots.mjs name ...`: only those shots.
+const only = process.argv.slice(2);
 try {
-  for (const s of shots) {
+  for (const s of shots.filter((x) => only.length === 0 || only.includes(x.name))) {
     const p = await openPage(s.path, { viewport: s.viewport, colorScheme: s.colorScheme,
       waitForReady: s.waitForReady ?? true });
     try {

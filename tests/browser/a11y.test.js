@@ -60,6 +60,9 @@ for (const colorScheme of ['light', 'dark']) {
         null, { timeout: 60_000 });
       await page.click('#panel-train [name="importance"]');
       await page.waitForSelector('#panel-train .hs-train-importance');
+      // The causal experiments' grids, lens table, rollout and score bars, drawn.
+      await page.click('#panel-train [name="inside-run"]');
+      await page.waitForFunction(() => document.querySelector('#panel-train .hs-train-inside')?.dataset.ready === 'true');
       const v = await axe(page, '#panel-train');
       assert.deepEqual(v, [], report(v));
       assert.deepEqual(p.pageErrors, []);

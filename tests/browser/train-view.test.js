@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { openPage } from './harness.js';
+import { trainInNode } from './node-run.js';
 import { init } from '../../web/lib/index.js';
 import { makeTask } from '../../web/lib/tasks.js';
 import { defaultTrainState, trainSetup } from '../../web/views/train/state.js';
@@ -13,17 +14,8 @@ const STEPS = 60;
 
 // The same run in Node, on the SIMD128 build the Train view's Worker uses.
 async function nodeRun(steps) {
-  const hs = await init({ simd: 'simd128' });
-  const s = defaultTrainState();
-  const task = makeTask(s.task, { seed: s.seed });
-  const setup = trainSetup(s, task);
-  const m = hs.createTransformer(setup.model);
+  const { model: m } = await trainInNode(steps);
   try {
-    m.setOptimizer(setup.optimizer);
-    for (let k = 0; k < steps; k++) {
-      const { tokens, targets } = task.batch(s.batch, k);
-      m.trainStep(tokens, targets);
-    }
     const sd = m.stateDict();
     return Object.fromEntries(Object.entries(sd).map(([k, v]) => [k, Array.from(new Uint32Array(v.data.buffer, v.data.byteOffset, v.data.length))]));
   } finally {

@@ -96,6 +96,8 @@ export interface TrainView extends Component<TrainState, Partial<TrainState>, Pr
   step(n?: number): Promise<void>;
   reset(): Promise<void>;
   isPlaying(): boolean;
+  /** Runs the "Inside the model" section's causal experiments on the probe row at the current step. */
+  lookInside(): Promise<void>;
   stateDict(): Promise<Record<string, Tensor>>;
   /** Layer `layer`'s attention on the probe row as an nn.MultiheadAttention case. */
   layerCase(layer: number): Promise<CaseDocument>;

@@ -93,6 +93,6 @@ export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' |
 export type HeadsPart = 'grid' | 'lines' | 'ablation';
 export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
 export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain' | 'export';
-export type TrainControl = 'task' | 'model' | 'optimizer' | 'buttons' | 'variants' | 'detectors' | 'ablation' | 'whatif';
+export type TrainControl = 'task' | 'model' | 'optimizer' | 'buttons' | 'variants' | 'detectors' | 'ablation' | 'inside' | 'whatif';
 export type ExperimentName = 'log-line' | 'induction' | 'kv-heads' | 'positions' | 'sinks';
 export type ExportFormat = 'svg' | 'png' | 'json' | 'csv';

@@ -1,6 +1,7 @@
 // The Train view's elements, built once: the intro, the controls (controls.js), the message line,
 // the curves (curves.js), the probe row's grid of heads, the variants panel's box (variants.js),
-// the detectors and ablation sections, and the box the what-if runner (whatif.js) renders into.
+// the detectors and ablation sections, the causal experiments' section (inside.js), and the box
+// the what-if runner (whatif.js) renders into.
 import { el, statusEl } from '../common/dom.js';
 import { createCurves } from './curves.js';
 
@@ -33,10 +34,14 @@ export function buildSkeleton(root, { compact, hidden, controls }) {
   const variants = el('div', 'hs-train-variants');
   variantsBox.append(el('h2', 'hs-prose hs-train-h2', 'The attention variant, in the engine\'s numbers'), variants);
   variantsBox.hidden = hidden.has('variants');
+  const insideBox = el('section', 'hs-train-inside-box');
+  const inside = el('div', 'hs-train-inside');
+  insideBox.append(el('h2', 'hs-prose hs-train-h2', 'Inside the model: patching, the logit lens, rollout, and why a weight is high'), inside);
+  insideBox.hidden = hidden.has('inside');
   const whatIf = el('div', 'hs-train-whatif-box');
   whatIf.hidden = hidden.has('whatif');
   view.append(intro, controls.form, controls.buttons, message, curves.element, gridTitle, probeText, grid, variantsBox,
-    detectorsBox, ablationBox, whatIf);
+    detectorsBox, ablationBox, insideBox, whatIf);
   root.replaceChildren(view);
-  return { view, message, curves, probeText, grid, variants, detectors, ablation, ablationBox, whatIf };
+  return { view, message, curves, probeText, grid, variants, detectors, ablation, ablationBox, inside, whatIf };
 }

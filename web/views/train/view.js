@@ -9,7 +9,7 @@
 // and draws an evaluation. Its parts: options.js, controls.js, skeleton.js, session.js (the
 // engine, one model, the job queue, chunks and evaluations), playback.js (play, pause, step,
 // reset, a new setup), heads-grid.js, variants.js (the variant's invariants), detectors.js,
-// ablation.js, curves.js, model-file.js (the model as a case file, and back), layer-case.js (a
+// ablation.js, inside.js (the causal experiments), curves.js, model-file.js (the model as a case file, and back), layer-case.js (a
 // layer as the Heads view's case), export.js, whatif.js (the what-if runner, a component).
 import { defineView } from '../common/component.js';
 import { changeReporter } from '../common/options.js';
@@ -23,6 +23,7 @@ import { createPlayback } from './playback.js';
 import { drawHeadGrid } from './heads-grid.js';
 import { drawDetectors } from './detectors.js';
 import { createAblation } from './ablation.js';
+import { createInside } from './inside.js';
 import { createVariants } from './variants.js';
 import { createModelFile, noModel } from './model-file.js';
 import { layerCase } from './layer-case.js';
@@ -68,6 +69,7 @@ function createTrain(root, options, where) {
     stopped: (text) => say(text, { keepError: true }) });
   const { serial } = session;
   const ablation = createAblation(t, { root: dom.ablation, serial, fail, redraw: draw });
+  const inside = createInside(t, { root: dom.inside, serial, fail });
   const playback = createPlayback(t, { session, sync, fail, changed, say });
   const variants = createVariants(t, { root: dom.variants, serial });
   const file = createModelFile(t, { session, loaded: (name) => {
@@ -87,6 +89,7 @@ function createTrain(root, options, where) {
     variants.draw();
     drawDetectors(dom.detectors, t.state, scores);
     ablation.draw();
+    inside.draw();
   }
 
   // "What does each head do?": one click trains the log-line task with 4 heads of 16 dims to step
@@ -170,6 +173,8 @@ function createTrain(root, options, where) {
     getState: () => ({ ...t.state }),
     play: playback.play, pause: playback.pause, step: playback.step, reset: playback.reset,
     isPlaying: () => t.playing,
+    /** Runs the "Inside the model" section's experiments at the current step (its button). */
+    lookInside: inside.measure,
     /** The trained weights: stateDict() of the model (names as the reference module's). */
     stateDict: () => serial(() => t.model.stateDict()),
     whatIf: runner,
