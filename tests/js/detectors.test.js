@@ -1,13 +1,16 @@
 // headscope/detectors: the head detectors against a line-by-line port of TransformerLens's
 // head_detector (its detection patterns and its "mul" score, exclude_bos, exclude_current_token)
 // on random patterns and tokens (fast-check); known patterns; a trained induction model's
-// circuit found (a previous-token head in layer 0, induction heads in layer 1); bad input.
+// circuit found (a previous-token head in layer 0, induction heads in layer 1); the keyword and
+// custom detectors (a token set; a matrix, a predicate or a formula) against their definitions,
+// the formula language against JavaScript, log-line's level head found at the answer rows; bad
+// input.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import { init } from '../../web/lib/index.js';
 import { makeTask } from '../../web/lib/tasks.js';
-import { DETECTORS, detectionPattern, headScores, modelHeadScores } from '../../web/lib/detectors.js';
+import { ALL_DETECTORS, DETECTORS, compileFormula, detectionPattern, headScores, modelHeadScores } from '../../web/lib/detectors.js';
 
 const hs = await init();
 after(() => assert.equal(hs.liveHandles(), 0));
@@ -182,4 +185,122 @@ test('bad input: HeadscopeError naming the argument', () => {
   for (const [f, re] of cases) {
     assert.throws(f, (e) => e.name === 'HeadscopeError' && re.test(e.message), String(re));
   }
+});
+
+// The keyword and custom detectors: "mul" scores of their detection patterns, as the four above.
+test('keyword and custom detectors are the "mul" score of their patterns; matrix, predicate and formula agree', () => {
+  fc.assert(fc.property(arbCase, fc.integer({ min: 0, max: 3 }), fc.integer({ min: 1, max: 3 }), (c, keyword, back) => {
+    const { tokens, pattern } = materialize(c);
+    const { B, H, T } = c;
+    const formula = `j == i - ${back} || tj == ${keyword} && j < i`;
+    const js = (i, j, t) => j === i - back || (t[j] === keyword && j < i);
+    // Every row: the formula's matrix of each sequence differs, so the matrix form takes one row.
+    const targets = tokens.map((row) => row.map((_, i) => (i % 2 === 0 ? 7 : -100)));
+    const opts = { excludeBos: c.excludeBos, excludeCurrentToken: c.excludeCurrentToken, keywords: [keyword] };
+    const byFormula = headScores(pattern, tokens, { ...opts, detectors: ['keyword', 'custom'], custom: formula, targets });
+    const byFunction = headScores(pattern, tokens, { ...opts, detectors: ['custom'], custom: (i, j, t) => js(i, j, t), targets });
+    assert.deepEqual(byFunction.custom, byFormula.custom);
+    for (let h = 0; h < H; h++) {
+      for (const [name, D] of [['keyword', (t) => t.map((_, i) => t.map((tj, j) => (j <= i && tj === keyword ? 1 : 0)))],
+        ['custom', (t) => t.map((_, i) => t.map((__, j) => (j <= i && js(i, j, t) ? 1 : 0)))]]) {
+        let want = 0;
+        for (let b = 0; b < B; b++) {
+          // Only the counted (even) rows: the others' attention is left out of both sums.
+          const P = Array.from({ length: T }, (_, i) => (i % 2 === 0
+            ? Array.from(pattern.data.subarray(((b * H + h) * T + i) * T, ((b * H + h) * T + i + 1) * T)) : new Array(T).fill(0)));
+          want += tlScore(P, D(tokens[b]), c.excludeBos, c.excludeCurrentToken);
+        }
+        want /= B;
+        const g = byFormula[name][h];
+        if (Number.isNaN(want)) assert.ok(Number.isNaN(g), `${name} h${h}: NaN expected`);
+        else assert.ok(Math.abs(g - want) <= 1e-12 * Math.max(1, Math.abs(want)), `${name} h${h}: ${g} vs ${want}`);
+      }
+    }
+    // The matrix form of the first sequence's pattern gives its scores.
+    const D = detectionPattern('custom', tokens[0], { custom: formula });
+    const one = { data: pattern.data.subarray(0, H * T * T), shape: [1, H, T, T] };
+    const matrix = Array.from({ length: T }, (_, i) => Array.from(D.subarray(i * T, (i + 1) * T)));
+    assert.deepEqual(headScores(one, [tokens[0]], { detectors: ['custom'], custom: matrix }).custom,
+      headScores(one, [tokens[0]], { detectors: ['custom'], custom: formula }).custom);
+  }), { numRuns: 200 });
+});
+
+test('the formula language: operators, precedence and vocabulary tokens as JavaScript computes them', () => {
+  const vocab = ['<bos>', 'a', 'b', 'ERROR'];
+  const cases = [
+    ['j == i - 2', (i, j) => j === i - 2],
+    ['i - j >= 2 && i - j <= 3', (i, j) => i - j >= 2 && i - j <= 3],
+    ['j % 3 == 0 || !(tj == ti)', (i, j, ti, tj) => j % 3 === 0 || !(tj === ti)],
+    ['tj == "ERROR"', (i, j, ti, tj) => tj === 3],
+    ['(i + j) / 2 == j', (i, j) => Math.trunc((i + j) / 2) === j],
+    ['j == T - 1 - i', (i, j, ti, tj, T) => j === T - 1 - i],
+    ['-j + i * 2 > 3 == 1', (i, j) => ((-j + i * 2 > 3) ? 1 : 0) === 1],
+    ['i / 0 == 0 && i % 0 == 0', () => true],
+    ['tj', (i, j, ti, tj) => tj !== 0],
+  ];
+  for (const [text, js] of cases) {
+    const f = compileFormula(text, { vocab });
+    for (let i = 0; i < 6; i++) {
+      for (let j = 0; j <= i; j++) {
+        for (const [ti, tj] of [[0, 0], [1, 3], [2, 2], [3, 1]]) assert.equal(f(i, j, ti, tj, 6), js(i, j, ti, tj, 6), `${text} at ${i} ${j} ${ti} ${tj}`);
+      }
+    }
+  }
+  const bad = [
+    ['j ==', /at character 5: expected a number/],
+    ['x > 1', /at character 1: unknown name x/],
+    ['tj == "WARN"', /at character 7: "WARN" is not a token of the vocabulary/],
+    ['i ) j', /at character 3: expected an operator or the end, got \)/],
+    ['1 $ 2', /at character 3: unexpected \$ 2/],
+    ['(i == j', /expected \), got the end/],
+    ['', /expected a formula/],
+    ['i'.repeat(501), /at most 500 characters/],
+    [42, /expected a formula/],
+  ];
+  for (const [text, re] of bad) {
+    assert.throws(() => compileFormula(text, { vocab, name: 'options.custom' }),
+      (e) => e.name === 'HeadscopeError' && e.code === 'INVALID_ARGUMENT' && /^options\.custom: /.test(e.message) && re.test(e.message), String(re));
+  }
+  // A deep but legal nesting compiles (no stack overflow at the length limit).
+  assert.equal(compileFormula(`${'('.repeat(240)}i${')'.repeat(240)} == j`)(2, 2, 0, 0, 3), true);
+});
+
+test('log-line: at the answer rows one layer-0 head reads the level (keyword detector), which over every row it does not show', () => {
+  const task = makeTask('log-line', { seed: 1 });
+  const m = hs.createTransformer({ vocabSize: task.vocabSize, maxLen: task.seqLen, dModel: 64, nLayers: 2, nHeads: 4, seed: 1 });
+  try {
+    m.setOptimizer({ type: 'adamw', lr: 3e-3, weightDecay: 0.01, clipGradNorm: 1 });
+    for (let k = 0; k < 300; k++) {
+      const b = task.batch(16, k);
+      m.trainStep(b.tokens, b.targets);
+    }
+    const held = task.heldOut(64, 0);
+    const keywords = ['DEBUG', 'INFO', 'WARN', 'ERROR'].map((x) => task.vocab.indexOf(x));
+    const atAnswers = modelHeadScores(m, held.tokens, { detectors: ['keyword'], keywords, targets: held.targets }).keyword;
+    const everywhere = modelHeadScores(m, held.tokens, { detectors: ['keyword'], keywords }).keyword;
+    const best = Math.max(...atAnswers[0]);
+    const h = atAnswers[0].indexOf(best);
+    assert.ok(best > 0.9, `layer 0's best keyword head at the answer rows: ${atAnswers[0]}`);
+    assert.ok(everywhere[0][h] < 0.5, `over every row: ${everywhere[0][h]}`);
+  } finally {
+    m.dispose();
+  }
+});
+
+test('the new detectors\' bad input: named', () => {
+  const pattern = { data: new Float32Array(4), shape: [1, 1, 2, 2] };
+  const cases = [
+    [{ detectors: ['keyword'] }, /options.keywords: expected a non-empty array of token ids/],
+    [{ detectors: ['keyword'], keywords: [1, -1] }, /options.keywords\[1\]: expected a token id/],
+    [{ detectors: ['custom'] }, /options.custom: expected a \(T, T\) detection pattern/],
+    [{ detectors: ['custom'], custom: [[0, 1], [1, 2]] }, /options.custom\[1\]\[1\]: expected 0 or 1/],
+    [{ detectors: ['custom'], custom: [[0, 1, 0]] }, /options.custom: expected a \(T, T\)/],
+    [{ detectors: ['custom'], custom: [[0, 0, 0], [0, 0, 0], [0, 0, 0]] }, /a \(3, 3\) pattern for sequences of 2 tokens/],
+    [{ detectors: ['custom'], custom: 'k == 1' }, /options.custom: at character 1: unknown name k/],
+    [{ targets: [[1, 2, 3]] }, /options.targets: expected the tokens' shape \(1, 2\)/],
+  ];
+  for (const [options, re] of cases) {
+    assert.throws(() => headScores(pattern, [[1, 2]], options), (e) => e.name === 'HeadscopeError' && re.test(e.message), String(re));
+  }
+  assert.deepEqual(ALL_DETECTORS, [...DETECTORS, 'keyword', 'custom']);
 });

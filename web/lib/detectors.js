@@ -18,14 +18,28 @@
 //   induction       D[i][j] = 1 for 1 <= j <= i, t[j - 1] = t[i]   (induction_head: the token
 //                   after an earlier occurrence of the current one, the duplicate pattern shifted
 //                   one key to the right)
+// Two more, asked for by name with their parameter (not in DETECTORS, the default list):
+//   keyword         D[i][j] = 1 for j <= i, t[j] in options.keywords   (attention mass on a token
+//                   set: a head that reads the log level wherever it stands)
+//   custom          D[i][j] = 1 for j <= i where options.custom says so: a (T, T) 0/1 matrix (a
+//                   drawn pattern; TransformerLens's detect_head takes a custom detection pattern
+//                   the same way), a function (i, j, tokens) => boolean, or a formula string over
+//                   i, j (query and key positions), ti, tj (their token ids) and T, with integers,
+//                   "quoted" vocabulary tokens (options.vocab), + - * / % (integer division),
+//                   comparisons, && || ! and parentheses: 'j == i - 2', 'tj == ti && j < i',
+//                   'tj == "ERROR"' (compileFormula).
 // Options as TransformerLens's: excludeBos sets P[:, 0] = 0 and excludeCurrentToken P[i][i] = 0
-// before both sums. A sequence whose (remaining) attention sums to 0 has no score (NaN). Scores are
+// before both sums. Not in TransformerLens: options.targets ((B, T), as a task's) keeps only the
+// query rows whose target is not -100, where the model answers (log-line's answer position reads
+// the level with all of one head's attention; over every row that head scores 0.32). A sequence whose (remaining) attention sums to 0 has no score (NaN). Scores are
 // summed in float64 in a fixed order: the same numbers in every engine.
 import { HeadscopeError } from './errors.js';
 import { quoteInput } from './tensor.js';
 
 /** The detector names, in the order results list them. */
 export const DETECTORS = Object.freeze(['previous-token', 'first-token', 'same-token', 'induction']);
+/** Every detector a call may name: DETECTORS, then the two that take a parameter. */
+export const ALL_DETECTORS = Object.freeze([...DETECTORS, 'keyword', 'custom']);
 
 function fail(code, message) {
   throw new HeadscopeError(code, message);
@@ -74,51 +88,214 @@ function readTokens(tokens, name) {
   return [rows.length, T, data];
 }
 
+const ALL_LIST = ALL_DETECTORS.map((x) => `'${x}'`).join(', ');
+
+// Options read once (modelHeadScores hands them to headScores per layer): marked as read.
+const READ = Symbol('read');
+
 function readOptions(options) {
   if (options === undefined) return { detectors: DETECTORS, excludeBos: false, excludeCurrentToken: false };
+  if (options !== null && typeof options === 'object' && options[READ] === true) return options;
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     fail('INVALID_ARGUMENT', `options: expected an object, got ${describe(options)}`);
   }
-  const known = ['detectors', 'excludeBos', 'excludeCurrentToken'];
+  const known = ['detectors', 'excludeBos', 'excludeCurrentToken', 'keywords', 'custom', 'vocab', 'targets'];
   const out = {};
   for (const key of Object.keys(options)) {
     if (!known.includes(key)) fail('INVALID_ARGUMENT', `options.${quoteInput(key)}: unknown option (expected one of ${known.join(', ')})`);
     out[key] = options[key];
   }
   const detectors = out.detectors === undefined ? DETECTORS : out.detectors;
-  if (!Array.isArray(detectors) || detectors.length === 0 || detectors.length > DETECTORS.length) {
-    fail('INVALID_ARGUMENT', `options.detectors: expected a non-empty array of ${DETECTORS.map((d) => `'${d}'`).join(', ')}, got ${describe(detectors)}`);
+  if (!Array.isArray(detectors) || detectors.length === 0 || detectors.length > ALL_DETECTORS.length) {
+    fail('INVALID_ARGUMENT', `options.detectors: expected a non-empty array of ${ALL_LIST}, got ${describe(detectors)}`);
   }
   const names = detectors.slice();
   names.forEach((d, i) => {
-    if (!DETECTORS.includes(d)) fail('INVALID_ARGUMENT', `options.detectors[${i}]: expected one of ${DETECTORS.map((x) => `'${x}'`).join(', ')}, got ${describe(d)}`);
+    if (!ALL_DETECTORS.includes(d)) fail('INVALID_ARGUMENT', `options.detectors[${i}]: expected one of ${ALL_LIST}, got ${describe(d)}`);
   });
   for (const k of ['excludeBos', 'excludeCurrentToken']) {
     if (out[k] !== undefined && typeof out[k] !== 'boolean') fail('INVALID_ARGUMENT', `options.${k}: expected a boolean, got ${describe(out[k])}`);
   }
-  return { detectors: names, excludeBos: out.excludeBos === true, excludeCurrentToken: out.excludeCurrentToken === true };
+  const o = { detectors: names, excludeBos: out.excludeBos === true, excludeCurrentToken: out.excludeCurrentToken === true, [READ]: true };
+  if (out.targets !== undefined && out.targets !== null) o.targets = readTokens(out.targets, 'options.targets');
+  if (names.includes('keyword')) o.keywords = readKeywords(out.keywords);
+  if (names.includes('custom')) o.custom = readCustom(out.custom, out.vocab);
+  return o;
+}
+
+// options.keywords: a non-empty array of token ids, as a Set.
+function readKeywords(keywords) {
+  if (!Array.isArray(keywords) || keywords.length === 0 || keywords.length > 1 << 16) {
+    fail('INVALID_ARGUMENT', `options.keywords: expected a non-empty array of token ids for the keyword detector, got ${describe(keywords)}`);
+  }
+  const set = new Set();
+  keywords.forEach((v, i) => {
+    if (!Number.isInteger(v) || v < 0) fail('INVALID_ARGUMENT', `options.keywords[${i}]: expected a token id (an integer >= 0), got ${describe(v)}`);
+    set.add(v);
+  });
+  return set;
+}
+
+// options.custom as a predicate (i, j, t, o, T) => boolean over one sequence of t at offset o.
+function readCustom(custom, vocab) {
+  if (typeof custom === 'string') {
+    const f = compileFormula(custom, { vocab, name: 'options.custom' });
+    return (i, j, t, o, T) => f(i, j, t[o + i], t[o + j], T);
+  }
+  if (typeof custom === 'function') return (i, j, t, o) => Boolean(custom(i, j, t.subarray(o)));
+  if (custom !== null && typeof custom === 'object') {
+    // A (T, T) matrix: nested arrays or { data, shape }; entries 0 or 1.
+    const rows = Array.isArray(custom) ? custom : null;
+    const T = rows ? rows.length : custom.shape?.[0];
+    const data = rows ? null : custom.data;
+    if (!Number.isInteger(T) || T < 1 || (rows && rows.some((r) => !Array.isArray(r) || r.length !== T)) ||
+        (!rows && (custom.shape?.length !== 2 || custom.shape[1] !== T || data?.length !== T * T))) {
+      fail('INVALID_ARGUMENT', `options.custom: expected a (T, T) detection pattern of 0 and 1, a function (i, j, tokens) or a formula, got ${describe(custom)}`);
+    }
+    const m = new Uint8Array(T * T);
+    for (let k = 0; k < T * T; k++) {
+      const v = rows ? rows[Math.floor(k / T)][k % T] : data[k];
+      if (v !== 0 && v !== 1) fail('INVALID_ARGUMENT', `options.custom[${Math.floor(k / T)}][${k % T}]: expected 0 or 1, got ${describe(v)}`);
+      m[k] = v;
+    }
+    return (i, j, t, o, n) => {
+      if (n !== T) fail('SHAPE_MISMATCH', `options.custom: a (${T}, ${T}) pattern for sequences of ${n} tokens`);
+      return m[i * T + j] === 1;
+    };
+  }
+  fail('INVALID_ARGUMENT', `options.custom: expected a (T, T) detection pattern of 0 and 1, a function (i, j, tokens) or a formula for the custom detector, got ${describe(custom)}`);
+}
+
+const MAX_FORMULA = 500;
+
+/**
+ * A detector formula (see the top of this file) as a function (i, j, ti, tj, T) => boolean: a small
+ * recursive-descent parser, no eval, so it runs under any content security policy and a hostile
+ * string can only be refused. Errors name `name` and the character where the formula goes wrong.
+ * options.vocab: the task's token strings, for "quoted" tokens.
+ */
+export function compileFormula(text, { vocab = null, name = 'formula' } = {}) {
+  if (typeof text !== 'string' || text.trim() === '' || text.length > MAX_FORMULA) {
+    fail('INVALID_ARGUMENT', `${name}: expected a formula of at most ${MAX_FORMULA} characters over i, j, ti, tj, T (like 'j == i - 2'), got ${describe(text)}`);
+  }
+  const tokens = [];
+  const re = /\s*(?:(\d+)|([A-Za-z_]\w*)|"((?:[^"\\]|\\.)*)"|(==|!=|<=|>=|&&|\|\||[-+*\/%<>!()]))/y;
+  let at = 0;
+  while (at < text.length) {
+    if (/^\s*$/.test(text.slice(at))) break;
+    re.lastIndex = at;
+    const m = re.exec(text);
+    if (!m) {
+      const start = at + /^\s*/.exec(text.slice(at))[0].length;
+      fail('INVALID_ARGUMENT', `${name}: at character ${start + 1}: unexpected ${quoteInput(text.slice(start, start + 8))}`);
+    }
+    const where = m.index + m[0].length - (m[1] ?? m[2] ?? (m[3] !== undefined ? `"${m[3]}"` : m[4])).length;
+    if (m[1] !== undefined) tokens.push({ kind: 'num', value: Number(m[1]), at: where });
+    else if (m[2] !== undefined) tokens.push({ kind: 'name', value: m[2], at: where });
+    else if (m[3] !== undefined) tokens.push({ kind: 'str', value: m[3].replace(/\\(.)/g, '$1'), at: where });
+    else tokens.push({ kind: 'op', value: m[4], at: where });
+    at = re.lastIndex;
+  }
+  let k = 0;
+  const peek = () => tokens[k];
+  const expectedAt = (what) => fail('INVALID_ARGUMENT', `${name}: at character ${(peek()?.at ?? text.length) + 1}: expected ${what}` +
+    (peek() ? `, got ${quoteInput(String(peek().value))}` : ', got the end'));
+  const VARS = { i: 0, j: 1, ti: 2, tj: 3, T: 4 };
+  // Each node is a function of the argument array [i, j, ti, tj, T].
+  function primary() {
+    const tok = peek();
+    if (!tok) return expectedAt('a number, i, j, ti, tj, T, a "token" or (');
+    k++;
+    if (tok.kind === 'num') return () => tok.value;
+    if (tok.kind === 'str') {
+      const id = Array.isArray(vocab) ? vocab.indexOf(tok.value) : -1;
+      if (id < 0) fail('INVALID_ARGUMENT', `${name}: at character ${tok.at + 1}: "${quoteInput(tok.value)}" is not a token of the vocabulary`);
+      return () => id;
+    }
+    if (tok.kind === 'name') {
+      if (!(tok.value in VARS)) fail('INVALID_ARGUMENT', `${name}: at character ${tok.at + 1}: unknown name ${quoteInput(tok.value)} (expected i, j, ti, tj or T)`);
+      const v = VARS[tok.value];
+      return (a) => a[v];
+    }
+    if (tok.value === '(') {
+      const e = or();
+      if (peek()?.value !== ')') expectedAt(')');
+      k++;
+      return e;
+    }
+    if (tok.value === '-' || tok.value === '!') {
+      const e = primary();
+      return tok.value === '-' ? (a) => -e(a) : (a) => (e(a) ? 0 : 1);
+    }
+    k--;
+    return expectedAt('a number, i, j, ti, tj, T, a "token" or (');
+  }
+  const binary = (next, ops, apply) => () => {
+    let left = next();
+    while (peek()?.kind === 'op' && ops.includes(peek().value)) {
+      const op = tokens[k++].value;
+      const l = left, r = next();
+      left = (a) => apply(op, l(a), r(a));
+    }
+    return left;
+  };
+  const arith = (op, x, y) => {
+    switch (op) {
+      case '*': return x * y;
+      case '/': return y === 0 ? 0 : Math.trunc(x / y);
+      case '%': return y === 0 ? 0 : x % y;
+      case '+': return x + y;
+      default: return x - y;
+    }
+  };
+  const compare = (op, x, y) => {
+    switch (op) {
+      case '==': return x === y ? 1 : 0;
+      case '!=': return x !== y ? 1 : 0;
+      case '<': return x < y ? 1 : 0;
+      case '<=': return x <= y ? 1 : 0;
+      case '>': return x > y ? 1 : 0;
+      default: return x >= y ? 1 : 0;
+    }
+  };
+  const product = binary(primary, ['*', '/', '%'], arith);
+  const sum = binary(product, ['+', '-'], arith);
+  const relation = binary(sum, ['<', '<=', '>', '>='], compare);
+  const equality = binary(relation, ['==', '!='], compare);
+  const and = binary(equality, ['&&'], (_, x, y) => (x && y ? 1 : 0));
+  const or = binary(and, ['||'], (_, x, y) => (x || y ? 1 : 0));
+  const f = or();
+  if (k < tokens.length) expectedAt('an operator or the end');
+  const args = [0, 0, 0, 0, 0];
+  return (i, j, ti, tj, T) => {
+    args[0] = i; args[1] = j; args[2] = ti; args[3] = tj; args[4] = T;
+    return f(args) !== 0;
+  };
 }
 
 /**
  * The detection pattern of `name` for one sequence of token ids (T numbers or an Int32Array):
  * a (T, T) row-major Uint8Array of 0 and 1 (see the top of this file).
  */
-export function detectionPattern(name, tokens) {
-  if (!DETECTORS.includes(name)) fail('INVALID_ARGUMENT', `name: expected one of ${DETECTORS.map((x) => `'${x}'`).join(', ')}, got ${describe(name)}`);
+export function detectionPattern(name, tokens, options) {
+  if (!ALL_DETECTORS.includes(name)) fail('INVALID_ARGUMENT', `name: expected one of ${ALL_LIST}, got ${describe(name)}`);
+  const o = readOptions({ ...(options ?? {}), detectors: [name] });
   const [B, T, t] = readTokens(tokens, 'tokens');
   if (B !== 1) fail('SHAPE_MISMATCH', `tokens: expected one sequence (T), got ${B} rows`);
   const d = new Uint8Array(T * T);
   for (let i = 0; i < T; i++) {
-    for (let j = 0; j <= i; j++) d[i * T + j] = isDetected(name, t, 0, i, j) ? 1 : 0;
+    for (let j = 0; j <= i; j++) d[i * T + j] = isDetected(name, t, 0, i, j, o, T) ? 1 : 0;
   }
   return d;
 }
 
-function isDetected(name, t, o, i, j) {
+function isDetected(name, t, o, i, j, options, T) {
   switch (name) {
     case 'previous-token': return j === i - 1;
     case 'first-token': return j === 0;
     case 'same-token': return j < i && t[o + j] === t[o + i];
+    case 'keyword': return options.keywords.has(t[o + j]);
+    case 'custom': return options.custom(i, j, t, o, T);
     default: return j >= 1 && t[o + j - 1] === t[o + i];  // induction
   }
 }
@@ -143,6 +320,11 @@ export function headScores(pattern, tokens, options) {
       B * H * T * T !== data.length) {
     fail('SHAPE_MISMATCH', `pattern: expected (B, H, T, T) = [${B}, H, ${T}, ${T}] for tokens (${B}, ${T}), got [${shape.join(', ')}]`);
   }
+  // options.targets: only the query rows whose target is not -100 count.
+  const counted = o.targets === undefined ? null : o.targets[2];
+  if (o.targets !== undefined && (o.targets[0] !== B || o.targets[1] !== T)) {
+    fail('SHAPE_MISMATCH', `options.targets: expected the tokens' shape (${B}, ${T}), got (${o.targets[0]}, ${o.targets[1]})`);
+  }
   const out = {};
   for (const name of o.detectors) {
     const scores = new Array(H).fill(0);
@@ -153,11 +335,12 @@ export function headScores(pattern, tokens, options) {
         let hit = 0;
         let all = 0;
         for (let i = 0; i < T; i++) {
+          if (counted !== null && counted[b * T + i] === -100) continue;
           for (let j = 0; j < T; j++) {
             if ((o.excludeBos && j === 0) || (o.excludeCurrentToken && j === i)) continue;
             const p = data[base + i * T + j];
             all += p;
-            if (j <= i && isDetected(name, t, b * T, i, j)) hit += p;
+            if (j <= i && isDetected(name, t, b * T, i, j, o, T)) hit += p;
           }
         }
         sum += hit / all;  // 0 / 0: NaN, no score
