@@ -113,10 +113,14 @@ export function buildControls(hidden) {
   speed.value = String(DEFAULT_CHUNK);
   speed.title = 'Steps trained between two evaluations (each evaluation draws the heads and adds a point to the history)';
   const speedLabel = labelled('Steps per update', speed, 'hs-train-speed');
+  // Text, not a number input: a number input hides what was typed when it is not a number (its
+  // value is ''), and the refusal should quote it.
   const trainTo = el('input');
-  trainTo.type = 'number';
+  trainTo.type = 'text';
+  trainTo.inputMode = 'numeric';
   trainTo.name = 'trainTo';
-  Object.assign(trainTo, { min: '1', max: String(MAX_STEPS), step: '1', placeholder: 'e.g. 500' });
+  trainTo.placeholder = 'e.g. 500';
+  trainTo.title = `A step after the model's, up to ${MAX_STEPS}: trained in updates of the chosen size, with the progress shown`;
   const trainToButton = button('Train to step', 'hs-train-to');
   trainToButton.name = 'train-to';
   const trainToLabel = labelled('Step to train to', trainTo, 'hs-train-to-field');
