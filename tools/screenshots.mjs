@@ -1,5 +1,6 @@
 // Regenerates the docs' screenshots (docs/screenshots/*.png) from the running page in Debian's
-// Chromium: `npm run build && node tools/screenshots.mjs [name ...]`. Viewport-sized, one per view.
+// Chromium: `npm run build && node tools/screenshots.mjs`. Viewport-sized, one per view.
+// `node tools/screenshots.mjs train-history whatif` writes only the shots named.
 import { fileURLToPath } from 'node:url';
 import { openPage, shutdown } from '../tests/browser/harness.js';
 
@@ -34,10 +35,15 @@ const shots = [
     waitFor: () => document.querySelector('#panel-train .hs-train')?.dataset.ready === 'true',
     click: '#panel-train [data-experiment="log-line"]',
     then: () => document.querySelector('#panel-train .hs-train-whatif')?.dataset.done === 'log-line' },
+  // The history at step 500, scrubbed back to the step before the first induction label.
+  { name: 'train-history', path: '/demo/#train?steps=500', scroll: '#panel-train .hs-train-history',
+    waitFor: () => /^Replayed to step 500/.test(document.querySelector('#panel-train .hs-train-message')?.textContent ?? ''),
+    click: '#panel-train .hs-train-history-firsts li[data-detector="induction"] button[name="show-before"]',
+    then: () => document.querySelector('#panel-train .hs-train')?.dataset.shown !== 'now' },
 ];
-
-// `node tools/screenshots.mjs name ...`: only those shots.
 const only = process.argv.slice(2);
+for (const name of only) if (!shots.some((s) => s.name === name)) throw new Error(`no screenshot named ${name}`);
+
 try {
   for (const s of shots.filter((x) => only.length === 0 || only.includes(x.name))) {
     const p = await openPage(s.path, { viewport: s.viewport, colorScheme: s.colorScheme,

@@ -105,6 +105,19 @@ export interface TrainView extends Component<TrainState, Partial<TrainState>, Pr
   patternOf(layer: number, head: number): Promise<number[][]>;
   /** The view's what-if runner. */
   readonly whatIf: WhatIfView;
+  /** The training history: a record per evaluation, each head's first labels, the phase change, the patterns' bytes. */
+  history(): {
+    records: { step: number; trainLoss: number; heldOutLoss: number; accuracy: number;
+      scores: Record<string, number[]>[]; patterns: boolean }[];
+    firsts: { layer: number; head: number; detector: string; step: number; before: number | null }[];
+    phaseChange: { from: number; to: number; slope: number; lossFrom: number; lossTo: number } | null;
+    bytes: number;
+  };
+  /** Shows a recorded step (one that kept its patterns) in the heads grid and detectors; null: now. */
+  showStep(step: number | null): void;
+  shownStep(): number | null;
+  /** Layer `layer`, head `head` (1-based) as the grid shows it (a recorded step's pattern, or now's): T rows of T. */
+  shownPatternOf(layer: number, head: number): number[][];
 }
 
 export interface WhatIfOptions {

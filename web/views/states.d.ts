@@ -86,6 +86,10 @@ export interface TrainState {
   clip: number;
   seed: number;
   steps: number;
+  /** Heads switched off in the ablation box, [layer (0-based), head (1-based)], sorted; a new setup empties it. */
+  off: [number, number][];
+  /** The loss curves' log scale. */
+  log: boolean;
 }
 
 export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' | 'causal' | 'view' | 'batch' |
@@ -93,6 +97,6 @@ export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' |
 export type HeadsPart = 'grid' | 'lines' | 'ablation';
 export type WalkthroughStage = 'input' | 'projections' | 'qkv' | 'scores' | 'weights' | 'heads' | 'output';
 export type WalkthroughControl = 'presets' | 'sizes' | 'legend' | 'explain' | 'export';
-export type TrainControl = 'task' | 'model' | 'optimizer' | 'buttons' | 'variants' | 'detectors' | 'ablation' | 'inside' | 'whatif';
+export type TrainControl = 'task' | 'model' | 'optimizer' | 'buttons' | 'history' | 'variants' | 'detectors' | 'ablation' | 'inside' | 'whatif';
 export type ExperimentName = 'log-line' | 'induction' | 'kv-heads' | 'positions' | 'sinks';
 export type ExportFormat = 'svg' | 'png' | 'json' | 'csv';

@@ -4,6 +4,7 @@
 // loss with that head alone off, minus the loss with every head on).
 import { button, el, setText } from '../common/dom.js';
 import { formatNumber } from '../common/numbers.js';
+import { setupOf } from './state.js';
 
 /**
  * @param {object} t  the view's shared fields (view.js): state, model, task, held, curve, gates
@@ -18,7 +19,7 @@ export function createAblation(t, { root, serial, fail, redraw }) {
   // head's |d loss / d gate| ({ step, setup, values: [{ l, h, v }] }). explainDifferences reads
   // them when both are of the model as it is.
   let costs = null, importance = null;
-  const setupKey = () => JSON.stringify({ ...t.state, steps: 0 });
+  const setupKey = () => setupOf(t.state);
 
   // The switches and buttons, built again when the model's shape changes.
   function draw() {

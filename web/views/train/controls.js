@@ -1,10 +1,13 @@
 // The Train view's controls: the setup form (task; model: layers, heads, K/V heads, dModel, MLP,
 // LayerNorm, positions, RoPE's layout, base and rotated fraction (shown only for rope), attention
 // window, attention sinks; optimizer: learning rate, weight decay, batch, clip, seed) and the
-// training bar (Play, Step, Reset, the log scale, the step counter, Export model, Load model).
-// Built once; sync() shows the state in them, readSetup() reads the form as a patch.
+// training bar (Play, Step, Step 10, Step 100, Reset, the speed, "Train to step", the log scale,
+// the step counter, Export model, Load model). Built once; sync() shows the state in them,
+// readSetup() reads the form as a patch. The bar is outside the form: its controls change how
+// the run goes, not its setup.
 import { button, checkbox, el, labelled, setOptions, setText } from '../common/dom.js';
-import { D_MODELS, NORMS, POSITIONS, ROPE_LAYOUTS, TASK_NAMES, kvHeadChoices, windowChoices } from './state.js';
+import { D_MODELS, MAX_STEPS, NORMS, POSITIONS, ROPE_LAYOUTS, TASK_NAMES, kvHeadChoices, windowChoices } from './state.js';
+import { CHUNKS, DEFAULT_CHUNK } from './playback.js';
 
 const FIELDS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'norm', 'positions', 'ropeLayout', 'ropeBase', 'ropeFraction',
   'attnWindow', 'lr', 'weightDecay', 'batch', 'clip', 'seed'];
@@ -83,6 +86,12 @@ export function buildControls(hidden) {
   playButton.name = 'play';
   const stepButton = button('Step', 'hs-train-step');
   stepButton.name = 'step';
+  const stepMore = [10, 100].map((n) => {
+    const b = button(`Step ${n}`, 'hs-train-step');
+    b.name = `step${n}`;
+    b.dataset.steps = String(n);
+    return b;
+  });
   const resetButton = button('Reset', 'hs-train-reset');
   resetButton.name = 'reset';
   const { input: log, label: logLabel } = checkbox('log', ' log-scale loss');
@@ -97,12 +106,33 @@ export function buildControls(hidden) {
   loadInput.name = 'load';
   const loadLabel = el('label', 'hs-train-load');
   loadLabel.append('Load model ', loadInput);
-  buttons.append(playButton, stepButton, resetButton, logLabel, counter, exportButton, loadLabel);
+  // Speed: steps per chunk, each chunk one evaluation and drawing (1: every step is drawn).
+  const speed = el('select');
+  speed.name = 'chunk';
+  setOptions(speed, CHUNKS, (n) => (n === 1 ? '1 (every step drawn)' : String(n)));
+  speed.value = String(DEFAULT_CHUNK);
+  speed.title = 'Steps trained between two evaluations (each evaluation draws the heads and adds a point to the history)';
+  const speedLabel = labelled('Steps per update', speed, 'hs-train-speed');
+  // Text, not a number input: a number input hides what was typed when it is not a number (its
+  // value is ''), and the refusal should quote it.
+  const trainTo = el('input');
+  trainTo.type = 'text';
+  trainTo.inputMode = 'numeric';
+  trainTo.name = 'trainTo';
+  trainTo.placeholder = 'e.g. 500';
+  trainTo.title = `A step after the model's, up to ${MAX_STEPS}: trained in updates of the chosen size, with the progress shown`;
+  const trainToButton = button('Train to step', 'hs-train-to');
+  trainToButton.name = 'train-to';
+  const trainToLabel = labelled('Step to train to', trainTo, 'hs-train-to-field');
+  const trainToGroup = el('span', 'hs-train-to-group');
+  trainToGroup.append(trainToLabel, trainToButton);
+  buttons.append(playButton, stepButton, ...stepMore, resetButton, speedLabel, trainToGroup, logLabel, counter, exportButton, loadLabel);
   buttons.hidden = hidden.has('buttons');
 
   /**
-   * Shows the state, whether it plays and the last training rate (steps/s, 0: none yet); seqLen:
-   * the task's row length (the windows offered are below it).
+   * Shows the state, whether it plays and the training rate (steps/s over the last second while
+   * a run trains on its own, 0: none); seqLen: the task's row length (the windows offered are
+   * below it).
    */
   function sync(state, playing, rate, seqLen = 0) {
     setOptions(c.kvHeads.control, kvHeadChoices(state.heads), kvText(state.heads));
@@ -114,10 +144,12 @@ export function buildControls(hidden) {
     }
     mlp.checked = state.mlp;
     sinks.checked = state.attnSinks;
+    log.checked = state.log;
     for (const k of ROPE_FIELDS) c[k].label.hidden = state.positions !== 'rope';
     playButton.textContent = playing ? 'Pause' : 'Play';
     playButton.setAttribute('aria-pressed', String(playing));
-    setText(counter, `step ${state.steps}${rate ? `, ${rate.toFixed(0)} steps/s` : ''}`);
+    setText(counter, `step ${state.steps}${rate ? `, ${rate.toFixed(0)} steps/s (last second)` : ''}`);
+    counter.dataset.rate = String(rate);
   }
 
   /** The form's setup as a patch of the state (unchecked: applyTrainState checks it). */
@@ -132,5 +164,6 @@ export function buildControls(hidden) {
     return patch;
   }
 
-  return { form, buttons, playButton, stepButton, resetButton, log, exportButton, loadInput, sync, readSetup };
+  return { form, buttons, playButton, stepButton, stepMore, resetButton, speed, trainTo, trainToButton, log, exportButton, loadInput,
+    sync, readSetup };
 }

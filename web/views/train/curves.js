@@ -1,6 +1,7 @@
 // The Train view's curves: training loss, held-out loss and held-out accuracy against the step, in
-// one SVG (loss on the left axis, linear or log; accuracy 0..1 on the right). Updated in place:
-// three paths and the axis labels, whatever the number of points.
+// one SVG (loss on the left axis, linear or log; accuracy 0..1 on the right), with the history's
+// phase change shaded and the step the heads grid shows as a line. Updated in place: three paths,
+// the band, the line and the axis labels, whatever the number of points.
 import { el, setText, svgEl } from '../common/dom.js';
 
 const W = 640;
@@ -15,7 +16,9 @@ export function createCurves() {
   const held = svgEl('path', { class: 'hs-train-line-held', fill: 'none' });
   const acc = svgEl('path', { class: 'hs-train-line-acc', fill: 'none' });
   const labels = svgEl('g', { class: 'hs-train-labels' });
-  svg.append(grid, train, held, acc, labels);
+  const phase = svgEl('rect', { class: 'hs-train-phase', y: PAD.t, height: H - PAD.t - PAD.b, width: 0 });
+  const cursor = svgEl('line', { class: 'hs-train-cursor', y1: PAD.t, y2: H - PAD.b });
+  svg.append(grid, phase, train, held, acc, cursor, labels);
   const legend = el('figcaption', 'hs-train-legend');
   for (const [cls, text] of [['train', 'training loss'], ['held', 'held-out loss'], ['acc', 'held-out accuracy (right axis)']]) {
     const item = el('span', `hs-train-key hs-train-key-${cls}`, text);
@@ -25,9 +28,11 @@ export function createCurves() {
 
   /**
    * @param {{ step: number, trainLoss: number, heldOutLoss: number, accuracy: number }[]} points
-   * @param {{ log: boolean, maxStep: number }} o
+   * @param {{ log: boolean, maxStep: number, phase?: { from: number, to: number } | null,
+   *   shown?: number | null }} o  phase: the history's phase change (shaded); shown: the step the
+   *   heads grid shows when not the last (a line)
    */
-  function update(points, { log = false, maxStep = 0 } = {}) {
+  function update(points, { log = false, maxStep = 0, phase: change = null, shown = null } = {}) {
     const losses = points.flatMap((p) => [p.trainLoss, p.heldOutLoss]).filter((v) => Number.isFinite(v) && v > 0);
     let lo = losses.length ? Math.min(...losses) : 0.01;
     let hi = losses.length ? Math.max(...losses) : 1;
@@ -54,6 +59,10 @@ export function createCurves() {
       }
       return d;
     };
+    phase.setAttribute('x', change ? x(change.from).toFixed(1) : '0');
+    phase.setAttribute('width', change ? Math.max(2, x(change.to) - x(change.from)).toFixed(1) : '0');
+    cursor.setAttribute('visibility', shown === null ? 'hidden' : 'visible');
+    for (const k of ['x1', 'x2']) cursor.setAttribute(k, x(shown ?? 0).toFixed(1));
     train.setAttribute('d', path('trainLoss', yLoss));
     held.setAttribute('d', path('heldOutLoss', yLoss));
     acc.setAttribute('d', path('accuracy', yAcc));

@@ -6,6 +6,25 @@ import { DETECTORS } from '../../lib/detectors.js';
 
 export const DETECTOR_LABELS = { 'previous-token': 'previous token', 'first-token': 'first token', 'same-token': 'same token', induction: 'induction' };
 
+/** A head is labelled by a detector when it scores above this on it. */
+export const LABEL_THRESHOLD = 0.4;
+
+/**
+ * The label of head h (0-based) of a layer: the detector it scores highest on (the first in
+ * DETECTORS on a tie), when above LABEL_THRESHOLD; null otherwise. The heads grid's captions and
+ * the history's "first gets its label" both read this rule.
+ * @param {object} layerScores headScores' result for the layer
+ */
+export function headLabel(layerScores, h) {
+  let best = null;
+  let top = LABEL_THRESHOLD;
+  for (const d of DETECTORS) {
+    const v = layerScores[d]?.[h] ?? 0;
+    if (v > top) [best, top] = [d, v];
+  }
+  return best;
+}
+
 /** @param {Element} table @param {object} state the setup (layers, heads) @param {object[]} scores per layer */
 export function drawDetectors(table, state, scores) {
   const head = columnHeads(['head', ...DETECTORS.map((d) => DETECTOR_LABELS[d])]);

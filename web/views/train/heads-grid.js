@@ -4,8 +4,7 @@
 import { button, el, setText } from '../common/dom.js';
 import { formatNumber } from '../common/numbers.js';
 import { renderHeatmap } from '../common/heatmap.js';
-import { DETECTORS } from '../../lib/detectors.js';
-import { DETECTOR_LABELS } from './detectors.js';
+import { DETECTOR_LABELS, headLabel } from './detectors.js';
 
 /**
  * @param {Element} grid
@@ -40,9 +39,10 @@ export function drawHeadGrid(grid, { state, task, probe, probeRun, scores, gates
     const card = grid.children[k];
     card.dataset.layer = String(l);
     card.dataset.head = String(h + 1);
-    const best = DETECTORS.map((d) => [d, scores[l][d]?.[h] ?? 0]).sort((a, b) => b[1] - a[1])[0];
+    const label = headLabel(scores[l], h);
     const off = gates?.[l][h] === 0;
-    setText(card.firstChild.firstChild, `L${l} H${h + 1}${off ? ' (off)' : ''}${best[1] > 0.4 ? `: ${DETECTOR_LABELS[best[0]]}` : ''}`);
+    setText(card.firstChild.firstChild, `L${l} H${h + 1}${off ? ' (off)' : ''}${label ? `: ${DETECTOR_LABELS[label]}` : ''}`);
+    card.dataset.label = label ?? '';
     card.classList.toggle('hs-head-off', off);
     renderHeatmap(card.lastChild, {
       id: `${l}.${h + 1}`, name: `Layer ${l} head ${h + 1} attention on the probe row, ${T} by ${T}`,

@@ -11,6 +11,7 @@
 // Every number shown is the engine's; the cells carry them in data attributes for the tests.
 import { button, el, labelled, setOptions, setText } from '../common/dom.js';
 import { formatNumber } from '../common/numbers.js';
+import { setupOf } from './state.js';
 import { renderHeatmap } from '../common/heatmap.js';
 
 /** The corruptions the section offers: which probe positions get another token. */
@@ -110,8 +111,8 @@ export function createInside(t, { root, serial, fail }) {
   let result = null;  // the last measurement: { step, setup, ... }
   let builtFor = '';   // the task and shape the selects were built for
 
-  // The setup (every state field but the step): results of another setup are stale.
-  const setupKey = () => JSON.stringify({ ...t.state, steps: 0 });
+  // Results of another setup (state.js setupOf) are stale.
+  const setupKey = () => setupOf(t.state);
   const range = (n) => Array.from({ length: n }, (_, i) => i);
 
   /** After each evaluation: the choices fit the model; earlier results are marked as another step's. */

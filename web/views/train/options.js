@@ -5,7 +5,7 @@ import { checkNames } from '../common/options.js';
 import { applyTrainState, defaultTrainState } from './state.js';
 
 /** Parts a `hide` option can name. */
-export const TRAIN_CONTROLS = ['task', 'model', 'optimizer', 'buttons', 'variants', 'detectors', 'ablation', 'inside', 'whatif'];
+export const TRAIN_CONTROLS = ['task', 'model', 'optimizer', 'buttons', 'history', 'variants', 'detectors', 'ablation', 'inside', 'whatif'];
 
 // The view's own engine: a Worker of the SIMD128 build, not the relaxed one, so that a run is
 // the same bits in every browser, on every CPU and in Node (the relaxed build's fused

@@ -2,9 +2,10 @@
 // at a time (serial), so a reset, a chunk, an ablation or an export never interleave. Training
 // goes in chunks (the worker's train(), the batches task.batch(B, step) from the run's seed) with
 // an evaluation after each: held-out loss and accuracy, the probe row with every hook_pattern,
-// the head detectors, and with attention sinks each head's sink logit and mean sink mass. The
-// page's thread only computes the task's `evaluate` and the detectors' sums (and the sink masses)
-// from the returned arrays.
+// the head detectors, and with attention sinks each head's sink logit and mean sink mass; each
+// evaluation is also a record of the training history (history.js). The page's thread only
+// computes the task's `evaluate` and the detectors' sums (and the sink masses) from the returned
+// arrays.
 import { makeTask } from '../../lib/tasks.js';
 import { headScores } from '../../lib/detectors.js';
 import { trainSetup } from './state.js';
@@ -15,7 +16,7 @@ const EVAL_ROWS = 64;
 
 /**
  * @param {object} t  the view's shared fields (view.js): state, engine, model, task, held, probe,
- *   curve, gates, last, playing, lastRate, generation, destroyed
+ *   curve, history, gates, last, playing, generation, destroyed
  * @param {{ startWorker: () => Promise<object>, draw: () => void, stopped: (text: string) => void,
  *   changed: (cause: string) => void }} o  draw: an evaluation is in t.last; stopped: training
  *   stopped before the chunk's end (a refused step, an error), in words; changed: the state's
@@ -56,7 +57,8 @@ export function createSession(t, { startWorker, draw, stopped, changed }) {
     if (old) await old.dispose();
     t.gates = null;
     t.curve = [];
-    t.state = { ...t.state, steps };
+    t.history.clear();
+    t.state = { ...t.state, steps, off: [] };
     await evaluate(NaN);
   }
 
@@ -79,6 +81,8 @@ export function createSession(t, { startWorker, draw, stopped, changed }) {
     const e = task.evaluate(heldRun.logits, held.targets);
     t.curve.push({ step: t.state.steps, trainLoss, heldOutLoss: e.loss, accuracy: e.accuracy });
     const scores = hooks.map((h) => headScores(heldRun.hooks[h], held.tokens));
+    t.history.add({ step: t.state.steps, trainLoss, heldOutLoss: e.loss, accuracy: e.accuracy, scores,
+      patterns: hooks.map((h) => probeRun.hooks[h].data) });
     t.last = { probeRun, scores, sinks };  // the last evaluation, which the ablation redraws with
     draw();
   }
@@ -86,7 +90,6 @@ export function createSession(t, { startWorker, draw, stopped, changed }) {
   /** Trains n steps (one train() of the worker), then evaluates; whether every step was done. */
   async function trainSteps(n) {
     const mine = t.generation;
-    const started = performance.now();
     let sum = 0;
     let count = 0;
     const run = await t.model.train({ task: trainSetup(t.state, t.task).task, batchSize: t.state.batch, steps: n,
@@ -94,7 +97,6 @@ export function createSession(t, { startWorker, draw, stopped, changed }) {
     const done = await run.done;
     if (mine !== t.generation || t.destroyed) return false;
     t.state = { ...t.state, steps: t.state.steps + done.step };
-    t.lastRate = done.step / Math.max(1e-3, (performance.now() - started) / 1000);
     if (done.status !== 'done') {
       t.playing = false;
       stopped(done.status === 'refused'

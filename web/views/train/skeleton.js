@@ -1,15 +1,17 @@
 // The Train view's elements, built once: the intro, the controls (controls.js), the message line,
-// the curves (curves.js), the probe row's grid of heads, the variants panel's box (variants.js),
-// the detectors and ablation sections, the causal experiments' section (inside.js), and the box
-// the what-if runner (whatif.js) renders into.
-import { el, statusEl } from '../common/dom.js';
+// the curves (curves.js), the history (history-chart.js), the probe row's grid of heads with the
+// line that says when it shows a recorded step, the variants panel's box (variants.js), the
+// detectors and ablation sections, the causal experiments' section (inside.js), and the box the
+// what-if runner (whatif.js) renders into.
+import { button, el, statusEl } from '../common/dom.js';
 import { createCurves } from './curves.js';
 
 /**
  * @param {Element} root  its content is replaced
- * @param {{ compact: boolean, hidden: Set<string>, controls: object }} o  controls: controls.js's
+ * @param {{ compact: boolean, hidden: Set<string>, controls: object, history: object }} o  controls:
+ *   controls.js's; history: history-chart.js's
  */
-export function buildSkeleton(root, { compact, hidden, controls }) {
+export function buildSkeleton(root, { compact, hidden, controls, history }) {
   const view = el('div', `hs-train${compact ? ' hs-compact' : ''}`);
   const intro = el('p', 'hs-prose hs-train-intro', 'Train a small transformer on a task, in this page. ' +
     'Watch the loss fall, every head\'s attention on one example, and the detectors that say what ' +
@@ -20,6 +22,14 @@ export function buildSkeleton(root, { compact, hidden, controls }) {
   const probeText = el('p', 'hs-note hs-train-probe');
   const gridTitle = el('h2', 'hs-prose hs-train-h2', 'Every head on the probe row');
   const grid = el('div', 'hs-train-grid');
+  // Above the grid, so a reader looking at the patterns sees they are not the model's now.
+  const shownLine = statusEl('p', 'hs-train-shown');
+  const shownText = el('span');
+  const backToNow = button('Back to now', 'hs-train-now');
+  backToNow.name = 'back-to-now';
+  shownLine.append(shownText, ' ', backToNow);
+  shownLine.hidden = true;
+  history.element.hidden = hidden.has('history');
   const detectorsTitle = el('h2', 'hs-prose hs-train-h2', 'What each head does (head detectors, on the held-out rows)');
   const detectors = el('table', 'hs-train-detectors');
   const ablationTitle = el('h2', 'hs-prose hs-train-h2', 'Switch heads off: the held-out loss, and each head\'s importance');
@@ -40,8 +50,8 @@ export function buildSkeleton(root, { compact, hidden, controls }) {
   insideBox.hidden = hidden.has('inside');
   const whatIf = el('div', 'hs-train-whatif-box');
   whatIf.hidden = hidden.has('whatif');
-  view.append(intro, controls.form, controls.buttons, message, curves.element, gridTitle, probeText, grid, variantsBox,
-    detectorsBox, ablationBox, insideBox, whatIf);
+  view.append(intro, controls.form, controls.buttons, message, curves.element, history.element, gridTitle, shownLine, probeText, grid,
+    variantsBox, detectorsBox, ablationBox, insideBox, whatIf);
   root.replaceChildren(view);
-  return { view, message, curves, probeText, grid, variants, detectors, ablation, ablationBox, inside, whatIf };
+  return { view, message, curves, probeText, grid, shownLine, shownText, backToNow, variants, detectors, ablation, ablationBox, inside, whatIf };
 }

@@ -21,7 +21,13 @@
 //     lr: number in (0, 1], weightDecay: number in [0, 1], batch: 1..256, clip: number >= 0 (0: off)
 //     seed: integer >= 0             the model's initial weights and the task's rows
 //     steps: integer >= 0            where training stands (the URL's: train to this step)
+//     off: [layer, head][]           heads switched off in the ablation box (layer 0-based, head
+//                                    1-based, as the page names them: L1 H2 is [1, 2]), sorted;
+//                                    a new setup switches every head back on
+//     log: boolean                   the loss curves' log scale
 //   }
+// off and log are how the reader looks at the model, not the model: changing them (or steps)
+// keeps the trained model (sameSetup).
 import { HeadscopeError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/tensor.js';
 import { TASKS } from '../../lib/tasks.js';
@@ -47,7 +53,9 @@ export const ropeDims = (s) => (s.positions === 'rope' ? 2 * Math.floor(s.ropeFr
 export const headsDivide = (s) => divisible(TRANSFORMER_SCHEMA, { dModel: s.dModel, nHeads: s.heads });
 /** The state's fields, in the order of a link's parameters. */
 export const TRAIN_KEYS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', ...ROPE_KEYS, 'attnWindow',
-  'attnSinks', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps'];
+  'attnSinks', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps', 'off', 'log'];
+/** The fields a change of which keeps the model (the rest are its setup). */
+const VIEW_KEYS = ['steps', 'off', 'log'];
 /** The largest attention window a state takes (the tasks' rows are at most this long). */
 export const MAX_WINDOW = 256;
 /** The divisors of `heads`, from heads down: the K/V head counts a setting with `heads` can have. */
@@ -63,7 +71,7 @@ export const MAX_STEPS = 100_000;
 /** The induction preset: the two-layer attention-only model whose layer-1 head becomes an induction head. */
 export function defaultTrainState() {
   return { task: 'induction', layers: 2, heads: 2, kvHeads: 2, dModel: 32, mlp: false, norm: 'pre', positions: 'learned',
-    ...ROPE_DEFAULTS, attnWindow: 0, attnSinks: false, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0 };
+    ...ROPE_DEFAULTS, attnWindow: 0, attnSinks: false, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0, off: [], log: false };
 }
 
 const fail = (where, message) => { throw new HeadscopeError('INVALID_ARGUMENT', `${where}: ${message}`); };
@@ -123,11 +131,34 @@ export function applyTrainState(patch, current, where = 'setState: state') {
   num('clip', 0, 1e6);
   int('seed', 0, 2 ** 31 - 1);
   int('steps', 0, MAX_STEPS);
+  if (typeof next.log !== 'boolean') fail(`${where}.log`, `expected true or false, got ${describe(next.log)}`);
+  // A new setup is a new model with every head on: switches the patch does not set go.
+  if (!('off' in p) && !sameSetup(next, current)) next.off = [];
+  next.off = readOff(next.off, next, `${where}.off`);
   return next;
 }
 
-/** What differs in `b` from `a` that needs a new model (anything but steps). */
-export const sameSetup = (a, b) => TRAIN_KEYS.every((k) => k === 'steps' || a[k] === b[k]);
+// The switched-off heads as sorted [layer, head] pairs of the setup's heads, each once.
+function readOff(off, s, where) {
+  if (!Array.isArray(off)) fail(where, `expected a list of [layer, head] pairs, got ${describe(off)}`);
+  const seen = new Set();
+  const pairs = off.map((pair, k) => {
+    const [l, h] = Array.isArray(pair) && pair.length === 2 ? pair : [NaN, NaN];
+    if (!Number.isInteger(l) || !Number.isInteger(h) || l < 0 || l >= s.layers || h < 1 || h > s.heads) {
+      fail(`${where}[${k}]`, `expected a head "layer.head" of ${s.layers} layers (0 to ${s.layers - 1}) x ${s.heads} heads ` +
+        `(1 to ${s.heads}), got ${Array.isArray(pair) ? pair.map(describe).join('.') : describe(pair)}`);
+    }
+    if (seen.has(`${l}.${h}`)) fail(`${where}[${k}]`, `L${l} H${h} is given twice`);
+    seen.add(`${l}.${h}`);
+    return [l, h];
+  });
+  return pairs.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+}
+
+/** What differs in `b` from `a` that needs a new model (anything but steps, off and log). */
+export const sameSetup = (a, b) => TRAIN_KEYS.every((k) => VIEW_KEYS.includes(k) || a[k] === b[k]);
+/** The fields of a state that make its model (not steps, off or log), as a string to compare. */
+export const setupOf = (s) => JSON.stringify(TRAIN_KEYS.filter((k) => !VIEW_KEYS.includes(k)).map((k) => s[k]));
 
 /** createTransformer's config and setOptimizer's options for a state and its task. */
 export function trainSetup(s, task) {
