@@ -79,8 +79,26 @@ const canon = (x) => JSON.stringify(x, (k, v) => (v && typeof v === 'object' && 
   ? Object.fromEntries(Object.keys(v).sort().map((key) => [key, v[key]])) : v));
 
 /**
- * What differs between a committed record and a fresh one, in words (empty: the same). Everything
- * is compared exactly but the times (ms, seconds, machine), which depend on the machine.
+ * The relative difference two losses may have and be the same measurement. The engine's numbers
+ * are the same bits everywhere (the SIMD128 build), and so are the accuracies (counts of argmaxes),
+ * but the held-out loss is computed by task.evaluate in JavaScript, whose Math.exp and Math.log
+ * may differ in the last bit between JavaScript engines (Node 20's and Chromium's do, by an ulp).
+ */
+export const LOSS_TOLERANCE = 1e-12;
+
+const close = (a, b) => a === b || (Number.isFinite(a) && Number.isFinite(b) && Math.abs(a - b) <= LOSS_TOLERANCE * Math.max(Math.abs(a), Math.abs(b)));
+
+/** Are two run records the same measurement? The times aside, everything exact but the losses (LOSS_TOLERANCE). */
+export function sameRun(c, f) {
+  const { ms: _a, curve: cc, finalLoss: cl, ...cRest } = c;
+  const { ms: _b, curve: fc, finalLoss: fl, ...fRest } = f;
+  return canon(cRest) === canon(fRest) && close(cl, fl) && cc.length === fc.length &&
+    cc.every(([step, train, held, acc], i) => step === fc[i][0] && close(train, fc[i][1]) && close(held, fc[i][2]) && acc === fc[i][3]);
+}
+
+/**
+ * What differs between a committed record and a fresh one, in words (empty: the same): the options
+ * and every run (sameRun), not the times (ms, seconds, machine), which depend on the machine.
  */
 export function differences(name, committed, fresh) {
   if (!committed) return [`${name}: no committed results (run node tools/whatif.mjs --write --experiment ${name})`];
@@ -89,13 +107,12 @@ export function differences(name, committed, fresh) {
     out.push(`${name}: the experiment's options changed: committed ${canon(committed.options)}, now ${canon(fresh.options)}`);
   }
   if (committed.runs.length !== fresh.runs.length) out.push(`${name}: ${committed.runs.length} runs committed, ${fresh.runs.length} now`);
-  const exact = ({ ms, ...rest }) => canon(rest);
   committed.runs.forEach((c, k) => {
     const f = fresh.runs[k];
-    if (f && exact(c) !== exact(f)) {
+    if (f && !sameRun(c, f)) {
       out.push(`${name}: run ${k + 1} (${c.variant ?? `${c.heads} heads`}, seed ${c.seed}): committed accuracy ${c.finalAccuracy}, ` +
         `loss ${c.finalLoss}; now ${f.variant ?? `${f.heads} heads`}, seed ${f.seed}: accuracy ${f.finalAccuracy}, loss ${f.finalLoss}` +
-        `${c.finalLoss === f.finalLoss ? ' (the curves differ)' : ''}`);
+        `${close(c.finalLoss, f.finalLoss) && c.finalAccuracy === f.finalAccuracy ? ' (the curves differ)' : ''}`);
     }
   });
   return out;
