@@ -77,38 +77,6 @@ test('Train view: the induction preset to step 60 in the page is Node\'s run, bi
   }
 });
 
-test('What if?: the runner trains each head count in Workers and shows curves, the table and the verdict, Node\'s numbers', { timeout: 180_000 }, async () => {
-  const { runExperiment, formatTable, describeResult, EXPERIMENTS } = await import('../../web/lib/experiments.js');
-  const small = { heads: [1, 4], seeds: [2], steps: 40, evalEvery: 20 };
-  const p = await openPage('/demo/#train');
-  try {
-    const { page } = p;
-    await page.waitForFunction(() => document.querySelector('#panel-train .hs-train')?.dataset.ready === 'true', null, { timeout: 60_000 });
-    const shown = await page.evaluate(async (o) => {
-      const w = window.headscopeDemo.train.whatIf;
-      await w.run('log-line', o);
-      const r = document.querySelector('#panel-train .hs-train-whatif');
-      return {
-        done: r.dataset.done,
-        rows: [...r.querySelectorAll('.hs-train-whatif-table tbody tr')].map((tr) => [...tr.children].slice(0, 4).map((c) => c.textContent)),
-        lines: [...r.querySelectorAll('.hs-train-whatif-chart path')].map((x) => x.dataset.heads),
-        verdict: r.querySelector('.hs-train-whatif-verdict').textContent,
-      };
-    }, small);
-    assert.equal(shown.done, 'log-line');
-    assert.deepEqual(shown.lines, ['1', '4']);
-    // The same experiment in Node (SIMD128): the same accuracies and losses, the same verdict.
-    const hs = await init({ simd: 'simd128' });
-    const want = await runExperiment(hs, { ...EXPERIMENTS['log-line'], ...small });
-    const rows = formatTable(want).split('\n').slice(2).map((l) => l.split('|').slice(1, 5).map((c) => c.trim()));
-    assert.deepEqual(shown.rows, rows);
-    assert.equal(shown.verdict, describeResult(want));
-    assert.deepEqual(p.pageErrors, []);
-  } finally {
-    await p.close();
-  }
-});
-
 test('Export model: a transformer case that the library checks; loaded back, the same logits, bit for bit', { timeout: 120_000 }, async () => {
   const p = await openPage('/demo/#train?steps=30');
   try {

@@ -160,35 +160,3 @@ test('the variant controls: GQA, a window and ALiBi train; the panel is the engi
     await p.close();
   }
 });
-
-test('What if?: an experiment of variants runs in the page\'s Workers and shows a line and a row per variant, Node\'s numbers', { timeout: 180_000 }, async () => {
-  const { init } = await import('../../web/lib/index.js');
-  const { runExperiment, formatTable, describeResult, EXPERIMENTS } = await import('../../web/lib/experiments.js');
-  const small = { heads: [4], seeds: [2], steps: 30, evalEvery: 15, dModel: 32 };
-  const p = await openPage('/demo/#train');
-  try {
-    const { page } = p;
-    await page.waitForFunction(() => document.querySelector('#panel-train .hs-train')?.dataset.ready === 'true', null, { timeout: 60_000 });
-    assert.equal(await page.locator('#panel-train .hs-train-whatif-run[data-experiment="kv-heads"]').count(), 1, 'its button');
-    const shown = await page.evaluate(async (o) => {
-      await window.headscopeDemo.train.whatIf.run('kv-heads', o);
-      const r = document.querySelector('#panel-train .hs-train-whatif');
-      return {
-        done: r.dataset.done,
-        rows: [...r.querySelectorAll('.hs-train-whatif-table tbody tr')].map((tr) => [...tr.children].slice(0, 5).map((c) => c.textContent)),
-        lines: [...r.querySelectorAll('.hs-train-whatif-chart path')].map((x) => x.dataset.heads),
-        verdict: r.querySelector('.hs-train-whatif-verdict').textContent,
-      };
-    }, small);
-    assert.equal(shown.done, 'kv-heads');
-    assert.deepEqual(shown.lines, ['MHA (8 K/V heads)', 'GQA (2 K/V heads)', 'MQA (1 K/V head)']);
-    const hs = await init({ simd: 'simd128' });
-    const want = await runExperiment(hs, { ...EXPERIMENTS['kv-heads'], ...small });
-    const rows = formatTable(want).split('\n').slice(2).map((l) => l.split('|').slice(1, 6).map((c) => c.trim()));
-    assert.deepEqual(shown.rows, rows);
-    assert.equal(shown.verdict, describeResult(want));
-    assert.deepEqual(p.pageErrors, []);
-  } finally {
-    await p.close();
-  }
-});

@@ -8,8 +8,15 @@ export declare const EXPERIMENTS: Readonly<Record<'log-line' | 'induction' | 'kv
 export declare const VARIANT_FIELDS: readonly ['nKvHeads', 'positions', 'attnWindow', 'attnSinks'];
 /** One attention variant of an experiment: its name (the row's) and the config fields it sets. */
 export interface ExperimentVariant extends Partial<Pick<TransformerConfig, 'nKvHeads' | 'positions' | 'attnWindow' | 'attnSinks'>> { name: string }
-/** The rows in words: one head against the best, the narrowest heads against the best. */
+/** The rows in words: the best only when above every other row on every seed (rankBySpread), then one head and the narrowest heads, or each variant, against the top. */
 export declare function describeResult(result: { rows: readonly ExperimentRow[] }): string;
+/**
+ * The rows against the highest mean accuracy by the seeds' min-max spread: a row is below the top
+ * when its best seed is under the top's worst; the top is the clear best when every other row is.
+ */
+export declare function rankBySpread(rows: readonly ExperimentRow[]): {
+  top: ExperimentRow; clear: boolean; within: ExperimentRow[]; below: ExperimentRow[]; isBelow(row: ExperimentRow): boolean;
+};
 
 /** The model of every run: these fields of createTransformer's config (the head count is each run's). */
 export interface ExperimentOptions

@@ -49,32 +49,53 @@ export const EXPERIMENTS = Object.freeze({
 export const VARIANT_FIELDS = Object.freeze(['nKvHeads', 'positions', 'attnWindow', 'attnSinks']);
 
 /**
- * What an experiment's rows say, in words: one head against the best, the narrowest heads against
- * the best (a gap of more than 5 points of held-out accuracy counts as a difference).
+ * The rows against the one with the highest mean held-out accuracy, by the seeds' spread: a row is
+ * clearly below the top when its best seed is under the top's worst seed (their min-max ranges do
+ * not meet), and the top is the clear best only when every other row is clearly below it. With
+ * three seeds a gap of a point of the means can sit inside one seed's luck, so a gap inside the
+ * spread is not called a difference. `within`: the other rows whose range meets the top's.
+ */
+export function rankBySpread(rows) {
+  const top = rows.reduce((a, b) => (b.accuracy.mean > a.accuracy.mean ? b : a));
+  const others = rows.filter((r) => r !== top);
+  const isBelow = (r) => r.accuracy.max < top.accuracy.min;
+  const within = others.filter((r) => !isBelow(r));
+  return { top, clear: within.length === 0, within, below: others.filter(isBelow), isBelow };
+}
+
+/**
+ * What an experiment's rows say, in words: the best only when it is above the others on every seed
+ * (rankBySpread), else the rows within the seeds' spread of the highest mean; then one head and the
+ * narrowest heads against the top, or each variant.
  */
 export function describeResult({ rows }) {
   const pct = (x) => `${(100 * x).toFixed(1)}%`;
-  if (rows[0]?.variant) {
-    // Variants: the best, then each other against it.
-    const top = rows.reduce((a, b) => (b.accuracy.mean > a.accuracy.mean ? b : a));
-    return [`Best: ${top.variant}, ${pct(top.accuracy.mean)} held-out accuracy (mean of ${top.seeds.length} seeds).`,
-      ...rows.filter((r) => r !== top).map((r) => `${r.variant}: ${pct(r.accuracy.mean)}, ${r.accuracy.mean < top.accuracy.mean - 0.05
-        ? 'worse here' : 'as good here'}.`)].join(' ');
-  }
-  const best = rows.reduce((a, b) => (b.accuracy.mean > a.accuracy.mean ? b : a));
+  const { top, clear, within, below, isBelow } = rankBySpread(rows);
+  const dims = (d) => `${d} dim${d > 1 ? 's' : ''}`;
+  const heads = (r) => `${r.heads} head${r.heads > 1 ? 's' : ''}`;
+  const name = (r) => r.variant ?? heads(r);
+  const list = (xs) => (xs.length > 1 ? `${xs.slice(0, -1).join(', ')} and ${xs[xs.length - 1]}` : xs[0]);
+  const topName = (r) => (r.variant ? r.variant : `${heads(r)} of ${dims(r.headDim)}`);
+  const first = rows.length === 1
+    ? `Only ${topName(top)}: ${pct(top.accuracy.mean)} held-out accuracy (mean of ${top.seeds.length} seeds).`
+    : clear
+    ? `Best: ${topName(top)}, ${pct(top.accuracy.mean)} held-out accuracy (mean of ${top.seeds.length} seeds), above every other ` +
+      `${top.variant ? 'variant' : 'head count'} on every seed.`
+    : `No clear best: ${topName(top)} has the highest mean, ${pct(top.accuracy.mean)} held-out accuracy (mean of ${top.seeds.length} seeds), ` +
+      `but ${list(within.map((r) => `${name(r)} at ${pct(r.accuracy.mean)}`))} ${within.length > 1 ? 'overlap' : 'overlaps'} it within the seeds' min-max spread.`;
+  if (top.variant) return [first, ...below.map((r) => `${r.variant}: ${pct(r.accuracy.mean)}, lower on every seed.`)].join(' ');
+  const parts = [first];
   const one = rows.find((r) => r.heads === 1);
   const narrow = rows.reduce((a, b) => (b.headDim < a.headDim ? b : a));
-  const dims = (d) => `${d} dim${d > 1 ? 's' : ''}`;
-  const parts = [`Best: ${best.heads} head${best.heads > 1 ? 's' : ''} of ${dims(best.headDim)}, ${pct(best.accuracy.mean)} held-out accuracy (mean of ${best.seeds.length} seeds).`];
-  if (one && one !== best) {
-    parts.push(one.accuracy.mean < best.accuracy.mean - 0.05
-      ? `One head is not enough here: ${pct(one.accuracy.mean)}.`
-      : `One head does as well here: ${pct(one.accuracy.mean)}.`);
+  if (one && one !== top) {
+    parts.push(isBelow(one)
+      ? `One head is not enough here: ${pct(one.accuracy.mean)}, lower on every seed than ${heads(top)}.`
+      : `One head does as well here: ${pct(one.accuracy.mean)}, within the seeds' spread.`);
   }
-  if (narrow !== best && narrow !== one) {
-    parts.push(narrow.accuracy.mean < best.accuracy.mean - 0.05
-      ? `Heads of ${narrow.headDim} dim${narrow.headDim > 1 ? 's' : ''} are too narrow here: ${pct(narrow.accuracy.mean)}.`
-      : `Heads of ${narrow.headDim} dim${narrow.headDim > 1 ? 's' : ''} are not worse here: ${pct(narrow.accuracy.mean)}.`);
+  if (narrow !== top && narrow !== one) {
+    parts.push(isBelow(narrow)
+      ? `Heads of ${dims(narrow.headDim)} are too narrow here: ${pct(narrow.accuracy.mean)}, lower on every seed than ${heads(top)}.`
+      : `Heads of ${dims(narrow.headDim)} are not worse here: ${pct(narrow.accuracy.mean)}, within the seeds' spread.`);
   }
   return parts.join(' ');
 }

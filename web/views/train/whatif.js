@@ -1,8 +1,10 @@
 // The what-if runner (the Train view's "What if?" part): the seeds' experiments (headscope/
 // experiments' EXPERIMENTS) run side by side in Workers, one click each: the held-out loss per head
-// count (the mean over the seeds) as curves, the table of final accuracies with their spread and
-// time, and what the runs measured, in words, whichever way it went. The same seeds give the
-// numbers of docs/experiments.md and of `node tools/whatif.mjs`, bit for bit (the SIMD128 build).
+// count on a log axis (the mean over the seeds, in a band from their min to their max), the table
+// of final accuracies with their spread and time, and what the runs measured, in words, whichever
+// way it went (a best only when it is above the others on every seed). The same seeds give the
+// numbers of docs/experiments.md and of `node tools/whatif.mjs` (the SIMD128 build: the accuracies
+// bit for bit, the losses to an ulp of the browser's Math.exp; tests/browser/whatif.test.js).
 //
 //   const runner = whatIf.create(root, { workers: 2 });
 //   await runner.update({ experiment: 'log-line' });   // runs it (as its button does)
@@ -33,7 +35,9 @@ function createWhatIf(root, { engine, state, workers = 2, startWorker = ownWorke
   const title = el('h2', 'hs-prose hs-train-h2', 'What if? The seeds\' experiments, run here');
   const note = el('p', 'hs-note hs-prose', 'The same model (dModel 64, 2 layers, attention only) trained with 1, 2, 4, 8, 16 ' +
     'and 64 heads (head dims 64 to 1), three seeds each, everything else fixed; or with 8 heads and the attention ' +
-    `variants (K/V heads; learned positions, ALiBi, a window, RoPE; attention sinks). The runs go side by side in ${workers} Workers.`);
+    `variants (K/V heads; learned positions, ALiBi, a window, RoPE; attention sinks). The runs go side by side in ${workers} Workers. ` +
+    'The chart: the held-out loss on a log scale, a line per head count (or variant) through the mean of the seeds, in a band from their ' +
+    'lowest to their highest. A verdict names a best only when it is above the others on every seed.');
   const buttons = el('div', 'hs-train-buttons');
   const runButtons = Object.keys(EXPERIMENTS).map((name) => {
     const b = button(LABELS[name], 'hs-train-whatif-run');
@@ -46,7 +50,9 @@ function createWhatIf(root, { engine, state, workers = 2, startWorker = ownWorke
   const progress = statusEl('p', 'hs-train-whatif-progress');
   const svg = svgEl('svg', { viewBox: `0 0 ${W} ${H}`, class: 'hs-train-curves-svg hs-train-whatif-chart', role: 'img',
     'aria-label': 'Held-out loss per head count: no experiment run yet' });
-  svg.hidden = true;
+  // An SVG element has no `hidden` property (it is HTMLElement's): the attribute hides it, until
+  // the first run draws.
+  svg.setAttribute('hidden', '');
   const table = el('table', 'hs-train-whatif-table');
   table.hidden = true;
   const verdict = el('p', 'hs-train-whatif-verdict');
@@ -69,6 +75,7 @@ function createWhatIf(root, { engine, state, workers = 2, startWorker = ownWorke
     cancel.disabled = false;
     setText(verdict, '');
     table.hidden = true;
+    svg.setAttribute('hidden', '');
     const started = performance.now();
     const curves = new Map();   // heads (or the variant's name) -> seed -> curve
     const order = options.variants?.map((v) => v.name) ?? null;
