@@ -4,6 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
+import { makeTask } from '../../web/lib/tasks.js';
 import { applyHeadsState, defaultHeadsState, HEAD_COUNTS, PRESET_NAMES } from '../../web/views/heads/state.js';
 import { applyWalkthroughState, publicWalkthroughState } from '../../web/views/walkthrough/state.js';
 import { seedState } from '../../web/views/walkthrough/model.js';
@@ -127,7 +128,13 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
     clip: fc.double({ min: 0, max: 100, noNaN: true }).map((v) => v + 0),
     seed: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
     steps: fc.integer({ min: 0, max: 100_000 }),
-  })).map((s) => (s.positions === 'rope' ? s : { ...s, ropeLayout: 'half', ropeBase: 10000, ropeFraction: 1 }))
+    // The reader's detectors: words of the task's vocabulary (chosen below by index), a formula.
+    keywordPicks: fc.array(fc.nat(), { maxLength: 4 }),
+    pattern: fc.constantFrom('', 'j == i - 2', 'tj == ti && j < i', '(i + j) % 3 == 0 || !(tj != 1)'),
+  })).map(({ keywordPicks, ...s }) => {
+    const { vocab } = makeTask(s.task, { seed: s.seed });
+    return { ...s, keywords: keywordPicks.map((k) => vocab[k % vocab.length]).join(' ') };
+  }).map((s) => (s.positions === 'rope' ? s : { ...s, ropeLayout: 'half', ropeBase: 10000, ropeFraction: 1 }))
     .filter((s) => s.positions !== 'rope' || ropeDims(s) >= 2);
   fc.assert(fc.property(state, (s) => {
     const checked = applyTrainState(s, defaultTrainState());
@@ -139,6 +146,11 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
     [{ lr: 0 }, /state\.lr: expected a number in \(0, 1\]/],
     [{ task: 'nope' }, /state\.task: expected one of copy, /],
     [{ colour: 1 }, /state\.colour: unknown field/],
+    [{ keywords: 'ERROR nope' }, /state\.keywords: "ERROR" is not a token of the induction task/],
+    [{ task: 'log-line', keywords: 'ERROR nope' }, /state\.keywords: "nope" is not a token of the log-line task/],
+    [{ pattern: 'j = i' }, /state\.pattern: at character 3: unexpected = i/],
+    [{ pattern: 'k > 1' }, /state\.pattern: at character 1: unknown name k/],
+    [{ keywords: 7 }, /state\.keywords: expected text of at most 500 characters, got 7/],
     [{ kvHeads: 3, heads: 4 }, /state\.kvHeads: expected a divisor of heads 4, got 3/],
     [{ attnWindow: 257 }, /state\.attnWindow: expected an integer in \[0, 256\]/],
     [{ attnSinks: 1 }, /state\.attnSinks: expected true or false, got 1/],

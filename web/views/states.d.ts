@@ -90,6 +90,10 @@ export interface TrainState {
   off: [number, number][];
   /** The loss curves' log scale. */
   log: boolean;
+  /** The keyword detector's tokens (words of the task's vocabulary, space-separated); '' none. */
+  keywords: string;
+  /** The custom detector's formula over i, j, ti, tj, T (headscope/detectors compileFormula); '' none. */
+  pattern: string;
 }
 
 export type HeadsControl = 'text' | 'weights' | 'heads' | 'seed' | 'sharpness' | 'causal' | 'view' | 'batch' |

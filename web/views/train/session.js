@@ -8,8 +8,19 @@
 // arrays.
 import { makeTask } from '../../lib/tasks.js';
 import { headScores } from '../../lib/detectors.js';
-import { trainSetup } from './state.js';
+import { extraDetectors, trainSetup } from './state.js';
 import { sinkNumbers } from './variants-sinks.js';
+
+/**
+ * One layer's detector scores on the held-out rows: the four of TransformerLens over every row,
+ * then the reader's keyword and pattern detectors (state.js extraDetectors) at the rows the task
+ * scores (its targets), where a task like log-line answers.
+ */
+export function scoreLayer(pattern, held, state, task) {
+  const scores = headScores(pattern, held.tokens);
+  const extra = extraDetectors(state, task.vocab);
+  return extra === null ? scores : { ...scores, ...headScores(pattern, held.tokens, { ...extra, targets: held.targets }) };
+}
 
 /** Held-out rows of each evaluation. */
 const EVAL_ROWS = 64;
@@ -80,7 +91,7 @@ export function createSession(t, { startWorker, draw, stopped, changed }) {
     if (mine !== t.generation || t.destroyed) return;
     const e = task.evaluate(heldRun.logits, held.targets);
     t.curve.push({ step: t.state.steps, trainLoss, heldOutLoss: e.loss, accuracy: e.accuracy });
-    const scores = hooks.map((h) => headScores(heldRun.hooks[h], held.tokens));
+    const scores = hooks.map((h) => scoreLayer(heldRun.hooks[h], held, t.state, task));
     t.history.add({ step: t.state.steps, trainLoss, heldOutLoss: e.loss, accuracy: e.accuracy, scores,
       patterns: hooks.map((h) => probeRun.hooks[h].data) });
     t.last = { probeRun, scores, sinks };  // the last evaluation, which the ablation redraws with

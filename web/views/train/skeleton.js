@@ -35,7 +35,8 @@ export function buildSkeleton(root, { compact, hidden, controls, history }) {
   const ablationTitle = el('h2', 'hs-prose hs-train-h2', 'Switch heads off: the held-out loss, and each head\'s importance');
   const ablation = el('div', 'hs-train-ablation');
   const detectorsBox = el('section');
-  detectorsBox.append(detectorsTitle, detectors);
+  const detectorInputs = el('div', 'hs-train-detector-inputs');
+  detectorsBox.append(detectorsTitle, detectorInputs, detectors);
   detectorsBox.hidden = hidden.has('detectors');
   const ablationBox = el('section');
   ablationBox.append(ablationTitle, ablation);
@@ -53,5 +54,5 @@ export function buildSkeleton(root, { compact, hidden, controls, history }) {
   view.append(intro, controls.form, controls.buttons, message, curves.element, history.element, gridTitle, shownLine, probeText, grid,
     variantsBox, detectorsBox, ablationBox, insideBox, whatIf);
   root.replaceChildren(view);
-  return { view, message, curves, probeText, grid, shownLine, shownText, backToNow, variants, detectors, ablation, ablationBox, inside, whatIf };
+  return { view, message, curves, probeText, grid, shownLine, shownText, backToNow, variants, detectors, detectorInputs, ablation, ablationBox, inside, whatIf };
 }

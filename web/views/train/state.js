@@ -30,7 +30,8 @@
 // keeps the trained model (sameSetup).
 import { HeadscopeError } from '../../lib/errors.js';
 import { quoteInput } from '../../lib/tensor.js';
-import { TASKS } from '../../lib/tasks.js';
+import { TASKS, makeTask } from '../../lib/tasks.js';
+import { compileFormula } from '../../lib/detectors.js';
 import { TRANSFORMER_SCHEMA, accepts, choices, divisible, expectation, field } from '../../lib/config.js';
 
 export const TASK_NAMES = TASKS.map((t) => t.name);
@@ -53,9 +54,16 @@ export const ropeDims = (s) => (s.positions === 'rope' ? 2 * Math.floor(s.ropeFr
 export const headsDivide = (s) => divisible(TRANSFORMER_SCHEMA, { dModel: s.dModel, nHeads: s.heads });
 /** The state's fields, in the order of a link's parameters. */
 export const TRAIN_KEYS = ['task', 'layers', 'heads', 'kvHeads', 'dModel', 'mlp', 'norm', 'positions', ...ROPE_KEYS, 'attnWindow',
-  'attnSinks', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps', 'off', 'log'];
-/** The fields a change of which keeps the model (the rest are its setup). */
-const VIEW_KEYS = ['steps', 'off', 'log'];
+  'attnSinks', 'lr', 'weightDecay', 'batch', 'clip', 'seed', 'steps', 'off', 'log', 'keywords', 'pattern'];
+/**
+ * The fields a change of which keeps the model (the rest are its setup): the step, the reader's
+ * switches and scale, and the two detectors the reader defines: keywords (token strings of the
+ * task's vocabulary, space-separated: the keyword detector's set) and pattern (a formula for the
+ * custom detector, web/lib/detectors.js compileFormula); '' for none.
+ */
+const VIEW_KEYS = ['steps', 'off', 'log', 'keywords', 'pattern'];
+/** The longest keywords or pattern text a state takes. */
+export const MAX_DETECTOR_TEXT = 500;
 /** The largest attention window a state takes (the tasks' rows are at most this long). */
 export const MAX_WINDOW = 256;
 /** The divisors of `heads`, from heads down: the K/V head counts a setting with `heads` can have. */
@@ -71,7 +79,8 @@ export const MAX_STEPS = 100_000;
 /** The induction preset: the two-layer attention-only model whose layer-1 head becomes an induction head. */
 export function defaultTrainState() {
   return { task: 'induction', layers: 2, heads: 2, kvHeads: 2, dModel: 32, mlp: false, norm: 'pre', positions: 'learned',
-    ...ROPE_DEFAULTS, attnWindow: 0, attnSinks: false, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0, off: [], log: false };
+    ...ROPE_DEFAULTS, attnWindow: 0, attnSinks: false, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 0, off: [], log: false,
+    keywords: '', pattern: '' };
 }
 
 const fail = (where, message) => { throw new HeadscopeError('INVALID_ARGUMENT', `${where}: ${message}`); };
@@ -132,10 +141,39 @@ export function applyTrainState(patch, current, where = 'setState: state') {
   int('seed', 0, 2 ** 31 - 1);
   int('steps', 0, MAX_STEPS);
   if (typeof next.log !== 'boolean') fail(`${where}.log`, `expected true or false, got ${describe(next.log)}`);
+  readDetectorText(next, where);
   // A new setup is a new model with every head on: switches the patch does not set go.
   if (!('off' in p) && !sameSetup(next, current)) next.off = [];
   next.off = readOff(next.off, next, `${where}.off`);
   return next;
+}
+
+// keywords: words of the task's vocabulary; pattern: a formula compileFormula accepts (its
+// message names the field and the character).
+function readDetectorText(s, where) {
+  for (const k of ['keywords', 'pattern']) {
+    if (typeof s[k] !== 'string' || s[k].length > MAX_DETECTOR_TEXT) {
+      fail(`${where}.${k}`, `expected text of at most ${MAX_DETECTOR_TEXT} characters, got ${describe(s[k])}`);
+    }
+  }
+  if (s.keywords.trim() === '' && s.pattern.trim() === '') return;
+  const { vocab } = makeTask(s.task, { seed: s.seed });
+  for (const word of s.keywords.split(/\s+/).filter(Boolean)) {
+    if (!vocab.includes(word)) {
+      fail(`${where}.keywords`, `${describe(word)} is not a token of the ${s.task} task (its tokens: ` +
+        `${vocab.slice(0, 12).join(' ')}${vocab.length > 12 ? ' ...' : ''})`);
+    }
+  }
+  if (s.pattern.trim() !== '') compileFormula(s.pattern, { vocab, name: `${where}.pattern` });
+}
+
+/** The state's detector options for headScores' extra detectors (keyword, custom), or null. */
+export function extraDetectors(s, vocab) {
+  const words = s.keywords.split(/\s+/).filter(Boolean);
+  const detectors = [...(words.length ? ['keyword'] : []), ...(s.pattern.trim() ? ['custom'] : [])];
+  if (detectors.length === 0) return null;
+  return { detectors, vocab, ...(words.length ? { keywords: words.map((w) => vocab.indexOf(w)) } : {}),
+    ...(s.pattern.trim() ? { custom: s.pattern } : {}) };
 }
 
 // The switched-off heads as sorted [layer, head] pairs of the setup's heads, each once.

@@ -5,11 +5,12 @@
 // rotary fields' defaults: ropeLayout half, ropeBase 10000, ropeFraction 1), so a link made before
 // they existed is the link of the same setting now, and decodes to it. So are the reader's view
 // fields at theirs: off (the switched-off heads, `off=0.2,1.1`: layer.head, head 1-based, as the
-// page names them L0 H2) only when some head is off, log only when on.
+// page names them L0 H2) only when some head is off, log only when on, and the reader's detectors
+// (keywords, pattern: text) only when set.
 import { boolText, decodeParams, encodeParams } from '../common/url-state.js';
 import { ROPE_DEFAULTS, TRAIN_KEYS } from './state.js';
 
-const TEXT = new Set(['task', 'norm', 'positions', 'ropeLayout']);
+const TEXT = new Set(['task', 'norm', 'positions', 'ropeLayout', 'keywords', 'pattern']);
 const readBoolean = (t) => (t === '1' || t === 'true' ? true : t === '0' || t === 'false' ? false : t);
 const readNumber = (t) => (t.trim() === '' ? NaN : Number(t));
 // 'l.h' items as [l, h]; an item of another form is passed on as its text, for applyTrainState to name.
@@ -24,6 +25,7 @@ const TRAIN_PARAMS = Object.fromEntries(TRAIN_KEYS.map((k) => [k,
 export function encodeTrainState(s) {
   return encodeParams(TRAIN_PARAMS, s, (k) => (k === 'kvHeads' && s.kvHeads === s.heads) || (k === 'attnWindow' && s.attnWindow === 0) ||
     (k === 'attnSinks' && s.attnSinks === false) || (k === 'off' && s.off.length === 0) || (k === 'log' && s.log === false) ||
+    ((k === 'keywords' || k === 'pattern') && s[k] === '') ||
     (k in ROPE_DEFAULTS && s[k] === ROPE_DEFAULTS[k]));
 }
 

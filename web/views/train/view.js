@@ -27,7 +27,10 @@ import { createPlayback, DEFAULT_CHUNK } from './playback.js';
 import { createHistory } from './history.js';
 import { createHistoryChart } from './history-chart.js';
 import { drawHeadGrid } from './heads-grid.js';
-import { drawDetectors } from './detectors.js';
+import { createDetectorInputs, drawDetectors } from './detectors.js';
+import { scoreLayer } from './session.js';
+import { encodeTrainState } from './url-state.js';
+import { applyTrainState } from './state.js';
 import { createAblation } from './ablation.js';
 import { createInside } from './inside.js';
 import { createVariants } from './variants.js';
@@ -142,7 +145,10 @@ function createTrain(root, options, where) {
   // The state's view fields: the log scale, and the heads switched off (through the ablation
   // box's switches, as the reader's clicks: each measures the held-out loss without them).
   async function viewFields(next) {
-    t.state = { ...t.state, log: next.log };
+    const rescore = next.keywords !== t.state.keywords || next.pattern !== t.state.pattern;
+    t.state = { ...t.state, log: next.log, keywords: next.keywords, pattern: next.pattern };
+    detectorInputs.sync(t.state);
+    if (rescore) await serial(rescoreDetectors);
     dom.curves.update(t.curve, curveOptions());
     const want = new Set(next.off.map(([l, h]) => `${l}.${h}`));
     for (const box of dom.ablation.querySelectorAll('input[data-gate]')) {
@@ -155,6 +161,31 @@ function createTrain(root, options, where) {
     await serial(() => {});   // the measurements the switches queued
     sync();
   }
+  // The reader's keyword and pattern detectors changed: the current model's held-out patterns
+  // scored again (one forward), the grid's labels and the table drawn with them. The history's
+  // records from here on carry them too.
+  async function rescoreDetectors() {
+    if (!t.model || !t.last) return;
+    const hooks = Array.from({ length: t.state.layers }, (_, l) => `blocks.${l}.attn.hook_pattern`);
+    const run = await t.model.forward(t.held.tokens, { hooks });
+    t.last = { ...t.last, scores: hooks.map((h) => scoreLayer(run.hooks[h], t.held, t.state, t.task)) };
+    draw();
+  }
+  // (Checked here first, so a refusal names the field as the form's do: "Train.pattern: ...".)
+  const detectorInputs = createDetectorInputs(dom.detectorInputs, {
+    apply: (patch) => {
+      try {
+        applyTrainState(patch, t.state, 'Train');
+      } catch (e) {
+        say(e.message, { error: true });
+        return;
+      }
+      say('');
+      playback.update(patch).catch(fail);
+    },
+  });
+  detectorInputs.sync(t.state);
+
   // A switch (the reader's or viewFields'): the state's off follows the ablation's gates.
   dom.ablation.addEventListener('change', (e) => {
     if (!e.target.matches?.('input[data-gate]')) return;
@@ -168,12 +199,21 @@ function createTrain(root, options, where) {
   // 300 here, then switches each head off in turn (the costs below the grid; the patterns above).
   const eachHead = button('What does each head do? (4 heads, log line, 300 steps)', 'hs-train-whatif-each');
   eachHead.name = 'each-head';
+  // The preset replaces the reader's run: the message says which run went and how to get it back
+  // (its setup and step, as the link that trains it again). Its keyword detector
+  // reads the log levels, so the head that reads them gets its label.
   eachHead.addEventListener('click', async () => {
     try {
       eachHead.disabled = true;
+      const was = { ...t.state };
       await playback.update({ task: 'log-line', layers: 2, heads: 4, kvHeads: 4, dModel: 64, mlp: false, norm: 'pre',
-        positions: 'learned', attnWindow: 0, attnSinks: false, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 300 });
+        positions: 'learned', attnWindow: 0, attnSinks: false, lr: 3e-3, weightDecay: 0.01, batch: 16, clip: 1, seed: 1, steps: 300,
+        keywords: 'DEBUG INFO WARN ERROR', pattern: '' });
       await serial(ablation.measureEachOff);
+      if (was.steps > 0 && !(was.task === 'log-line' && was.heads === 4 && was.steps === 300)) {
+        say(`"What does each head do?" replaced your run (${was.task}, ${was.layers} x ${was.heads} heads, step ${was.steps}) ` +
+          `with the log-line preset. To train it again, open #train?${encodeTrainState(was)}`, { keepError: true });
+      }
       dom.ablationBox.scrollIntoView?.({ block: 'start' });
     } catch (e) {
       fail(e);
