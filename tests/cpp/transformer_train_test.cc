@@ -412,7 +412,7 @@ TEST(TransformerTrain, GradientsMatchTheFloat64ReferenceOnRandomConfigs) {
     // can be no closer than the forward's conditioning allows.)
     TransformerResult fr;
     ASSERT_TRUE(model->Forward({tokens.data(), B, T}, TransformerOptions{o.head_gates.present()
-        ? TransformerOptions{{}, o.head_gates} : TransformerOptions{}}, &fr).ok());
+        ? TransformerOptions{{}, o.head_gates, {}} : TransformerOptions{}}, &fr).ok());
     const double logit_error = Error(fr.logits.data(), ref.logits, 0);
     const std::string what = "trial " + std::to_string(trial) + " (norm " +
                              std::to_string(static_cast<int>(c.norm)) + " pos " +
