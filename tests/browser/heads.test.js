@@ -3,7 +3,9 @@
 // loaded case, head colours past 8, and a head-count change that keeps the reader's choices.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { openPage } from './harness.js';
+import { openPage, screenshot } from './harness.js';
+import { openTrainedHead, settleTrain } from './train-helpers.js';
+import { makeTask } from '../../web/lib/tasks.js';
 
 const root = '#panel-heads';
 
@@ -112,9 +114,15 @@ test('a loaded case hides the sentence\'s controls, says what it shows, and labe
     assert.match(await p.page.textContent(`${root} .hs-heads-case-note`), /Showing case "?explicit-self"?.*2 heads, 3 queries/);
     const keys = await p.page.$$eval(`${root} .hs-lines-key [data-line-token]`, (bs) => bs.map((b) => b.textContent));
     assert.deepEqual(keys, ['t1', 't2', 't3'], 'keys named as the query tokens (self-attention)');
-    // Back to the sentence: its controls return.
+    // The intro is the case's, and the hash says a file is shown (a link cannot hold it).
+    assert.match(await p.page.textContent(`${root} .hs-heads-intro`), /^The heads of case explicit-self: its own weights.*t1, t2/);
+    await p.page.waitForFunction(() => location.hash === '#heads?from=file&name=explicit-self');
+    // Back to the sentence: its controls return, and the hash is the sentence's (whose state is
+    // the one before the case: the change is the case going).
     await p.page.selectOption(`${root} [name="weights"]`, 'presets');
     await p.page.waitForFunction((sel) => document.querySelector(sel).getClientRects().length > 0, `${root} [name="text"]`);
+    await p.page.waitForFunction(() => location.hash === '#heads');
+    assert.match(await p.page.textContent(`${root} .hs-heads-intro`), /built by hand/);
     assertClean(p);
   } finally {
     await p.close();
@@ -227,6 +235,69 @@ test('a 3,000-token case runs in the worker with elapsed time and Cancel; cancel
       `${root} .hs-heads-case-note`, { timeout: 60_000 });
     await p.page.waitForFunction((sel) => document.querySelector(sel).getAttribute('aria-busy') === 'false', `${root} .hs-heads`, { timeout: 60_000 });
     assert.match(await p.page.textContent(`${root} .hs-heads-message`), /Showing queries 1–128 of 3000/);
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+test('a head opened from the Train view: the task\'s tokens, an intro naming the model and step, and an honest link', async () => {
+  const p = await openPage('/demo/#train?steps=25');
+  try {
+    const { page } = p;
+    await settleTrain(page, { steps: 25 });
+    const trainState = await page.evaluate(() => window.headscopeDemo.train.getState());
+    const { worst } = await openTrainedHead(page, { layer: 1, head: 2, step: 25 });
+    assert.ok(worst <= 1e-5, `the Heads view's weights are the trained head's (${worst})`);
+    // The probe row's tokens as the task writes them, from the task module in Node.
+    const task = makeTask(trainState.task, { seed: trainState.seed });
+    const tokens = Array.from(task.probe().tokens.data, (id) => task.vocab[id]);
+    assert.ok(new Set(tokens).size > 2, `the probe row has symbols to show (${tokens})`);
+    const lineLabels = (side) => page.$$eval(`${root} .hs-lines-${side} [data-line-token]`, (bs) => bs.map((b) => b.textContent));
+    assert.deepEqual(await lineLabels('query'), tokens, 'queries labelled by the task\'s tokens');
+    assert.deepEqual(await lineLabels('key'), tokens, 'and keys (self-attention)');
+    const exported = await page.evaluate(async () => JSON.parse(await (await window.headscopeDemo.heads.exportAs('json')).text()).tokens);
+    assert.deepEqual(exported, { queries: tokens, keys: tokens }, 'the export names them too');
+    // The intro says what is shown, not the hand-built heads' text.
+    const intro = await page.textContent(`${root} .hs-heads-intro`);
+    assert.match(intro, new RegExp(`^L1 H2 of the model the Train view trained \\(${trainState.task}\\) at step 25:`));
+    assert.doesNotMatch(intro, /built by hand/);
+    await page.evaluate(() => window.scrollTo(0, 0));
+    await screenshot(page, 'heads-from-train', { fullPage: false });
+    // The hash does not claim to reopen it (it was #heads?show=2, the hand-built heads): it names
+    // the Train view's run.
+    await page.waitForFunction(() => location.hash.startsWith('#heads?from=train'));
+    const hash = await page.evaluate(() => location.hash);
+    const params = new URLSearchParams(hash.split('?')[1]);
+    assert.deepEqual([...params.keys()], ['from', 'layer', 'head', 'train']);
+    assert.deepEqual([params.get('layer'), params.get('head')], ['1', '2']);
+    assert.match(params.get('train'), /(^|&)steps=25(&|$)/);
+
+    // Opened afresh, the link says what it showed and links to the run; that link reopens it.
+    const q = await openPage(`/demo/${hash}`);
+    try {
+      await q.page.waitForFunction(() => /This link showed L1 H2 of a model trained in the Train view/
+        .test(document.querySelector('.hs-status').textContent));
+      const status = await q.page.textContent('.hs-status');
+      assert.match(status, new RegExp(`\\(${trainState.task}, step 25\\)\\..*hand-built heads.*"Open in the Heads view" on L1 H2`));
+      assert.equal(await q.page.getAttribute('#tab-heads', 'aria-selected'), 'true');
+      assert.equal(await q.page.evaluate(() => window.headscopeDemo.heads.showsCase()), false);
+      assert.match(await q.page.textContent(`${root} .hs-heads-intro`), /built by hand/, 'the hand-built heads, and it says so');
+      assert.equal(await q.page.evaluate(() => location.hash), '#heads', 'the hash now is what is shown');
+      await q.page.click('.hs-status a');
+      await settleTrain(q.page, { steps: 25 });
+      assert.deepEqual(await q.page.evaluate(() => window.headscopeDemo.train.getState()), trainState, 'the same run');
+      const again = await openTrainedHead(q.page, { layer: 1, head: 2, step: 25 });
+      assert.equal(again.worst, worst, 'the same head, the same numbers');
+      assert.deepEqual(await q.page.evaluate(() => location.hash), hash);
+      assertClean(q);
+    } finally {
+      await q.close();
+    }
+    // Back to the sentence (every head shown), the hash is the Heads view's own again.
+    await page.selectOption(`${root} [name="weights"]`, 'presets');
+    await page.waitForFunction(() => location.hash === '#heads');
+    assert.match(await page.textContent(`${root} .hs-heads-intro`), /built by hand/);
     assertClean(p);
   } finally {
     await p.close();

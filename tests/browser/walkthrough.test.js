@@ -358,6 +358,103 @@ test('keyboard: one Tab stop per matrix (16 x 16 x 16), arrow keys inside, Enter
   }
 });
 
+// ---- 4b. Pointer editing and the URL (issue 31) --------------------------------------------------
+
+test('a click selects a cell and typing replaces its number; a double-click, F2 or Enter edits in place', async () => {
+  const p = await openPage('/demo/');
+  try {
+    const { page } = p;
+    const input = (i, j) => page.locator(`${cellSel('X', i, j)} input`);
+    const focused = () => page.evaluate(() => {
+      const e = document.activeElement;
+      return { value: e.value, selected: e.value.slice(e.selectionStart, e.selectionEnd), editing: e.classList.contains('hs-editing') };
+    });
+    // A click on X[0][0] (1) selects its whole number, like a spreadsheet's cell: typing replaces it.
+    // The click lands on the left of the text, where a text field would put the caret before the 1.
+    await input(0, 0).click({ position: { x: 3, y: 8 } });
+    assert.deepEqual(await focused(), { value: '1', selected: '1', editing: false });
+    await page.keyboard.type('3');
+    assert.equal(await input(0, 0).inputValue(), '3', 'a click then "3" gives 3 (not 31)');
+    assertNear(await cellTexts(page, 'Y'), await seedOutputWith([[0, 0, 3]]), 'Y with X[0][0] = 3');
+    // From one cell to another by a click, on the right of the text this time: typing replaces it too.
+    const right = await page.$eval(`${cellSel('X', 0, 2)} input`, (e) => e.getBoundingClientRect().width - 3);
+    await input(0, 2).click({ position: { x: right, y: 8 } });
+    await page.keyboard.type('-2');
+    assert.equal(await input(0, 2).inputValue(), '-2', 'X[0][2] (1) replaced by -2');
+    // A double-click edits the number in place: the caret after it, as F2 puts it.
+    await input(1, 1).dblclick();
+    assert.deepEqual(await focused(), { value: '2', selected: '', editing: true });
+    await page.keyboard.type('5');
+    assert.equal(await input(1, 1).inputValue(), '25');
+    // In place, a click moves the caret inside the number (a text field's click) and keeps editing.
+    await input(1, 1).click({ position: { x: 3, y: 8 } });
+    await page.keyboard.type('1');
+    assert.equal(await input(1, 1).inputValue(), '125', 'the click put the caret before 25');
+    await page.keyboard.press('Enter');  // commits; the number is selected again
+    assert.deepEqual(await focused(), { value: '125', selected: '125', editing: false });
+    await page.keyboard.type('4');
+    assert.equal(await input(1, 1).inputValue(), '4', 'selected again, typing replaces');
+    assertNear(await cellTexts(page, 'Y'), await seedOutputWith([[0, 0, 3], [0, 2, -2], [1, 1, 4]]), 'Y after the three edits');
+    // A second click on a selected cell is a deliberate edit too: the caret where it clicked.
+    await page.keyboard.press('Tab');
+    await input(2, 0).click();
+    await input(2, 0).click({ position: { x: 3, y: 8 } });
+    assert.equal((await focused()).editing, true, 'a click on the selected cell edits it in place');
+    await page.keyboard.type('9');
+    assert.equal(await input(2, 0).inputValue(), '91');
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
+test('a cell edit reaches the URL, and the link brings the edited numbers back', async () => {
+  const p = await openPage('/demo/');
+  try {
+    const { page } = p;
+    await page.click(`${cellSel('X', 0, 1)} input`);
+    await page.keyboard.type('2.5');
+    await page.click(`${cellSel('WQ1', 1, 0)} input`);
+    await page.keyboard.type('-0,75');
+    await page.keyboard.press('Tab');
+    // The hash follows once typing pauses: X and W_Q hold the typed numbers (the seed's W_Q has
+    // head 1's block in its first two columns: row 1, column 0 of WQ1 is wq[1][0]).
+    await page.waitForFunction(() => {
+      const q = new URLSearchParams(location.hash.split('?')[1] ?? '');
+      return q.get('x')?.split(',')[1] === '2.5' && q.get('wq')?.split(',')[4] === '-0.75';
+    });
+    const state = await page.evaluate(() => window.headscopeDemo.walkthrough.getState());
+    assert.equal(state.x[0][1], 2.5);
+    assert.equal(state.wq[1][0], -0.75);
+    const y = await cellTexts(page, 'Y');
+    // Escape after an edit undoes it, and the hash follows the undo too.
+    await page.click(`${cellSel('X', 2, 3)} input`);
+    await page.keyboard.type('8');
+    await page.waitForFunction(() => new URLSearchParams(location.hash.split('?')[1]).get('x').split(',')[11] === '8');
+    await page.keyboard.press('Escape');
+    await page.waitForFunction(() => new URLSearchParams(location.hash.split('?')[1]).get('x').split(',')[11] === '1');
+    // The link, opened afresh, shows the edited numbers and the same results.
+    const link = await page.evaluate(() => location.hash);
+    const q = await openPage(`/demo/${link}`);
+    try {
+      await settled(q.page);
+      // (Every number and size; `source` says in words where they came from: the link, now.)
+      const { source, ...numbers } = state;
+      const { source: linkSource, ...linkNumbers } = await q.page.evaluate(() => window.headscopeDemo.walkthrough.getState());
+      assert.deepEqual(linkNumbers, numbers);
+      assert.equal(await q.page.inputValue(`${cellSel('X', 0, 1)} input`), '2.500');
+      assert.equal(await q.page.inputValue(`${cellSel('WQ1', 1, 0)} input`), '-0.750');
+      assert.deepEqual(await cellTexts(q.page, 'Y'), y);
+      assertClean(q);
+    } finally {
+      await q.close();
+    }
+    assertClean(p);
+  } finally {
+    await p.close();
+  }
+});
+
 // ---- 5. Contrast -----------------------------------------------------------------------------------
 
 // A case whose attention weights include exactly 1, 0 and 0.25: zero tokens score 0 against every

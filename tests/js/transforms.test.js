@@ -353,6 +353,11 @@ describe('summaries', () => {
     assert.deepEqual(caseLabels({ L: 2, S: 2, sourceLength: 2, selfAttention: true }), { queries: ['t1', 't2'], keys: ['t1', 't2'] });
     assert.deepEqual(caseLabels({ L: 1, S: 4, sourceLength: 2, selfAttention: false, addBiasKV: true, addZeroAttn: true }),
       { queries: ['t1'], keys: ['k1', 'k2', 'bias_k', 'zero'] });
+    // Tokens given with the case (setCase's option) name the queries, and self-attention's keys.
+    assert.deepEqual(caseLabels({ L: 3, S: 3, sourceLength: 3, selfAttention: true, tokens: ['<bos>', 'a', 'a'] }),
+      { queries: ['<bos>', 'a', 'a'], keys: ['<bos>', 'a', 'a'] });
+    assert.deepEqual(caseLabels({ L: 2, S: 2, sourceLength: 2, selfAttention: false, tokens: ['x', 'y'] }),
+      { queries: ['x', 'y'], keys: ['k1', 'k2'] });
   });
 });
 

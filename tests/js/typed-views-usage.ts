@@ -38,7 +38,9 @@ export async function demo(root: Element, other: Element): Promise<void> {
   await view.settled();
   w.showHeads([1]);
   const t = trainView.create(other, { state: { task: 'copy', steps: 10 }, hide: ['whatif'],
-    onChange: (ts: TrainState) => console.log(ts.steps) });
+    onChange: (ts: TrainState) => console.log(ts.steps),
+    onOpenHead: (doc, { layer, head, step, tokens, state }) => view.setCase(doc, {
+      tokens, about: `L${layer} H${head} of a ${state.task} model at step ${step}` }).then(() => console.log(view.showsCase())) });
   await t.ready;
   await t.update({ heads: 4 });
   const trained: TrainState = t.getState();

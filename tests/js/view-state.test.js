@@ -189,3 +189,21 @@ test('Train: state -> URL -> state is exact (random states); bad fields named', 
   assert.equal(ropeDims(rope), 8, 'half of 16 dims');
   assert.equal(ropeDims(defaultTrainState()), 0);
 });
+
+test('Heads, showing a case: the marker names its origin (a Train run, a file) and reads back; bad ones named', async () => {
+  const { decodeHeadsOrigin, encodeHeadsOrigin, isHeadsOrigin } = await import('../../web/demo/heads-origin.js');
+  const { applyTrainState, defaultTrainState } = await import('../../web/views/train/state.js');
+  const state = applyTrainState({ task: 'copy', heads: 4, steps: 350, seed: 7 }, defaultTrainState());
+  const query = encodeHeadsOrigin({ from: 'train', layer: 1, head: 3, state });
+  assert.ok(isHeadsOrigin(query));
+  assert.ok(!isHeadsOrigin(encodeHeadsState({ ...defaultHeadsState(), show: [2] })), 'a sentence\'s link is no marker');
+  const back = decodeHeadsOrigin(query);
+  assert.deepEqual([back.from, back.layer, back.head, back.state], ['train', 1, 3, state]);
+  assert.match(back.trainHash, /^#train\?.*steps=350/);
+  assert.deepEqual(decodeHeadsOrigin(encodeHeadsOrigin({ from: 'file', name: 'a & b' })), { from: 'file', name: 'a & b' });
+  for (const [bad, message] of [['from=walkthrough', /URL parameter from: expected train or file/],
+    [`${query}&text=a`, /URL parameter text: unknown/], ['from=train&layer=-1&head=1&train=', /URL parameter layer: expected an integer >= 0/],
+    ['from=train&layer=0&head=1&train=task%3Dnope', /URL parameter train.*task/], ['from=file&name=a&name=b', /URL parameter name: given twice/]]) {
+    assert.throws(() => decodeHeadsOrigin(bad), message, bad);
+  }
+});

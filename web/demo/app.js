@@ -3,7 +3,8 @@
 // state. This file loads the engine, switches tabs, routes a loaded case file to both views, and
 // keeps the URL hash in step with the shown view's state (`#heads?text=...&heads=2`,
 // `#walkthrough?L=...`; each view's url-state.js), so a link opens exactly that setting, and
-// editing the hash (or going back) switches views.
+// editing the hash (or going back) switches views. A case shown in the Heads view is not a setting:
+// the hash then says where it came from instead (heads-origin.js).
 import { init } from '../lib/index.js';
 import { heads, train, walkthrough } from '../views/index.js';
 import { formatHash, parseHash } from '../views/common/url-state.js';
@@ -13,13 +14,15 @@ import { applyHeadsState, defaultHeadsState } from '../views/heads/state.js';
 import { applyTrainState, defaultTrainState } from '../views/train/state.js';
 import { decodeTrainState, encodeTrainState } from '../views/train/url-state.js';
 import { loader } from './loader.js';
+import { decodeHeadsOrigin, describeHeadsOrigin, encodeHeadsOrigin, isHeadsOrigin } from './heads-origin.js';
 
 const status = document.querySelector('.hs-status');
-// linkError: the status line shows why a link could not be applied; the next link that applies
-// cleanly clears it (it would otherwise describe a link no longer shown).
+// linkError: the status line shows why a link could not be applied (or what a Heads link showed
+// that it cannot hold); the next link that applies cleanly clears it (it would otherwise describe a
+// link no longer shown). `text`: a string, or strings and elements.
 let linkError = false;
 const setStatus = (text, { isLinkError = false } = {}) => {
-  status.textContent = text;
+  status.replaceChildren(...[text].flat());
   linkError = isLinkError;
 };
 const linkFailed = (e) => setStatus(`This link's settings could not be applied: ${e.message}`, { isLinkError: true });
@@ -54,12 +57,15 @@ function setupTabs(onSelect) {
 async function main() {
   let views = null;     // { walkthrough, heads } once mounted
   let current = 'walkthrough';
+  // Where the Heads view's case came from (heads-origin.js), while it shows one.
+  let headsOrigin = null;
+  const headsQuery = () => (headsOrigin && views.heads.showsCase() ? encodeHeadsOrigin(headsOrigin)
+    : encodeHeadsState(views.heads.getState()));
   // The hash of the shown view's state; written with replaceState (no history entry per edit).
   const hashOf = (view) => {
     if (view === 'load') return formatHash(view, '');
     if (view === 'train') return formatHash(view, views.train ? encodeTrainState(views.train.getState()) : '');
-    return formatHash(view, view === 'heads' ? encodeHeadsState(views.heads.getState())
-      : encodeWalkthroughState(views.walkthrough.getState()));
+    return formatHash(view, view === 'heads' ? headsQuery() : encodeWalkthroughState(views.walkthrough.getState()));
   };
   const writeHash = () => {
     if (!views) return;  // before the views exist, the hash is still the link's: keep it
@@ -70,11 +76,18 @@ async function main() {
   const trainView = () => {
     views.train ??= train.create(document.getElementById('panel-train'), {
       onStatus: setStatus, onChange: () => { if (current === 'train') writeHash(); },
-      // A head of the trained model, in the Heads view (its layer, that head shown) and the
-      // Walkthrough (which shows layers of at most 16 dims, and says so otherwise).
-      onOpenHead: async (doc, { head }) => {
+      // A head of the trained model, in the Heads view (its layer, that head shown, its tokens the
+      // probe row's, the intro saying which model and step) and the Walkthrough (which shows
+      // layers of at most 16 dims, and says so otherwise).
+      onOpenHead: async (doc, { layer, head, step, tokens, state }) => {
         views.walkthrough.setCase(doc);
-        await views.heads.setCase(doc);
+        const about = `L${layer} H${head} of the model the Train view trained (${state.task}) at step ${step}: ` +
+          `layer ${layer}'s trained attention weights, run by the engine on the probe row as it enters the layer, so ` +
+          'the pattern is the Train view\'s; the tokens are the task\'s. The layer\'s other heads are hidden, not off ' +
+          '(the line view\'s head buttons show them). Training on in the Train view does not change what is shown ' +
+          'here, and a link cannot hold these weights: this view\'s link names the Train view\'s run instead.';
+        headsOrigin = { from: 'train', layer, head, state };
+        await views.heads.setCase(doc, { tokens, about });
         views.heads.update({ show: [head] });
         selectTab('heads');
       },
@@ -95,12 +108,20 @@ async function main() {
       try {
         // A link is a whole setting: the fields it leaves out are the defaults (which is what
         // encodeHeadsState leaves out), not whatever the view showed before.
-        if (view === 'heads') views.heads.update(applyHeadsState(decodeHeadsState(query), defaultHeadsState(), 'URL'));
+        if (view === 'heads' && isHeadsOrigin(query)) {
+          // A case's marker: the hand-built heads, and what the link showed and how to see it again.
+          const { before, link, after } = describeHeadsOrigin(decodeHeadsOrigin(query));
+          views.heads.update(defaultHeadsState());
+          const a = link && Object.assign(document.createElement('a'), { href: link.href, textContent: link.text });
+          setStatus([before, ...(a ? [a, after] : [])], { isLinkError: true });
+        } else if (view === 'heads') {
+          views.heads.update(applyHeadsState(decodeHeadsState(query), defaultHeadsState(), 'URL'));
+        }
         if (view === 'walkthrough') views.walkthrough.update(decodeWalkthroughState(query));
         if (view === 'train') {
           const wanted = applyTrainState(decodeTrainState(query), defaultTrainState(), 'URL');
           trainView().update(wanted).then(linkApplied, linkFailed);
-        } else {
+        } else if (!(view === 'heads' && isHeadsOrigin(query))) {
           linkApplied();
         }
       } catch (e) {
@@ -136,6 +157,7 @@ async function main() {
     onCase: (doc, { target }) => {
       views.walkthrough.setCase(doc);
       views.heads.setCase(doc);
+      headsOrigin = { from: 'file', name: typeof doc?.name === 'string' ? doc.name : '' };
       selectTab(target);
     },
   });

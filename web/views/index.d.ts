@@ -56,8 +56,32 @@ export interface View<S, P> extends Component<S, P> {
   exportAs(format: ExportFormat | 'case'): Promise<Blob>;
 }
 
+/** What the Heads view's setCase may be told besides the case (a case holds numbers only). */
+export interface HeadsCaseOptions {
+  /** The queries' labels, one per query (default t1..tL); self-attention's keys take them too. */
+  tokens?: readonly string[] | null;
+  /** What the intro says of the case while it is shown (default: whose heads they are). */
+  about?: string | null;
+}
+
+/** onOpenHead's second argument: which head, of which model. */
+export interface OpenedHead {
+  /** 0-based, as the page names layers (L0, L1). */
+  layer: number;
+  /** 1-based (H1, H2). */
+  head: number;
+  /** The model's step when the case was made. */
+  step: number;
+  /** The probe row's tokens as the task writes them: the case's query labels. */
+  tokens: string[];
+  /** The Train view's state then (a link to the run: the case's weights are in no link). */
+  state: TrainState;
+}
+
 export interface HeadsView extends View<HeadsState, Partial<HeadsState>> {
-  setCase(caseDocument: CaseDocument | string): Promise<void>;
+  setCase(caseDocument: CaseDocument | string, options?: HeadsCaseOptions): Promise<void>;
+  /** Whether it shows a case (setCase) rather than the sentence, which its state describes either way. */
+  showsCase(): boolean;
   /** Resolves when everything asked of the view so far is computed and drawn. */
   settled(): Promise<void>;
 }
@@ -77,7 +101,7 @@ export interface TrainOptions {
   onStatus?: (text: string) => void;
   onChange?: (state: TrainState, cause: ChangeCause) => void;
   /** A head card's "Open in the Heads view" button: its layer as an attention case (no button without it). */
-  onOpenHead?: ((caseDocument: CaseDocument, where: { layer: number; head: number }) => void) | null;
+  onOpenHead?: ((caseDocument: CaseDocument, where: OpenedHead) => void) | null;
   hide?: readonly TrainControl[] | string;
   compact?: boolean;
 }

@@ -1,7 +1,11 @@
-// Editing the cells of an editable matrix (matrix.js), with a spreadsheet's keys: typing starts
-// editing (replacing the number), Enter or F2 edits the number in place, Enter commits, Escape
-// cancels; what is not a number is marked and explained (matrix-message.js), never used, and the
-// cell's last good number comes back when it loses focus.
+// Editing the cells of an editable matrix (matrix.js), as a spreadsheet does. A cell reached by a
+// click, Tab or an arrow key is *selected*: its whole number is selected, so typing replaces it
+// (a click, too: a text field's click would put the caret in the number and "3" after a click
+// before 1.000 gave 31). Enter, F2 or a double-click edit the number *in place*, the caret after
+// it, where the arrow keys, Home and End move the caret; so does a second click on a selected cell,
+// the caret where it clicked. Enter commits (the number selected again), Escape cancels; what is
+// not a number is marked and explained (matrix-message.js), never used, and the cell's last good
+// number comes back when it loses focus.
 //
 // `m` is the matrix's shared state (matrix.js): name, decimals, table, cells, values (what
 // update() was given last), editing ({ k, original }: the cell being edited and the number it had
@@ -16,7 +20,6 @@ import { exactText, formatFit, parseCellText } from './numbers.js';
  * @returns {{ key(e, k): void, focusIn(k): void, focusOut(k): void }} what matrix-keys.js hands over
  */
 export function attachEditing(m, { onEdit, nav, message }) {
-  let pointerDown = false;
   const done = (input) => input.classList.remove('hs-editing', 'hs-cell-input-wide');
 
   function startEditing(k, { caret = true } = {}) {
@@ -109,16 +112,27 @@ export function attachEditing(m, { onEdit, nav, message }) {
       input.value = exactText(m.values[k]);
       m.cells[k].text = input.value;
     }
-    if (pointerDown) {
-      startEditing(k, { caret: false });
-    } else {
-      input.select();
-    }
+    input.select();
   }
 
-  m.table.addEventListener('pointerdown', () => {
-    pointerDown = true;
-    setTimeout(() => { pointerDown = false; }, 0);
+  // The pointer, before the browser places a caret: a press on a cell that does not have the focus
+  // selects it (the browser's caret placement is prevented and the cell focused here, so focusIn
+  // selects the number); a press on the selected cell edits in place, the caret where the browser
+  // puts it; the second press of a double-click edits in place with the caret after the number
+  // (the browser would select a word of it).
+  m.table.addEventListener('mousedown', (e) => {
+    const k = e.button === 0 ? nav.indexOf(e.target) : -1;
+    if (k < 0) return;
+    const input = m.cells[k].content;
+    if (m.element.getRootNode().activeElement !== input) {
+      e.preventDefault();
+      nav.focusCell(k);
+    } else if (e.detail >= 2) {
+      e.preventDefault();
+      startEditing(k);
+    } else if (m.editing?.k !== k && m.invalid !== k) {
+      startEditing(k, { caret: false });
+    }
   });
   m.table.addEventListener('input', (e) => {
     const k = nav.indexOf(e.target);

@@ -26,20 +26,21 @@ export function checkNames(value, allowed, where) {
 
 /**
  * A view's onChange reporter: changed(cause) calls onChange(state, cause) when getState()'s
- * state differs from the one last reported (or marked with settle(), while mounting). A
+ * state differs from the one last reported (or marked with settle(), while mounting), as `key`
+ * tells them apart (default: the state's JSON; a view may count what its state leaves out). A
  * listener's exception must not break the view: it is rethrown in a microtask, where the page's
  * author sees it.
  */
-export function changeReporter(getState, onChange) {
+export function changeReporter(getState, onChange, { key: keyOf = (s) => JSON.stringify(s) } = {}) {
   let reported = null;
   return {
     settle() {
-      reported = JSON.stringify(getState());
+      reported = keyOf(getState());
     },
     changed(cause) {
       if (reported === null) return;
       const s = getState();
-      const key = JSON.stringify(s);
+      const key = keyOf(s);
       if (key === reported) return;
       reported = key;
       try {

@@ -119,7 +119,7 @@ export function createCompute(hs, { onStatus }) {
     const { parsed, dims } = loaded;
     const { L, Sp: S } = dims;
     const labels = caseLabels({ L, S, sourceLength: dims.S, selfAttention: sameTensor(parsed.key, parsed.query),
-      addBiasKV: parsed.config.addBiasKV, addZeroAttn: parsed.config.addZeroAttn });
+      addBiasKV: parsed.config.addBiasKV, addZeroAttn: parsed.config.addZeroAttn, tokens: loaded.tokens });
     const shown = L > MAX_SHOWN || S > MAX_SHOWN
       ? `Showing queries 1–${Math.min(L, MAX_SHOWN)} of ${L} and keys 1–${Math.min(S, MAX_SHOWN)} of ${S}; ` +
         'the summary numbers and the output change cover all of them.' : '';

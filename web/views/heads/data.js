@@ -6,9 +6,12 @@ import { formatNumber } from '../common/numbers.js';
 /** Rows and columns a heatmap or the line view shows of a large case. */
 export const MAX_SHOWN = 128;
 
-/** Labels of a loaded case: queries t1..tL; keys the same for self-attention, else k1..kS. */
-export function caseLabels({ L, S, sourceLength, selfAttention, addBiasKV, addZeroAttn }) {
-  const queries = Array.from({ length: L }, (_, i) => `t${i + 1}`);
+/**
+ * Labels of a loaded case: queries its `tokens` when given (setCase's option), else t1..tL; keys
+ * the same for self-attention, else k1..kS.
+ */
+export function caseLabels({ L, S, sourceLength, selfAttention, addBiasKV, addZeroAttn, tokens = null }) {
+  const queries = tokens ? tokens.slice(0, L) : Array.from({ length: L }, (_, i) => `t${i + 1}`);
   const keys = selfAttention ? queries.slice(0, sourceLength)
     : Array.from({ length: sourceLength }, (_, j) => `k${j + 1}`);
   if (addBiasKV) keys.push('bias_k');

@@ -12,6 +12,12 @@ import { HEAD_COUNTS } from './state.js';
 import { EMBED_DIM } from './compute.js';
 
 export const EXPLAIN_HINT = 'Hover or focus a heatmap cell to read it.';
+/** The intro of the sentence's hand-built heads (a loaded case has its own: case-mode.js). */
+export const SENTENCE_INTRO = 'Type a sentence or a log line. It is split into tokens, given deterministic features ' +
+  '(position, token identity, character class) and run through one multi-head attention layer ' +
+  'whose heads were built by hand to do one job each. Set the number of heads to 1 and the five ' +
+  'jobs share a single head and get in each other\'s way; at 16 heads of 4 dims the same-token ' +
+  'head no longer has room to tell tokens apart.';
 
 /**
  * @param {Element} root  its content is replaced
@@ -21,12 +27,7 @@ export const EXPLAIN_HINT = 'Hover or focus a heatmap cell to read it.';
  */
 export function buildSkeleton(root, { compact, hidden, shownParts, exportAs, onExportError }) {
   const view = el('div', `hs-heads${compact ? ' hs-compact' : ''}`);
-  const intro = el('p', 'hs-heads-intro hs-prose',
-    'Type a sentence or a log line. It is split into tokens, given deterministic features ' +
-    '(position, token identity, character class) and run through one multi-head attention layer ' +
-    'whose heads were built by hand to do one job each. Set the number of heads to 1 and the five ' +
-    'jobs share a single head and get in each other\'s way; at 16 heads of 4 dims the same-token ' +
-    'head no longer has room to tell tokens apart.');
+  const intro = el('p', 'hs-heads-intro hs-prose', SENTENCE_INTRO);
   const controls = buildControls({ headCounts: HEAD_COUNTS, embedDim: EMBED_DIM });
 
   const busy = statusEl('p', 'hs-heads-busy');
@@ -66,6 +67,6 @@ export function buildSkeleton(root, { compact, hidden, shownParts, exportAs, onE
   view.append(intro, controls.controls, controls.chipsBox, exportsBox, busy, message, gridSection, linesSection,
     ablationSection, explain);
   root.replaceChildren(view);
-  return { view, controls, busy, message, explain, gridSection, gridNote, grid, averageBox, linesSection, lines,
+  return { view, intro, controls, busy, message, explain, gridSection, gridNote, grid, averageBox, linesSection, lines,
     ablationSection, ablation };
 }

@@ -13,11 +13,12 @@
 // busy.js, case-mode.js (a loaded case), export.js. User text reaches the page only through
 // textContent; every element is found through `root`, never through document-level ids.
 import { defineView, destroyedError } from '../common/component.js';
+import { setText } from '../common/dom.js';
 import { changeReporter } from '../common/options.js';
 import { createFrameLoop } from '../common/frame-loop.js';
 import { readHeadsOptions } from './options.js';
 import { createViewState } from './view-state.js';
-import { buildSkeleton } from './skeleton.js';
+import { buildSkeleton, SENTENCE_INTRO } from './skeleton.js';
 import { listenToControls, syncControls } from './controls.js';
 import { createActions } from './actions.js';
 import { createCompute, EMBED_DIM } from './compute.js';
@@ -44,15 +45,18 @@ function createHeads(root, options, where) {
   const vs = createViewState(start, { presetMenus: !readonly && !hidden.has('presets'),
     switches: !readonly && !hidden.has('switches') });
   const { state } = vs;
-  // Reports a change of the public state (after the reader's edit or update()) to onChange.
-  const reporter = changeReporter(() => vs.publicState(), onChange);
-  const changed = (cause) => reporter.changed(cause);
-  reporter.settle();
-
   // What the parts share while the view runs: the loaded case, the numbers shown, the sentence's
   // tokens and feature layout, the newest update's number, and the next update's message.
   const live = { loaded: null, data: null, tokens: [], layout: featureLayout(EMBED_DIM), generation: 0,
     destroyed: false, nextMessage: '' };
+  const showsCase = () => state.source === 'case' && live.loaded !== null;
+  // Reports a change of the public state (after the reader's edit or update()) to onChange; showing
+  // a case or going back to the sentence is one too, though the public state describes the
+  // sentence throughout (the page's URL then changes: a case is not in it).
+  const reporter = changeReporter(() => vs.publicState(), onChange,
+    { key: (s) => JSON.stringify([s, showsCase() ? live.loaded.id : null]) });
+  const changed = (cause) => reporter.changed(cause);
+  reporter.settle();
   const dom = buildSkeleton(root, { compact, hidden, shownParts, exportAs: (format) => exportAs(format),
     onExportError: (e) => fail(e) });
   const c = dom.controls;
@@ -73,9 +77,13 @@ function createHeads(root, options, where) {
   const painter = createRender(dom, { shownParts, state, actions, current: () => live });
   const caseMode = createCaseMode({ live, vs, controls: c, onStatus, changed, loop, update, fail, busy, compute });
 
-  // The controls show the state; the variant's note quotes the shown run's ALiBi slopes.
-  const sync = () => syncControls(c, state, { hidden, readonly, batched: live.loaded?.dims.batched, view: dom.view,
-    slopes: live.data?.alibiSlopes?.length === state.numHeads ? live.data.alibiSlopes : null });
+  // The controls show the state; the variant's note quotes the shown run's ALiBi slopes; the intro
+  // is the sentence's or the shown case's.
+  const sync = () => {
+    syncControls(c, state, { hidden, readonly, batched: live.loaded?.dims.batched, view: dom.view,
+      slopes: live.data?.alibiSlopes?.length === state.numHeads ? live.data.alibiSlopes : null });
+    setText(dom.intro, showsCase() ? live.loaded.intro : SENTENCE_INTRO);
+  };
 
   function draw() {
     sync();
@@ -160,10 +168,13 @@ function createHeads(root, options, where) {
     /** The public state (state.js): a copy; changing it changes nothing. */
     getState: () => vs.publicState(),
     /**
-     * Shows a case document's heads (queries labelled t1..tL). Large cases run in a Web Worker,
-     * with a busy state and Cancel; smaller ones in this thread.
+     * Shows a case document's heads (queries labelled t1..tL, or options.tokens; the intro says
+     * what the case is, or options.about). Large cases run in a Web Worker, with a busy state and
+     * Cancel; smaller ones in this thread.
      */
-    setCase: (caseDocument) => caseMode.load(caseDocument),
+    setCase: (caseDocument, caseOptions) => caseMode.load(caseDocument, caseOptions),
+    /** Whether the view shows a case (setCase) rather than the sentence: its state does not hold it. */
+    showsCase,
     exportAs,
     settled: loop.settled,
     /** Frees the engine objects and empties `root`. */

@@ -43,3 +43,13 @@ export async function layerCase({ model, probe, state, engine }, l) {
     inputs: { query, attn_mask: mask, need_weights: true, average_attn_weights: false },
   };
 }
+
+/**
+ * What the Heads view needs besides head h's layer case to say what it shows (onOpenHead's second
+ * argument): the layer, the 1-based head, the model's step, the probe row's tokens as the task
+ * writes them (the case's query labels: a case holds numbers only) and the Train view's public
+ * state then (a link to the run: the Heads view's URL cannot carry the trained weights).
+ */
+export function openedHead({ state, task, probe }, l, h) {
+  return { layer: l, head: h, step: state.steps, tokens: Array.from(probe.tokens.data, (id) => task.vocab[id]), state: { ...state } };
+}

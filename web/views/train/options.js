@@ -20,8 +20,9 @@ const ownWorker = () => initWorker(undefined, { simd: 'simd128' });
  *   engine: initWorker()'s API to train in (it stays the caller's: the view does not end it);
  *   without one the view starts a Worker of its own (`worker` starts it: default initWorker() of
  *   the SIMD128 build) and ends it on destroy; state: the setup and the step to train to;
- *   onOpenHead(caseDocument, { layer, head }): a head's "Open in the Heads view" button (none
- *   without it); hide: parts not shown (TRAIN_CONTROLS); compact: no intro or headings
+ *   onOpenHead(caseDocument, { layer, head, step, tokens, state }) (layer-case.js openedHead): a
+ *   head's "Open in the Heads view" button (none without it); hide: parts not shown
+ *   (TRAIN_CONTROLS); compact: no intro or headings
  * @param {string} where  the call, in messages ("train.create")
  */
 export function readTrainOptions({ engine, state, onStatus = () => {}, onChange = () => {}, onOpenHead = null,

@@ -35,7 +35,7 @@ import { createAblation } from './ablation.js';
 import { createInside } from './inside.js';
 import { createVariants } from './variants.js';
 import { createModelFile, noModel } from './model-file.js';
-import { layerCase } from './layer-case.js';
+import { layerCase, openedHead } from './layer-case.js';
 import { checkTrainFormat, exportTrain } from './export.js';
 import { whatIf } from './whatif.js';
 
@@ -94,7 +94,8 @@ function createTrain(root, options, where) {
     say(`Loaded ${name ?? 'a model'}: training goes on from here (with a new optimizer).`, { keepError: true });
     changed('input');
   } });
-  const openHead = o.onOpenHead && ((l, h) => serial(() => layerCase(t, l)).then((doc) => o.onOpenHead(doc, { layer: l, head: h })).catch(fail));
+  const openHead = o.onOpenHead && ((l, h) => serial(async () => [await layerCase(t, l), openedHead(t, l, h)])
+    .then(([doc, where]) => o.onOpenHead(doc, where)).catch(fail));
   const curveOptions = () => ({ log: t.state.log, maxStep: Math.max(t.state.steps, 100), phase: t.history.phaseChange(),
     shown: t.shown });
 

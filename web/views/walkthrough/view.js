@@ -105,6 +105,9 @@ function createWalkthrough(root, options, where) {
     }
     w.state = next;
     numbers.refresh();
+    // A typed number is a change of the public state like any control's: onChange (the page's
+    // URL) hears of it.
+    reporter.changed('input');
     return null;
   }
 
