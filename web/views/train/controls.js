@@ -35,6 +35,16 @@ const number = (name, label, { min, max, step }) => {
   return { control: i, label: labelled(label, i) };
 };
 
+/** A refused field: aria-invalid, and described by the message that says why (its id). */
+export function mark(control, message) {
+  control.setAttribute('aria-invalid', 'true');
+  if (message) control.setAttribute('aria-describedby', message.id);
+}
+export function unmark(control) {
+  control.removeAttribute('aria-invalid');
+  control.removeAttribute('aria-describedby');
+}
+
 /** @param {Set<string>} hidden the hide option's parts (task, model, optimizer, buttons) */
 export function buildControls(hidden) {
   const form = el('form', 'hs-controls hs-train-controls');
@@ -129,6 +139,10 @@ export function buildControls(hidden) {
   buttons.append(playButton, stepButton, ...stepMore, resetButton, speedLabel, trainToGroup, logLabel, counter, exportButton, loadLabel);
   buttons.hidden = hidden.has('buttons');
 
+  // The fields whose typed value the setup refused: sync leaves them as typed, and marked, until a
+  // setup is accepted (the reader sees what was refused; the message says what is in use).
+  const refused = new Set();
+
   /**
    * Shows the state, whether it plays and the training rate (steps/s over the last second while
    * a run trains on its own, 0: none); seqLen: the task's row length (the windows offered are
@@ -139,11 +153,10 @@ export function buildControls(hidden) {
     setOptions(c.attnWindow.control, [...new Set([...windowChoices(seqLen), state.attnWindow])].sort((a, b) => a - b), windowText);
     for (const k of FIELDS) {
       const control = c[k].control;
-      if (control.value !== String(state[k])) control.value = String(state[k]);
-      control.removeAttribute('aria-invalid');
+      if (!refused.has(control) && control.value !== String(state[k])) control.value = String(state[k]);
     }
-    mlp.checked = state.mlp;
-    sinks.checked = state.attnSinks;
+    if (!refused.has(mlp)) mlp.checked = state.mlp;
+    if (!refused.has(sinks)) sinks.checked = state.attnSinks;
     log.checked = state.log;
     for (const k of ROPE_FIELDS) c[k].label.hidden = state.positions !== 'rope';
     playButton.textContent = playing ? 'Pause' : 'Play';
@@ -164,6 +177,24 @@ export function buildControls(hidden) {
     return patch;
   }
 
+  /**
+   * A value the setup refused: the field named by the refusal (state.js's "Train.lr: ...") is
+   * marked invalid, described by `message` (the line that says why), and keeps what was typed
+   * until a value is accepted (sync unmarks it). False when no field of the form has that name.
+   */
+  function markInvalid(key, message) {
+    const control = key === 'mlp' ? mlp : key === 'attnSinks' ? sinks : FIELDS.includes(key) ? c[key].control : null;
+    if (control === null) return false;
+    refused.add(control);
+    mark(control, message);
+    return true;
+  }
+  /** The setup was accepted (the form's, or update()'s): the refused fields show the state again. */
+  function accept() {
+    for (const control of refused) unmark(control);
+    refused.clear();
+  }
+
   return { form, buttons, playButton, stepButton, stepMore, resetButton, speed, trainTo, trainToButton, log, exportButton, loadInput,
-    sync, readSetup };
+    sync, readSetup, markInvalid, accept };
 }

@@ -1,16 +1,18 @@
 // The Train view's curves: training loss, held-out loss and held-out accuracy against the step, in
 // one SVG (loss on the left axis, linear or log; accuracy 0..1 on the right), with the history's
 // phase change shaded and the step the heads grid shows as a line. Updated in place: three paths,
-// the band, the line and the axis labels, whatever the number of points.
+// the band, the line and the axis labels, whatever the number of points. Drawn at the SVG's width
+// on the screen (svg-width.js), so the axis text keeps its size on a phone.
 import { el, setText, svgEl } from '../common/dom.js';
+import { onWidth, widthOf } from './svg-width.js';
 
-const W = 640;
+const WIDE = 640;   // the width drawn at before the SVG is laid out
 const H = 220;
 const PAD = { l: 48, r: 44, t: 12, b: 28 };
 
 export function createCurves() {
   const box = el('figure', 'hs-train-curves');
-  const svg = svgEl('svg', { viewBox: `0 0 ${W} ${H}`, class: 'hs-train-curves-svg', role: 'img' });
+  const svg = svgEl('svg', { viewBox: `0 0 ${WIDE} ${H}`, class: 'hs-train-curves-svg', role: 'img' });
   const grid = svgEl('g', { class: 'hs-train-gridlines' });
   const train = svgEl('path', { class: 'hs-train-line-train', fill: 'none' });
   const held = svgEl('path', { class: 'hs-train-line-held', fill: 'none' });
@@ -32,7 +34,12 @@ export function createCurves() {
    *   shown?: number | null }} o  phase: the history's phase change (shaded); shown: the step the
    *   heads grid shows when not the last (a line)
    */
+  let last = null;   // update's arguments: drawn again at a new width
+  onWidth(svg, () => { if (last) update(...last); });
   function update(points, { log = false, maxStep = 0, phase: change = null, shown = null } = {}) {
+    last = [points, { log, maxStep, phase: change, shown }];
+    const W = widthOf(svg, WIDE);
+    svg.setAttribute('viewBox', `0 0 ${W} ${H}`);
     const losses = points.flatMap((p) => [p.trainLoss, p.heldOutLoss]).filter((v) => Number.isFinite(v) && v > 0);
     let lo = losses.length ? Math.min(...losses) : 0.01;
     let hi = losses.length ? Math.max(...losses) : 1;
@@ -43,8 +50,8 @@ export function createCurves() {
     } else {
       hi = Math.max(hi * 1.05, 1e-3);
     }
-    const last = Math.max(1, maxStep, ...points.map((p) => p.step));
-    const x = (step) => PAD.l + ((W - PAD.l - PAD.r) * step) / last;
+    const end = Math.max(1, maxStep, ...points.map((p) => p.step));
+    const x = (step) => PAD.l + ((W - PAD.l - PAD.r) * step) / end;
     const yLoss = (v) => {
       const t = log ? (Math.log(v) - Math.log(lo)) / (Math.log(hi) - Math.log(lo)) : (v - lo) / (hi - lo);
       return H - PAD.b - (H - PAD.t - PAD.b) * Math.min(1, Math.max(0, t));
@@ -80,7 +87,7 @@ export function createCurves() {
         t.textContent = text;
         return t;
       }),
-      ...[[0, 'start'], [last, 'end']].map(([s, anchor]) => {
+      ...[[0, 'start'], [end, 'end']].map(([s, anchor]) => {
         const t = svgEl('text', { x: x(s), y: H - 8, 'text-anchor': anchor });
         t.textContent = `step ${s}`;
         return t;

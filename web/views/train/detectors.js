@@ -4,6 +4,7 @@
 import { columnHeads, el, labelled } from '../common/dom.js';
 import { formatNumber } from '../common/numbers.js';
 import { ALL_DETECTORS, DETECTORS } from '../../lib/detectors.js';
+import { mark, unmark } from './controls.js';
 
 export const DETECTOR_LABELS = { 'previous-token': 'previous token', 'first-token': 'first token', 'same-token': 'same token', induction: 'induction',
   keyword: 'keyword', custom: 'your pattern' };
@@ -57,9 +58,12 @@ export function drawDetectors(table, state, scores) {
   thead.append(head);
   const tbody = el('tbody');
   tbody.append(...rows);
-  const caption = el('caption', 'hs-note', 'Mean attention to the key each detector names (TransformerLens\'s head detectors): ' +
+  // (The text in a block of its own, which the CSS holds to the scrolling box's width and left
+  // edge: a caption is as wide as its table.)
+  const caption = el('caption', 'hs-note');
+  caption.append(el('span', 'hs-train-detectors-note', 'Mean attention to the key each detector names (TransformerLens\'s head detectors): ' +
     '1 means the head does exactly that.' + (shown.length > DETECTORS.length ? ' Keyword and your pattern: at the rows the task ' +
-    'scores (where it has a target).' : ''));
+    'scores (where it has a target).' : '')));
   table.replaceChildren(caption, thead, tbody);
 }
 
@@ -93,11 +97,24 @@ export function createDetectorInputs(root, { apply }) {
     el('p', 'hs-note', 'Keyword: the attention on keys holding one of these tokens. Your pattern: the attention where the ' +
       'formula holds, e.g. j == i - 2 (two back), tj == ti && j < i (an earlier copy), tj == "ERROR". Both are measured ' +
       'at the rows the task scores, and a head scoring above 0.4 gets the label.'));
+  // A refused field keeps what was typed, marked, until the two are accepted (as the form's).
+  const refused = new Set();
+  const fields = { keywords, pattern };
   return {
-    /** Shows the state's keywords and pattern (unless the reader is typing in that field). */
+    /** Shows the state's keywords and pattern (unless the reader is typing in that field, or it was refused). */
     sync(state) {
-      if (document.activeElement !== keywords) keywords.value = state.keywords;
-      if (document.activeElement !== pattern) pattern.value = state.pattern;
+      if (document.activeElement !== keywords && !refused.has(keywords)) keywords.value = state.keywords;
+      if (document.activeElement !== pattern && !refused.has(pattern)) pattern.value = state.pattern;
+    },
+    /** The field `key` ('keywords' or 'pattern') was refused: marked, described by `message`. */
+    markInvalid(key, message) {
+      if (!fields[key]) return;
+      refused.add(fields[key]);
+      mark(fields[key], message);
+    },
+    accept() {
+      for (const input of refused) unmark(input);
+      refused.clear();
     },
   };
 }

@@ -24,9 +24,10 @@ function gcdHeads(d, h) {
  *   changed: (cause: string) => void, say: (text: string, o?: object) => void,
  *   viewFields: (state: object) => Promise<void> }} o  session: session.js's; sync: shows the
  *   state in the controls; say: the message line (also clears an error); viewFields: shows the
- *   state's off and log (view.js)
+ *   state's off and log (view.js); refused(e): the form's setup was refused (e names the field);
+ *   accepted(): a setup (the form's or update()'s) was accepted
  */
-export function createPlayback(t, { session, sync, fail, changed, say, viewFields }) {
+export function createPlayback(t, { session, sync, fail, changed, say, viewFields, refused, accepted }) {
   const { serial } = session;
   const meter = createRateMeter();
   let running = 0;   // loops training on their own (Play, trainTo): the rate shows while any runs
@@ -130,25 +131,27 @@ export function createPlayback(t, { session, sync, fail, changed, say, viewField
 
   /**
    * "Train to step N": a checked number (the field's text, from the page); past the model's step
-   * it trains there with its progress; otherwise it says why not. Resolves when done.
+   * it trains there with its progress; otherwise it says why not. Resolves when done: false when
+   * refused.
    */
   function trainToStep(text) {
     const n = Number(text);
     if (String(text).trim() === '' || !Number.isInteger(n) || n < 1 || n > MAX_STEPS) {
       say(`Train to step: expected an integer in [1, ${MAX_STEPS}], got ${JSON.stringify(String(text).slice(0, 20))}`, { keepError: true, error: true });
-      return Promise.resolve();
+      return Promise.resolve(false);
     }
     if (n <= t.state.steps) {
       say(`Train to step: the model is already at step ${t.state.steps}; give a later step (or Reset, or look back with the history's scrubber)`,
         { keepError: true, error: true });
-      return Promise.resolve();
+      return Promise.resolve(false);
     }
-    return trainTo(n, 'Training').then(() => changed('input')).catch(fail);
+    return trainTo(n, 'Training').then(() => changed('input')).catch(fail).then(() => true);
   }
 
   /** update(): a new setup resets to step 0; `steps` beyond the current step trains up to it. */
   async function update(patch) {
     const next = applyTrainState(patch, t.state);
+    accepted();
     if (!sameSetup(next, t.state) || next.steps < t.state.steps) {
       const to = next.steps;
       t.state = { ...next, steps: 0, off: [] };
@@ -170,11 +173,15 @@ export function createPlayback(t, { session, sync, fail, changed, say, viewField
     try {
       next = applyTrainState(patch, t.state, 'Train');
     } catch (e) {
-      say(e.message, { keepError: true });
+      refused(e);
       return;
     }
-    say('', { keepError: true });
-    if (sameSetup(next, t.state)) return;
+    accepted();
+    say('');
+    if (sameSetup(next, t.state)) {
+      sync();   // the fields as the state (a refused field, corrected back to the value in use)
+      return;
+    }
     // A new setup is a new model from step 0, which the reader should hear about: the trained
     // steps are gone, and a run that was playing goes on playing from 0.
     const what = TRAIN_KEYS.filter((k) => !['steps', 'off', 'log'].includes(k) && next[k] !== t.state[k]).join(', ');

@@ -6,6 +6,8 @@
 import { button, el, statusEl } from '../common/dom.js';
 import { createCurves } from './curves.js';
 
+let views = 0;
+
 /**
  * @param {Element} root  its content is replaced
  * @param {{ compact: boolean, hidden: Set<string>, controls: object, history: object }} o  controls:
@@ -18,6 +20,7 @@ export function buildSkeleton(root, { compact, hidden, controls, history }) {
     'each head has learned to do (an induction head forms as the loss drops). Then switch heads off ' +
     'and see what each one was worth.');
   const message = statusEl('p', 'hs-train-message');
+  message.id = `hs-train-message-${++views}`;   // a refused field's aria-describedby
   const curves = createCurves();
   const probeText = el('p', 'hs-note hs-train-probe');
   const gridTitle = el('h2', 'hs-prose hs-train-h2', 'Every head on the probe row');
@@ -32,11 +35,18 @@ export function buildSkeleton(root, { compact, hidden, controls, history }) {
   history.element.hidden = hidden.has('history');
   const detectorsTitle = el('h2', 'hs-prose hs-train-h2', 'What each head does (head detectors, on the held-out rows)');
   const detectors = el('table', 'hs-train-detectors');
+  // Wider than a phone: the table scrolls in its own box, its head names held at the left edge
+  // (sticky), so each row's name stays beside its scores. Focusable, so a keyboard scrolls it too.
+  const detectorsScroll = el('div', 'hs-train-detectors-scroll');
+  detectorsScroll.tabIndex = 0;
+  detectorsScroll.setAttribute('role', 'region');
+  detectorsScroll.setAttribute('aria-label', 'Head detectors table');
+  detectorsScroll.append(detectors);
   const ablationTitle = el('h2', 'hs-prose hs-train-h2', 'Switch heads off: the held-out loss, and each head\'s importance');
   const ablation = el('div', 'hs-train-ablation');
   const detectorsBox = el('section');
   const detectorInputs = el('div', 'hs-train-detector-inputs');
-  detectorsBox.append(detectorsTitle, detectorInputs, detectors);
+  detectorsBox.append(detectorsTitle, detectorInputs, detectorsScroll);
   detectorsBox.hidden = hidden.has('detectors');
   const ablationBox = el('section');
   ablationBox.append(ablationTitle, ablation);

@@ -20,7 +20,7 @@ import { button, setText } from '../common/dom.js';
 import { HeadscopeError } from '../../lib/errors.js';
 import { download, toJSON, MIME } from '../common/export-data.js';
 import { readTrainOptions } from './options.js';
-import { buildControls } from './controls.js';
+import { buildControls, mark, unmark } from './controls.js';
 import { buildSkeleton } from './skeleton.js';
 import { createSession } from './session.js';
 import { createPlayback, DEFAULT_CHUNK } from './playback.js';
@@ -88,7 +88,17 @@ function createTrain(root, options, where) {
   const { serial } = session;
   const ablation = createAblation(t, { root: dom.ablation, serial, fail, redraw: draw });
   const inside = createInside(t, { root: dom.inside, serial, fail });
-  const playback = createPlayback(t, { session, sync, fail, changed, say, viewFields });
+  // A value the setup refused (state.js names the field: "Train.lr: expected ..."): the message
+  // says why and what the model goes on with; the field keeps what was typed, marked invalid and
+  // described by the message, until a setup is accepted.
+  const fieldOf = (e) => /^Train\.(\w+):/.exec(e?.message ?? '')?.[1] ?? null;
+  const refused = (e) => {
+    const key = fieldOf(e);
+    const inUse = key !== null && key in t.state ? ` The model goes on with ${key} ${t.state[key]}: correct the marked field.` : '';
+    say(`${e.message}.${inUse}`, { error: true });
+    controls.markInvalid(key, dom.message);
+  };
+  const playback = createPlayback(t, { session, sync, fail, changed, say, viewFields, refused, accepted: () => controls.accept() });
   const variants = createVariants(t, { root: dom.variants, serial });
   const file = createModelFile(t, { session, loaded: (name) => {
     say(`Loaded ${name ?? 'a model'}: training goes on from here (with a new optimizer).`, { keepError: true });
@@ -179,8 +189,10 @@ function createTrain(root, options, where) {
         applyTrainState(patch, t.state, 'Train');
       } catch (e) {
         say(e.message, { error: true });
+        detectorInputs.markInvalid(fieldOf(e), dom.message);
         return;
       }
+      detectorInputs.accept();
       say('');
       playback.update(patch).catch(fail);
     },
@@ -267,7 +279,11 @@ function createTrain(root, options, where) {
   for (const b of controls.stepMore) b.addEventListener('click', () => { playback.step(Number(b.dataset.steps)).catch(() => {}); });
   controls.resetButton.addEventListener('click', () => { playback.reset().catch(() => {}); });
   controls.speed.addEventListener('change', () => { t.chunk = Number(controls.speed.value); });
-  const trainTo = () => playback.trainToStep(controls.trainTo.value);
+  // A refused step marks the field (as the form's refusals) until a step is accepted.
+  const trainTo = () => {
+    const field = controls.trainTo;
+    return playback.trainToStep(field.value).then((ok) => (ok ? unmark(field) : mark(field, dom.message)));
+  };
   controls.trainToButton.addEventListener('click', trainTo);
   controls.trainTo.addEventListener('keydown', (e) => {
     if (e.key === 'Enter') {

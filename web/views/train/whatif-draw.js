@@ -92,11 +92,13 @@ const text = (attributes, content) => {
 
 // The held-out loss per head count (or per variant: the map's keys are then the variants' names,
 // drawn in the experiment's `order`, not in the order the Workers' runs happened to report).
-export function drawCurves(svg, curves, steps, order = null) {
+// width: the SVG's width on the screen in CSS px (svg-width.js), so its text keeps its size.
+export function drawCurves(svg, curves, steps, order = null, width = W) {
   svg.removeAttribute('hidden');
+  svg.setAttribute('viewBox', `0 0 ${width} ${H}`);
   const series = seriesOf(curves, order);
   const { lo, hi, decades } = logDomain(series);
-  const x = (s) => PAD.l + ((W - PAD.l - PAD.r) * s) / steps;
+  const x = (s) => PAD.l + ((width - PAD.l - PAD.r) * s) / steps;
   const bottom = H - PAD.b;
   const y = (v) => bottom - ((bottom - PAD.t) * (Math.log10(Math.max(v, lo)) - Math.log10(lo))) / (Math.log10(hi) - Math.log10(lo));
   const f = (v) => v.toFixed(1);
@@ -104,7 +106,7 @@ export function drawCurves(svg, curves, steps, order = null) {
   const ticks = [];
   for (const k of decades) {
     const v = pow10(k);
-    axes.append(svgEl('line', { x1: PAD.l, x2: W - PAD.r, y1: f(y(v)), y2: f(y(v)) }));
+    axes.append(svgEl('line', { x1: PAD.l, x2: width - PAD.r, y1: f(y(v)), y2: f(y(v)) }));
     ticks.push(text({ x: PAD.l - 6, y: f(y(v) + 4), 'text-anchor': 'end', class: 'hs-train-whatif-axis hs-train-whatif-ytick',
       'data-value': v, 'data-y': f(y(v)) }, decadeLabel(k)));
   }
@@ -112,7 +114,7 @@ export function drawCurves(svg, curves, steps, order = null) {
     ticks.push(text({ x: f(x(s)), y: bottom + 14, 'text-anchor': 'middle', class: 'hs-train-whatif-axis hs-train-whatif-xtick' }, String(s)));
   }
   const titles = [
-    text({ x: (PAD.l + W - PAD.r) / 2, y: H - 6, 'text-anchor': 'middle', class: 'hs-train-whatif-axis hs-train-whatif-xtitle' }, 'training step'),
+    text({ x: (PAD.l + width - PAD.r) / 2, y: H - 6, 'text-anchor': 'middle', class: 'hs-train-whatif-axis hs-train-whatif-xtitle' }, 'training step'),
     text({ transform: `translate(14 ${(PAD.t + bottom) / 2}) rotate(-90)`, 'text-anchor': 'middle', class: 'hs-train-whatif-axis hs-train-whatif-ytitle' },
       'held-out loss (log scale)'),
     text({ x: PAD.l, y: PAD.t - 8, class: 'hs-train-whatif-axis' }, 'line: mean over the seeds; band: their min to max'),

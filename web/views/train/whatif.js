@@ -15,6 +15,7 @@ import { describeResult, EXPERIMENTS, runExperiment } from '../../lib/experiment
 import { defineView } from '../common/component.js';
 import { button, el, setText, statusEl, svgEl } from '../common/dom.js';
 import { drawCurves, drawTable, H, W } from './whatif-draw.js';
+import { onWidth, widthOf } from './svg-width.js';
 
 const LABELS = { 'log-line': 'How many heads? (log line)', induction: 'How many heads? (induction)',
   'kv-heads': 'K/V heads: 8, 2 or 1? (induction)', positions: 'Learned positions, ALiBi, a window or RoPE? (induction)',
@@ -59,6 +60,15 @@ function createWhatIf(root, { engine, state, workers = 2, startWorker = ownWorke
   box.append(title, note, buttons, progress, svg, table, verdict);
   root.replaceChildren(box);
 
+  // The chart at the SVG's width on the screen, drawn again when that changes.
+  let drawn = null;   // drawCurves' arguments after the svg
+  const draw = (...args) => {
+    drawn = args;
+    svg.removeAttribute('hidden');   // laid out first, to be measured
+    drawCurves(svg, ...args, widthOf(svg, W));
+  };
+  onWidth(svg, () => { if (drawn) draw(...drawn); });
+
   let controller = null;
   let engines = [];
   let result = null;
@@ -95,10 +105,10 @@ function createWhatIf(root, { engine, state, workers = 2, startWorker = ownWorke
           done++;
           setText(progress, `${name}: ${done} of ${total} runs done (last: ${r.variant ?? `${r.heads} heads`}, seed ${r.seed}, ` +
             `${(100 * r.finalAccuracy).toFixed(1)}%), ${((performance.now() - started) / 1000).toFixed(0)} s`);
-          drawCurves(svg, curves, options.steps, order);
+          draw(curves, options.steps, order);
         },
       });
-      drawCurves(svg, curves, options.steps, order);
+      draw(curves, options.steps, order);
       drawTable(table, result);
       setText(verdict, describeResult(result));
       setText(progress, `${name}: ${result.runs.length} runs in ${((performance.now() - started) / 1000).toFixed(0)} s.`);
