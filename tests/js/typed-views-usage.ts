@@ -6,6 +6,7 @@ import {
 } from 'headscope/views';
 import type { HeadscopeHeads, HeadscopeTrain } from 'headscope/widgets';
 import { runExperiment, formatTable, EXPERIMENTS } from 'headscope/experiments';
+import { trainBpe, charTokenizer, tokenizerFromJSON, type Tokenizer } from 'headscope/tokenizers';
 
 export async function demo(root: Element, other: Element): Promise<void> {
   const engine = await init();
@@ -54,4 +55,14 @@ export async function demo(root: Element, other: Element): Promise<void> {
   t.destroy();
   view.destroy();
   w.destroy();
+}
+
+// headscope/tokenizers: a BPE trained on a reader's text, its ids, and the same from JSON.
+export function tokens(text: string): number {
+  const bpe = trainBpe(text, { vocabSize: 300, special: ['<bos>'], onProgress: (m: number, total: number) => console.log(m, total) });
+  const ids: Int32Array = bpe.encode(text);
+  const back: string = bpe.decode(ids);
+  const again: Tokenizer = tokenizerFromJSON(bpe.toJSON());
+  const chars = charTokenizer(text, { unknown: '?' });
+  return ids.length + back.length + again.vocabSize + bpe.merges + chars.special['?'];
 }
